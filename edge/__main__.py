@@ -1,0 +1,5 @@
+"""Allow ``python -m edge``."""
+
+from edge.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,40 @@
+"""Errors that map to the CLI's exit statuses (see docs/cli.md)."""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ["ExitStatus", "EdgeError", "UsageError", "CheckFailed", "DeviceError"]
+
+
+class ExitStatus(enum.IntEnum):
+    """Process exit statuses of every ``edge`` command."""
+
+    OK = 0
+    CHECK_FAILED = 1
+    BAD_INPUT = 2
+    DEVICE = 3
+
+
+class EdgeError(Exception):
+    """An error the user can act on; its message is one line naming what to fix."""
+
+    status = ExitStatus.BAD_INPUT
+
+
+class UsageError(EdgeError):
+    """Bad input or usage: a file, a flag, a profile."""
+
+    status = ExitStatus.BAD_INPUT
+
+
+class CheckFailed(EdgeError):
+    """A check failed: fidelity, budget or regression."""
+
+    status = ExitStatus.CHECK_FAILED
+
+
+class DeviceError(EdgeError):
+    """The device or the transport to it failed."""
+
+    status = ExitStatus.DEVICE

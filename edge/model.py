@@ -1,0 +1,146 @@
+"""Model intake: read an ONNX file into a ModelInfo (IO specs, params, MACs, size, op set)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from edge.errors import UsageError
+from edge.values import ModelInfo, TensorSpec
+
+if TYPE_CHECKING:
+    import onnx
+
+__all__ = ["inspect_model", "load_onnx", "sha256_file"]
+
+
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file, streamed."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def load_onnx(path: str | Path) -> onnx.ModelProto:
+    """Load and check an ONNX model; a missing or corrupt file raises UsageError."""
+    import onnx
+
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"model file {path} does not exist")
+    if path.suffix.lower() != ".onnx":
+        raise UsageError(f"{path}: only ONNX models (.onnx) are accepted; export the model first")
+    try:
+        model = onnx.load(str(path))
+        onnx.checker.check_model(model)
+    except Exception as exc:  # onnx raises several unrelated types for a bad file
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UsageError(f"{path}: not a valid ONNX model ({first[:160]})") from None
+    if not model.graph.input or not model.graph.output:
+        raise UsageError(f"{path}: the ONNX graph has no inputs or no outputs")
+    return model
+
+
+def inspect_model(path: str | Path) -> ModelInfo:
+    """Read a model file and describe it."""
+    import onnx
+
+    path = Path(path)
+    model = load_onnx(path)
+    inferred = onnx.shape_inference.infer_shapes(model)
+    initializers = {i.name for i in model.graph.initializer}
+    return ModelInfo(
+        path=str(path.resolve()),
+        sha256=sha256_file(path),
+        size_bytes=path.stat().st_size,
+        opset=_opset(model),
+        inputs=tuple(_spec(v) for v in model.graph.input if v.name not in initializers),
+        outputs=tuple(_spec(v) for v in model.graph.output),
+        params=sum(_numel(i.dims) for i in model.graph.initializer),
+        macs=_count_macs(inferred),
+        ops=dict(Counter(n.op_type for n in model.graph.node).most_common()),
+    )
+
+
+def _opset(model: onnx.ModelProto) -> int:
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+
+
+def _spec(value: onnx.ValueInfoProto) -> TensorSpec:
+    import onnx
+
+    tensor = value.type.tensor_type
+    dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
+                 for d in tensor.shape.dim)
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type).name
+    return TensorSpec(name=value.name, shape=dims, dtype=dtype)
+
+
+def _numel(dims: object) -> int:
+    total = 1
+    for d in dims:  # type: ignore[attr-defined]
+        total *= int(d)
+    return total
+
+
+def _shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
+    shapes: dict[str, tuple[int, ...]] = {}
+    graph = model.graph
+    for value in list(graph.value_info) + list(graph.input) + list(graph.output):
+        dims = value.type.tensor_type.shape.dim
+        shapes[value.name] = tuple(d.dim_value if d.dim_value > 0 else 1 for d in dims)
+    for init in graph.initializer:
+        shapes[init.name] = tuple(int(d) for d in init.dims)
+    return shapes
+
+
+def _count_macs(model: onnx.ModelProto) -> int:
+    """Multiply-accumulates of Conv, ConvTranspose, Gemm and MatMul nodes (batch dims as 1)."""
+    shapes = _shapes(model)
+    total = 0
+    for node in model.graph.node:
+        counter = _MAC_RULES.get(node.op_type)
+        if counter is None:
+            continue
+        try:
+            total += counter(node, shapes)
+        except (KeyError, IndexError, ValueError):
+            continue  # unknown shape: leave it out rather than guess
+    return total
+
+
+def _conv_macs(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]]) -> int:
+    weight = shapes[node.input[1]]
+    out = shapes[node.output[0]]
+    return _numel(out) * _numel(weight[1:])
+
+
+def _conv_transpose_macs(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]]) -> int:
+    weight = shapes[node.input[1]]
+    inp = shapes[node.input[0]]
+    return _numel(inp) * _numel(weight[1:])
+
+
+def _matmul_macs(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]]) -> int:
+    out = shapes[node.output[0]]
+    a = shapes[node.input[0]]
+    return _numel(out) * a[-1]
+
+
+def _gemm_macs(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]]) -> int:
+    a = shapes[node.input[0]]
+    trans_a = next((attr.i for attr in node.attribute if attr.name == "transA"), 0)
+    inner = a[0] if trans_a else a[-1]
+    return _numel(shapes[node.output[0]]) * inner
+
+
+_MAC_RULES = {
+    "Conv": _conv_macs,
+    "ConvTranspose": _conv_transpose_macs,
+    "MatMul": _matmul_macs,
+    "Gemm": _gemm_macs,
+}

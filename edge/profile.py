@@ -1,0 +1,249 @@
+"""Device profiles: a validated, frozen description of a device, loaded from YAML files.
+
+A profile is data. The catalog ships in the ``profiles`` package; a user profile file may
+``extends:`` a catalog entry and override any key.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from edge.errors import UsageError
+
+__all__ = [
+    "RUNTIMES",
+    "Profile",
+    "catalog_ids",
+    "load_profile",
+    "profile_schema",
+    "validate_file",
+]
+
+#: Runtime names a profile may list; targets/ implements a subset (see targets.REGISTRY).
+RUNTIMES = (
+    "tflite",
+    "onnxruntime",
+    "openvino",
+    "nnapi",
+    "tensorrt",
+    "edgetpu",
+    "coreml",
+    "qnn",
+)
+Runtime = Literal[RUNTIMES]  # type: ignore[valid-type]
+Precision = Literal["fp32", "fp16", "bf16", "int8", "int16", "int4"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Compute(_Frozen):
+    """The CPU: architecture, cores, clock and, where known, measured peak throughput."""
+
+    arch: Literal["aarch64", "armv7l", "x86_64", "riscv64"]
+    cpu: str = Field(description="CPU model, e.g. 'Cortex-A72'")
+    cores: int = Field(gt=0)
+    clock_ghz: float = Field(gt=0)
+    isa: tuple[str, ...] = Field(default=(), description="SIMD extensions, e.g. neon, avx512_vnni")
+    peak_gops: dict[Precision, float] = Field(
+        default_factory=dict, description="Peak GOPS of all cores per precision, where known"
+    )
+    threads: int | None = Field(default=None, gt=0, description="Threads to run models with")
+
+    @property
+    def default_threads(self) -> int:
+        """Threads a runtime should use on this device."""
+        return self.threads or self.cores
+
+
+class Memory(_Frozen):
+    """RAM, and how much of it a model may use."""
+
+    ram_mb: int = Field(gt=0)
+    model_budget_mb: int = Field(gt=0, description="Memory a deployed model may use")
+
+
+class Storage(_Frozen):
+    """Where artifacts live on the device."""
+
+    kind: str = Field(description="emmc, microsd, nvme, ufs, ...")
+    capacity_gb: float = Field(gt=0)
+
+
+class Power(_Frozen):
+    """Board power draw, watts."""
+
+    idle_w: float = Field(ge=0)
+    max_w: float = Field(gt=0)
+
+
+class Accelerator(_Frozen):
+    """An accelerator and the runtime that reaches it."""
+
+    kind: Literal["gpu", "npu", "tpu", "dsp", "vpu"]
+    name: str
+    tops: float | None = Field(default=None, gt=0, description="Peak TOPS at its best precision")
+    precisions: tuple[Precision, ...]
+    runtime: Runtime
+
+
+class Link(_Frozen):
+    """The device's network link to the cloud."""
+
+    kind: str = Field(description="ethernet, wifi5, lte, 5g, datacenter, ...")
+    uplink_mbps: float = Field(gt=0)
+    downlink_mbps: float = Field(gt=0)
+    rtt_ms: float = Field(ge=0)
+
+
+class Access(_Frozen):
+    """How to reach the device and run code on it."""
+
+    transport: Literal["ssh", "local", "adb"] = "ssh"
+    user: str | None = None
+    host: str | None = None
+    port: int = Field(default=22, gt=0, lt=65536)
+    python: str = Field(default="python3", description="Python on the device that runs the agent")
+    work_dir: str = Field(default="~/.edge", description="Directory on the device edge owns")
+
+
+class Profile(_Frozen):
+    """Everything edge knows about a device."""
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    name: str
+    source: str = Field(description="Where the numbers come from (datasheet, measurement)")
+    compute: Compute
+    memory: Memory
+    storage: Storage
+    power: Power
+    accelerators: tuple[Accelerator, ...] = ()
+    runtimes: tuple[Runtime, ...] = Field(min_length=1, description="In order of preference")
+    link: Link
+    access: Access = Access()
+
+    @field_validator("runtimes")
+    @classmethod
+    def _unique(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if len(set(value)) != len(value):
+            raise ValueError("runtimes must not repeat")
+        return value
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return self.model_dump(mode="json")
+
+
+def profile_schema() -> dict[str, Any]:
+    """The JSON Schema of a profile file."""
+    schema = Profile.model_json_schema()
+    schema["properties"]["extends"] = {
+        "type": "string",
+        "description": "Catalog id or file of a profile whose keys this one overrides",
+    }
+    return schema
+
+
+def catalog_ids() -> list[str]:
+    """Ids of the shipped profiles, sorted."""
+    return sorted(p.name[: -len(".yaml")] for p in _catalog_dir().iterdir() if _is_yaml(p))
+
+
+def load_profile(ref: str | Path) -> Profile:
+    """Load a profile by catalog id or file path; raise UsageError naming what is wrong."""
+    path = _resolve(ref)
+    return _validate(_read_merged(path, seen=()), path)
+
+
+def validate_file(path: str | Path) -> Profile:
+    """Validate one profile file (raises UsageError naming the file and key)."""
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"profile file {path} does not exist")
+    return _validate(_read_merged(path, seen=()), path)
+
+
+def _catalog_dir() -> Any:
+    return resources.files("profiles")
+
+
+def _is_yaml(entry: Any) -> bool:
+    return entry.name.endswith(".yaml") and not entry.name.startswith("_")
+
+
+def _resolve(ref: str | Path) -> Path:
+    text = str(ref)
+    path = Path(text).expanduser()
+    if path.suffix in (".yaml", ".yml", ".json") or path.is_file():
+        if not path.is_file():
+            raise UsageError(f"profile file {path} does not exist")
+        return path
+    entry = _catalog_dir() / f"{text}.yaml"
+    if not entry.is_file():
+        ids = ", ".join(catalog_ids())
+        raise UsageError(f"unknown profile '{text}': choose one of {ids}, or give a profile file")
+    return Path(str(entry))
+
+
+def _read_merged(path: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
+    if path in seen:
+        raise UsageError(f"{path}: extends: cycle through {' -> '.join(map(str, seen))}")
+    data = _read(path)
+    base_ref = data.pop("extends", None)
+    data.setdefault("id", path.stem)
+    if base_ref is None:
+        return data
+    if not isinstance(base_ref, str):
+        raise UsageError(f"{path}: extends: must be a profile id or file name")
+    base_path = _resolve_relative(base_ref, path)
+    base = _read_merged(base_path, seen + (path,))
+    return _deep_merge(base, data)
+
+
+def _resolve_relative(ref: str, child: Path) -> Path:
+    sibling = child.parent / ref
+    if Path(ref).suffix in (".yaml", ".yml", ".json") and sibling.is_file():
+        return sibling
+    return _resolve(ref)
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: cannot read profile: {exc}") from None
+    except (yaml.YAMLError, json.JSONDecodeError) as exc:
+        where = getattr(exc, "problem_mark", None)
+        line = f" line {where.line + 1}" if where is not None else ""
+        raise UsageError(f"{path}:{line} is not valid YAML/JSON") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: a profile must be a mapping of keys, got {type(data).__name__}")
+    return data
+
+
+def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _validate(data: dict[str, Any], path: Path) -> Profile:
+    try:
+        return Profile.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise UsageError(f"{path}: key '{key}': {err['msg']}{more}") from None

@@ -1,0 +1,229 @@
+"""Frozen value types that cross module borders; each round-trips to JSON."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Self
+
+import numpy as np
+
+__all__ = [
+    "TensorSpec",
+    "ModelInfo",
+    "Candidate",
+    "Artifact",
+    "Fidelity",
+    "BenchResult",
+    "CandidateResult",
+    "Bundle",
+    "DeployReport",
+    "Dataset",
+]
+
+_frozen = dataclass(frozen=True, kw_only=True, slots=True)
+
+
+class _Json:
+    """Mixin: ``to_json`` / ``from_json`` for nested frozen dataclasses."""
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return _to_json(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Self:
+        """Rebuild from ``to_json`` output."""
+        return _from_json(cls, data)
+
+
+def _to_json(value: Any) -> Any:
+    if dataclasses.is_dataclass(value):
+        return {f.name: _to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (tuple, list)):
+        return [_to_json(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _to_json(v) for k, v in value.items()}
+    return value
+
+
+def _from_json(cls: type, data: dict[str, Any]) -> Any:
+    hints = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs = {}
+    for name, raw in data.items():
+        if name not in hints:
+            continue
+        kind = _NESTED.get((cls.__name__, name))
+        if kind is None:
+            kwargs[name] = tuple(raw) if isinstance(raw, list) else raw
+        elif isinstance(raw, list):
+            kwargs[name] = tuple(_from_json(kind, r) for r in raw)
+        else:
+            kwargs[name] = None if raw is None else _from_json(kind, raw)
+    return cls(**kwargs)
+
+
+@_frozen
+class TensorSpec(_Json):
+    """A model input or output: name, shape (ints, or strings for symbolic dims), dtype."""
+
+    name: str
+    shape: tuple[int | str, ...]
+    dtype: str
+
+    @property
+    def static_shape(self) -> tuple[int, ...]:
+        """The shape with symbolic dims pinned to 1."""
+        return tuple(d if isinstance(d, int) and d > 0 else 1 for d in self.shape)
+
+
+@_frozen
+class ModelInfo(_Json):
+    """What edge knows about a source model."""
+
+    path: str
+    sha256: str
+    size_bytes: int
+    opset: int
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    params: int
+    macs: int
+    ops: dict[str, int] = field(default_factory=dict)
+
+
+@_frozen
+class Candidate(_Json):
+    """One way to run the model: a target (runtime + converter) at a precision."""
+
+    target: str
+    precision: str
+
+    @property
+    def id(self) -> str:
+        """Stable name, e.g. ``tflite-int8``."""
+        return f"{self.target}-{self.precision}"
+
+
+@_frozen
+class Artifact(_Json):
+    """A converted model file, stored by content hash."""
+
+    candidate: Candidate
+    file: str
+    sha256: str
+    size_bytes: int
+    runtime: str
+    notes: tuple[str, ...] = ()
+
+
+@_frozen
+class Fidelity(_Json):
+    """How closely an artifact reproduces the reference on held-out inputs."""
+
+    samples: int
+    cosine: float
+    max_abs: float
+    top1_agreement: float | None = None
+    accuracy: float | None = None
+    reference_accuracy: float | None = None
+    synthetic: bool = False
+
+
+@_frozen
+class BenchResult(_Json):
+    """Latency and memory measured where the artifact ran."""
+
+    where: str
+    runtime: str
+    runs: int
+    warmup: int
+    threads: int
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    mean_ms: float
+    load_ms: float
+    peak_rss_mb: float
+    device: dict[str, Any] = field(default_factory=dict)
+
+
+@_frozen
+class CandidateResult(_Json):
+    """A candidate's outcome: its artifact, fidelity, status and the reason for it."""
+
+    candidate: Candidate
+    status: str  # chosen | passed | rejected | failed | skipped
+    reason: str
+    artifact: Artifact | None = None
+    fidelity: Fidelity | None = None
+    bench: BenchResult | None = None
+
+
+@_frozen
+class Bundle(_Json):
+    """What ``edge optimize`` writes: the manifest of a bundle directory."""
+
+    format: int
+    profile: str
+    source: ModelInfo
+    calibration: str
+    evaluation: str
+    candidates: tuple[CandidateResult, ...]
+    chosen: str | None
+    reason: str
+
+    def chosen_result(self) -> CandidateResult | None:
+        """The chosen candidate's result, if any."""
+        return next((c for c in self.candidates if c.candidate.id == self.chosen), None)
+
+
+@_frozen
+class DeployReport(_Json):
+    """What ``edge deploy`` did and what the device measured."""
+
+    target: str
+    transport: str
+    profile: str
+    candidate: str
+    artifact_sha256: str
+    release: str
+    bench: BenchResult
+
+
+_NESTED: dict[tuple[str, str], type] = {
+    ("ModelInfo", "inputs"): TensorSpec,
+    ("ModelInfo", "outputs"): TensorSpec,
+    ("Artifact", "candidate"): Candidate,
+    ("CandidateResult", "candidate"): Candidate,
+    ("CandidateResult", "artifact"): Artifact,
+    ("CandidateResult", "fidelity"): Fidelity,
+    ("CandidateResult", "bench"): BenchResult,
+    ("Bundle", "source"): ModelInfo,
+    ("Bundle", "candidates"): CandidateResult,
+    ("DeployReport", "bench"): BenchResult,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Dataset:
+    """Samples ready to feed the reference model (one feed dict per sample), maybe labelled."""
+
+    feeds: tuple[dict[str, np.ndarray], ...]
+    labels: np.ndarray | None = None
+    source: str = ""
+    synthetic: bool = False
+
+    def __len__(self) -> int:
+        return len(self.feeds)
+
+    def split(self, holdout: float) -> tuple[Dataset, Dataset]:
+        """Split into (calibration, held-out) keeping order; held-out is the tail."""
+        n_hold = max(1, int(round(len(self.feeds) * holdout)))
+        cut = len(self.feeds) - n_hold
+        labels = self.labels
+        head = Dataset(self.feeds[:cut], None if labels is None else labels[:cut],
+                       self.source, self.synthetic)
+        tail = Dataset(self.feeds[cut:], None if labels is None else labels[cut:],
+                       self.source, self.synthetic)
+        return head, tail
