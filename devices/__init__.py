@@ -1,0 +1,1 @@
+"""Devices: transports (ssh, local), deployment of artifacts, and the on-device agent."""

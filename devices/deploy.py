@@ -1,0 +1,146 @@
+"""Push a bundle's artifact to a device, health-check it there, switch to it, benchmark it.
+
+Device layout under the profile's work dir (default ``~/.edge``)::
+
+    agent/edge_agent-<sha12>.py     the agent, by content
+    incoming/                       uploads in flight (never run from here)
+    releases/<sha16>/model.<ext>    one directory per artifact, verified by sha256
+    current -> releases/<sha16>     switched atomically after the health check
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from edge.errors import DeviceError
+from edge.model import sha256_file
+from edge.values import BenchResult, Bundle, CandidateResult, DeployReport
+from devices.transport import Transport
+
+__all__ = ["BenchOptions", "deploy_bundle", "AGENT_PATH"]
+
+AGENT_PATH = Path(__file__).with_name("agent.py")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BenchOptions:
+    """How the agent measures on the device."""
+
+    runs: int = 50
+    warmup: int = 5
+    threads: int = 0  # 0: all of the device's cores
+
+
+@dataclass(frozen=True, slots=True)
+class _Device:
+    transport: Transport
+    python: str
+    work: str
+    agent: str
+
+    def call(self, *args: str, timeout: float = 600.0) -> dict:
+        """Run an agent command; its JSON or a DeviceError with the agent's message."""
+        done = self.transport.run([self.python, self.agent, *args], timeout=timeout)
+        try:
+            reply = json.loads(done.stdout.strip().splitlines()[-1])
+        except (IndexError, ValueError):
+            tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            raise DeviceError(f"{self.transport.label}: agent {args[0]} failed "
+                              f"(exit {done.status}): {tail}") from None
+        if done.status != 0 or "error" in reply:
+            raise DeviceError(f"{self.transport.label}: {reply.get('error', 'agent failed')}")
+        return reply
+
+
+def deploy_bundle(
+    bundle_dir: Path, bundle: Bundle, transport: Transport, *, python: str, work_dir: str,
+    bench: BenchOptions,
+) -> DeployReport:
+    """Deploy the bundle's chosen artifact (or the best one the device can run) and measure it."""
+    device = _prepare(transport, python, work_dir)
+    probe = device.call("probe", timeout=120)
+    result = _pick(bundle, set(probe.get("runtimes", {})), transport.label)
+    assert result.artifact is not None
+    release = result.artifact.sha256[:16]
+    model = _install(device, bundle_dir / result.artifact.file, result, release)
+    measured = device.call("bench", model, "--runs", str(bench.runs), "--warmup",
+                           str(bench.warmup), "--threads", str(bench.threads))
+    device.call("activate", device.work, release)
+    return DeployReport(
+        target=transport.label, transport="local" if transport.is_local else "ssh",
+        profile=bundle.profile, candidate=result.candidate.id,
+        artifact_sha256=result.artifact.sha256, release=release,
+        bench=_bench_result(measured, transport.label))
+
+
+def _prepare(transport: Transport, python: str, work_dir: str) -> _Device:
+    home = transport.home()
+    work = _expand(work_dir, home)
+    python = _expand(python, home)
+    for sub in ("agent", "incoming", "releases"):
+        transport.mkdir(f"{work}/{sub}")
+    agent = f"{work}/agent/edge_agent-{sha256_file(AGENT_PATH)[:12]}.py"
+    if not transport.exists(agent):
+        _upload_atomic(transport, AGENT_PATH, agent, work)
+    _check_python(transport, python)
+    return _Device(transport=transport, python=python, work=work, agent=agent)
+
+
+def _expand(path: str, home: str) -> str:
+    if path == "~" or path.startswith("~/"):
+        return home.rstrip("/") + path[1:]
+    return path
+
+
+def _check_python(transport: Transport, python: str) -> None:
+    done = transport.run([python, "-c", "import sys; print(sys.version_info >= (3, 8))"],
+                         timeout=60)
+    if done.status != 0 or done.stdout.strip() != "True":
+        raise DeviceError(f"{transport.label}: no usable python at '{python}' (need >= 3.8); "
+                          "set access.python in the profile or pass --device-python")
+
+
+def _upload_atomic(transport: Transport, local: Path, remote: str, work: str) -> None:
+    tmp = f"{work}/incoming/{Path(remote).name}.{secrets.token_hex(4)}.partial"
+    transport.put(local, tmp)
+    transport.run(["mv", "-f", tmp, remote], timeout=60)
+
+
+def _pick(bundle: Bundle, runtimes: set[str], label: str) -> CandidateResult:
+    chosen = bundle.chosen_result()
+    if chosen is None:
+        raise DeviceError("the bundle has no chosen candidate (none kept fidelity); "
+                          "fix the model or relax --max-drop, then re-run edge optimize")
+    usable = [c for c in bundle.candidates
+              if c.status in ("chosen", "passed") and c.artifact is not None]
+    for result in [chosen] + [c for c in usable if c is not chosen]:
+        if result.artifact is not None and result.artifact.runtime in runtimes:
+            return result
+    need = ", ".join(sorted({c.artifact.runtime for c in usable if c.artifact}))
+    have = ", ".join(sorted(runtimes)) or "none"
+    raise DeviceError(f"{label} has no runtime for this bundle (needs one of {need}; has "
+                      f"{have}): install one into the device's python, e.g. pip install "
+                      "ai-edge-litert or onnxruntime")
+
+
+def _install(device: _Device, local: Path, result: CandidateResult, release: str) -> str:
+    assert result.artifact is not None
+    suffix = Path(result.artifact.file).suffix
+    final = f"{device.work}/releases/{release}/model{suffix}"
+    if device.transport.exists(final):
+        return final
+    tmp = f"{device.work}/incoming/{release}.{secrets.token_hex(4)}.partial"
+    device.transport.put(local, tmp)
+    device.call("install", tmp, final, "--sha256", result.artifact.sha256)
+    return final
+
+
+def _bench_result(reply: dict, where: str) -> BenchResult:
+    keys = ("runtime", "runs", "warmup", "threads", "p50_ms", "p90_ms", "p99_ms", "mean_ms",
+            "load_ms", "peak_rss_mb")
+    device = dict(reply.get("device", {}))
+    device["runtime_version"] = reply.get("runtime_version")
+    return BenchResult(where=where, device=device, **{k: reply[k] for k in keys})

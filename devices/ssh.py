@@ -1,0 +1,233 @@
+"""SSH transport on paramiko: key auth, known_hosts verification (unknown hosts refused unless
+the user opts in), every remote command quoted."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import socket
+import stat
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from edge.errors import DeviceError, UsageError
+from devices.transport import Completed
+
+if TYPE_CHECKING:
+    import paramiko
+
+__all__ = ["HostSpec", "parse_host", "SSHTransport"]
+
+_USER = re.compile(r"^[A-Za-z0-9._][A-Za-z0-9._-]{0,31}$")
+_HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$")
+_DEFAULT_KNOWN_HOSTS = Path("~/.ssh/known_hosts")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HostSpec:
+    """Where to connect: user, host, port."""
+
+    user: str
+    host: str
+    port: int = 22
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.user}@{host}:{self.port}"
+
+
+def parse_host(text: str, *, default_user: str | None = None) -> HostSpec:
+    """Parse ``USER@HOST[:PORT]`` (IPv6 as ``[ADDR]``); reject anything that is not a name."""
+    user, at, rest = text.rpartition("@")
+    if not at:
+        user, rest = default_user or "", text
+    host, port = _split_port(rest, text)
+    if not _USER.match(user):
+        raise UsageError(f"--host {text!r}: give USER@HOST[:PORT] with a plain user name")
+    if not (_HOST.match(host) or _is_ipv6(host)):
+        raise UsageError(f"--host {text!r}: '{host}' is not a valid host name or address")
+    return HostSpec(user=user, host=host, port=port)
+
+
+def _split_port(rest: str, text: str) -> tuple[str, int]:
+    if rest.startswith("["):
+        host, _, tail = rest[1:].partition("]")
+        port_text = tail[1:] if tail.startswith(":") else ""
+    elif rest.count(":") == 1:
+        host, _, port_text = rest.partition(":")
+    else:
+        host, port_text = rest, ""
+    if not port_text:
+        return host, 22
+    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise UsageError(f"--host {text!r}: port must be a number from 1 to 65535")
+    return host, int(port_text)
+
+
+def _is_ipv6(host: str) -> bool:
+    try:
+        socket.inet_pton(socket.AF_INET6, host)
+    except OSError:
+        return False
+    return True
+
+
+class SSHTransport:
+    """A lazily opened SSH connection (a context manager)."""
+
+    is_local = False
+
+    def __init__(
+        self,
+        spec: HostSpec,
+        *,
+        identity: Path | None = None,
+        known_hosts: Path | None = None,
+        trust_new_host: bool = False,
+        timeout: float = 15.0,
+    ) -> None:
+        self.spec = spec
+        self.label = f"ssh://{spec}"
+        self.identity = identity.expanduser() if identity else None
+        self.known_hosts = (known_hosts or _DEFAULT_KNOWN_HOSTS).expanduser()
+        self.trust_new_host = trust_new_host
+        self.timeout = timeout
+        self._client: paramiko.SSHClient | None = None
+        self._sftp: paramiko.SFTPClient | None = None
+        if self.identity is not None and not self.identity.is_file():
+            raise UsageError(f"--identity {self.identity}: no such key file")
+        if known_hosts is not None and not self.known_hosts.is_file() and not trust_new_host:
+            raise UsageError(f"--known-hosts {self.known_hosts}: no such file "
+                             "(pass --trust-new-host to create it with the device's key)")
+
+    def _connect(self) -> paramiko.SSHClient:
+        if self._client is not None:
+            return self._client
+        paramiko = _paramiko()
+        client = paramiko.SSHClient()
+        if self.known_hosts.is_file():
+            client.load_host_keys(str(self.known_hosts))
+        client.set_missing_host_key_policy(
+            _RecordNewHost(self.known_hosts) if self.trust_new_host else paramiko.RejectPolicy())
+        try:
+            client.connect(
+                self.spec.host, port=self.spec.port, username=self.spec.user,
+                key_filename=str(self.identity) if self.identity else None,
+                look_for_keys=self.identity is None, allow_agent=self.identity is None,
+                timeout=self.timeout, banner_timeout=self.timeout, auth_timeout=self.timeout)
+        except Exception as exc:  # noqa: BLE001 - translated to one line for the user
+            client.close()
+            raise self._translate(exc) from None
+        self._client = client
+        return client
+
+    def _translate(self, exc: Exception) -> Exception:
+        paramiko = _paramiko()
+        where = f"{self.spec.host}:{self.spec.port}"
+        if isinstance(exc, paramiko.BadHostKeyException):
+            return DeviceError(
+                f"host key of {where} does not match {self.known_hosts} (possible attack, or "
+                f"the device was reinstalled: check it, then ssh-keygen -R '[{self.spec.host}]:"
+                f"{self.spec.port}' -f {self.known_hosts})")
+        if isinstance(exc, paramiko.AuthenticationException):
+            key = self.identity or "your default keys/agent"
+            return DeviceError(f"authentication failed for {self.spec.user}@{where} with {key}: "
+                               "check --identity and the device's authorized_keys")
+        if isinstance(exc, paramiko.SSHException) and "known_hosts" in str(exc):
+            return DeviceError(
+                f"unknown host key for {where}: not in {self.known_hosts}; add it "
+                "(ssh-keyscan) or pass --trust-new-host to record it")
+        if isinstance(exc, (OSError, paramiko.SSHException)):
+            return DeviceError(f"cannot connect to {where}: {exc}")
+        return DeviceError(f"ssh to {where} failed: {type(exc).__name__}: {exc}")
+
+    def _sftp_client(self) -> paramiko.SFTPClient:
+        if self._sftp is None:
+            self._sftp = self._connect().open_sftp()
+        return self._sftp
+
+    def home(self) -> str:
+        """The remote user's home directory."""
+        return self._sftp_client().normalize(".")
+
+    def run(self, argv: list[str], *, timeout: float = 600.0) -> Completed:
+        """Run argv on the device; every argument is shell-quoted."""
+        client = self._connect()
+        command = shlex.join(argv)
+        try:
+            _, stdout, stderr = client.exec_command(command, timeout=timeout)
+            out = stdout.read().decode("utf-8", "replace")
+            err = stderr.read().decode("utf-8", "replace")
+            status = stdout.channel.recv_exit_status()
+        except (OSError, _paramiko().SSHException) as exc:
+            raise DeviceError(f"{self.label}: command failed ({exc})") from None
+        return Completed(status=status, stdout=out, stderr=err)
+
+    def put(self, local: Path, remote: str) -> None:
+        """Upload a file over SFTP."""
+        try:
+            self._sftp_client().put(str(local), remote)
+        except (OSError, _paramiko().SSHException) as exc:
+            raise DeviceError(f"{self.label}: upload of {local.name} failed ({exc})") from None
+
+    def exists(self, remote: str) -> bool:
+        """Whether a remote path exists."""
+        try:
+            self._sftp_client().lstat(remote)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def mkdir(self, remote: str) -> None:
+        """Create a remote directory and its parents."""
+        sftp = self._sftp_client()
+        path = ""
+        for part in remote.strip("/").split("/"):
+            path = f"{path}/{part}"
+            try:
+                if not stat.S_ISDIR(sftp.stat(path).st_mode or 0):
+                    raise DeviceError(f"{self.label}: {path} exists and is not a directory")
+            except FileNotFoundError:
+                sftp.mkdir(path)
+
+    def close(self) -> None:
+        """Close SFTP and the connection."""
+        if self._sftp is not None:
+            self._sftp.close()
+            self._sftp = None
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def __enter__(self) -> SSHTransport:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _paramiko():  # noqa: ANN202 - the module
+    try:
+        import paramiko
+    except ImportError:
+        raise UsageError("SSH deploys need paramiko: pip install 'edge[ssh]'") from None
+    return paramiko
+
+
+class _RecordNewHost:
+    """Missing-host-key policy for --trust-new-host: accept and record the key."""
+
+    def __init__(self, known_hosts: Path) -> None:
+        self.known_hosts = known_hosts
+
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str,
+                         key: paramiko.PKey) -> None:
+        """Record the key in the known_hosts file and say so on stderr."""
+        client.get_host_keys().add(hostname, key.get_name(), key)
+        self.known_hosts.parent.mkdir(parents=True, exist_ok=True)
+        client.save_host_keys(str(self.known_hosts))
+        print(f"warning: trusted new host key {key.get_name()} "
+              f"{key.fingerprint} for {hostname}, recorded in {self.known_hosts}",
+              file=sys.stderr)

@@ -1,0 +1,110 @@
+"""Transports: how edge reaches a device. A local device directory offers the same interface
+as an SSH session, so the whole deploy path runs without hardware."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from edge.errors import DeviceError
+
+__all__ = ["Completed", "Transport", "LocalTransport", "DEFAULT_LOCAL_DIR"]
+
+#: The embedded default device: a directory on this machine driven through the same agent.
+DEFAULT_LOCAL_DIR = Path(os.environ.get("EDGE_LOCAL_DEVICE", "~/.cache/edge/local-device"))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Completed:
+    """A finished remote command."""
+
+    status: int
+    stdout: str
+    stderr: str
+
+
+class Transport(Protocol):
+    """Run commands on a device and copy files to it."""
+
+    label: str
+    is_local: bool
+
+    def home(self) -> str:
+        """The device user's home directory."""
+        ...
+
+    def run(self, argv: list[str], *, timeout: float = 600.0) -> Completed:
+        """Run a command (each argument quoted, never through a shell's word splitting)."""
+        ...
+
+    def put(self, local: Path, remote: str) -> None:
+        """Copy a local file to a remote path (the caller makes it atomic)."""
+        ...
+
+    def exists(self, remote: str) -> bool:
+        """Whether a remote path exists."""
+        ...
+
+    def mkdir(self, remote: str) -> None:
+        """Create a remote directory and its parents."""
+        ...
+
+    def close(self) -> None:
+        """Release the connection."""
+        ...
+
+
+class LocalTransport:
+    """A device directory on this machine, run with this python."""
+
+    is_local = True
+
+    def __init__(self, root: Path = DEFAULT_LOCAL_DIR, python: str | None = None) -> None:
+        self.root = root.expanduser().resolve()
+        self.python = python or sys.executable
+        self.label = f"local:{self.root}"
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise DeviceError(f"cannot create local device dir {self.root}: {exc.strerror}") \
+                from None
+
+    def home(self) -> str:
+        """The device directory plays the home directory."""
+        return str(self.root)
+
+    def run(self, argv: list[str], *, timeout: float = 600.0) -> Completed:
+        """Run argv directly (no shell)."""
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                                  cwd=self.root, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise DeviceError(f"local device: {shlex.join(argv[:2])} failed: {exc}") from None
+        return Completed(status=done.returncode, stdout=done.stdout, stderr=done.stderr)
+
+    def put(self, local: Path, remote: str) -> None:
+        """Copy a file."""
+        shutil.copyfile(local, remote)
+
+    def exists(self, remote: str) -> bool:
+        """Whether the path exists."""
+        return os.path.lexists(remote)
+
+    def mkdir(self, remote: str) -> None:
+        """Create the directory."""
+        Path(remote).mkdir(parents=True, exist_ok=True)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def __enter__(self) -> LocalTransport:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

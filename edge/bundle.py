@@ -1,0 +1,93 @@
+"""Bundle directories: manifest.json plus artifacts stored by content hash, written atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from edge.errors import UsageError
+from edge.model import sha256_file
+from edge.values import Bundle
+
+__all__ = ["MANIFEST", "FORMAT", "write_bundle", "read_bundle", "is_bundle"]
+
+MANIFEST = "manifest.json"
+FORMAT = 1
+
+
+def is_bundle(path: Path) -> bool:
+    """Whether ``path`` is a bundle directory."""
+    return path.is_dir() and (path / MANIFEST).is_file()
+
+
+def write_bundle(out: Path, bundle: Bundle, files: Mapping[str, Path]) -> Path:
+    """Write the bundle to ``out`` all at once: a reader sees the old bundle or the new one.
+
+    ``files`` maps each artifact's bundle-relative name to the file to store there.
+    """
+    out = out.resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not is_bundle(out):
+        raise UsageError(f"-o {out}: exists and is not an edge bundle; choose another path")
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        for name, src in files.items():
+            dst = staging / name
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            _link_or_copy(src, dst)
+        (staging / MANIFEST).write_text(json.dumps(bundle.to_json(), indent=2) + "\n")
+        _swap_in(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return out
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copyfile(src, dst)
+
+
+def _swap_in(staging: Path, out: Path) -> None:
+    if not out.exists():
+        staging.rename(out)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+    old.rmdir()
+    out.rename(old)
+    try:
+        staging.rename(out)
+    except OSError:
+        old.rename(out)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def read_bundle(path: Path) -> Bundle:
+    """Read and check a bundle: manifest format and every artifact's sha256."""
+    manifest = path / MANIFEST
+    try:
+        data = json.loads(manifest.read_text())
+        bundle = Bundle.from_json(data)
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        raise UsageError(f"{manifest}: not a readable edge manifest ({exc})") from None
+    if bundle.format != FORMAT:
+        raise UsageError(f"{manifest}: format {bundle.format}, this edge reads {FORMAT}")
+    for result in bundle.candidates:
+        if result.artifact is not None:
+            _check_artifact(path, result.artifact.file, result.artifact.sha256)
+    return bundle
+
+
+def _check_artifact(root: Path, name: str, sha: str) -> None:
+    file = root / name
+    if not file.is_file():
+        raise UsageError(f"{root}: artifact {name} is missing; re-run edge optimize")
+    if sha256_file(file) != sha:
+        raise UsageError(f"{root}: artifact {name} does not match its sha256; re-run edge optimize")

@@ -1,0 +1,330 @@
+"""The ``edge`` command line. Heavy frameworks are imported inside commands, never at start-up.
+
+Exit status: 0 success, 1 a check failed, 2 bad input or usage, 3 device/transport failure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+
+from edge import __version__
+from edge.errors import EdgeError, ExitStatus
+
+__all__ = ["main", "cli"]
+
+_PATH = click.Path(path_type=Path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; return the exit status instead of raising."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    show_traceback = "--traceback" in args
+    warnings.showwarning = _show_warning
+    try:
+        status = cli.main(args=args, prog_name="edge", standalone_mode=False)
+    except EdgeError as exc:
+        if show_traceback:
+            raise
+        return _fail(str(exc), exc.status)
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    except click.ClickException as exc:
+        return _fail(exc.format_message(), ExitStatus.BAD_INPUT)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        return _fail("interrupted", 130)
+    except Exception as exc:  # noqa: BLE001 - one line unless --traceback
+        if show_traceback:
+            raise
+        return _fail(f"internal error: {type(exc).__name__}: {exc} (re-run with --traceback "
+                     "and report it)", ExitStatus.CHECK_FAILED)
+    return int(status or 0)
+
+
+def _fail(message: str, status: int) -> int:
+    line = " ".join(str(message).split())
+    click.echo(f"error: {line}", err=True)
+    return int(status)
+
+
+def _show_warning(message: Any, category: type, *args: Any, **kwargs: Any) -> None:
+    click.echo(f"warning: {message}", err=True)
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr(active: bool) -> Iterator[None]:
+    """Under --json, anything libraries print goes to stderr so stdout stays one document."""
+    if not active:
+        yield
+        return
+    with contextlib.redirect_stdout(sys.stderr):
+        yield
+
+
+def _emit(as_json: bool, document: Any, text: str) -> None:
+    if as_json:
+        click.echo(json.dumps(document, indent=2))
+    else:
+        click.echo(text)
+
+
+json_option = click.option("--json", "as_json", is_flag=True,
+                           help="Print one JSON document on stdout, nothing else.")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="edge")
+@click.option("--traceback", is_flag=True, help="Show the Python stack on errors.")
+def cli(traceback: bool) -> None:
+    """Take a trained model to the devices people own, and prove how fast it runs there.
+
+    \b
+    Example:
+      edge deploy model.onnx --profile rpi4 --host pi@raspberrypi.local --calib calib.npy
+    """
+
+
+# ---------------------------------------------------------------- profiles
+@cli.group()
+def profiles() -> None:
+    """List, show, validate device profiles and print their schema.
+
+    \b
+    Example:
+      edge profiles show rpi4
+    """
+
+
+@profiles.command("list")
+@json_option
+def profiles_list(as_json: bool) -> None:
+    """List the shipped device profiles.
+
+    \b
+    Example:
+      edge profiles list --json
+    """
+    from edge.profile import catalog_ids, load_profile
+    from edge.render import table
+
+    items = [load_profile(i) for i in catalog_ids()]
+    rows = [(p.id, p.name, f"{p.compute.cores}x {p.compute.cpu}", f"{p.memory.ram_mb} MB",
+             " > ".join(p.runtimes)) for p in items]
+    _emit(as_json, [{"id": p.id, "name": p.name, "runtimes": list(p.runtimes)} for p in items],
+          table(("id", "name", "cpu", "ram", "runtimes"), rows))
+
+
+@profiles.command("show")
+@click.argument("name")
+@json_option
+def profiles_show(name: str, as_json: bool) -> None:
+    """Show a profile (a catalog id or a file, with extends: resolved).
+
+    \b
+    Example:
+      edge profiles show my-pi.yaml
+    """
+    import yaml
+
+    from edge.profile import load_profile
+
+    profile = load_profile(name)
+    _emit(as_json, profile.to_json(), yaml.safe_dump(profile.to_json(), sort_keys=False).rstrip())
+
+
+@profiles.command("validate")
+@click.argument("files", nargs=-1, required=True, type=_PATH)
+@json_option
+def profiles_validate(files: tuple[Path, ...], as_json: bool) -> int:
+    """Validate profile files; name the file and key of every error.
+
+    \b
+    Example:
+      edge profiles validate profiles/*.yaml
+    """
+    from edge.profile import validate_file
+
+    results = []
+    for file in files:
+        try:
+            results.append({"file": str(file), "ok": True, "id": validate_file(file).id})
+        except EdgeError as exc:
+            results.append({"file": str(file), "ok": False, "error": str(exc)})
+    lines = [f"ok     {r['file']} ({r['id']})" if r["ok"] else f"error: {r['error']}"
+             for r in results]
+    if as_json:
+        _emit(True, results, "")
+    else:
+        for line, r in zip(lines, results, strict=True):
+            click.echo(line, err=not r["ok"])
+    return int(ExitStatus.BAD_INPUT) if any(not r["ok"] for r in results) else 0
+
+
+@profiles.command("schema")
+def profiles_schema() -> None:
+    """Print the JSON Schema of profile files.
+
+    \b
+    Example:
+      edge profiles schema > profile.schema.json
+    """
+    from edge.profile import profile_schema
+
+    click.echo(json.dumps(profile_schema(), indent=2))
+
+
+# ---------------------------------------------------------------- inspect
+@cli.command()
+@click.argument("model", type=_PATH)
+@click.option("--profile", "profile_ref", help="Check the model against this device's budget.")
+@json_option
+def inspect(model: Path, profile_ref: str | None, as_json: bool) -> None:
+    """Describe a model: inputs, outputs, params, MACs, size, ops, fit on a device.
+
+    \b
+    Example:
+      edge inspect model.onnx --profile rpi4
+    """
+    from edge.model import inspect_model
+    from edge.profile import load_profile
+    from edge.render import render_model
+
+    profile = load_profile(profile_ref) if profile_ref else None
+    info = inspect_model(model)
+    fit = _fit(info, profile) if profile else None
+    document = info.to_json() | ({"fit": fit} if fit else {})
+    _emit(as_json, document, render_model(info, fit and fit["summary"]))
+
+
+def _fit(info: Any, profile: Any) -> dict[str, Any]:
+    weights_mb = info.params * 4 / 2**20
+    budget = profile.memory.model_budget_mb
+    fits = weights_mb <= budget
+    summary = (f"{profile.id}: fp32 weights {weights_mb:.1f} MB "
+               f"{'fit' if fits else 'do NOT fit'} the {budget} MB model budget"
+               f" ({profile.memory.ram_mb} MB RAM)")
+    return {"profile": profile.id, "weights_mb": weights_mb, "budget_mb": budget,
+            "fits": fits, "summary": summary}
+
+
+# ---------------------------------------------------------------- optimize
+def _optimize_options(func: Any) -> Any:
+    options = [
+        click.option("--calib", type=_PATH, help="Calibration data: .npy, .npz or image folder."),
+        click.option("--eval", "eval_", type=_PATH,
+                     help="Held-out data to verify on (.npz may carry 'labels')."),
+        click.option("--max-drop", type=click.FloatRange(0, 100), default=1.0, show_default=True,
+                     help="Max accuracy (or top-1 agreement) loss, in points."),
+        click.option("--min-cosine", type=click.FloatRange(-1, 1), default=0.98,
+                     show_default=True, help="Min output cosine similarity to fp32."),
+        click.option("-o", "--out", type=_PATH, help="Bundle directory to write."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _run_optimize(model: Path, profile: Any, out: Path | None, calib: Path | None,
+                  eval_: Path | None, max_drop: float, min_cosine: float) -> tuple[Any, Path]:
+    from edge.optimize import OptimizeOptions, optimize
+    from edge.verify import Thresholds
+
+    out = out or Path(f"{model.stem}-{profile.id}.bundle")
+    options = OptimizeOptions(calib=calib, eval=eval_,
+                              limits=Thresholds(max_drop=max_drop, min_cosine=min_cosine))
+    return optimize(model, profile, out, options), out
+
+
+@cli.command("optimize")
+@click.argument("model", type=_PATH)
+@click.option("--profile", "profile_ref", required=True, help="Device profile id or file.")
+@_optimize_options
+@click.option("--dry-run", is_flag=True, help="Print the plan; convert nothing.")
+@json_option
+def optimize_cmd(model: Path, profile_ref: str, calib: Path | None, eval_: Path | None,
+                 max_drop: float, min_cosine: float, out: Path | None, dry_run: bool,
+                 as_json: bool) -> int:
+    """Convert, quantize and verify a model for a device; write a bundle.
+
+    \b
+    Example:
+      edge optimize model.onnx --profile rpi4 --calib calib.npy --eval eval.npz -o rpi4.bundle
+    """
+    from edge.profile import load_profile
+    from edge.render import render_bundle
+
+    profile = load_profile(profile_ref)
+    if dry_run:
+        return _print_plan(model, profile, as_json)
+    with _stdout_to_stderr(as_json):
+        bundle, where = _run_optimize(model, profile, out, calib, eval_, max_drop, min_cosine)
+    _emit(as_json, bundle.to_json() | {"bundle": str(where)}, render_bundle(bundle, str(where)))
+    return 0 if bundle.chosen else int(ExitStatus.CHECK_FAILED)
+
+
+def _print_plan(model: Path, profile: Any, as_json: bool) -> int:
+    from edge.model import inspect_model
+    from edge.optimize import plan_for
+    from edge.render import table
+
+    plan = plan_for(profile, inspect_model(model))
+    rows = [(p.candidate.id, "try" if p.keep else "skip", p.reason) for p in plan]
+    _emit(as_json, [{"candidate": p.candidate.id, "keep": p.keep, "reason": p.reason}
+                    for p in plan], table(("candidate", "plan", "reason"), rows))
+    return 0
+
+
+# ---------------------------------------------------------------- deploy
+@cli.command()
+@click.argument("source", metavar="MODEL|BUNDLE", type=_PATH)
+@click.option("--profile", "profile_ref", help="Device profile id or file (MODEL: required).")
+@click.option("--host", help="USER@HOST[:PORT]; without it, the embedded local device.")
+@click.option("--identity", type=_PATH, help="SSH private key.")
+@click.option("--known-hosts", type=_PATH, help="known_hosts file [~/.ssh/known_hosts].")
+@click.option("--trust-new-host", is_flag=True,
+              help="Accept and record an unknown host key (never a changed one).")
+@click.option("--device-python", help="Python on the device [profile access.python].")
+@click.option("--runs", type=click.IntRange(1, 100000), default=50, show_default=True)
+@click.option("--warmup", type=click.IntRange(0, 10000), default=5, show_default=True)
+@click.option("--threads", type=click.IntRange(0, 1024), default=None,
+              help="Threads on the device [profile compute.threads or cores; 0: all].")
+@_optimize_options
+@click.option("--dry-run", is_flag=True, help="Say what would be done; touch nothing.")
+@json_option
+def deploy(source: Path, profile_ref: str | None, host: str | None, identity: Path | None,
+           known_hosts: Path | None, trust_new_host: bool, device_python: str | None,
+           runs: int, warmup: int, threads: int | None, calib: Path | None,
+           eval_: Path | None, max_drop: float, min_cosine: float, out: Path | None,
+           dry_run: bool, as_json: bool) -> int:
+    """Optimize (if given a model), push to the device, benchmark ON the device, report.
+
+    \b
+    Examples:
+      edge deploy model.onnx --profile rpi4 --host pi@raspberrypi.local --calib calib.npy
+      edge deploy rpi4.bundle --host pi@10.0.0.7:2222 --identity ~/.ssh/id_ed25519
+      edge deploy model.onnx --profile rpi4          # the embedded local device
+    """
+    from edge.deploy import DeployRequest, run_deploy
+    from edge.render import render_deploy
+
+    request = DeployRequest(
+        source=source, profile=profile_ref, host=host, identity=identity,
+        known_hosts=known_hosts, trust_new_host=trust_new_host, device_python=device_python,
+        runs=runs, warmup=warmup, threads=threads, calib=calib, eval=eval_,
+        max_drop=max_drop, min_cosine=min_cosine, out=out)
+    if dry_run:
+        from edge.deploy import describe
+
+        _emit(as_json, describe(request), "\n".join(describe(request)["steps"]))
+        return 0
+    with _stdout_to_stderr(as_json):
+        report, bundle_dir = run_deploy(request)
+    _emit(as_json, report.to_json() | {"bundle": str(bundle_dir)}, render_deploy(report))
+    return 0

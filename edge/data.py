@@ -1,0 +1,166 @@
+"""Calibration and evaluation data: .npy, .npz keyed by input name, or a folder of images.
+
+Axis 0 indexes samples; a sample gets a batch dimension of 1 when it has one dimension fewer
+than the model input. ``--eval`` files carry labels under the key ``labels``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from edge.errors import UsageError
+from edge.values import Dataset, ModelInfo, TensorSpec
+
+__all__ = ["load_dataset", "synthetic_dataset", "dataset_digest", "SyntheticDataWarning"]
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".ppm", ".pgm", ".webp")
+
+
+class SyntheticDataWarning(UserWarning):
+    """Calibration fell back to random data: int8 scales will not match real inputs."""
+
+
+def load_dataset(path: str | Path, model: ModelInfo, *, want_labels: bool = False) -> Dataset:
+    """Load a data file for ``model``; raise UsageError naming what is wrong."""
+    path = Path(path)
+    if path.is_dir():
+        arrays, labels = _load_images(path, model), None
+    elif not path.is_file():
+        raise UsageError(f"data file {path} does not exist")
+    elif path.suffix == ".npy":
+        arrays, labels = _load_npy(path, model), None
+    elif path.suffix == ".npz":
+        arrays, labels = _load_npz(path, model)
+    else:
+        raise UsageError(f"{path}: data must be .npy, .npz or a folder of images")
+    feeds = _to_feeds(arrays, model, path)
+    if labels is not None and len(labels) != len(feeds):
+        raise UsageError(f"{path}: 'labels' has {len(labels)} entries for {len(feeds)} samples")
+    if want_labels is False:
+        labels = None
+    return Dataset(feeds=feeds, labels=labels, source=str(path))
+
+
+def synthetic_dataset(model: ModelInfo, count: int = 64, seed: int = 0) -> Dataset:
+    """Uniform [0, 1) samples, warned: only a stand-in when no calibration data is given."""
+    warnings.warn(
+        "no --calib data: calibrating on synthetic uniform [0,1) inputs; int8 accuracy on real "
+        "data is unknown. Give --calib with real samples.",
+        SyntheticDataWarning,
+        stacklevel=2,
+    )
+    rng = np.random.default_rng(seed)
+    feeds = tuple(
+        {s.name: _random(rng, s) for s in model.inputs} for _ in range(count)
+    )
+    return Dataset(feeds=feeds, source="synthetic uniform [0,1)", synthetic=True)
+
+
+def dataset_digest(data: Dataset) -> str:
+    """A content hash of the samples, for caching conversions."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for feed in data.feeds:
+        for name in sorted(feed):
+            digest.update(name.encode())
+            digest.update(np.ascontiguousarray(feed[name]).tobytes())
+    return digest.hexdigest()
+
+
+def _random(rng: np.random.Generator, spec: TensorSpec) -> np.ndarray:
+    shape = spec.static_shape
+    if np.issubdtype(np.dtype(spec.dtype), np.integer):
+        return rng.integers(0, 2, size=shape).astype(spec.dtype)
+    return rng.random(shape, dtype=np.float32).astype(spec.dtype)
+
+
+def _load_npy(path: Path, model: ModelInfo) -> dict[str, np.ndarray]:
+    if len(model.inputs) != 1:
+        names = ", ".join(s.name for s in model.inputs)
+        raise UsageError(f"{path}: the model has {len(model.inputs)} inputs ({names}); "
+                         "give an .npz keyed by input name")
+    return {model.inputs[0].name: _read_array(path)}
+
+
+def _read_array(path: Path) -> np.ndarray:
+    try:
+        return np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise UsageError(f"{path}: not a readable .npy array ({exc})") from None
+
+
+def _load_npz(path: Path, model: ModelInfo) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            data = {k: archive[k] for k in archive.files}
+    except (ValueError, OSError, EOFError) as exc:
+        raise UsageError(f"{path}: not a readable .npz archive ({exc})") from None
+    labels = data.pop("labels", None)
+    missing = [s.name for s in model.inputs if s.name not in data]
+    if missing:
+        raise UsageError(f"{path}: no array for input(s) {', '.join(missing)}; "
+                         f"keys found: {', '.join(sorted(data)) or 'none'}")
+    return {s.name: data[s.name] for s in model.inputs}, labels
+
+
+def _load_images(folder: Path, model: ModelInfo) -> dict[str, np.ndarray]:
+    files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+    if not files:
+        raise UsageError(f"{folder}: no images ({', '.join(IMAGE_SUFFIXES)}) in the folder")
+    if len(model.inputs) != 1:
+        raise UsageError(f"{folder}: a folder of images feeds one-input models only")
+    spec = model.inputs[0]
+    return {spec.name: np.stack([_read_image(p, spec) for p in files])}
+
+
+def _read_image(path: Path, spec: TensorSpec) -> np.ndarray:
+    try:
+        from PIL import Image
+    except ImportError:
+        raise UsageError("reading image folders needs Pillow: pip install 'edge[images]'") from None
+    shape = spec.static_shape
+    if len(shape) != 4:
+        raise UsageError(f"{path}: images need a 4-D model input, {spec.name} is {spec.shape}")
+    channels_first = shape[1] in (1, 3)
+    channels, height, width = (shape[1:] if channels_first else (shape[3], shape[1], shape[2]))
+    image = Image.open(path).convert("L" if channels == 1 else "RGB").resize((width, height))
+    array = np.asarray(image, dtype=np.float32).reshape(height, width, channels) / 255.0
+    return array.transpose(2, 0, 1) if channels_first else array
+
+
+def _to_feeds(
+    arrays: dict[str, np.ndarray], model: ModelInfo, path: Path
+) -> tuple[dict[str, np.ndarray], ...]:
+    counts = {len(a) if a.ndim else 0 for a in arrays.values()}
+    if len(counts) != 1 or 0 in counts:
+        raise UsageError(f"{path}: every input needs the same number of samples on axis 0")
+    shaped = {s.name: _per_sample(arrays[s.name], s, path) for s in model.inputs}
+    count = counts.pop()
+    return tuple({name: a[i] for name, a in shaped.items()} for i in range(count))
+
+
+def _per_sample(array: np.ndarray, spec: TensorSpec, path: Path) -> np.ndarray:
+    """Reshape [N, *sample] to [N, *model_input_shape] and cast to the input dtype."""
+    want = spec.shape
+    sample = array.shape[1:]
+    if len(sample) == len(want) - 1:
+        array = array[:, None, ...] if want and _is_batch(want[0]) else array
+        sample = array.shape[1:]
+    if len(sample) != len(want) or not all(
+        not isinstance(w, int) or w <= 0 or w == s for w, s in zip(want, sample, strict=True)
+    ):
+        raise UsageError(f"{path}: samples of shape {list(array.shape[1:])} do not fit input "
+                         f"'{spec.name}' of shape {list(want)}")
+    try:
+        return array.astype(spec.dtype, copy=False)
+    except (TypeError, ValueError):
+        raise UsageError(f"{path}: cannot cast {array.dtype} data to {spec.dtype} "
+                         f"for input '{spec.name}'") from None
+
+
+def _is_batch(dim: int | str) -> bool:
+    return not isinstance(dim, int) or dim <= 1

@@ -1,0 +1,128 @@
+"""``edge deploy``: a model or bundle to a device (SSH or the embedded local device)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from edge.errors import UsageError
+from edge.values import Bundle, DeployReport
+
+__all__ = ["DeployRequest", "run_deploy", "describe"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DeployRequest:
+    """Everything ``edge deploy`` was asked."""
+
+    source: Path
+    profile: str | None = None
+    host: str | None = None
+    identity: Path | None = None
+    known_hosts: Path | None = None
+    trust_new_host: bool = False
+    device_python: str | None = None
+    runs: int = 50
+    warmup: int = 5
+    threads: int | None = None
+    calib: Path | None = None
+    eval: Path | None = None
+    max_drop: float = 1.0
+    min_cosine: float = 0.98
+    out: Path | None = None
+
+
+def run_deploy(request: DeployRequest) -> tuple[DeployReport, Path]:
+    """Optimize if needed, connect, push, benchmark on the device, return the report."""
+    from devices.deploy import BenchOptions, deploy_bundle
+
+    _check_source(request)
+    profile = _profile(request)
+    transport = _transport(request, profile)  # fails fast on bad --host/--identity
+    bundle, bundle_dir = _bundle(request, profile)
+    threads = request.threads if request.threads is not None else profile.compute.default_threads
+    python = request.device_python or (sys.executable if transport.is_local
+                                       else profile.access.python)
+    with transport:
+        report = deploy_bundle(
+            bundle_dir, bundle, transport, python=python, work_dir=profile.access.work_dir,
+            bench=BenchOptions(runs=request.runs, warmup=request.warmup, threads=threads))
+    return report, bundle_dir
+
+
+def describe(request: DeployRequest) -> dict[str, Any]:
+    """What run_deploy would do, without doing it."""
+    _check_source(request)
+    profile = _profile(request)
+    where = request.host or "the embedded local device"
+    steps = []
+    if not _is_bundle(request.source):
+        out = request.out or Path(f"{request.source.stem}-{profile.id}.bundle")
+        steps.append(f"optimize {request.source} for {profile.id} into {out}")
+    steps += [f"connect to {where}", "push the agent and the chosen artifact (sha256-checked)",
+              f"benchmark on the device ({request.runs} runs after {request.warmup} warm-up)",
+              "switch the device's current release to it"]
+    return {"profile": profile.id, "target": where, "steps": steps}
+
+
+def _is_bundle(path: Path) -> bool:
+    from edge.bundle import is_bundle
+
+    return is_bundle(path)
+
+
+def _check_source(request: DeployRequest) -> None:
+    if not request.source.exists():
+        raise UsageError(f"{request.source} does not exist: give an .onnx model or a bundle dir")
+    if request.source.is_dir() and not _is_bundle(request.source):
+        raise UsageError(f"{request.source} is a directory without manifest.json: not a bundle")
+    if not _is_bundle(request.source) and request.profile is None:
+        raise UsageError("deploying a model needs --profile (e.g. --profile rpi4)")
+
+
+def _profile(request: DeployRequest) -> Any:
+    from edge.profile import load_profile
+
+    if request.profile is not None:
+        return load_profile(request.profile)
+    from edge.bundle import read_bundle
+
+    return load_profile(read_bundle(request.source).profile)
+
+
+def _transport(request: DeployRequest, profile: Any) -> Any:
+    if request.host is None:
+        from devices.transport import LocalTransport
+
+        return LocalTransport()
+    from devices.ssh import SSHTransport, parse_host
+
+    spec = parse_host(request.host, default_user=profile.access.user)
+    return SSHTransport(spec, identity=request.identity, known_hosts=request.known_hosts,
+                        trust_new_host=request.trust_new_host)
+
+
+def _bundle(request: DeployRequest, profile: Any) -> tuple[Bundle, Path]:
+    from edge.bundle import read_bundle
+
+    if _is_bundle(request.source):
+        bundle = read_bundle(request.source)
+        if bundle.profile != profile.id:
+            print(f"warning: bundle was optimized for {bundle.profile}, deploying with "
+                  f"{profile.id}", file=sys.stderr)
+        return bundle, request.source
+    from edge.optimize import OptimizeOptions, optimize
+    from edge.verify import Thresholds
+
+    out = request.out or Path(f"{request.source.stem}-{profile.id}.bundle")
+    options = OptimizeOptions(calib=request.calib, eval=request.eval, limits=Thresholds(
+        max_drop=request.max_drop, min_cosine=request.min_cosine))
+    bundle = optimize(request.source, profile, out, options)
+    if bundle.chosen is None:
+        from edge.errors import CheckFailed
+
+        raise CheckFailed(f"no candidate kept fidelity (see {out}/manifest.json); nothing "
+                          "was deployed")
+    return bundle, out

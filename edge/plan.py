@@ -1,0 +1,88 @@
+"""Plan: which candidates (target x precision) to try for a profile, and why. Pure: no I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from edge.profile import Profile
+from edge.values import Candidate, ModelInfo
+
+__all__ = ["Planned", "make_plan", "PRECISION_RANK", "BYTES_PER_PARAM"]
+
+PRECISION_RANK = {"int8": 0, "fp16": 1, "fp32": 2}
+BYTES_PER_PARAM = {"int8": 1, "fp16": 2, "fp32": 4}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Planned:
+    """A candidate and whether the plan keeps it, with the reason."""
+
+    candidate: Candidate
+    keep: bool
+    reason: str
+
+
+def make_plan(
+    profile: Profile,
+    model: ModelInfo,
+    targets: Mapping[str, tuple[tuple[str, ...], str | None]],
+) -> tuple[Planned, ...]:
+    """Candidates in the profile's runtime order; ``targets`` maps name -> (precisions, missing)."""
+    planned: list[Planned] = []
+    for runtime in profile.runtimes:
+        if runtime not in targets:
+            planned.append(_no_target(runtime))
+            continue
+        precisions, missing = targets[runtime]
+        for precision in sorted(precisions, key=PRECISION_RANK.__getitem__):
+            planned.append(_judge(profile, model, Candidate(target=runtime, precision=precision),
+                                  missing))
+    return tuple(planned)
+
+
+def _no_target(runtime: str) -> Planned:
+    return Planned(candidate=Candidate(target=runtime, precision="*"), keep=False,
+                   reason=f"edge has no {runtime} target yet; other runtimes compete")
+
+
+def _judge(profile: Profile, model: ModelInfo, cand: Candidate, missing: str | None) -> Planned:
+    reason = (_missing(missing) or _precision(profile, cand) or _budget(profile, model, cand))
+    if reason:
+        return Planned(candidate=cand, keep=False, reason=reason)
+    return Planned(candidate=cand, keep=True, reason=_why_keep(profile, cand))
+
+
+def _missing(missing: str | None) -> str | None:
+    return f"cannot convert on this host: {missing}" if missing else None
+
+
+def _precision(profile: Profile, cand: Candidate) -> str | None:
+    if cand.precision != "fp16" or computes_fp16(profile):
+        return None
+    return (f"{profile.compute.cpu} has no fp16 arithmetic: fp16 would only halve the file "
+            "and compute in fp32")
+
+
+def computes_fp16(profile: Profile) -> bool:
+    """Whether the device's CPU or an accelerator computes in fp16."""
+    isa = {i.lower() for i in profile.compute.isa}
+    return ("fp16" in profile.compute.peak_gops or bool(isa & {"fp16", "asimdhp", "avx512_fp16"})
+            or any("fp16" in a.precisions for a in profile.accelerators))
+
+
+def _budget(profile: Profile, model: ModelInfo, cand: Candidate) -> str | None:
+    size_mb = model.params * BYTES_PER_PARAM.get(cand.precision, 4) / 2**20
+    budget = profile.memory.model_budget_mb
+    if size_mb <= budget:
+        return None
+    return f"weights alone need {size_mb:.0f} MB at {cand.precision}, over the {budget} MB budget"
+
+
+def _why_keep(profile: Profile, cand: Candidate) -> str:
+    if cand.precision == "int8":
+        simd = "/".join(profile.compute.isa) or "CPU"
+        return f"int8 kernels ({simd}) cut memory traffic 4x; kept if fidelity holds"
+    if cand.precision == "fp16":
+        return "the device computes fp16"
+    return "fp32 baseline: exact, and the fallback when quantization loses fidelity"

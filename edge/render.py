@@ -1,0 +1,93 @@
+"""Plain-text rendering of tables and reports for the terminal."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from edge.values import Bundle, CandidateResult, DeployReport, ModelInfo
+
+__all__ = ["table", "render_model", "render_bundle", "render_deploy"]
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A left-aligned text table."""
+    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+             for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _mb(size: int) -> str:
+    return f"{size / 2**20:.2f} MB" if size >= 2**20 else f"{size / 1024:.1f} KB"
+
+
+def _count(n: int) -> str:
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.2f}{unit}"
+    return str(n)
+
+
+def render_model(info: ModelInfo, fit: str | None = None) -> str:
+    """The ``edge inspect`` view."""
+    io = [("input", s.name, list(s.shape), s.dtype) for s in info.inputs]
+    io += [("output", s.name, list(s.shape), s.dtype) for s in info.outputs]
+    parts = [
+        f"{info.path}",
+        f"  opset {info.opset}   size {_mb(info.size_bytes)}   params {_count(info.params)}   "
+        f"MACs {_count(info.macs)}   sha256 {info.sha256[:16]}",
+        "",
+        table(("", "name", "shape", "dtype"), io),
+        "",
+        table(("op", "count"), list(info.ops.items())),
+    ]
+    if fit:
+        parts += ["", fit]
+    return "\n".join(parts)
+
+
+def _fidelity(result: CandidateResult) -> str:
+    fid = result.fidelity
+    if fid is None:
+        return ""
+    text = f"cos {fid.cosine:.4f}"
+    if fid.accuracy is not None:
+        text += f"  acc {100 * fid.accuracy:.1f}%"
+    elif fid.top1_agreement is not None:
+        text += f"  top1 {100 * fid.top1_agreement:.1f}%"
+    return text
+
+
+def render_bundle(bundle: Bundle, where: str) -> str:
+    """The ``edge optimize`` summary."""
+    rows = [(r.candidate.id, r.status, _mb(r.artifact.size_bytes) if r.artifact else "",
+             _fidelity(r), r.reason) for r in bundle.candidates]
+    ref = next((r.fidelity.reference_accuracy for r in bundle.candidates
+                if r.fidelity and r.fidelity.reference_accuracy is not None), None)
+    head = [f"profile {bundle.profile}   calibration: {bundle.calibration}",
+            f"verified on: {bundle.evaluation}"
+            + (f"   fp32 reference accuracy {100 * ref:.1f}%" if ref is not None else "")]
+    tail = [f"chosen: {bundle.chosen or 'none'} - {bundle.reason}", f"bundle: {where}"]
+    return "\n".join(head + ["", table(("candidate", "status", "size", "fidelity", "reason"),
+                                       rows), ""] + tail)
+
+
+def render_deploy(report: DeployReport) -> str:
+    """The ``edge deploy`` summary."""
+    b = report.bench
+    dev = b.device
+    rows = [
+        ("device", f"{report.target} ({report.transport})"),
+        ("machine", f"{dev.get('machine')}  {dev.get('cpu')}  {dev.get('cores')} cores  "
+                    f"{dev.get('mem_total_mb')} MB  python {dev.get('python')}"),
+        ("candidate", f"{report.candidate}  ({b.runtime} {dev.get('runtime_version')})"),
+        ("release", f"{report.release}  (active)"),
+        ("latency", f"p50 {b.p50_ms:.3f} ms  p90 {b.p90_ms:.3f} ms  p99 {b.p99_ms:.3f} ms  "
+                    f"mean {b.mean_ms:.3f} ms  ({b.runs} runs after {b.warmup} warm-up, "
+                    f"{b.threads} threads)"),
+        ("load", f"{b.load_ms:.1f} ms"),
+        ("peak RSS", f"{b.peak_rss_mb:.1f} MB"),
+    ]
+    return "measured on the device by the edge agent\n" + table(("", ""), rows)

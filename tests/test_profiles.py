@@ -1,0 +1,254 @@
+"""The device profile catalog and the profile loader (edge.profile)."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from edge.errors import UsageError
+from edge.profile import (
+    RUNTIMES,
+    Profile,
+    catalog_ids,
+    load_profile,
+    profile_schema,
+    validate_file,
+)
+
+REQUIRED_IDS = {
+    "rpi4",
+    "rpi5",
+    "jetson-nano",
+    "jetson-orin-nano",
+    "coral-dev-board",
+    "pixel-8",
+    "intel-nuc",
+    "imx8mp",
+    "x86-64",
+    "cloud-t4",
+}
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# --- the catalog -------------------------------------------------------------------------------
+
+
+def test_catalog_has_the_required_profiles() -> None:
+    ids = catalog_ids()
+    assert len(ids) >= 10
+    assert REQUIRED_IDS <= set(ids)
+    assert ids == sorted(ids)
+
+
+def test_catalog_ids_are_the_yaml_file_names() -> None:
+    names = {p.name for p in resources.files("profiles").iterdir() if p.name.endswith(".yaml")}
+    assert {f"{i}.yaml" for i in catalog_ids()} == names
+
+
+@pytest.mark.parametrize("profile_id", catalog_ids())
+def test_catalog_profile_loads_and_its_id_matches_its_file(profile_id: str) -> None:
+    profile = load_profile(profile_id)
+    assert isinstance(profile, Profile)
+    assert profile.id == profile_id
+    # The id is written in the file, not only defaulted from the file name.
+    entry = resources.files("profiles") / f"{profile_id}.yaml"
+    assert f"id: {profile_id}\n" in entry.read_text(encoding="utf-8")
+    assert profile.source.strip()
+    assert profile.memory.model_budget_mb <= profile.memory.ram_mb
+    assert profile.power.idle_w <= profile.power.max_w
+    assert set(profile.runtimes) <= set(RUNTIMES)
+    # Every accelerator is reached by a runtime the profile lists.
+    for accel in profile.accelerators:
+        assert accel.runtime in profile.runtimes, (profile_id, accel.name)
+    assert profile.compute.default_threads >= 1
+
+
+@pytest.mark.parametrize("profile_id", catalog_ids())
+def test_catalog_file_validates_by_path(profile_id: str) -> None:
+    entry = Path(str(resources.files("profiles") / f"{profile_id}.yaml"))
+    assert validate_file(entry) == load_profile(profile_id)
+    assert load_profile(entry) == load_profile(profile_id)
+
+
+def test_required_profiles_prefer_the_right_runtime() -> None:
+    assert load_profile("pixel-8").runtimes[0] == "nnapi"
+    assert load_profile("pixel-8").access.transport == "adb"
+    assert load_profile("intel-nuc").runtimes[0] == "openvino"
+    assert load_profile("jetson-nano").runtimes[:2] == ("tensorrt", "onnxruntime")
+    assert load_profile("jetson-orin-nano").runtimes[:2] == ("tensorrt", "onnxruntime")
+    assert load_profile("cloud-t4").runtimes[:2] == ("tensorrt", "onnxruntime")
+    assert load_profile("coral-dev-board").runtimes[:2] == ("edgetpu", "tflite")
+    assert load_profile("x86-64").access.transport == "ssh"
+
+
+def test_profile_to_json_round_trips() -> None:
+    profile = load_profile("rpi4")
+    data = profile.to_json()
+    json.dumps(data)
+    assert Profile.model_validate(data) == profile
+
+
+# --- user profiles and extends -----------------------------------------------------------------
+
+
+def test_user_profile_extends_a_catalog_entry(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path / "my-pi.yaml",
+        "extends: rpi4\n"
+        "memory:\n"
+        "  model_budget_mb: 512\n"
+        "access:\n"
+        "  python: /opt/venv/bin/python\n",
+    )
+    base = load_profile("rpi4")
+    profile = load_profile(path)
+    assert profile.id == "my-pi"
+    assert profile.memory.model_budget_mb == 512
+    assert profile.access.python == "/opt/venv/bin/python"
+    # Everything else comes from the base, including sibling keys of the overridden ones.
+    assert profile.memory.ram_mb == base.memory.ram_mb
+    assert profile.access.user == base.access.user
+    assert profile.access.host == base.access.host
+    assert profile.access.work_dir == base.access.work_dir
+    assert profile.compute == base.compute
+    assert profile.runtimes == base.runtimes
+    assert profile.link == base.link
+    assert profile.name == base.name
+    assert validate_file(path) == profile
+
+
+def test_user_profile_extends_a_sibling_file(tmp_path: Path) -> None:
+    _write(tmp_path / "base.yaml", "extends: rpi4\nmemory:\n  model_budget_mb: 700\n")
+    path = _write(tmp_path / "child.yaml", "extends: base.yaml\naccess:\n  user: alice\n")
+    profile = load_profile(str(path))
+    assert profile.id == "child"
+    assert profile.memory.model_budget_mb == 700
+    assert profile.access.user == "alice"
+    assert profile.compute == load_profile("rpi4").compute
+
+
+def test_wrong_type_names_file_and_key(tmp_path: Path) -> None:
+    path = _write(tmp_path / "bad.yaml", "extends: rpi4\ncompute:\n  cores: four\n")
+    with pytest.raises(UsageError) as info:
+        load_profile(path)
+    message = str(info.value)
+    assert str(path) in message
+    assert "compute.cores" in message
+
+
+def test_unknown_top_level_key_is_rejected(tmp_path: Path) -> None:
+    path = _write(tmp_path / "extra.yaml", "extends: rpi4\ncolour: red\n")
+    with pytest.raises(UsageError) as info:
+        load_profile(path)
+    assert "colour" in str(info.value)
+    assert str(path) in str(info.value)
+
+
+def test_unknown_nested_key_is_rejected(tmp_path: Path) -> None:
+    path = _write(tmp_path / "extra.yaml", "extends: rpi4\ncompute:\n  turbo_ghz: 2.0\n")
+    with pytest.raises(UsageError) as info:
+        load_profile(path)
+    assert "compute.turbo_ghz" in str(info.value)
+
+
+def test_unknown_runtime_is_rejected(tmp_path: Path) -> None:
+    path = _write(tmp_path / "rt.yaml", "extends: rpi4\nruntimes: [tflite, pytorch]\n")
+    with pytest.raises(UsageError) as info:
+        load_profile(path)
+    message = str(info.value)
+    assert "runtimes" in message
+    assert str(path) in message
+
+
+def test_unknown_accelerator_runtime_is_rejected(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path / "acc.yaml",
+        "extends: rpi4\n"
+        "accelerators:\n"
+        "  - {kind: npu, name: X, precisions: [int8], runtime: rknn}\n",
+    )
+    with pytest.raises(UsageError) as info:
+        load_profile(path)
+    assert "accelerators.0.runtime" in str(info.value)
+
+
+def test_repeated_runtime_is_rejected(tmp_path: Path) -> None:
+    path = _write(tmp_path / "rep.yaml", "extends: rpi4\nruntimes: [tflite, tflite]\n")
+    with pytest.raises(UsageError) as info:
+        load_profile(path)
+    assert "runtimes" in str(info.value)
+
+
+def test_extends_cycle_is_reported(tmp_path: Path) -> None:
+    a = _write(tmp_path / "a.yaml", "extends: b.yaml\nname: A\n")
+    _write(tmp_path / "b.yaml", "extends: a.yaml\nname: B\n")
+    with pytest.raises(UsageError) as info:
+        load_profile(a)
+    message = str(info.value)
+    assert "cycle" in message
+    assert "a.yaml" in message
+
+
+def test_extends_must_be_a_string(tmp_path: Path) -> None:
+    path = _write(tmp_path / "ext.yaml", "extends: [rpi4]\n")
+    with pytest.raises(UsageError) as info:
+        load_profile(path)
+    assert "extends" in str(info.value)
+
+
+def test_extends_unknown_id_is_rejected(tmp_path: Path) -> None:
+    path = _write(tmp_path / "ext.yaml", "extends: no-such-board\n")
+    with pytest.raises(UsageError) as info:
+        load_profile(path)
+    assert "no-such-board" in str(info.value)
+
+
+def test_invalid_yaml_names_the_file(tmp_path: Path) -> None:
+    path = _write(tmp_path / "broken.yaml", "extends: rpi4\ncompute: [unclosed\n")
+    with pytest.raises(UsageError) as info:
+        load_profile(path)
+    assert str(path) in str(info.value)
+
+
+def test_non_mapping_file_names_the_file(tmp_path: Path) -> None:
+    path = _write(tmp_path / "list.yaml", "- rpi4\n- rpi5\n")
+    with pytest.raises(UsageError) as info:
+        load_profile(path)
+    assert str(path) in str(info.value)
+
+
+def test_missing_file_is_a_usage_error(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.yaml"
+    with pytest.raises(UsageError) as info:
+        load_profile(missing)
+    assert str(missing) in str(info.value)
+    with pytest.raises(UsageError):
+        validate_file(missing)
+
+
+def test_unknown_profile_id_lists_valid_ids() -> None:
+    with pytest.raises(UsageError) as info:
+        load_profile("no-such-device")
+    message = str(info.value)
+    assert "no-such-device" in message
+    for profile_id in catalog_ids():
+        assert profile_id in message
+
+
+# --- schema ------------------------------------------------------------------------------------
+
+
+def test_profile_schema_is_a_json_schema() -> None:
+    schema = profile_schema()
+    json.dumps(schema)
+    assert schema["type"] == "object"
+    assert "compute" in schema["properties"]
+    assert "extends" in schema["properties"]
+    assert {"id", "compute", "memory", "runtimes"} <= set(schema["required"])
