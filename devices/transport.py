@@ -14,10 +14,12 @@ from typing import Protocol
 
 from edge.errors import DeviceError
 
-__all__ = ["Completed", "Transport", "LocalTransport", "DEFAULT_LOCAL_DIR"]
+__all__ = ["Completed", "Transport", "LocalTransport", "default_local_dir"]
 
-#: The embedded default device: a directory on this machine driven through the same agent.
-DEFAULT_LOCAL_DIR = Path(os.environ.get("EDGE_LOCAL_DEVICE", "~/.cache/edge/local-device"))
+
+def default_local_dir() -> Path:
+    """The embedded default device: a directory on this machine driven through the agent."""
+    return Path(os.environ.get("EDGE_LOCAL_DEVICE", "~/.cache/edge/local-device")).expanduser()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -65,8 +67,8 @@ class LocalTransport:
 
     is_local = True
 
-    def __init__(self, root: Path = DEFAULT_LOCAL_DIR, python: str | None = None) -> None:
-        self.root = root.expanduser().resolve()
+    def __init__(self, root: Path | None = None, python: str | None = None) -> None:
+        self.root = (root or default_local_dir()).expanduser().resolve()
         self.python = python or sys.executable
         self.label = f"local:{self.root}"
         try:

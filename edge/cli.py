@@ -91,6 +91,17 @@ def cli(traceback: bool) -> None:
     """
 
 
+def _with_sample(model: Path, calib: Path | None,
+                 eval_: Path | None) -> tuple[Path, Path | None, Path | None]:
+    """Resolve ``sample:NAME`` to the shipped model and its data (unless given)."""
+    from edge.sample import resolve
+
+    sample = resolve(model)
+    if sample is None:
+        return model, calib, eval_
+    return sample.model, calib or sample.calib, eval_ or sample.eval
+
+
 # ---------------------------------------------------------------- profiles
 @cli.group()
 def profiles() -> None:
@@ -197,6 +208,7 @@ def inspect(model: Path, profile_ref: str | None, as_json: bool) -> None:
     from edge.render import render_model
 
     profile = load_profile(profile_ref) if profile_ref else None
+    model, _, _ = _with_sample(model, None, None)
     info = inspect_model(model)
     fit = _fit(info, profile) if profile else None
     document = info.to_json() | ({"fit": fit} if fit else {})
@@ -261,6 +273,7 @@ def optimize_cmd(model: Path, profile_ref: str, calib: Path | None, eval_: Path 
     from edge.render import render_bundle
 
     profile = load_profile(profile_ref)
+    model, calib, eval_ = _with_sample(model, calib, eval_)
     if dry_run:
         return _print_plan(model, profile, as_json)
     with _stdout_to_stderr(as_json):
@@ -305,8 +318,12 @@ def deploy(source: Path, profile_ref: str | None, host: str | None, identity: Pa
            dry_run: bool, as_json: bool) -> int:
     """Optimize (if given a model), push to the device, benchmark ON the device, report.
 
+    MODEL may be sample:digits, a CNN shipped with edge (with its calibration and labelled
+    evaluation data).
+
     \b
     Examples:
+      edge deploy sample:digits --profile rpi4        # no device needed
       edge deploy model.onnx --profile rpi4 --host pi@raspberrypi.local --calib calib.npy
       edge deploy rpi4.bundle --host pi@10.0.0.7:2222 --identity ~/.ssh/id_ed25519
       edge deploy model.onnx --profile rpi4          # the embedded local device
@@ -314,6 +331,7 @@ def deploy(source: Path, profile_ref: str | None, host: str | None, identity: Pa
     from edge.deploy import DeployRequest, run_deploy
     from edge.render import render_deploy
 
+    source, calib, eval_ = _with_sample(source, calib, eval_)
     request = DeployRequest(
         source=source, profile=profile_ref, host=host, identity=identity,
         known_hosts=known_hosts, trust_new_host=trust_new_host, device_python=device_python,

@@ -146,14 +146,14 @@ def _to_feeds(
 def _per_sample(array: np.ndarray, spec: TensorSpec, path: Path) -> np.ndarray:
     """Reshape [N, *sample] to [N, *model_input_shape] and cast to the input dtype."""
     want = spec.shape
-    sample = array.shape[1:]
+    sample = given = array.shape[1:]
     if len(sample) == len(want) - 1:
         array = array[:, None, ...] if want and _is_batch(want[0]) else array
         sample = array.shape[1:]
     if len(sample) != len(want) or not all(
         not isinstance(w, int) or w <= 0 or w == s for w, s in zip(want, sample, strict=True)
     ):
-        raise UsageError(f"{path}: samples of shape {list(array.shape[1:])} do not fit input "
+        raise UsageError(f"{path}: samples of shape {list(given)} do not fit input "
                          f"'{spec.name}' of shape {list(want)}")
     try:
         return array.astype(spec.dtype, copy=False)

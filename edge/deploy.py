@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edge.errors import UsageError
+from edge.errors import CheckFailed, UsageError
 from edge.values import Bundle, DeployReport
 
 __all__ = ["DeployRequest", "run_deploy", "describe"]
@@ -40,12 +40,13 @@ def run_deploy(request: DeployRequest) -> tuple[DeployReport, Path]:
 
     _check_source(request)
     profile = _profile(request)
-    transport = _transport(request, profile)  # fails fast on bad --host/--identity
-    bundle, bundle_dir = _bundle(request, profile)
     threads = request.threads if request.threads is not None else profile.compute.default_threads
-    python = request.device_python or (sys.executable if transport.is_local
-                                       else profile.access.python)
-    with transport:
+    with _transport(request, profile) as transport:
+        transport.home()  # connect and authenticate before any work: fail fast, write nothing
+        transport.close()  # a long conversion must not hold an idle session open; reconnects
+        bundle, bundle_dir = _bundle(request, profile)
+        python = request.device_python or (sys.executable if transport.is_local
+                                           else profile.access.python)
         report = deploy_bundle(
             bundle_dir, bundle, transport, python=python, work_dir=profile.access.work_dir,
             bench=BenchOptions(runs=request.runs, warmup=request.warmup, threads=threads))
@@ -78,8 +79,13 @@ def _check_source(request: DeployRequest) -> None:
         raise UsageError(f"{request.source} does not exist: give an .onnx model or a bundle dir")
     if request.source.is_dir() and not _is_bundle(request.source):
         raise UsageError(f"{request.source} is a directory without manifest.json: not a bundle")
-    if not _is_bundle(request.source) and request.profile is None:
+    if _is_bundle(request.source):
+        return
+    if request.profile is None:
         raise UsageError("deploying a model needs --profile (e.g. --profile rpi4)")
+    from edge.model import load_onnx
+
+    load_onnx(request.source)  # a corrupt model fails here, before any connection or output
 
 
 def _profile(request: DeployRequest) -> Any:
@@ -109,6 +115,9 @@ def _bundle(request: DeployRequest, profile: Any) -> tuple[Bundle, Path]:
 
     if _is_bundle(request.source):
         bundle = read_bundle(request.source)
+        if bundle.chosen is None:
+            raise CheckFailed(f"{request.source} has no chosen candidate (none kept fidelity): "
+                              "fix the model or relax --max-drop/--min-cosine and re-optimize")
         if bundle.profile != profile.id:
             print(f"warning: bundle was optimized for {bundle.profile}, deploying with "
                   f"{profile.id}", file=sys.stderr)
@@ -121,8 +130,6 @@ def _bundle(request: DeployRequest, profile: Any) -> tuple[Bundle, Path]:
         max_drop=request.max_drop, min_cosine=request.min_cosine))
     bundle = optimize(request.source, profile, out, options)
     if bundle.chosen is None:
-        from edge.errors import CheckFailed
-
         raise CheckFailed(f"no candidate kept fidelity (see {out}/manifest.json); nothing "
                           "was deployed")
     return bundle, out

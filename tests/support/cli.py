@@ -1,0 +1,46 @@
+"""Run the edge CLI in-process (fast) or as a real subprocess (stdout exactly as a user sees)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """Exit status and captured streams of one edge invocation."""
+
+    status: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        """stdout parsed as the one JSON document --json promises."""
+        return json.loads(self.stdout)
+
+    @property
+    def error_lines(self) -> list[str]:
+        """stderr lines that start with 'error:'."""
+        return [line for line in self.stderr.splitlines() if line.startswith("error:")]
+
+
+def run_cli(*args: str) -> Result:
+    """edge's main() in this process, streams captured."""
+    from edge.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main(list(args))
+    return Result(status, out.getvalue(), err.getvalue())
+
+
+def run_edge(*args: str, timeout: float = 600) -> Result:
+    """``python -m edge ARGS`` in a child process."""
+    done = subprocess.run([sys.executable, "-m", "edge", *args], capture_output=True,
+                          text=True, timeout=timeout, check=False)
+    return Result(done.returncode, done.stdout, done.stderr)

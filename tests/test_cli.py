@@ -1,0 +1,124 @@
+"""The CLI contract: exit statuses, one-line errors, --json documents, a fast --help."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import run_cli
+
+HEAVY = ("tensorflow", "openvino", "torch", "onnx2tf", "onnxruntime", "paramiko")
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["deploy", "--help"], ["optimize", "--help"],
+                                  ["profiles", "list"]])
+def test_startup_imports_no_framework(argv: list[str]) -> None:
+    code = ("import sys; from edge.cli import main; main(%r); "
+            "print('\\nLOADED', sorted({m.split('.')[0] for m in sys.modules}))" % (argv,))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    loaded = json.loads(done.stdout.rsplit("LOADED", 1)[1].strip().replace("'", '"'))
+    assert not [m for m in HEAVY if m in loaded], loaded
+
+
+def test_every_command_help_has_an_example() -> None:
+    for argv in (["--help"], ["inspect", "--help"], ["optimize", "--help"],
+                 ["deploy", "--help"], ["profiles", "--help"], ["profiles", "show", "--help"],
+                 ["profiles", "list", "--help"], ["profiles", "validate", "--help"],
+                 ["profiles", "schema", "--help"]):
+        result = run_cli(*argv)
+        assert result.status == 0, argv
+        assert "Example" in result.stdout, argv
+
+
+def test_profiles_list_json_has_the_catalog() -> None:
+    result = run_cli("profiles", "list", "--json")
+    assert result.status == 0
+    ids = {p["id"] for p in result.json()}
+    assert len(ids) >= 10
+    assert {"rpi4", "rpi5", "jetson-nano", "jetson-orin-nano", "coral-dev-board", "pixel-8",
+            "intel-nuc", "imx8mp", "x86-64", "cloud-t4"} <= ids
+
+
+def test_profiles_show_resolves_extends(tmp_path: Path) -> None:
+    mine = tmp_path / "my-pi.yaml"
+    mine.write_text("extends: rpi4\nid: my-pi\nmemory: {model_budget_mb: 256}\n")
+    result = run_cli("profiles", "show", str(mine), "--json")
+    assert result.status == 0, result.stderr
+    shown = result.json()
+    assert shown["memory"] == {"ram_mb": 4096, "model_budget_mb": 256}
+    assert shown["compute"]["cpu"] == "Cortex-A72"
+
+
+def test_profiles_validate_names_file_and_key(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("extends: rpi4\nid: broken\ncompute: {cores: -2}\n")
+    good = Path(__file__).parents[1] / "profiles" / "rpi5.yaml"
+    result = run_cli("profiles", "validate", str(good), str(broken))
+    assert result.status == 2
+    assert len(result.error_lines) == 1
+    assert str(broken) in result.error_lines[0] and "compute.cores" in result.error_lines[0]
+    assert "ok" in result.stdout and "rpi5" in result.stdout
+
+
+def test_profiles_schema_is_json_schema() -> None:
+    schema = run_cli("profiles", "schema").json()
+    assert {"compute", "memory", "storage", "power", "accelerators", "runtimes", "link",
+            "access"} <= set(schema["properties"])
+
+
+def test_unknown_profile_is_one_line_usage_error(tmp_path: Path) -> None:
+    result = run_cli("optimize", "sample:digits", "--profile", "rpi9", "-o",
+                     str(tmp_path / "out"))
+    assert result.status == 2
+    assert result.stderr.count("\n") == 1
+    assert "unknown profile 'rpi9'" in result.stderr and "rpi4" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_inspect_reports_params_macs_and_fit() -> None:
+    result = run_cli("inspect", "sample:digits", "--profile", "rpi-zero-2w", "--json")
+    assert result.status == 0, result.stderr
+    info = result.json()
+    assert info["inputs"][0]["shape"] == [1, 1, 8, 8]
+    assert info["ops"]["Conv"] == 3
+    # 3 convs + 2 gemms of the shipped digits CNN, counted by hand from its layer shapes
+    assert info["macs"] == 64 * 16 * 9 + 64 * 32 * 16 * 9 + 16 * 32 * 32 * 9 + 128 * 64 + 64 * 10
+    assert info["fit"]["fits"] is True
+
+
+def test_corrupt_model_is_refused_without_output(tmp_path: Path) -> None:
+    model = tmp_path / "broken.onnx"
+    model.write_bytes(b"\x08\x07this is not protobuf" * 10)
+    out = tmp_path / "bundle"
+    result = run_cli("optimize", str(model), "--profile", "rpi4", "-o", str(out))
+    assert result.status == 2
+    assert len(result.stderr.splitlines()) == 1 and str(model) in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not out.exists() and list(tmp_path.iterdir()) == [model]
+
+
+def test_dry_run_lists_plan_without_converting(tmp_path: Path) -> None:
+    result = run_cli("optimize", "sample:digits", "--profile", "rpi4", "--dry-run", "--json",
+                     "-o", str(tmp_path / "b"))
+    assert result.status == 0
+    plan = {p["candidate"]: p for p in result.json()}
+    assert plan["tflite-int8"]["keep"] and plan["onnxruntime-int8"]["keep"]
+    assert not plan["tflite-fp16"]["keep"] and "fp16" in plan["tflite-fp16"]["reason"]
+    assert not (tmp_path / "b").exists()
+
+
+def test_bad_data_file_names_the_shape(tmp_path: Path) -> None:
+    import numpy as np
+
+    calib = tmp_path / "calib.npy"
+    np.save(calib, np.zeros((10, 3, 8, 8), np.float32))
+    result = run_cli("optimize", "sample:digits", "--profile", "rpi4", "--calib", str(calib),
+                     "-o", str(tmp_path / "b"))
+    assert result.status == 2
+    assert "[3, 8, 8]" in result.stderr and "input" in result.stderr
+    assert not (tmp_path / "b").exists()

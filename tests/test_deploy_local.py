@@ -1,0 +1,54 @@
+"""The embedded default: deploy without --host runs the same agent on a local device dir."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import run_cli
+
+pytestmark = pytest.mark.slow
+
+
+def test_sample_deploys_to_the_local_device(tmp_path: Path) -> None:
+    out = tmp_path / "digits.bundle"
+    result = run_cli("deploy", "sample:digits", "--profile", "rpi4", "-o", str(out),
+                     "--runs", "20", "--json")
+    assert result.status == 0, result.stderr
+    report = result.json()
+    device_dir = Path(os.environ["EDGE_LOCAL_DEVICE"]).resolve()
+    assert report["transport"] == "local"
+    assert report["target"] == f"local:{device_dir}"
+    assert report["bench"]["runs"] == 20 and report["bench"]["p50_ms"] > 0
+    release = device_dir / ".edge" / "releases" / report["release"]
+    assert (device_dir / ".edge" / "current").resolve() == release
+    manifest = json.loads((out / "manifest.json").read_text())
+    chosen = next(c for c in manifest["candidates"] if c["status"] == "chosen")
+    assert chosen["artifact"]["sha256"] == report["artifact_sha256"]
+    assert (release / f"model{Path(chosen['artifact']['file']).suffix}").is_file()
+
+
+def test_text_report_says_where_it_was_measured(tmp_path: Path) -> None:
+    result = run_cli("deploy", "sample:digits", "--profile", "rpi4", "-o",
+                     str(tmp_path / "b"), "--runs", "5")
+    assert result.status == 0, result.stderr
+    assert "(local)" in result.stdout and "p50" in result.stdout and "peak RSS" in result.stdout
+
+
+def test_no_faithful_candidate_exits_1_and_deploy_refuses(tmp_path: Path) -> None:
+    profile = tmp_path / "pi-tflite.yaml"
+    profile.write_text("extends: rpi4\nid: pi-tflite\nruntimes: [tflite]\n")
+    out = tmp_path / "strict.bundle"
+    # No converted artifact reproduces fp32 ONNX Runtime bit for bit: cosine 1.0 rejects all.
+    result = run_cli("optimize", "sample:digits", "--profile", str(profile), "--min-cosine",
+                     "1.0", "-o", str(out), "--json")
+    assert result.status == 1, result.stderr
+    document = result.json()
+    assert document["chosen"] is None
+    rejected = [c for c in document["candidates"] if c["status"] == "rejected"]
+    assert len(rejected) == 2 and all("cosine" in c["reason"] for c in rejected)
+    deploy = run_cli("deploy", str(out), "--profile", str(profile))
+    assert deploy.status == 1 and "no chosen candidate" in deploy.stderr
