@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -38,20 +37,13 @@ def write_bundle(out: Path, bundle: Bundle, files: Mapping[str, Path]) -> Path:
         for name, src in files.items():
             dst = staging / name
             dst.parent.mkdir(parents=True, exist_ok=True)
-            _link_or_copy(src, dst)
+            shutil.copyfile(src, dst)  # a copy: editing the bundle never touches the cache
         (staging / MANIFEST).write_text(json.dumps(bundle.to_json(), indent=2) + "\n")
         _swap_in(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return out
-
-
-def _link_or_copy(src: Path, dst: Path) -> None:
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copyfile(src, dst)
 
 
 def _swap_in(staging: Path, out: Path) -> None:

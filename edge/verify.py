@@ -51,12 +51,12 @@ def judge(fidelity: Fidelity, limits: Thresholds) -> str | None:
     """Why the artifact fails the thresholds, or None when it passes."""
     if fidelity.accuracy is not None and fidelity.reference_accuracy is not None:
         drop = 100.0 * (fidelity.reference_accuracy - fidelity.accuracy)
-        if drop > limits.max_drop:
+        if drop > limits.max_drop + 1e-9:
             return (f"accuracy {100 * fidelity.accuracy:.1f}% is {drop:.1f} points below "
                     f"fp32 {100 * fidelity.reference_accuracy:.1f}% (--max-drop {limits.max_drop})")
     elif fidelity.top1_agreement is not None:
         drop = 100.0 * (1.0 - fidelity.top1_agreement)
-        if drop > limits.max_drop:
+        if drop > limits.max_drop + 1e-9:
             return (f"top-1 agrees with fp32 on {100 * fidelity.top1_agreement:.1f}% of samples "
                     f"(--max-drop {limits.max_drop} points)")
     if fidelity.cosine < limits.min_cosine:

@@ -1,0 +1,86 @@
+"""Bundles are written all at once and read back with every artifact checked."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from edge.bundle import read_bundle, write_bundle
+from edge.errors import UsageError
+from edge.values import Artifact, Bundle, Candidate, CandidateResult, Fidelity, ModelInfo, TensorSpec
+
+
+def _bundle(payload: bytes) -> tuple[Bundle, str]:
+    sha = hashlib.sha256(payload).hexdigest()
+    cand = Candidate(target="onnxruntime", precision="int8")
+    spec = TensorSpec(name="x", shape=(1, 2), dtype="float32")
+    result = CandidateResult(
+        candidate=cand, status="chosen", reason="r",
+        artifact=Artifact(candidate=cand, file=f"artifacts/{sha}.onnx", sha256=sha,
+                          size_bytes=len(payload), runtime="onnxruntime", notes=("n",)),
+        fidelity=Fidelity(samples=3, cosine=0.99, max_abs=0.1, top1_agreement=1.0))
+    source = ModelInfo(path="m.onnx", sha256="s", size_bytes=1, opset=17, inputs=(spec,),
+                       outputs=(spec,), params=2, macs=2, ops={"MatMul": 1})
+    bundle = Bundle(format=1, profile="rpi4", source=source, calibration="c", evaluation="e",
+                    candidates=(result,), chosen=cand.id, reason="why")
+    return bundle, f"artifacts/{sha}.onnx"
+
+
+def test_round_trip(tmp_path: Path) -> None:
+    (tmp_path / "a").write_bytes(b"model-bytes")
+    bundle, name = _bundle(b"model-bytes")
+    out = write_bundle(tmp_path / "out", bundle, {name: tmp_path / "a"})
+    assert read_bundle(out) == bundle
+    assert (out / name).read_bytes() == b"model-bytes"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_rewrite_replaces_whole_bundle(tmp_path: Path) -> None:
+    (tmp_path / "a").write_bytes(b"one")
+    (tmp_path / "b").write_bytes(b"two")
+    first, name1 = _bundle(b"one")
+    second, name2 = _bundle(b"two")
+    out = write_bundle(tmp_path / "out", first, {name1: tmp_path / "a"})
+    write_bundle(out, second, {name2: tmp_path / "b"})
+    assert read_bundle(out) == second and not (out / name1).exists()
+
+
+def test_failed_write_leaves_previous_bundle(tmp_path: Path) -> None:
+    (tmp_path / "a").write_bytes(b"one")
+    first, name1 = _bundle(b"one")
+    out = write_bundle(tmp_path / "out", first, {name1: tmp_path / "a"})
+    second, name2 = _bundle(b"two")
+    with pytest.raises(FileNotFoundError):
+        write_bundle(out, second, {name2: tmp_path / "missing"})
+    assert read_bundle(out) == first
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "out"]
+
+
+def test_refuses_to_overwrite_a_non_bundle(tmp_path: Path) -> None:
+    (tmp_path / "precious").mkdir()
+    (tmp_path / "precious" / "thesis.tex").write_text("x")
+    bundle, _ = _bundle(b"")
+    with pytest.raises(UsageError, match="not an edge bundle"):
+        write_bundle(tmp_path / "precious", bundle, {})
+    assert (tmp_path / "precious" / "thesis.tex").read_text() == "x"
+
+
+def test_tampered_artifact_is_detected(tmp_path: Path) -> None:
+    (tmp_path / "a").write_bytes(b"model-bytes")
+    bundle, name = _bundle(b"model-bytes")
+    out = write_bundle(tmp_path / "out", bundle, {name: tmp_path / "a"})
+    (out / name).unlink()
+    (out / name).write_bytes(b"evil")
+    with pytest.raises(UsageError, match="does not match its sha256"):
+        read_bundle(out)
+
+
+def test_manifest_is_plain_json(tmp_path: Path) -> None:
+    bundle, _ = _bundle(b"")
+    out = write_bundle(tmp_path / "out", bundle, {})
+    data = json.loads((out / "manifest.json").read_text())
+    assert data["chosen"] == "onnxruntime-int8"
+    assert data["candidates"][0]["fidelity"]["cosine"] == 0.99

@@ -1,0 +1,53 @@
+"""The plan is pure: profile + model + what the host can convert -> candidates with reasons."""
+
+from __future__ import annotations
+
+from edge.plan import make_plan
+from edge.profile import load_profile
+from edge.values import ModelInfo, TensorSpec
+
+TARGETS = {"tflite": (("fp32", "fp16", "int8"), None),
+           "onnxruntime": (("fp32", "int8"), None)}
+
+
+def _model(params: int) -> ModelInfo:
+    spec = TensorSpec(name="x", shape=(1, 3), dtype="float32")
+    return ModelInfo(path="m", sha256="0", size_bytes=1, opset=17, inputs=(spec,),
+                     outputs=(spec,), params=params, macs=0)
+
+
+def _plan(profile: str, params: int = 1000, targets=TARGETS):
+    return {p.candidate.id: p for p in make_plan(load_profile(profile), _model(params), targets)}
+
+
+def test_rpi4_tries_int8_and_fp32_in_runtime_order() -> None:
+    plan = make_plan(load_profile("rpi4"), _model(1000), TARGETS)
+    kept = [p.candidate.id for p in plan if p.keep]
+    assert kept == ["tflite-int8", "tflite-fp32", "onnxruntime-int8", "onnxruntime-fp32"]
+
+
+def test_fp16_only_where_the_hardware_computes_it() -> None:
+    assert not _plan("rpi4")["tflite-fp16"].keep
+    assert "no fp16 arithmetic" in _plan("rpi4")["tflite-fp16"].reason
+    assert _plan("rpi5")["tflite-fp16"].keep  # Cortex-A76 has fp16 arithmetic
+
+
+def test_runtime_without_target_is_explained() -> None:
+    plan = _plan("pixel-8")
+    assert not plan["nnapi-*"].keep and "no nnapi target" in plan["nnapi-*"].reason
+
+
+def test_missing_converter_drops_its_target_only() -> None:
+    targets = dict(TARGETS, tflite=(("fp32", "int8"), "onnx2tf is not installed"))
+    plan = _plan("rpi4", targets=targets)
+    assert not plan["tflite-int8"].keep and "onnx2tf is not installed" in plan["tflite-int8"].reason
+    assert plan["onnxruntime-int8"].keep
+
+
+def test_model_over_the_budget_is_refused_per_precision() -> None:
+    # rpi-zero-2w: 512 MB RAM; ~80M params: fp32 320 MB, int8 80 MB
+    plan = _plan("rpi-zero-2w", params=80_000_000)
+    budget = load_profile("rpi-zero-2w").memory.model_budget_mb
+    assert 80 < budget < 305
+    assert not plan["tflite-fp32"].keep and "budget" in plan["tflite-fp32"].reason
+    assert plan["tflite-int8"].keep
