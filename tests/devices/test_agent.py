@@ -1,0 +1,75 @@
+"""The on-device agent, run as the standalone script it is on a device."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from devices import agent
+from devices.deploy import AGENT_PATH
+
+
+def _agent(*args: str) -> tuple[int, dict]:
+    done = subprocess.run([sys.executable, str(AGENT_PATH), *args], capture_output=True,
+                          text=True, check=False)
+    return done.returncode, json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_agent_imports_only_stdlib_at_top() -> None:
+    code = AGENT_PATH.read_text()
+    head = code.split("AGENT_VERSION")[0]
+    imports = {line.split()[1] for line in head.splitlines() if line.startswith("import ")}
+    assert imports <= {"argparse", "hashlib", "json", "os", "platform", "resource", "sys", "time"}
+
+
+def test_percentiles_match_numpy() -> None:
+    values = list(np.random.default_rng(0).exponential(size=101))
+    for q in (50, 90, 99):
+        assert agent.percentile(values, q) == pytest.approx(np.percentile(values, q))
+
+
+def test_install_moves_only_a_verified_file(tmp_path: Path) -> None:
+    src, dest = tmp_path / "up.partial", tmp_path / "rel" / "model.onnx"
+    src.write_bytes(b"payload")
+    status, reply = _agent("install", str(src), str(dest), "--sha256", "0" * 64)
+    assert status == 3 and "checksum mismatch" in reply["error"]
+    assert not src.exists() and not dest.exists()
+    src.write_bytes(b"payload")
+    status, reply = _agent("install", str(src), str(dest), "--sha256",
+                           hashlib.sha256(b"payload").hexdigest())
+    assert status == 0 and dest.read_bytes() == b"payload" and not src.exists()
+
+
+def test_activate_switches_current_and_refuses_escapes(tmp_path: Path) -> None:
+    (tmp_path / "releases" / "abc").mkdir(parents=True)
+    assert _agent("activate", str(tmp_path), "abc")[0] == 0
+    assert (tmp_path / "current").resolve() == (tmp_path / "releases" / "abc").resolve()
+    for bad in ("../abc", "..", "nope"):
+        status, reply = _agent("activate", str(tmp_path), bad)
+        assert status == 2 and "error" in reply
+    assert (tmp_path / "current").resolve() == (tmp_path / "releases" / "abc").resolve()
+
+
+def test_bench_onnx_reports_percentiles_and_memory() -> None:
+    model = Path(__file__).parents[2] / "edge" / "samples" / "digits.onnx"
+    status, reply = _agent("bench", str(model), "--runs", "12", "--warmup", "2",
+                           "--threads", "1")
+    assert status == 0, reply
+    assert reply["runs"] == 12 and reply["threads"] == 1
+    assert 0 < reply["p50_ms"] <= reply["p90_ms"] <= reply["p99_ms"]
+    assert reply["peak_rss_mb"] > 10 and reply["device"]["cores"] >= 1
+
+
+def test_bench_errors_are_json(tmp_path: Path) -> None:
+    status, reply = _agent("bench", str(tmp_path / "missing.onnx"))
+    assert status == 2 and "not found" in reply["error"]
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"not a model")
+    status, reply = _agent("bench", str(bad))
+    assert status == 3 and "agent crashed" in reply["error"]
