@@ -15,12 +15,12 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
+from devices.transport import Transport
 from edge.errors import DeviceError
 from edge.model import sha256_file
 from edge.values import BenchResult, Bundle, CandidateResult, DeployReport
-from devices.transport import Transport
 
-__all__ = ["BenchOptions", "deploy_bundle", "AGENT_PATH"]
+__all__ = ["AGENT_PATH", "BenchOptions", "deploy_bundle"]
 
 AGENT_PATH = Path(__file__).with_name("agent.py")
 

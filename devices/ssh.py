@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from edge.errors import DeviceError, UsageError
 from devices.transport import Completed
+from edge.errors import DeviceError, UsageError
 
 if TYPE_CHECKING:
     import paramiko
 
-__all__ = ["HostSpec", "parse_host", "SSHTransport"]
+__all__ = ["HostSpec", "SSHTransport", "parse_host"]
 
 _USER = re.compile(r"^[A-Za-z0-9._][A-Za-z0-9._-]{0,31}$")
 _HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$")
@@ -208,7 +208,7 @@ class SSHTransport:
         self.close()
 
 
-def _paramiko():  # noqa: ANN202 - the module
+def _paramiko():
     try:
         import paramiko
     except ImportError:

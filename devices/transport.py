@@ -14,7 +14,7 @@ from typing import Protocol
 
 from edge.errors import DeviceError
 
-__all__ = ["Completed", "Transport", "LocalTransport", "default_local_dir"]
+__all__ = ["Completed", "LocalTransport", "Transport", "default_local_dir"]
 
 
 def default_local_dir() -> Path:

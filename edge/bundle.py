@@ -12,7 +12,7 @@ from edge.errors import UsageError
 from edge.model import sha256_file
 from edge.values import Bundle
 
-__all__ = ["MANIFEST", "FORMAT", "write_bundle", "read_bundle", "is_bundle"]
+__all__ = ["FORMAT", "MANIFEST", "is_bundle", "read_bundle", "write_bundle"]
 
 MANIFEST = "manifest.json"
 FORMAT = 1

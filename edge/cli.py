@@ -18,7 +18,7 @@ import click
 from edge import __version__
 from edge.errors import EdgeError, ExitStatus
 
-__all__ = ["main", "cli"]
+__all__ = ["cli", "main"]
 
 _PATH = click.Path(path_type=Path)
 
@@ -28,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     show_traceback = "--traceback" in args
     warnings.showwarning = _show_warning
+    _log_progress(quiet="--json" in args)
     try:
         status = cli.main(args=args, prog_name="edge", standalone_mode=False)
     except EdgeError as exc:
@@ -40,12 +41,29 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(exc.format_message(), ExitStatus.BAD_INPUT)
     except (click.exceptions.Abort, KeyboardInterrupt):
         return _fail("interrupted", 130)
-    except Exception as exc:  # noqa: BLE001 - one line unless --traceback
+    except Exception as exc:
         if show_traceback:
             raise
         return _fail(f"internal error: {type(exc).__name__}: {exc} (re-run with --traceback "
                      "and report it)", ExitStatus.CHECK_FAILED)
     return int(status or 0)
+
+
+def _log_progress(*, quiet: bool) -> None:
+    """Progress lines ('edge: converting ...') on stderr; none under --json."""
+    import logging
+
+    logger = logging.getLogger("edge")
+    logger.handlers[:] = []
+    if quiet:
+        logger.addHandler(logging.NullHandler())
+        logger.propagate = False
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("edge: %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
 
 
 def _fail(message: str, status: int) -> int:
@@ -329,7 +347,7 @@ def deploy(source: Path, profile_ref: str | None, host: str | None, identity: Pa
       edge deploy model.onnx --profile rpi4          # the embedded local device
     """
     from edge.deploy import DeployRequest, run_deploy
-    from edge.render import render_deploy
+    from edge.render import render_bundle, render_deploy
 
     source, calib, eval_ = _with_sample(source, calib, eval_)
     request = DeployRequest(
@@ -343,6 +361,7 @@ def deploy(source: Path, profile_ref: str | None, host: str | None, identity: Pa
         _emit(as_json, describe(request), "\n".join(describe(request)["steps"]))
         return 0
     with _stdout_to_stderr(as_json):
-        report, bundle_dir = run_deploy(request)
-    _emit(as_json, report.to_json() | {"bundle": str(bundle_dir)}, render_deploy(report))
+        report, bundle, bundle_dir = run_deploy(request)
+    text = render_bundle(bundle, str(bundle_dir)) + "\n\n" + render_deploy(report)
+    _emit(as_json, report.to_json() | {"bundle": str(bundle_dir)}, text)
     return 0

@@ -14,7 +14,7 @@ import numpy as np
 from edge.errors import UsageError
 from edge.values import Dataset, ModelInfo, TensorSpec
 
-__all__ = ["load_dataset", "synthetic_dataset", "dataset_digest", "SyntheticDataWarning"]
+__all__ = ["SyntheticDataWarning", "dataset_digest", "load_dataset", "synthetic_dataset"]
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".ppm", ".pgm", ".webp")
 

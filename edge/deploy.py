@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,7 +11,9 @@ from typing import Any
 from edge.errors import CheckFailed, UsageError
 from edge.values import Bundle, DeployReport
 
-__all__ = ["DeployRequest", "run_deploy", "describe"]
+__all__ = ["DeployRequest", "describe", "run_deploy"]
+
+log = logging.getLogger("edge")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -34,7 +37,7 @@ class DeployRequest:
     out: Path | None = None
 
 
-def run_deploy(request: DeployRequest) -> tuple[DeployReport, Path]:
+def run_deploy(request: DeployRequest) -> tuple[DeployReport, Bundle, Path]:
     """Optimize if needed, connect, push, benchmark on the device, return the report."""
     from devices.deploy import BenchOptions, deploy_bundle
 
@@ -42,15 +45,17 @@ def run_deploy(request: DeployRequest) -> tuple[DeployReport, Path]:
     profile = _profile(request)
     threads = request.threads if request.threads is not None else profile.compute.default_threads
     with _transport(request, profile) as transport:
+        log.info("connecting to %s", transport.label)
         transport.home()  # connect and authenticate before any work: fail fast, write nothing
         transport.close()  # a long conversion must not hold an idle session open; reconnects
         bundle, bundle_dir = _bundle(request, profile)
         python = request.device_python or (sys.executable if transport.is_local
                                            else profile.access.python)
+        log.info("deploying %s to %s", bundle.chosen, transport.label)
         report = deploy_bundle(
             bundle_dir, bundle, transport, python=python, work_dir=profile.access.work_dir,
             bench=BenchOptions(runs=request.runs, warmup=request.warmup, threads=threads))
-    return report, bundle_dir
+    return report, bundle, bundle_dir
 
 
 def describe(request: DeployRequest) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["ExitStatus", "EdgeError", "UsageError", "CheckFailed", "DeviceError"]
+__all__ = ["CheckFailed", "DeviceError", "EdgeError", "ExitStatus", "UsageError"]
 
 
 class ExitStatus(enum.IntEnum):

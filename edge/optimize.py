@@ -17,7 +17,7 @@ from edge.profile import Profile
 from edge.values import Artifact, Bundle, CandidateResult, Dataset, ModelInfo
 from edge.verify import Outputs, Thresholds, judge, measure, run_all
 
-__all__ = ["OptimizeOptions", "optimize", "plan_for", "cache_root"]
+__all__ = ["OptimizeOptions", "cache_root", "optimize", "plan_for"]
 
 log = logging.getLogger("edge")
 
@@ -100,7 +100,7 @@ def _try(
     if not planned.keep:
         return CandidateResult(candidate=cand, status="skipped", reason=planned.reason), None
     target = get_target(cand.target)
-    log.info("converting %s", cand.id)
+    log.info("converting and verifying %s", cand.id)
     try:
         file, notes = target.convert(model, cand.precision, calib=calib,
                                      workdir=workroot / cand.target)
@@ -122,8 +122,8 @@ def _passed(fid: object) -> str:
 
     assert isinstance(fid, Fidelity)
     if fid.accuracy is not None and fid.reference_accuracy is not None:
-        drop = 100 * (fid.reference_accuracy - fid.accuracy)
-        return f"keeps fidelity: accuracy {100 * fid.accuracy:.1f}% ({drop:+.1f} points lost)"
+        return (f"keeps fidelity: accuracy {100 * fid.accuracy:.1f}% vs fp32 "
+                f"{100 * fid.reference_accuracy:.1f}%")
     return f"keeps fidelity: cosine {fid.cosine:.4f}"
 
 
@@ -135,9 +135,8 @@ def _choose(results: list[CandidateResult], profile: Profile) -> tuple[str | Non
     best = min(passed, key=lambda r: (order.index(r.candidate.target),
                                       PRECISION_RANK[r.candidate.precision]))
     return best.candidate.id, (
-        f"{best.candidate.id}: the preferred runtime for {profile.id} "
-        f"({' > '.join(order)}) at the lowest precision that keeps fidelity; "
-        "its latency is measured on the device by edge deploy")
+        f"first in {profile.id}'s runtime order ({' > '.join(order)}) at the lowest precision "
+        "that keeps fidelity; edge deploy measures its latency on the device")
 
 
 def _mark(result: CandidateResult, chosen: str | None) -> CandidateResult:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from edge.profile import Profile
 from edge.values import Candidate, ModelInfo
 
-__all__ = ["Planned", "make_plan", "PRECISION_RANK", "BYTES_PER_PARAM"]
+__all__ = ["BYTES_PER_PARAM", "PRECISION_RANK", "Planned", "make_plan"]
 
 PRECISION_RANK = {"int8": 0, "fp16": 1, "fp32": 2}
 BYTES_PER_PARAM = {"int8": 1, "fp16": 2, "fp32": 4}

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from edge.values import Bundle, CandidateResult, DeployReport, ModelInfo
 
-__all__ = ["table", "render_model", "render_bundle", "render_deploy"]
+__all__ = ["render_bundle", "render_deploy", "render_model", "table"]
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -90,4 +90,8 @@ def render_deploy(report: DeployReport) -> str:
         ("load", f"{b.load_ms:.1f} ms"),
         ("peak RSS", f"{b.peak_rss_mb:.1f} MB"),
     ]
-    return "measured on the device by the edge agent\n" + table(("", ""), rows)
+    head = "measured on the device by the edge agent"
+    if report.transport == "local":
+        head += (f" (the embedded local device stands in for {report.profile}: "
+                 "these are this machine's numbers)")
+    return head + "\n" + table(("", ""), rows)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from edge.errors import UsageError
 
-__all__ = ["Sample", "SAMPLES", "resolve"]
+__all__ = ["SAMPLES", "Sample", "resolve"]
 
 _DIR = Path(__file__).with_name("samples")
 PREFIX = "sample:"

@@ -9,16 +9,16 @@ from typing import Any, Self
 import numpy as np
 
 __all__ = [
-    "TensorSpec",
-    "ModelInfo",
-    "Candidate",
     "Artifact",
-    "Fidelity",
     "BenchResult",
-    "CandidateResult",
     "Bundle",
-    "DeployReport",
+    "Candidate",
+    "CandidateResult",
     "Dataset",
+    "DeployReport",
+    "Fidelity",
+    "ModelInfo",
+    "TensorSpec",
 ]
 
 _frozen = dataclass(frozen=True, kw_only=True, slots=True)

@@ -9,7 +9,7 @@ import numpy as np
 
 from edge.values import Dataset, Fidelity
 
-__all__ = ["Thresholds", "Outputs", "measure", "judge", "run_all"]
+__all__ = ["Outputs", "Thresholds", "judge", "measure", "run_all"]
 
 #: per sample, the list of output arrays
 Outputs = list[list[np.ndarray]]

@@ -9,7 +9,7 @@ import numpy as np
 
 from edge.values import Dataset, ModelInfo
 
-__all__ = ["Runner", "Target", "ConversionError"]
+__all__ = ["ConversionError", "Runner", "Target"]
 
 
 class ConversionError(Exception):

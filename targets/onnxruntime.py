@@ -78,8 +78,7 @@ class _Reader:
 
 
 def _quantize_static(model: ModelInfo, calib: Dataset, workdir: Path) -> Path:
-    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType
-    from onnxruntime.quantization import quantize_static
+    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
     out = workdir / "model_int8_qdq.onnx"

@@ -24,7 +24,7 @@ import numpy as np
 from edge.values import Dataset, ModelInfo, TensorSpec
 from targets.base import ConversionError
 
-__all__ = ["TFLiteTarget", "TFLiteRunner"]
+__all__ = ["TFLiteRunner", "TFLiteTarget"]
 
 #: precision -> the onnx2tf output file that serves it (the ONNX copy is named model.onnx).
 FILES: dict[str, str] = {
@@ -330,7 +330,7 @@ def _interpreter(path: Path, threads: int) -> Any:
         except ImportError:
             import tensorflow as tf
 
-            Interpreter = tf.lite.Interpreter  # noqa: N806
+            Interpreter = tf.lite.Interpreter
     return Interpreter(model_path=str(path), num_threads=threads if threads > 0 else None)
 
 

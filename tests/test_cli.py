@@ -17,8 +17,8 @@ HEAVY = ("tensorflow", "openvino", "torch", "onnx2tf", "onnxruntime", "paramiko"
 @pytest.mark.parametrize("argv", [["--help"], ["deploy", "--help"], ["optimize", "--help"],
                                   ["profiles", "list"]])
 def test_startup_imports_no_framework(argv: list[str]) -> None:
-    code = ("import sys; from edge.cli import main; main(%r); "
-            "print('\\nLOADED', sorted({m.split('.')[0] for m in sys.modules}))" % (argv,))
+    code = (f"import sys; from edge.cli import main; main({argv!r}); "
+            "print('\\nLOADED', sorted({m.split('.')[0] for m in sys.modules}))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
     loaded = json.loads(done.stdout.rsplit("LOADED", 1)[1].strip().replace("'", '"'))
@@ -121,4 +121,37 @@ def test_bad_data_file_names_the_shape(tmp_path: Path) -> None:
                      "-o", str(tmp_path / "b"))
     assert result.status == 2
     assert "[3, 8, 8]" in result.stderr and "input" in result.stderr
+    assert not (tmp_path / "b").exists()
+
+
+@pytest.mark.parametrize("case", ["corrupt-model", "unknown-profile", "missing-identity",
+                                  "hostile-host"])
+def test_deploy_bad_input_fails_before_touching_anything(case: str, tmp_path: Path) -> None:
+    model = tmp_path / "model.onnx"
+    model.write_bytes(b"\x00garbage" if case == "corrupt-model" else
+                      (Path(__file__).parents[1] / "edge/samples/digits.onnx").read_bytes())
+    args = {"profile": "rpi9" if case == "unknown-profile" else "rpi4",
+            "host": "pi@host;reboot" if case == "hostile-host" else "pi@127.0.0.1:1",
+            "identity": str(tmp_path / "no-such-key")}
+    argv = ["deploy", str(model), "--profile", args["profile"], "--host", args["host"],
+            "-o", str(tmp_path / "out")]
+    if case == "missing-identity":
+        argv += ["--identity", args["identity"]]
+    result = run_cli(*argv)
+    assert result.status == 2, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and result.stderr.startswith("error: ")
+    expected = {"corrupt-model": "not a valid ONNX model", "unknown-profile": "unknown profile",
+                "missing-identity": "no such key file",
+                "hostile-host": "not a valid host name"}[case]
+    assert expected in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx"]
+
+
+def test_deploy_unreachable_host_is_exit_3(tmp_path: Path) -> None:
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    result = run_cli("deploy", "sample:digits", "--profile", "rpi4", "--host",
+                     "pi@127.0.0.1:1", "--known-hosts", str(known), "-o", str(tmp_path / "b"))
+    assert result.status == 3
+    assert "cannot connect to 127.0.0.1:1" in result.stderr
     assert not (tmp_path / "b").exists()

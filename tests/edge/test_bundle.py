@@ -10,7 +10,15 @@ import pytest
 
 from edge.bundle import read_bundle, write_bundle
 from edge.errors import UsageError
-from edge.values import Artifact, Bundle, Candidate, CandidateResult, Fidelity, ModelInfo, TensorSpec
+from edge.values import (
+    Artifact,
+    Bundle,
+    Candidate,
+    CandidateResult,
+    Fidelity,
+    ModelInfo,
+    TensorSpec,
+)
 
 
 def _bundle(payload: bytes) -> tuple[Bundle, str]:
