@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.support.digits import train_digits
+from tests.support.digits import train_digits  # noqa: E402
 
 
 def main() -> None:
