@@ -35,6 +35,12 @@ def ssh_device() -> Iterator[SSHDevice]:
 
 
 @pytest.fixture(scope="session")
-def digits(tmp_path_factory: pytest.TempPathFactory) -> DigitsModel:
+def digits_model(tmp_path_factory: pytest.TempPathFactory) -> DigitsModel:
     """A CNN trained in this session on scikit-learn's digits, exported to ONNX."""
     return train_digits(tmp_path_factory.mktemp("digits"))
+
+
+@pytest.fixture(scope="session")
+def digits(digits_model: DigitsModel) -> DigitsModel:
+    """The session's digits model (modules may wrap it in a ``digits`` fixture of their own)."""
+    return digits_model

@@ -15,6 +15,7 @@ from edge.values import Dataset, ModelInfo, TensorSpec
 from targets import tflite
 from targets.base import ConversionError
 from targets.tflite import TFLiteTarget
+from tests.support.digits import DigitsModel
 
 TARGET = TFLiteTarget()
 needs_tflite = pytest.mark.skipif(TARGET.missing() is not None,
@@ -33,12 +34,8 @@ def _run_all(runner: Any, x: np.ndarray, name: str = "input") -> np.ndarray:
 
 
 @pytest.fixture(scope="module")
-def digits(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    pytest.importorskip("torch")
-    pytest.importorskip("sklearn")
-    from tests.support.digits import train_digits
-
-    trained = train_digits(tmp_path_factory.mktemp("digits"))
+def digits(digits_model: DigitsModel) -> dict[str, Any]:
+    trained = digits_model
     evaluation = np.load(trained.eval)
     return {"model": inspect_model(trained.onnx), "calib": _dataset(np.load(trained.calib)),
             "x": evaluation["input"], "y": evaluation["labels"]}
