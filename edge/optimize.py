@@ -94,8 +94,9 @@ def _try(
     reference: Outputs, workroot: Path, limits: Thresholds,
 ) -> tuple[CandidateResult, Path | None]:
     from targets import get_target
-    from targets.base import ConversionError
+    from targets.base import ConversionError, ConvertSettings
 
+    settings = ConvertSettings()
     cand = planned.candidate
     if not planned.keep:
         return CandidateResult(candidate=cand, status="skipped", reason=planned.reason), None
@@ -103,7 +104,8 @@ def _try(
     log.info("converting and verifying %s", cand.id)
     try:
         file, notes = target.convert(model, cand.precision, calib=calib,
-                                     workdir=workroot / cand.target)
+                                     workdir=workroot / f"{cand.target}-{settings.digest()}",
+                                     settings=settings)
         runner = target.load(file, model, threads=os.cpu_count() or 1)
         fidelity = measure(reference, run_all(runner, held_out), held_out)
     except ConversionError as exc:

@@ -10,8 +10,8 @@ from edge.values import Candidate, ModelInfo
 
 __all__ = ["BYTES_PER_PARAM", "PRECISION_RANK", "Planned", "make_plan"]
 
-PRECISION_RANK = {"int8": 0, "fp16": 1, "fp32": 2}
-BYTES_PER_PARAM = {"int8": 1, "fp16": 2, "fp32": 4}
+PRECISION_RANK = {"int8": 0, "int8-dynamic": 1, "fp16": 2, "fp32": 3}
+BYTES_PER_PARAM = {"int8": 1, "int8-dynamic": 1, "fp16": 2, "fp32": 4}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -83,6 +83,8 @@ def _why_keep(profile: Profile, cand: Candidate) -> str:
     if cand.precision == "int8":
         simd = "/".join(profile.compute.isa) or "CPU"
         return f"int8 kernels ({simd}) cut memory traffic 4x; kept if fidelity holds"
+    if cand.precision == "int8-dynamic":
+        return "int8 weights, activations quantized at run time: no calibration needed"
     if cand.precision == "fp16":
         return "the device computes fp16"
     return "fp32 baseline: exact, and the fallback when quantization loses fidelity"

@@ -2,14 +2,35 @@
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Protocol
+from typing import ClassVar, Literal, Protocol
 
 import numpy as np
 
 from edge.values import Dataset, ModelInfo
 
-__all__ = ["ConversionError", "Runner", "Target"]
+__all__ = ["PRECISIONS", "ConversionError", "ConvertSettings", "Runner", "Target"]
+
+#: Precision names shared by every target. ``int8``: weights and activations int8 (static,
+#: calibrated); ``int8-dynamic``: int8 weights, activations quantized at run time.
+PRECISIONS = ("int8", "int8-dynamic", "fp16", "fp32")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ConvertSettings:
+    """Options that change a conversion's output (part of its cache key)."""
+
+    calibration: Literal["minmax", "entropy", "percentile"] = "minmax"
+    keep_float: tuple[str, ...] = ()  # reference ONNX node names left in float (recovery)
+
+    def digest(self) -> str:
+        """A short key for cache directories; the default settings give ``default``."""
+        if self == ConvertSettings():
+            return "default"
+        text = f"{self.calibration}|{','.join(sorted(self.keep_float))}"
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 class ConversionError(Exception):
@@ -37,12 +58,14 @@ class Target(Protocol):
         ...
 
     def convert(
-        self, model: ModelInfo, precision: str, *, calib: Dataset, workdir: Path
+        self, model: ModelInfo, precision: str, *, calib: Dataset, workdir: Path,
+        settings: ConvertSettings = ...,  # type: ignore[assignment]
     ) -> tuple[Path, tuple[str, ...]]:
         """Write the artifact for ``precision`` into ``workdir``; return (file, notes).
 
-        ``workdir`` is a cache directory shared by all precisions of this target for this model
-        and calibration set, so one converter run may serve several precisions.
+        ``workdir`` is a cache directory shared by all precisions of this target for this model,
+        calibration set and settings, so one converter run may serve several precisions.
+        A target that cannot honour a setting (e.g. keep_float) says so in the notes.
         Raises ConversionError with a one-line reason.
         """
         ...

@@ -10,7 +10,9 @@ from typing import ClassVar
 import numpy as np
 
 from edge.values import Dataset, ModelInfo
-from targets.base import ConversionError
+from targets.base import ConversionError, ConvertSettings
+
+DEFAULT_SETTINGS = ConvertSettings()
 
 __all__ = ["OnnxRuntimeTarget", "OrtRunner"]
 
@@ -48,7 +50,8 @@ class OnnxRuntimeTarget:
         return None
 
     def convert(
-        self, model: ModelInfo, precision: str, *, calib: Dataset, workdir: Path
+        self, model: ModelInfo, precision: str, *, calib: Dataset, workdir: Path,
+        settings: ConvertSettings = DEFAULT_SETTINGS,
     ) -> tuple[Path, tuple[str, ...]]:
         """fp32: the source model itself; int8: static QDQ, per-channel, MinMax calibration."""
         workdir.mkdir(parents=True, exist_ok=True)

@@ -22,7 +22,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from edge.values import Dataset, ModelInfo, TensorSpec
-from targets.base import ConversionError
+from targets.base import ConversionError, ConvertSettings
+
+DEFAULT_SETTINGS = ConvertSettings()
 
 __all__ = ["TFLiteRunner", "TFLiteTarget"]
 
@@ -63,7 +65,8 @@ class TFLiteTarget:
         return None
 
     def convert(
-        self, model: ModelInfo, precision: str, *, calib: Dataset, workdir: Path
+        self, model: ModelInfo, precision: str, *, calib: Dataset, workdir: Path,
+        settings: ConvertSettings = DEFAULT_SETTINGS,
     ) -> tuple[Path, tuple[str, ...]]:
         """Run onnx2tf once for ``workdir`` (or reuse its run); return this precision's file."""
         if precision not in FILES:
