@@ -43,7 +43,11 @@ def plan_for(profile: Profile, model: ModelInfo) -> tuple[Planned, ...]:
 
     available = {}
     for name in REGISTRY:
-        target = get_target(name)
+        try:
+            target = get_target(name)
+        except ImportError as exc:
+            available[name] = ((), f"target module did not import: {exc}")
+            continue
         available[name] = (target.precisions, target.missing())
     return make_plan(profile, model, available)
 

@@ -35,6 +35,9 @@ def make_plan(
             planned.append(_no_target(runtime))
             continue
         precisions, missing = targets[runtime]
+        if not precisions:
+            planned.append(Planned(candidate=Candidate(target=runtime, precision="*"),
+                                   keep=False, reason=missing or f"{runtime} offers nothing"))
         for precision in sorted(precisions, key=PRECISION_RANK.__getitem__):
             planned.append(_judge(profile, model, Candidate(target=runtime, precision=precision),
                                   missing))

@@ -16,6 +16,8 @@ __all__ = ["REGISTRY", "get_target"]
 REGISTRY: dict[str, str] = {
     "tflite": "targets.tflite:TFLiteTarget",
     "onnxruntime": "targets.onnxruntime:OnnxRuntimeTarget",
+    "openvino": "targets.openvino:OpenVINOTarget",
+    "nnapi": "targets.nnapi:NNAPITarget",
 }
 
 
