@@ -18,7 +18,7 @@ from pathlib import Path
 from devices.transport import Transport
 from edge.errors import DeviceError
 from edge.model import sha256_file
-from edge.values import BenchResult, Bundle, CandidateResult, DeployReport
+from edge.values import Artifact, BenchResult, Bundle, CandidateResult, DeployReport
 
 __all__ = ["AGENT_PATH", "BenchOptions", "deploy_bundle"]
 
@@ -64,8 +64,8 @@ def deploy_bundle(
     probe = device.call("probe", timeout=120)
     result = _pick(bundle, set(probe.get("runtimes", {})), transport.label)
     assert result.artifact is not None
-    release = result.artifact.sha256[:16]
-    model = _install(device, bundle_dir / result.artifact.file, result, release)
+    release = result.artifact.release_id[:16]
+    model = _install(device, bundle_dir, result.artifact, release)
     measured = device.call("bench", model, "--runs", str(bench.runs), "--warmup",
                            str(bench.warmup), "--threads", str(bench.threads))
     device.call("activate", device.work, release)
@@ -126,16 +126,22 @@ def _pick(bundle: Bundle, runtimes: set[str], label: str) -> CandidateResult:
                       "ai-edge-litert or onnxruntime")
 
 
-def _install(device: _Device, local: Path, result: CandidateResult, release: str) -> str:
-    assert result.artifact is not None
-    suffix = Path(result.artifact.file).suffix
-    final = f"{device.work}/releases/{release}/model{suffix}"
+def _install(device: _Device, bundle_dir: Path, artifact: Artifact, release: str) -> str:
+    """Upload and verify every file; the main file goes last, so its presence means complete."""
+    final = f"{device.work}/releases/{release}/model{Path(artifact.file).suffix}"
     if device.transport.exists(final):
         return final
-    tmp = f"{device.work}/incoming/{release}.{secrets.token_hex(4)}.partial"
-    device.transport.put(local, tmp)
-    device.call("install", tmp, final, "--sha256", result.artifact.sha256)
+    for companion in artifact.companions:
+        _install_file(device, bundle_dir / companion.file, companion.sha256,
+                      f"{device.work}/releases/{release}/model{Path(companion.file).suffix}")
+    _install_file(device, bundle_dir / artifact.file, artifact.sha256, final)
     return final
+
+
+def _install_file(device: _Device, local: Path, sha256: str, final: str) -> None:
+    tmp = f"{device.work}/incoming/{sha256[:16]}.{secrets.token_hex(4)}.partial"
+    device.transport.put(local, tmp)
+    device.call("install", tmp, final, "--sha256", sha256)
 
 
 def _bench_result(reply: dict, where: str) -> BenchResult:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -12,7 +13,7 @@ from edge.errors import UsageError
 from edge.model import sha256_file
 from edge.values import Bundle
 
-__all__ = ["FORMAT", "MANIFEST", "is_bundle", "read_bundle", "write_bundle"]
+__all__ = ["FORMAT", "MANIFEST", "check_writable", "is_bundle", "read_bundle", "write_bundle"]
 
 MANIFEST = "manifest.json"
 FORMAT = 1
@@ -23,16 +24,27 @@ def is_bundle(path: Path) -> bool:
     return path.is_dir() and (path / MANIFEST).is_file()
 
 
+def check_writable(out: Path) -> None:
+    """Refuse, before any work, an output path that cannot become a bundle."""
+    if out.exists() and not is_bundle(out):
+        raise UsageError(f"-o {out}: exists and is not an edge bundle; choose another path")
+    parent = out.resolve().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise UsageError(f"-o {out}: cannot write under {parent}")
+
+
 def write_bundle(out: Path, bundle: Bundle, files: Mapping[str, Path]) -> Path:
     """Write the bundle to ``out`` all at once: a reader sees the old bundle or the new one.
 
     ``files`` maps each artifact's bundle-relative name to the file to store there.
     """
     out = out.resolve()
+    check_writable(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    if out.exists() and not is_bundle(out):
-        raise UsageError(f"-o {out}: exists and is not an edge bundle; choose another path")
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    staging.chmod(0o777 & ~_umask())  # mkdtemp makes 0700; a bundle is an ordinary directory
     try:
         for name, src in files.items():
             dst = staging / name
@@ -44,6 +56,12 @@ def write_bundle(out: Path, bundle: Bundle, files: Mapping[str, Path]) -> Path:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return out
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
 
 
 def _swap_in(staging: Path, out: Path) -> None:
@@ -74,6 +92,8 @@ def read_bundle(path: Path) -> Bundle:
     for result in bundle.candidates:
         if result.artifact is not None:
             _check_artifact(path, result.artifact.file, result.artifact.sha256)
+            for companion in result.artifact.companions:
+                _check_artifact(path, companion.file, companion.sha256)
     return bundle
 
 

@@ -27,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit status instead of raising."""
     args = list(sys.argv[1:] if argv is None else argv)
     show_traceback = "--traceback" in args
+    args = [a for a in args if a != "--traceback"]  # accepted anywhere on the line
     warnings.showwarning = _show_warning
     _log_progress(quiet="--json" in args)
     try:
@@ -144,7 +145,7 @@ def profiles_list(as_json: bool) -> None:
     from edge.render import table
 
     items = [load_profile(i) for i in catalog_ids()]
-    rows = [(p.id, p.name, f"{p.compute.cores}x {p.compute.cpu}", f"{p.memory.ram_mb} MB",
+    rows = [(p.id, p.name, f"{p.compute.cores} cores: {p.compute.cpu}", f"{p.memory.ram_mb} MB",
              " > ".join(p.runtimes)) for p in items]
     _emit(as_json, [{"id": p.id, "name": p.name, "runtimes": list(p.runtimes)} for p in items],
           table(("id", "name", "cpu", "ram", "runtimes"), rows))
@@ -214,8 +215,10 @@ def profiles_schema() -> None:
 @click.argument("model", type=_PATH)
 @click.option("--profile", "profile_ref", help="Check the model against this device's budget.")
 @json_option
-def inspect(model: Path, profile_ref: str | None, as_json: bool) -> None:
+def inspect(model: Path, profile_ref: str | None, as_json: bool) -> int:
     """Describe a model: inputs, outputs, params, MACs, size, ops, fit on a device.
+
+    Exits 1 when the model's fp32 weights do not fit the profile's model budget.
 
     \b
     Example:
@@ -231,6 +234,7 @@ def inspect(model: Path, profile_ref: str | None, as_json: bool) -> None:
     fit = _fit(info, profile) if profile else None
     document = info.to_json() | ({"fit": fit} if fit else {})
     _emit(as_json, document, render_model(info, fit and fit["summary"]))
+    return int(ExitStatus.CHECK_FAILED) if fit and not fit["fits"] else 0
 
 
 def _fit(info: Any, profile: Any) -> dict[str, Any]:

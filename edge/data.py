@@ -39,8 +39,7 @@ def load_dataset(path: str | Path, model: ModelInfo, *, want_labels: bool = Fals
     feeds = _to_feeds(arrays, model, path)
     if labels is not None and len(labels) != len(feeds):
         raise UsageError(f"{path}: 'labels' has {len(labels)} entries for {len(feeds)} samples")
-    if want_labels is False:
-        labels = None
+    labels = _class_ids(labels, path) if want_labels and labels is not None else None
     return Dataset(feeds=feeds, labels=labels, source=str(path))
 
 
@@ -69,6 +68,19 @@ def dataset_digest(data: Dataset) -> str:
             digest.update(name.encode())
             digest.update(np.ascontiguousarray(feed[name]).tobytes())
     return digest.hexdigest()
+
+
+def _class_ids(labels: np.ndarray, path: Path) -> np.ndarray:
+    """Labels as class ids: [N] integers, or [N, K] one-hot/scores reduced by argmax."""
+    if labels.ndim == 2:
+        labels = labels.argmax(axis=1)
+    if labels.ndim != 1:
+        raise UsageError(f"{path}: 'labels' must be [N] class ids or [N, K] one-hot, "
+                         f"got shape {list(labels.shape)}")
+    if not np.issubdtype(labels.dtype, np.integer):
+        if not np.issubdtype(labels.dtype, np.floating) or np.any(labels != np.round(labels)):
+            raise UsageError(f"{path}: 'labels' must be integer class ids, got {labels.dtype}")
+    return labels.astype(np.int64)
 
 
 def _random(rng: np.random.Generator, spec: TensorSpec) -> np.ndarray:

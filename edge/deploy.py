@@ -99,8 +99,12 @@ def _profile(request: DeployRequest) -> Any:
     if request.profile is not None:
         return load_profile(request.profile)
     from edge.bundle import read_bundle
+    from edge.profile import Profile, catalog_ids
 
-    return load_profile(read_bundle(request.source).profile)
+    bundle = read_bundle(request.source)
+    if bundle.profile in catalog_ids() or not bundle.profile_spec:
+        return load_profile(bundle.profile)
+    return Profile.model_validate(bundle.profile_spec)  # a user profile, kept in the manifest
 
 
 def _transport(request: DeployRequest, profile: Any) -> Any:

@@ -1,25 +1,38 @@
-"""``edge optimize``: plan, convert, verify and choose; write a bundle."""
+"""``edge optimize``: plan, convert, verify, measure and choose; write a bundle."""
 
 from __future__ import annotations
 
 import logging
 import os
-import warnings
-from dataclasses import dataclass
+import platform
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
-from edge.bundle import FORMAT, write_bundle
+from edge.bench import Rounds, interleaved, summarize
+from edge.bundle import FORMAT, check_writable, write_bundle
 from edge.data import dataset_digest, load_dataset, synthetic_dataset
 from edge.errors import UsageError
 from edge.model import inspect_model, sha256_file
 from edge.plan import PRECISION_RANK, Planned, make_plan
 from edge.profile import Profile
-from edge.values import Artifact, Bundle, CandidateResult, Dataset, ModelInfo
+from edge.values import (
+    Artifact,
+    Bundle,
+    CandidateResult,
+    Dataset,
+    Fidelity,
+    ModelInfo,
+    StoredFile,
+)
 from edge.verify import Outputs, Thresholds, judge, measure, run_all
 
-__all__ = ["OptimizeOptions", "cache_root", "optimize", "plan_for"]
+__all__ = ["OptimizeOptions", "optimize", "plan_for", "cache_root", "TIE"]
 
 log = logging.getLogger("edge")
+
+#: Latencies within this fraction of the fastest are a tie on this noisy machine.
+TIE = 0.10
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -30,6 +43,30 @@ class OptimizeOptions:
     eval: Path | None = None
     limits: Thresholds = Thresholds()
     holdout: float = 0.2
+    latency_budget_ms: float | None = None
+    rounds: Rounds = Rounds()
+    measure: bool = True
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Context:
+    """What every candidate is converted and verified against."""
+
+    model: ModelInfo
+    calib: Dataset
+    held_out: Dataset
+    reference: Outputs
+    workroot: Path
+    limits: Thresholds
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Outcome:
+    """A candidate's result, its files and (when it passed) its loaded runner."""
+
+    result: CandidateResult
+    files: dict[str, Path]
+    runner: Any = None
 
 
 def cache_root() -> Path:
@@ -54,29 +91,33 @@ def plan_for(profile: Profile, model: ModelInfo) -> tuple[Planned, ...]:
 
 def optimize(model_path: Path, profile: Profile, out: Path, options: OptimizeOptions) -> Bundle:
     """Run the whole optimize step and write the bundle to ``out``."""
-    model = inspect_model(model_path)
-    calib, held_out = _data(model, options)
-    plan = plan_for(profile, model)
-    reference = _reference_outputs(model, held_out)
-    workroot = cache_root() / "convert" / f"{model.sha256[:16]}-{dataset_digest(calib)[:16]}"
-    results, files = [], {}
-    for planned in plan:
-        result, file = _try(planned, model, calib, held_out, reference, workroot, options.limits)
-        results.append(result)
-        if file is not None and result.artifact is not None:
-            files[result.artifact.file] = file
+    check_writable(out)
+    ctx = _context(inspect_model(model_path), options)
+    outcomes = [_try(planned, ctx) for planned in plan_for(profile, ctx.model)]
+    outcomes = _measured(outcomes, profile, options, ctx)
+    results = [_budgeted(o.result, options.latency_budget_ms) for o in outcomes]
     chosen, reason = _choose(results, profile)
     bundle = Bundle(
-        format=FORMAT, profile=profile.id, source=model, calibration=calib.source,
-        evaluation=held_out.source + (" (held-out split)" if options.eval is None else ""),
+        format=FORMAT, profile=profile.id, profile_spec=profile.to_json(), source=ctx.model,
+        calibration=ctx.calib.source,
+        evaluation=ctx.held_out.source + (" (held-out split)" if options.eval is None else ""),
         candidates=tuple(_mark(r, chosen) for r in results), chosen=chosen, reason=reason)
+    files = {name: path for o in outcomes for name, path in o.files.items()}
     write_bundle(out, bundle, files)
     return bundle
 
 
+def _context(model: ModelInfo, options: OptimizeOptions) -> _Context:
+    calib, held_out = _data(model, options)
+    key = f"{model.sha256[:16]}-{dataset_digest(calib)[:16]}"
+    return _Context(model=model, calib=calib, held_out=held_out,
+                    reference=_reference_outputs(model, held_out),
+                    workroot=cache_root() / "convert" / key, limits=options.limits)
+
+
 def _data(model: ModelInfo, options: OptimizeOptions) -> tuple[Dataset, Dataset]:
     if options.calib is not None:
-        calib = load_dataset(options.calib, model)
+        calib = load_dataset(options.calib, model, want_labels=options.eval is None)
     else:
         calib = synthetic_dataset(model)
     if options.eval is not None:
@@ -93,64 +134,145 @@ def _reference_outputs(model: ModelInfo, held_out: Dataset) -> Outputs:
     return run_all(OrtRunner(Path(model.path), threads=os.cpu_count() or 1), held_out)
 
 
-def _try(
-    planned: Planned, model: ModelInfo, calib: Dataset, held_out: Dataset,
-    reference: Outputs, workroot: Path, limits: Thresholds,
-) -> tuple[CandidateResult, Path | None]:
+def _try(planned: Planned, ctx: _Context) -> _Outcome:
     from targets import get_target
     from targets.base import ConversionError, ConvertSettings
 
-    settings = ConvertSettings()
     cand = planned.candidate
     if not planned.keep:
-        return CandidateResult(candidate=cand, status="skipped", reason=planned.reason), None
+        return _Outcome(result=CandidateResult(candidate=cand, status="skipped",
+                                               reason=planned.reason), files={})
     target = get_target(cand.target)
+    settings = ConvertSettings()
     log.info("converting and verifying %s", cand.id)
     try:
-        file, notes = target.convert(model, cand.precision, calib=calib,
-                                     workdir=workroot / f"{cand.target}-{settings.digest()}",
+        file, notes = target.convert(ctx.model, cand.precision, calib=ctx.calib,
+                                     workdir=ctx.workroot / f"{cand.target}-{settings.digest()}",
                                      settings=settings)
-        runner = target.load(file, model, threads=os.cpu_count() or 1)
-        fidelity = measure(reference, run_all(runner, held_out), held_out)
     except ConversionError as exc:
-        return CandidateResult(candidate=cand, status="failed", reason=str(exc)), None
-    sha = sha256_file(file)
-    artifact = Artifact(candidate=cand, file=f"artifacts/{sha}{target.suffix}", sha256=sha,
-                        size_bytes=file.stat().st_size, runtime=target.runtime, notes=notes)
-    failure = judge(fidelity, limits)
+        return _failed(cand, str(exc))
+    try:
+        runner = target.load(file, ctx.model, threads=os.cpu_count() or 1)
+        fidelity = measure(ctx.reference, run_all(runner, ctx.held_out), ctx.held_out)
+    except Exception as exc:  # noqa: BLE001 - a runtime that cannot run it drops out, others go on
+        return _failed(cand, f"{target.runtime} could not run the artifact: "
+                             f"{type(exc).__name__}: {_first_line(exc)}")
+    artifact, files = _store(target, cand, file, notes)
+    failure = judge(fidelity, ctx.limits)
     status, reason = ("rejected", failure) if failure else ("passed", _passed(fidelity))
-    return CandidateResult(candidate=cand, status=status, reason=reason, artifact=artifact,
-                           fidelity=fidelity), file
+    result = CandidateResult(candidate=cand, status=status, reason=reason, artifact=artifact,
+                             fidelity=fidelity)
+    return _Outcome(result=result, files=files, runner=None if failure else runner)
 
 
-def _passed(fid: object) -> str:
-    from edge.values import Fidelity
+def _failed(cand: Any, reason: str) -> _Outcome:
+    return _Outcome(result=CandidateResult(candidate=cand, status="failed", reason=reason),
+                    files={})
 
-    assert isinstance(fid, Fidelity)
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return (lines[0] if lines else "")[:200]
+
+
+def _store(target: Any, cand: Any, file: Path,
+           notes: tuple[str, ...]) -> tuple[Artifact, dict[str, Path]]:
+    """The artifact's manifest entry and bundle-relative names of all its files."""
+    extra = [file.with_suffix(s) for s in getattr(target, "companions", ())]
+    companions = tuple(StoredFile(file="", sha256=sha256_file(p), size_bytes=p.stat().st_size)
+                       for p in extra)
+    artifact = Artifact(candidate=cand, file="", sha256=sha256_file(file),
+                        size_bytes=file.stat().st_size, runtime=target.runtime, notes=notes,
+                        companions=companions)
+    stem = f"artifacts/{artifact.release_id}"
+    named = tuple(replace(c, file=f"{stem}{p.suffix}") for c, p in zip(companions, extra,
+                                                                        strict=True))
+    artifact = replace(artifact, file=f"{stem}{target.suffix}", companions=named)
+    files = {artifact.file: file} | {c.file: p for c, p in zip(named, extra, strict=True)}
+    return artifact, files
+
+
+def _passed(fid: Fidelity) -> str:
     if fid.accuracy is not None and fid.reference_accuracy is not None:
         return (f"keeps fidelity: accuracy {100 * fid.accuracy:.1f}% vs fp32 "
                 f"{100 * fid.reference_accuracy:.1f}%")
     return f"keeps fidelity: cosine {fid.cosine:.4f}"
 
 
+def _measured(outcomes: list[_Outcome], profile: Profile, options: OptimizeOptions,
+              ctx: _Context) -> list[_Outcome]:
+    """Time every passing candidate on this host, interleaved, with the profile's threads."""
+    timed = [o for o in outcomes if o.runner is not None]
+    if not options.measure or not timed:
+        return outcomes
+    threads = min(profile.compute.default_threads, os.cpu_count() or 1)
+    feed = ctx.held_out.feeds[0]
+    calls = {o.result.candidate.id: _call(o, ctx.model, threads, feed) for o in timed}
+    log.info("timing %d candidates on this host (%d threads, %d interleaved rounds)",
+             len(calls), threads, options.rounds.rounds)
+    samples = interleaved(calls, options.rounds)
+    benches = {o.result.candidate.id: summarize(
+        samples[o.result.candidate.id], runtime=o.result.artifact.runtime, threads=threads,
+        rounds=options.rounds) for o in timed if o.result.artifact is not None}
+    return [replace(o, result=replace(o.result, bench=benches.get(o.result.candidate.id)))
+            for o in outcomes]
+
+
+def _call(outcome: _Outcome, model: ModelInfo, threads: int, feed: dict) -> Any:
+    """A zero-argument call that runs the candidate once, loaded with ``threads`` threads."""
+    from targets import get_target
+
+    artifact = outcome.result.artifact
+    assert artifact is not None
+    runner = get_target(artifact.candidate.target).load(outcome.files[artifact.file], model,
+                                                        threads=threads)
+    return lambda: runner.run(feed)
+
+
+def _budgeted(result: CandidateResult, budget_ms: float | None) -> CandidateResult:
+    if budget_ms is None or result.status != "passed" or result.bench is None:
+        return result
+    if result.bench.p50_ms <= budget_ms:
+        return result
+    return replace(result, status="rejected",
+                   reason=f"p50 {result.bench.p50_ms:.3f} ms over --latency-budget {budget_ms}")
+
+
 def _choose(results: list[CandidateResult], profile: Profile) -> tuple[str | None, str]:
     passed = [r for r in results if r.status == "passed"]
     if not passed:
-        return None, "no candidate kept fidelity; see each candidate's reason"
+        return None, "no candidate kept fidelity (and the budget); see each candidate's reason"
     order = list(profile.runtimes)
-    best = min(passed, key=lambda r: (order.index(r.candidate.target),
-                                      PRECISION_RANK[r.candidate.precision]))
-    return best.candidate.id, (
-        f"first in {profile.id}'s runtime order ({' > '.join(order)}) at the lowest precision "
-        "that keeps fidelity; edge deploy measures its latency on the device")
+
+    def preference(r: CandidateResult) -> tuple[int, int]:
+        return order.index(r.candidate.target), PRECISION_RANK[r.candidate.precision]
+
+    timed = [r for r in passed if r.bench is not None]
+    if not timed or platform.machine() != profile.compute.arch:
+        best = min(passed, key=preference)
+        where = ("" if not timed else f"; this host ({platform.machine()}) is not a "
+                 f"{profile.compute.arch} device, so its timings only inform")
+        return best.candidate.id, (
+            f"first in {profile.id}'s runtime order ({' > '.join(order)}) at the lowest "
+            f"precision that keeps fidelity{where}; edge deploy --host measures on the device")
+    fastest = min(r.bench.p50_ms for r in timed if r.bench)
+    ties = [r for r in timed if r.bench and r.bench.p50_ms <= fastest * (1 + TIE)]
+    best = min(ties, key=preference)
+    return best.candidate.id, _why_fastest(best, timed, len(ties))
+
+
+def _why_fastest(best: CandidateResult, timed: list[CandidateResult], ties: int) -> str:
+    assert best.bench is not None
+    slowest = max(timed, key=lambda r: r.bench.p50_ms if r.bench else 0.0)
+    text = (f"fastest that keeps fidelity: p50 {best.bench.p50_ms:.3f} ms measured on this host "
+            f"in interleaved rounds")
+    if slowest is not best and slowest.bench is not None:
+        text += (f", {slowest.bench.p50_ms / best.bench.p50_ms:.1f}x faster than "
+                 f"{slowest.candidate.id}")
+    if ties > 1:
+        text += f"; {ties} candidates within {int(TIE * 100)}% (noise): runtime order decided"
+    return text
 
 
 def _mark(result: CandidateResult, chosen: str | None) -> CandidateResult:
-    if result.candidate.id != chosen:
-        return result
-    from dataclasses import replace
-
-    return replace(result, status="chosen")
-
-
-warnings.filterwarnings("default", module="edge")
+    return replace(result, status="chosen") if result.candidate.id == chosen else result

@@ -61,17 +61,18 @@ def _missing(missing: str | None) -> str | None:
 
 
 def _precision(profile: Profile, cand: Candidate) -> str | None:
-    if cand.precision != "fp16" or computes_fp16(profile):
+    if cand.precision != "fp16" or computes_fp16(profile, cand.target):
         return None
     return (f"{profile.compute.cpu} has no fp16 arithmetic: fp16 would only halve the file "
             "and compute in fp32")
 
 
-def computes_fp16(profile: Profile) -> bool:
-    """Whether the device's CPU or an accelerator computes in fp16."""
+def computes_fp16(profile: Profile, runtime: str) -> bool:
+    """Whether the CPU, or an accelerator this runtime reaches, computes in fp16."""
     isa = {i.lower() for i in profile.compute.isa}
     return ("fp16" in profile.compute.peak_gops or bool(isa & {"fp16", "asimdhp", "avx512_fp16"})
-            or any("fp16" in a.precisions for a in profile.accelerators))
+            or any("fp16" in a.precisions and a.runtime == runtime
+                   for a in profile.accelerators))
 
 
 def _budget(profile: Profile, model: ModelInfo, cand: Candidate) -> str | None:

@@ -243,7 +243,10 @@ def _validate(data: dict[str, Any], path: Path) -> Profile:
     try:
         return Profile.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise UsageError(f"{path}: key '{key}': {err['msg']}{more}") from None
+        problems = "; ".join(_problem(err) for err in exc.errors())
+        raise UsageError(f"{path}: {problems}") from None
+
+
+def _problem(err: Any) -> str:
+    key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    return f"key '{key}': {err['msg']}"

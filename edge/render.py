@@ -62,16 +62,17 @@ def _fidelity(result: CandidateResult) -> str:
 
 def render_bundle(bundle: Bundle, where: str) -> str:
     """The ``edge optimize`` summary."""
-    rows = [(r.candidate.id, r.status, _mb(r.artifact.size_bytes) if r.artifact else "",
-             _fidelity(r), r.reason) for r in bundle.candidates]
+    rows = [(r.candidate.id, r.status, _mb(r.artifact.total_bytes) if r.artifact else "",
+             _fidelity(r), f"{r.bench.p50_ms:.3f}" if r.bench else "", r.reason)
+            for r in bundle.candidates]
     ref = next((r.fidelity.reference_accuracy for r in bundle.candidates
                 if r.fidelity and r.fidelity.reference_accuracy is not None), None)
     head = [f"profile {bundle.profile}   calibration: {bundle.calibration}",
             f"verified on: {bundle.evaluation}"
             + (f"   fp32 reference accuracy {100 * ref:.1f}%" if ref is not None else "")]
     tail = [f"chosen: {bundle.chosen or 'none'} - {bundle.reason}", f"bundle: {where}"]
-    return "\n".join(head + ["", table(("candidate", "status", "size", "fidelity", "reason"),
-                                       rows), ""] + tail)
+    headers = ("candidate", "status", "size", "fidelity", "p50 ms (host)", "reason")
+    return "\n".join(head + ["", table(headers, rows), ""] + tail)
 
 
 def render_deploy(report: DeployReport) -> str:
@@ -87,8 +88,8 @@ def render_deploy(report: DeployReport) -> str:
         ("latency", f"p50 {b.p50_ms:.3f} ms  p90 {b.p90_ms:.3f} ms  p99 {b.p99_ms:.3f} ms  "
                     f"mean {b.mean_ms:.3f} ms  ({b.runs} runs after {b.warmup} warm-up, "
                     f"{b.threads} threads)"),
-        ("load", f"{b.load_ms:.1f} ms"),
-        ("peak RSS", f"{b.peak_rss_mb:.1f} MB"),
+        ("load", f"{b.load_ms:.1f} ms" if b.load_ms is not None else "n/a"),
+        ("peak RSS", f"{b.peak_rss_mb:.1f} MB" if b.peak_rss_mb is not None else "n/a"),
     ]
     head = "measured on the device by the edge agent"
     if report.transport == "local":

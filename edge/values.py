@@ -10,6 +10,7 @@ import numpy as np
 
 __all__ = [
     "Artifact",
+    "StoredFile",
     "BenchResult",
     "Bundle",
     "Candidate",
@@ -106,8 +107,17 @@ class Candidate(_Json):
 
 
 @_frozen
+class StoredFile(_Json):
+    """A file that travels with an artifact (e.g. an OpenVINO IR's weights .bin)."""
+
+    file: str
+    sha256: str
+    size_bytes: int
+
+
+@_frozen
 class Artifact(_Json):
-    """A converted model file, stored by content hash."""
+    """A converted model: its main file and any companions, stored by content hash."""
 
     candidate: Candidate
     file: str
@@ -115,6 +125,23 @@ class Artifact(_Json):
     size_bytes: int
     runtime: str
     notes: tuple[str, ...] = ()
+    companions: tuple[StoredFile, ...] = ()
+    kept_float: tuple[str, ...] = ()
+
+    @property
+    def release_id(self) -> str:
+        """A content id over every file of the artifact (the main file's sha when alone)."""
+        if not self.companions:
+            return self.sha256
+        import hashlib
+
+        joined = "\n".join([self.sha256, *(c.sha256 for c in self.companions)])
+        return hashlib.sha256(joined.encode()).hexdigest()
+
+    @property
+    def total_bytes(self) -> int:
+        """Size of all files."""
+        return self.size_bytes + sum(c.size_bytes for c in self.companions)
 
 
 @_frozen
@@ -143,8 +170,8 @@ class BenchResult(_Json):
     p90_ms: float
     p99_ms: float
     mean_ms: float
-    load_ms: float
-    peak_rss_mb: float
+    load_ms: float | None = None
+    peak_rss_mb: float | None = None
     device: dict[str, Any] = field(default_factory=dict)
 
 
@@ -166,6 +193,7 @@ class Bundle(_Json):
 
     format: int
     profile: str
+    profile_spec: dict[str, Any]
     source: ModelInfo
     calibration: str
     evaluation: str
@@ -195,6 +223,7 @@ _NESTED: dict[tuple[str, str], type] = {
     ("ModelInfo", "inputs"): TensorSpec,
     ("ModelInfo", "outputs"): TensorSpec,
     ("Artifact", "candidate"): Candidate,
+    ("Artifact", "companions"): StoredFile,
     ("CandidateResult", "candidate"): Candidate,
     ("CandidateResult", "artifact"): Artifact,
     ("CandidateResult", "fidelity"): Fidelity,

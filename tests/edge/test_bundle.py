@@ -32,8 +32,9 @@ def _bundle(payload: bytes) -> tuple[Bundle, str]:
         fidelity=Fidelity(samples=3, cosine=0.99, max_abs=0.1, top1_agreement=1.0))
     source = ModelInfo(path="m.onnx", sha256="s", size_bytes=1, opset=17, inputs=(spec,),
                        outputs=(spec,), params=2, macs=2, ops={"MatMul": 1})
-    bundle = Bundle(format=1, profile="rpi4", source=source, calibration="c", evaluation="e",
-                    candidates=(result,), chosen=cand.id, reason="why")
+    bundle = Bundle(format=1, profile="rpi4", profile_spec={"id": "rpi4"}, source=source,
+                    calibration="c", evaluation="e", candidates=(result,), chosen=cand.id,
+                    reason="why")
     return bundle, f"artifacts/{sha}.onnx"
 
 
