@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from devices.transport import Transport
@@ -20,7 +20,8 @@ from edge.errors import DeviceError
 from edge.model import sha256_file
 from edge.values import Artifact, BenchResult, Bundle, CandidateResult, DeployReport
 
-__all__ = ["AGENT_PATH", "BenchOptions", "deploy_bundle"]
+__all__ = ["AGENT_PATH", "BenchOptions", "Device", "deploy_bundle", "measure_on_device",
+           "open_device"]
 
 AGENT_PATH = Path(__file__).with_name("agent.py")
 
@@ -35,11 +36,14 @@ class BenchOptions:
 
 
 @dataclass(frozen=True, slots=True)
-class _Device:
+class Device:
+    """A prepared device: where the agent is and which runtimes it found."""
+
     transport: Transport
     python: str
     work: str
     agent: str
+    runtimes: frozenset[str] = frozenset()
 
     def call(self, *args: str, timeout: float = 600.0) -> dict:
         """Run an agent command; its JSON or a DeviceError with the agent's message."""
@@ -57,26 +61,45 @@ class _Device:
 
 def deploy_bundle(
     bundle_dir: Path, bundle: Bundle, transport: Transport, *, python: str, work_dir: str,
-    bench: BenchOptions,
+    bench: BenchOptions, activate: bool = True,
 ) -> DeployReport:
-    """Deploy the bundle's chosen artifact (or the best one the device can run) and measure it."""
-    device = _prepare(transport, python, work_dir)
-    probe = device.call("probe", timeout=120)
-    result = _pick(bundle, set(probe.get("runtimes", {})), transport.label)
+    """Deploy the bundle's chosen artifact (or the best one the device can run) and measure it.
+
+    The benchmark is the health check: only an artifact that loads and runs becomes current.
+    """
+    device = open_device(transport, python=python, work_dir=work_dir)
+    result = _pick(bundle, device.runtimes, transport.label)
     assert result.artifact is not None
-    release = result.artifact.release_id[:16]
-    model = _install(device, bundle_dir, result.artifact, release)
+    return measure_on_device(device, bundle_dir, result.artifact, profile=bundle.profile,
+                             bench=bench, activate=activate)
+
+
+def measure_on_device(
+    device: Device, root: Path, artifact: Artifact, *, profile: str, bench: BenchOptions,
+    activate: bool,
+) -> DeployReport:
+    """Install an artifact's files under ``root`` on the device, benchmark, maybe activate."""
+    release = artifact.release_id[:16]
+    model = _install(device, root, artifact, release)
     measured = device.call("bench", model, "--runs", str(bench.runs), "--warmup",
                            str(bench.warmup), "--threads", str(bench.threads))
-    device.call("activate", device.work, release)
+    if activate:
+        device.call("activate", device.work, release)
+    transport = device.transport
     return DeployReport(
         target=transport.label, transport="local" if transport.is_local else "ssh",
-        profile=bundle.profile, candidate=result.candidate.id,
-        artifact_sha256=result.artifact.sha256, release=release,
-        bench=_bench_result(measured, transport.label))
+        profile=profile, candidate=artifact.candidate.id, artifact_sha256=artifact.sha256,
+        release=release, active=activate, bench=_bench_result(measured, transport.label))
 
 
-def _prepare(transport: Transport, python: str, work_dir: str) -> _Device:
+def open_device(transport: Transport, *, python: str, work_dir: str) -> Device:
+    """Prepare the work dir, push the agent if missing, check python, probe runtimes."""
+    device = _prepare(transport, python, work_dir)
+    probe = device.call("probe", timeout=120)
+    return replace(device, runtimes=frozenset(probe.get("runtimes", {})))
+
+
+def _prepare(transport: Transport, python: str, work_dir: str) -> Device:
     home = transport.home()
     work = _expand(work_dir, home)
     python = _expand(python, home)
@@ -86,7 +109,7 @@ def _prepare(transport: Transport, python: str, work_dir: str) -> _Device:
     if not transport.exists(agent):
         _upload_atomic(transport, AGENT_PATH, agent, work)
     _check_python(transport, python)
-    return _Device(transport=transport, python=python, work=work, agent=agent)
+    return Device(transport=transport, python=python, work=work, agent=agent)
 
 
 def _expand(path: str, home: str) -> str:
@@ -109,7 +132,7 @@ def _upload_atomic(transport: Transport, local: Path, remote: str, work: str) ->
     transport.run(["mv", "-f", tmp, remote], timeout=60)
 
 
-def _pick(bundle: Bundle, runtimes: set[str], label: str) -> CandidateResult:
+def _pick(bundle: Bundle, runtimes: frozenset[str], label: str) -> CandidateResult:
     chosen = bundle.chosen_result()
     if chosen is None:
         raise DeviceError("the bundle has no chosen candidate (none kept fidelity); "
@@ -126,7 +149,7 @@ def _pick(bundle: Bundle, runtimes: set[str], label: str) -> CandidateResult:
                       "ai-edge-litert or onnxruntime")
 
 
-def _install(device: _Device, bundle_dir: Path, artifact: Artifact, release: str) -> str:
+def _install(device: Device, bundle_dir: Path, artifact: Artifact, release: str) -> str:
     """Upload and verify every file; the main file goes last, so its presence means complete."""
     final = f"{device.work}/releases/{release}/model{Path(artifact.file).suffix}"
     if device.transport.exists(final):
@@ -138,7 +161,7 @@ def _install(device: _Device, bundle_dir: Path, artifact: Artifact, release: str
     return final
 
 
-def _install_file(device: _Device, local: Path, sha256: str, final: str) -> None:
+def _install_file(device: Device, local: Path, sha256: str, final: str) -> None:
     tmp = f"{device.work}/incoming/{sha256[:16]}.{secrets.token_hex(4)}.partial"
     device.transport.put(local, tmp)
     device.call("install", tmp, final, "--sha256", sha256)

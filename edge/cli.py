@@ -258,6 +258,8 @@ def _optimize_options(func: Any) -> Any:
                      help="Max accuracy (or top-1 agreement) loss, in points."),
         click.option("--min-cosine", type=click.FloatRange(-1, 1), default=0.98,
                      show_default=True, help="Min output cosine similarity to fp32."),
+        click.option("--latency-budget", type=click.FloatRange(min=0, min_open=True),
+                     help="Reject candidates whose measured p50 exceeds this (ms)."),
         click.option("-o", "--out", type=_PATH, help="Bundle directory to write."),
     ]
     for option in reversed(options):
@@ -266,12 +268,13 @@ def _optimize_options(func: Any) -> Any:
 
 
 def _run_optimize(model: Path, profile: Any, out: Path | None, calib: Path | None,
-                  eval_: Path | None, max_drop: float, min_cosine: float) -> tuple[Any, Path]:
+                  eval_: Path | None, max_drop: float, min_cosine: float,
+                  latency_budget: float | None) -> tuple[Any, Path]:
     from edge.optimize import OptimizeOptions, optimize
     from edge.verify import Thresholds
 
     out = out or Path(f"{model.stem}-{profile.id}.bundle")
-    options = OptimizeOptions(calib=calib, eval=eval_,
+    options = OptimizeOptions(calib=calib, eval=eval_, latency_budget_ms=latency_budget,
                               limits=Thresholds(max_drop=max_drop, min_cosine=min_cosine))
     return optimize(model, profile, out, options), out
 
@@ -283,8 +286,8 @@ def _run_optimize(model: Path, profile: Any, out: Path | None, calib: Path | Non
 @click.option("--dry-run", is_flag=True, help="Print the plan; convert nothing.")
 @json_option
 def optimize_cmd(model: Path, profile_ref: str, calib: Path | None, eval_: Path | None,
-                 max_drop: float, min_cosine: float, out: Path | None, dry_run: bool,
-                 as_json: bool) -> int:
+                 max_drop: float, min_cosine: float, latency_budget: float | None,
+                 out: Path | None, dry_run: bool, as_json: bool) -> int:
     """Convert, quantize and verify a model for a device; write a bundle.
 
     \b
@@ -299,7 +302,8 @@ def optimize_cmd(model: Path, profile_ref: str, calib: Path | None, eval_: Path 
     if dry_run:
         return _print_plan(model, profile, as_json)
     with _stdout_to_stderr(as_json):
-        bundle, where = _run_optimize(model, profile, out, calib, eval_, max_drop, min_cosine)
+        bundle, where = _run_optimize(model, profile, out, calib, eval_, max_drop, min_cosine,
+                                      latency_budget)
     _emit(as_json, bundle.to_json() | {"bundle": str(where)}, render_bundle(bundle, str(where)))
     return 0 if bundle.chosen else int(ExitStatus.CHECK_FAILED)
 
@@ -313,6 +317,55 @@ def _print_plan(model: Path, profile: Any, as_json: bool) -> int:
     rows = [(p.candidate.id, "try" if p.keep else "skip", p.reason) for p in plan]
     _emit(as_json, [{"candidate": p.candidate.id, "keep": p.keep, "reason": p.reason}
                     for p in plan], table(("candidate", "plan", "reason"), rows))
+    return 0
+
+
+# ---------------------------------------------------------------- bench
+def _device_options(func: Any) -> Any:
+    options = [
+        click.option("--host", help="USER@HOST[:PORT]; without it, the embedded local device."),
+        click.option("--identity", type=_PATH, help="SSH private key."),
+        click.option("--known-hosts", type=_PATH, help="known_hosts file [~/.ssh/known_hosts]."),
+        click.option("--trust-new-host", is_flag=True,
+                     help="Accept and record an unknown host key (never a changed one)."),
+        click.option("--device-python", help="Python on the device [profile access.python]."),
+        click.option("--runs", type=click.IntRange(1, 100000), default=50, show_default=True),
+        click.option("--warmup", type=click.IntRange(0, 10000), default=5, show_default=True),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+@cli.command()
+@click.argument("source", metavar="ARTIFACT|BUNDLE", type=_PATH)
+@click.option("--candidate", help="Which bundle candidate [the chosen one], e.g. tflite-int8.")
+@click.option("--profile", "profile_ref", help="Profile for access settings [the bundle's].")
+@_device_options
+@click.option("--threads", type=click.IntRange(0, 1024), default=0, show_default=True,
+              help="Threads on the device (0: all cores).")
+@json_option
+def bench(source: Path, candidate: str | None, profile_ref: str | None, host: str | None,
+          identity: Path | None, known_hosts: Path | None, trust_new_host: bool,
+          device_python: str | None, runs: int, warmup: int, threads: int,
+          as_json: bool) -> int:
+    """Benchmark an artifact ON the device (installed, not made current).
+
+    \b
+    Examples:
+      edge bench digits-rpi4.bundle --candidate onnxruntime-int8 --host pi@raspberrypi.local
+      edge bench model.tflite --runs 200       # the embedded local device
+    """
+    from edge.deploy import BenchRequest, run_bench
+    from edge.render import render_deploy
+
+    request = BenchRequest(source=source, candidate=candidate, profile=profile_ref, host=host,
+                           identity=identity, known_hosts=known_hosts,
+                           trust_new_host=trust_new_host, device_python=device_python,
+                           runs=runs, warmup=warmup, threads=threads)
+    with _stdout_to_stderr(as_json):
+        report = run_bench(request)
+    _emit(as_json, report.to_json(), render_deploy(report))
     return 0
 
 
@@ -336,8 +389,9 @@ def _print_plan(model: Path, profile: Any, as_json: bool) -> int:
 def deploy(source: Path, profile_ref: str | None, host: str | None, identity: Path | None,
            known_hosts: Path | None, trust_new_host: bool, device_python: str | None,
            runs: int, warmup: int, threads: int | None, calib: Path | None,
-           eval_: Path | None, max_drop: float, min_cosine: float, out: Path | None,
-           dry_run: bool, as_json: bool) -> int:
+           eval_: Path | None, max_drop: float, min_cosine: float,
+           latency_budget: float | None, out: Path | None, dry_run: bool,
+           as_json: bool) -> int:
     """Optimize (if given a model), push to the device, benchmark ON the device, report.
 
     MODEL may be sample:digits, a CNN shipped with edge (with its calibration and labelled
@@ -358,7 +412,7 @@ def deploy(source: Path, profile_ref: str | None, host: str | None, identity: Pa
         source=source, profile=profile_ref, host=host, identity=identity,
         known_hosts=known_hosts, trust_new_host=trust_new_host, device_python=device_python,
         runs=runs, warmup=warmup, threads=threads, calib=calib, eval=eval_,
-        max_drop=max_drop, min_cosine=min_cosine, out=out)
+        max_drop=max_drop, min_cosine=min_cosine, latency_budget=latency_budget, out=out)
     if dry_run:
         from edge.deploy import describe
 

@@ -11,7 +11,7 @@ from typing import Any
 from edge.errors import CheckFailed, UsageError
 from edge.values import Bundle, DeployReport
 
-__all__ = ["DeployRequest", "describe", "run_deploy"]
+__all__ = ["BenchRequest", "DeployRequest", "describe", "run_bench", "run_deploy"]
 
 log = logging.getLogger("edge")
 
@@ -34,6 +34,7 @@ class DeployRequest:
     eval: Path | None = None
     max_drop: float = 1.0
     min_cosine: float = 0.98
+    latency_budget: float | None = None
     out: Path | None = None
 
 
@@ -135,10 +136,85 @@ def _bundle(request: DeployRequest, profile: Any) -> tuple[Bundle, Path]:
     from edge.verify import Thresholds
 
     out = request.out or Path(f"{request.source.stem}-{profile.id}.bundle")
-    options = OptimizeOptions(calib=request.calib, eval=request.eval, limits=Thresholds(
-        max_drop=request.max_drop, min_cosine=request.min_cosine))
+    options = OptimizeOptions(calib=request.calib, eval=request.eval,
+                              latency_budget_ms=request.latency_budget, limits=Thresholds(
+                                  max_drop=request.max_drop, min_cosine=request.min_cosine))
     bundle = optimize(request.source, profile, out, options)
     if bundle.chosen is None:
         raise CheckFailed(f"no candidate kept fidelity (see {out}/manifest.json); nothing "
                           "was deployed")
     return bundle, out
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BenchRequest:
+    """What ``edge bench`` was asked: an artifact or a bundle's candidate, measured where."""
+
+    source: Path
+    candidate: str | None = None
+    profile: str | None = None
+    host: str | None = None
+    identity: Path | None = None
+    known_hosts: Path | None = None
+    trust_new_host: bool = False
+    device_python: str | None = None
+    runs: int = 50
+    warmup: int = 5
+    threads: int = 0
+
+
+SUFFIX_TARGETS = {".tflite": ("tflite", ()), ".onnx": ("onnxruntime", ()),
+                  ".xml": ("openvino", (".bin",))}
+
+
+def run_bench(request: BenchRequest) -> DeployReport:
+    """Install (not activate) an artifact on the device and measure it there."""
+    from devices.deploy import BenchOptions, measure_on_device, open_device
+    from edge.profile import load_profile
+
+    root, artifact, profile_id = _bench_artifact(request)
+    profile = load_profile(request.profile or profile_id or "x86-64")
+    with _transport(request, profile) as transport:  # type: ignore[arg-type]
+        python = request.device_python or (sys.executable if transport.is_local
+                                           else profile.access.python)
+        device = open_device(transport, python=python, work_dir=profile.access.work_dir)
+        if artifact.runtime not in device.runtimes:
+            from edge.errors import DeviceError
+
+            raise DeviceError(f"{transport.label} has no {artifact.runtime} runtime; has "
+                              f"{', '.join(sorted(device.runtimes)) or 'none'}")
+        return measure_on_device(device, root, artifact, profile=profile.id, activate=False,
+                                 bench=BenchOptions(runs=request.runs, warmup=request.warmup,
+                                                    threads=request.threads))
+
+
+def _bench_artifact(request: BenchRequest) -> tuple[Path, Any, str | None]:
+    """(root dir, Artifact, profile id) for a bundle's candidate or a bare artifact file."""
+    if _is_bundle(request.source):
+        from edge.bundle import read_bundle
+
+        bundle = read_bundle(request.source)
+        wanted = request.candidate or bundle.chosen
+        result = next((c for c in bundle.candidates if c.candidate.id == wanted), None)
+        if result is None or result.artifact is None:
+            ids = ", ".join(c.candidate.id for c in bundle.candidates if c.artifact)
+            raise UsageError(f"{request.source}: no artifact for candidate '{wanted}'; "
+                             f"choose one of {ids}")
+        return request.source, result.artifact, bundle.profile
+    return request.source.parent, _artifact_of_file(request.source), None
+
+
+def _artifact_of_file(path: Path) -> Any:
+    from edge.model import sha256_file
+    from edge.values import Artifact, Candidate, StoredFile
+
+    if not path.is_file() or path.suffix not in SUFFIX_TARGETS:
+        raise UsageError(f"{path}: give a bundle directory or a model file "
+                         f"({', '.join(SUFFIX_TARGETS)})")
+    target, extra = SUFFIX_TARGETS[path.suffix]
+    companions = tuple(StoredFile(file=path.with_suffix(s).name,
+                                  sha256=sha256_file(path.with_suffix(s)),
+                                  size_bytes=path.with_suffix(s).stat().st_size) for s in extra)
+    return Artifact(candidate=Candidate(target=target, precision="as-is"), file=path.name,
+                    sha256=sha256_file(path), size_bytes=path.stat().st_size, runtime=target,
+                    companions=companions)

@@ -79,12 +79,13 @@ def render_deploy(report: DeployReport) -> str:
     """The ``edge deploy`` summary."""
     b = report.bench
     dev = b.device
+    state = "active" if report.active else "installed, not active"
     rows = [
         ("device", f"{report.target} ({report.transport})"),
         ("machine", f"{dev.get('machine')}  {dev.get('cpu')}  {dev.get('cores')} cores  "
                     f"{dev.get('mem_total_mb')} MB  python {dev.get('python')}"),
         ("candidate", f"{report.candidate}  ({b.runtime} {dev.get('runtime_version')})"),
-        ("release", f"{report.release}  (active)"),
+        ("release", f"{report.release}  ({state})"),
         ("latency", f"p50 {b.p50_ms:.3f} ms  p90 {b.p90_ms:.3f} ms  p99 {b.p99_ms:.3f} ms  "
                     f"mean {b.mean_ms:.3f} ms  ({b.runs} runs after {b.warmup} warm-up, "
                     f"{b.threads} threads)"),

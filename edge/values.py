@@ -217,6 +217,7 @@ class DeployReport(_Json):
     artifact_sha256: str
     release: str
     bench: BenchResult
+    active: bool = True
 
 
 _NESTED: dict[tuple[str, str], type] = {

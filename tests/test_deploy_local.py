@@ -52,3 +52,38 @@ def test_no_faithful_candidate_exits_1_and_deploy_refuses(tmp_path: Path) -> Non
     assert len(rejected) == 2 and all("cosine" in c["reason"] for c in rejected)
     deploy = run_cli("deploy", str(out), "--profile", str(profile))
     assert deploy.status == 1 and "no chosen candidate" in deploy.stderr
+
+
+def test_x86_choice_is_measured_and_budget_rejects(tmp_path: Path) -> None:
+    result = run_cli("optimize", "sample:digits", "--profile", "x86-64", "-o",
+                     str(tmp_path / "b"), "--json")
+    assert result.status == 0, result.stderr
+    doc = result.json()
+    timed = {c["candidate"]["target"] + "-" + c["candidate"]["precision"]: c["bench"]["p50_ms"]
+             for c in doc["candidates"] if c["bench"]}
+    assert len(timed) >= 3 and doc["chosen"] in timed
+    assert timed[doc["chosen"]] <= min(timed.values()) * 1.10 + 1e-9
+    assert "measured on this host" in doc["reason"]
+    budget = min(timed.values()) / 100
+    strict = run_cli("optimize", "sample:digits", "--profile", "x86-64", "-o",
+                     str(tmp_path / "c"), "--latency-budget", str(budget), "--json")
+    assert strict.status == 1
+    assert all("--latency-budget" in c["reason"] for c in strict.json()["candidates"]
+               if c["status"] == "rejected")
+
+
+def test_bench_installs_without_activating(tmp_path: Path) -> None:
+    out = tmp_path / "b"
+    deployed = run_cli("deploy", "sample:digits", "--profile", "rpi4", "-o", str(out),
+                       "--runs", "3", "--json")
+    assert deployed.status == 0, deployed.stderr
+    current = (Path(os.environ["EDGE_LOCAL_DEVICE"]) / ".edge" / "current").resolve()
+    result = run_cli("bench", str(out), "--candidate", "onnxruntime-fp32", "--runs", "7",
+                     "--json")
+    assert result.status == 0, result.stderr
+    report = result.json()
+    assert report["active"] is False and report["candidate"] == "onnxruntime-fp32"
+    assert report["bench"]["runs"] == 7 and report["bench"]["runtime"] == "onnxruntime"
+    assert (Path(os.environ["EDGE_LOCAL_DEVICE"]) / ".edge" / "current").resolve() == current
+    missing = run_cli("bench", str(out), "--candidate", "tflite-fp16")
+    assert missing.status == 2 and "choose one of" in missing.stderr

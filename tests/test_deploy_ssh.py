@@ -153,3 +153,18 @@ def test_trust_new_host_records_the_key(ssh_device: SSHDevice, tmp_path: Path) -
 def _device_releases(device: SSHDevice) -> list[str]:
     root = device.home / ".edge" / "releases"
     return sorted(p.name for p in root.iterdir()) if root.is_dir() else []
+
+
+def test_bench_measures_another_candidate_on_the_device(deployed, ssh_device: SSHDevice) -> None:
+    report, bundle = deployed
+    result = run_edge("bench", str(bundle), "--candidate", "onnxruntime-int8", "--host",
+                      ssh_device.target, "--identity", str(ssh_device.identity),
+                      "--known-hosts", str(ssh_device.known_hosts), "--device-python",
+                      ssh_device.python, "--runs", "9", "--json")
+    assert result.status == 0, result.stderr
+    measured = result.json()
+    assert measured["active"] is False and measured["bench"]["runtime"] == "onnxruntime"
+    assert measured["bench"]["runs"] == 9
+    work = ssh_device.home / ".edge"
+    assert (work / "releases" / measured["release"] / "model.onnx").is_file()
+    assert (work / "current").resolve().name == report["release"]  # still the deployed one
