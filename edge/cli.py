@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     show_traceback = "--traceback" in args
     args = [a for a in args if a != "--traceback"]  # accepted anywhere on the line
     warnings.showwarning = _show_warning
-    _log_progress(quiet="--json" in args)
+    _log_progress(quiet="--json" in args or not sys.stderr.isatty())
     try:
         status = cli.main(args=args, prog_name="edge", standalone_mode=False)
     except EdgeError as exc:
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _log_progress(*, quiet: bool) -> None:
-    """Progress lines ('edge: converting ...') on stderr; none under --json."""
+    """Progress lines ('edge: converting ...') on a terminal's stderr; none under --json."""
     import logging
 
     logger = logging.getLogger("edge")

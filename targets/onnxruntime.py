@@ -1,20 +1,48 @@
-"""ONNX Runtime: the fp32 reference and static int8 (QDQ, per-channel) artifacts."""
+"""ONNX Runtime: fp32 reference, fp16, dynamic int8 (MatMul/Gemm only) and static int8 QDQ."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
+import json
+import os
 import shutil
+import tempfile
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
 from edge.values import Dataset, ModelInfo
 from targets.base import ConversionError, ConvertSettings
 
+if TYPE_CHECKING:
+    import onnx
+
 DEFAULT_SETTINGS = ConvertSettings()
 
-__all__ = ["OnnxRuntimeTarget", "OrtRunner"]
+__all__ = ["FILES", "OnnxRuntimeTarget", "OrtRunner", "constants_to_initializers",
+           "gemms_to_matmuls", "map_keep_float", "name_nodes", "node_name"]
+
+#: precision -> artifact file name inside the workdir (the workdir encodes the settings).
+FILES: dict[str, str] = {
+    "fp32": "model_fp32.onnx",
+    "fp16": "model_fp16.onnx",
+    "int8-dynamic": "model_int8_dynamic.onnx",
+    "int8": "model_int8_qdq.onnx",
+}
+#: ConvertSettings.calibration -> onnxruntime.quantization.CalibrationMethod member name.
+CALIBRATION: dict[str, str] = {"minmax": "MinMax", "entropy": "Entropy",
+                               "percentile": "Percentile"}
+#: Entropy and Percentile build activation histograms; fewer samples give noisy ranges.
+MIN_HISTOGRAM_SAMPLES = 100
+#: Op types quantized dynamically. Conv is left out on purpose: ConvInteger ran 7x slower.
+DYNAMIC_OPS = ("MatMul", "Gemm")
+ATTENTION_OPS = ("Attention",)  # com.microsoft fused attention, quantized dynamically by ORT
+_NOTES_SUFFIX = ".notes.json"
 
 
 class OrtRunner:
@@ -40,7 +68,7 @@ class OnnxRuntimeTarget:
 
     name: ClassVar[str] = "onnxruntime"
     runtime: ClassVar[str] = "onnxruntime"
-    precisions: ClassVar[tuple[str, ...]] = ("fp32", "int8")
+    precisions: ClassVar[tuple[str, ...]] = ("fp32", "fp16", "int8-dynamic", "int8")
     suffix: ClassVar[str] = ".onnx"
 
     def missing(self) -> str | None:
@@ -53,21 +81,166 @@ class OnnxRuntimeTarget:
         self, model: ModelInfo, precision: str, *, calib: Dataset, workdir: Path,
         settings: ConvertSettings = DEFAULT_SETTINGS,
     ) -> tuple[Path, tuple[str, ...]]:
-        """fp32: the source model itself; int8: static QDQ, per-channel, MinMax calibration."""
-        workdir.mkdir(parents=True, exist_ok=True)
-        if precision == "fp32":
-            out = workdir / "model_fp32.onnx"
-            _atomic_copy(Path(model.path), out)
-            return out, ("source model; ONNX Runtime optimizes the graph at load",)
-        if precision == "int8":
-            return _quantize_static(model, calib, workdir), (
-                "static QDQ, int8 weights per channel, int8 activations, MinMax calibration",)
-        raise ConversionError(f"onnxruntime has no {precision} path; choose one of "
-                              f"{', '.join(self.precisions)}")
+        """Write (or reuse) this precision's artifact in ``workdir``; return (file, notes)."""
+        if precision not in FILES:
+            raise ConversionError(f"onnxruntime has no {precision} path; choose one of "
+                                  f"{', '.join(self.precisions)}")
+        out = Path(workdir) / FILES[precision]
+        notes = _cached_notes(out)
+        if notes is not None:
+            return out, notes
+        with _scratch(Path(workdir)) as scratch:
+            partial = scratch / out.name
+            notes = _BUILDERS[precision](model, calib, settings, partial, scratch)
+            _publish(partial, out, notes)
+        return out, notes
 
     def load(self, artifact: Path, model: ModelInfo, *, threads: int) -> OrtRunner:
         """A CPU session with ``threads`` intra-op threads."""
         return OrtRunner(artifact, threads=threads)
+
+
+# ---------------------------------------------------------------- cache (atomic, with notes)
+
+
+def _cached_notes(out: Path) -> tuple[str, ...] | None:
+    """The notes of a finished artifact (its notes file is written last), else None."""
+    try:
+        notes = json.loads(out.with_name(out.name + _NOTES_SUFFIX).read_text())
+    except (OSError, ValueError):
+        return None
+    return tuple(notes) if out.is_file() else None
+
+
+def _publish(partial: Path, out: Path, notes: tuple[str, ...]) -> None:
+    """Rename the finished artifact into place, then its notes (the completion marker)."""
+    notes_file = out.with_name(out.name + _NOTES_SUFFIX)
+    tmp_notes = partial.with_name(partial.name + _NOTES_SUFFIX)
+    tmp_notes.write_text(json.dumps(list(notes)))
+    os.replace(partial, out)
+    os.replace(tmp_notes, notes_file)
+
+
+@contextlib.contextmanager
+def _scratch(workdir: Path) -> Iterator[Path]:
+    """A private scratch directory inside ``workdir`` (same file system: renames are atomic)."""
+    try:
+        workdir.mkdir(parents=True, exist_ok=True)
+        path = Path(tempfile.mkdtemp(prefix=".ort-", dir=workdir))
+    except OSError as exc:
+        raise ConversionError(f"cannot use workdir {workdir}: {exc}") from None
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- builders, one per precision
+
+
+Builder = Callable[[ModelInfo, Dataset, ConvertSettings, Path, Path], tuple[str, ...]]
+
+
+def _build_fp32(model: ModelInfo, calib: Dataset, settings: ConvertSettings, dst: Path,
+                scratch: Path) -> tuple[str, ...]:
+    """The source model itself."""
+    shutil.copyfile(model.path, dst)
+    notes = ["source model; ONNX Runtime optimizes the graph at load"]
+    if settings.keep_float:
+        notes.append("keep_float has no effect at fp32: every node is float")
+    return tuple(notes)
+
+
+def _build_fp16(model: ModelInfo, calib: Dataset, settings: ConvertSettings, dst: Path,
+                scratch: Path) -> tuple[str, ...]:
+    """onnxconverter-common float16 conversion with float32 inputs and outputs."""
+    import onnx
+
+    try:
+        from onnxconverter_common import float16
+    except ImportError:
+        raise ConversionError("fp16 needs onnxconverter-common "
+                              "(pip install onnxconverter-common)") from None
+    proto = name_nodes(onnx.load(model.path))
+    block, keep_notes = map_keep_float(proto, proto, settings.keep_float)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            half = float16.convert_float_to_float16(proto, keep_io_types=True,
+                                                    node_block_list=block)
+            onnx.checker.check_model(half)
+        except Exception as exc:  # the converter and the checker raise many types
+            raise ConversionError(f"onnxruntime fp16 conversion failed: {_one_line(exc)}") from exc
+    onnx.save(half, str(dst))
+    notes = ["float16 weights and compute (onnxconverter-common), float32 inputs and outputs; "
+             "no speed-up on x86 CPUs without fp16 arithmetic", *keep_notes]
+    clipped = [str(w.message) for w in caught if "truncated" in str(w.message)]
+    if clipped:
+        notes.append(f"{len(clipped)} weight tensor(s) had values outside float16's range "
+                     "or below its smallest normal: clipped")
+    return tuple(notes)
+
+
+def _build_dynamic(model: ModelInfo, calib: Dataset, settings: ConvertSettings, dst: Path,
+                   scratch: Path) -> tuple[str, ...]:
+    """quantize_dynamic of MatMul (Gemm rewritten as MatMul+Add) and attention, int8 weights."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    if not any(model.ops.get(op) for op in (*DYNAMIC_OPS, *ATTENTION_OPS)):
+        raise ConversionError("no MatMul/Gemm to quantize dynamically; int8 dynamic would "
+                              "change nothing")
+    reference, prepared, notes = _prepare(model, scratch)
+    rewritten = gemms_to_matmuls(prepared)
+    exclude, keep_notes = map_keep_float(reference, prepared, settings.keep_float)
+    ops = [*DYNAMIC_OPS, *(op for op in ATTENTION_OPS if model.ops.get(op))]
+    source = _save(prepared, scratch / "matmul.onnx")
+    try:
+        quantize_dynamic(str(source), str(dst), op_types_to_quantize=ops, per_channel=True,
+                         weight_type=QuantType.QInt8, nodes_to_exclude=exclude)
+    except Exception as exc:  # the quantizer raises many types; report one line
+        raise ConversionError(f"onnxruntime int8-dynamic quantization failed: "
+                              f"{_one_line(exc)}") from exc
+    quantized = _count_ops(dst, ("MatMulInteger", "DynamicQuantizeMatMul", "QAttention"))
+    if not quantized:
+        raise ConversionError("int8 dynamic quantized no node (every MatMul/Gemm is kept float "
+                              "or has no constant weight)")
+    keep_notes += _lost(dst, exclude)
+    return (f"dynamic int8: {quantized} MatMul/Gemm/attention node(s) with int8 weights per "
+            "channel, activations quantized at run time; Conv and the rest stay float",
+            *([f"{rewritten} Gemm node(s) rewritten as MatMul+Add to quantize them"]
+              if rewritten else []), *notes, *keep_notes)
+
+
+def _build_static(model: ModelInfo, calib: Dataset, settings: ConvertSettings, dst: Path,
+                  scratch: Path) -> tuple[str, ...]:
+    """Static QDQ: int8 weights per channel, int8 activations calibrated on ``calib``."""
+    from onnxruntime.quantization import (CalibrationMethod, QuantFormat, QuantType,
+                                          quantize_static)
+
+    if not len(calib):
+        raise ConversionError("int8 needs calibration samples; none were given")
+    if settings.calibration not in CALIBRATION:
+        raise ConversionError(f"unknown calibration {settings.calibration!r}; choose one of "
+                              f"{', '.join(CALIBRATION)}")
+    reference, prepared, notes = _prepare(model, scratch)
+    exclude, keep_notes = map_keep_float(reference, prepared, settings.keep_float)
+    method = CALIBRATION[settings.calibration]
+    source = _save(prepared, scratch / "prepared.onnx")
+    with contextlib.redirect_stdout(io.StringIO()):  # histogram calibrators print progress
+        quantize_static(str(source), str(dst), _Reader(calib), quant_format=QuantFormat.QDQ,
+                        per_channel=True, activation_type=QuantType.QInt8,
+                        weight_type=QuantType.QInt8, nodes_to_exclude=exclude,
+                        calibrate_method=getattr(CalibrationMethod, method))
+    except Exception as exc:  # the quantizer raises many types; report one line
+        raise ConversionError(f"onnxruntime int8 quantization failed: {_one_line(exc)}") from exc
+    keep_notes += _lost(dst, exclude)
+    return (f"static QDQ, int8 weights per channel, int8 activations, {method} calibration on "
+            f"{len(calib)} samples", *_histogram_note(settings.calibration, len(calib)),
+            *notes, *keep_notes)
+
+
+_BUILDERS: dict[str, Builder] = {"fp32": _build_fp32, "fp16": _build_fp16,
+                                 "int8-dynamic": _build_dynamic, "int8": _build_static}
 
 
 class _Reader:
@@ -80,31 +253,192 @@ class _Reader:
         return next(self._iter, None)
 
 
-def _quantize_static(model: ModelInfo, calib: Dataset, workdir: Path) -> Path:
-    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
+def _histogram_note(calibration: str, samples: int) -> tuple[str, ...]:
+    """Warn when a histogram calibration has few samples."""
+    if calibration == "minmax" or samples >= MIN_HISTOGRAM_SAMPLES:
+        return ()
+    return (f"{CALIBRATION[calibration]} calibration builds activation histograms: "
+            f"{samples} samples is few (want >= {MIN_HISTOGRAM_SAMPLES}); ranges may be noisy",)
+
+
+# ---------------------------------------------------------------- graph preparation
+
+
+def _prepare(model: ModelInfo, scratch: Path) -> tuple[onnx.ModelProto, onnx.ModelProto,
+                                                        tuple[str, ...]]:
+    """(reference with named nodes, pre-processed copy, notes) ready for the quantizer."""
+    import onnx
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
-    out = workdir / "model_int8_qdq.onnx"
-    if out.is_file():
-        return out
-    prepared = workdir / "prepared.onnx"
-    partial = workdir / "model_int8_qdq.onnx.partial"
+    reference = name_nodes(onnx.load(model.path))
+    normalized = onnx.ModelProto()
+    normalized.CopyFrom(reference)
+    moved = constants_to_initializers(normalized)
+    notes = [f"{moved} Constant-node tensor(s) moved to initializers"] if moved else []
+    src = _save(normalized, scratch / "normalized.onnx")
     try:
-        quant_pre_process(model.path, str(prepared), skip_symbolic_shape=True)
-        quantize_static(str(prepared), str(partial), _Reader(calib),
-                        quant_format=QuantFormat.QDQ, per_channel=True,
-                        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
-                        calibrate_method=CalibrationMethod.MinMax)
-    except Exception as exc:  # the quantizer raises many types; report one line
-        raise ConversionError(f"onnxruntime int8 quantization failed: {_one_line(exc)}") from exc
-    partial.replace(out)
+        quant_pre_process(str(src), str(scratch / "pre.onnx"), skip_symbolic_shape=True)
+        return reference, onnx.load(str(scratch / "pre.onnx")), tuple(notes)
+    except Exception as exc:  # pre-processing is an optimization: quantize without it
+        notes.append(f"quant_pre_process failed ({_one_line(exc)}); quantized the graph as is")
+        return reference, normalized, tuple(notes)
+
+
+def node_name(node: onnx.NodeProto) -> str:
+    """A node's name, or ``<op_type>(<first output>)`` for an unnamed node."""
+    return node.name or f"{node.op_type}({node.output[0] if node.output else ''})"
+
+
+def name_nodes(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """Give every unnamed top-level node its ``node_name``; return the same proto."""
+    for node in proto.graph.node:
+        if not node.name:
+            node.name = node_name(node)
+    return proto
+
+
+def constants_to_initializers(proto: onnx.ModelProto) -> int:
+    """Move top-level Constant nodes' tensors into initializers; return how many moved."""
+    import onnx
+
+    outputs = {o.name for o in proto.graph.output}
+    kept, moved = [], 0
+    for node in proto.graph.node:
+        tensor = _constant_tensor(node) if node.op_type == "Constant" else None
+        if tensor is None or node.output[0] in outputs:
+            kept.append(node)
+            continue
+        tensor.name = node.output[0]
+        proto.graph.initializer.append(tensor)
+        moved += 1
+    if moved:
+        del proto.graph.node[:]
+        proto.graph.node.extend(kept)
+        onnx.checker.check_model(proto)
+    return moved
+
+
+def _constant_tensor(node: onnx.NodeProto) -> onnx.TensorProto | None:
+    """The tensor a Constant node yields (dense tensor or numeric value_* attributes)."""
+    from onnx import helper, numpy_helper
+
+    for attr in node.attribute:
+        if attr.name == "value":
+            tensor = type(attr.t)()
+            tensor.CopyFrom(attr.t)
+            return tensor
+        if attr.name in ("value_float", "value_floats", "value_int", "value_ints"):
+            value = helper.get_attribute_value(attr)
+            dtype = np.float32 if "float" in attr.name else np.int64
+            return numpy_helper.from_array(np.asarray(value, dtype=dtype))
+    return None  # sparse or string constants stay nodes
+
+
+def gemms_to_matmuls(proto: onnx.ModelProto) -> int:
+    """Rewrite Gemm(A, constant B, constant C) as MatMul(+Add) so ORT can quantize it
+    dynamically (its integer registry has no Gemm); the MatMul keeps the Gemm's name."""
+    from onnx import helper
+
+    inits = {i.name: i for i in proto.graph.initializer}
+    nodes, count = [], 0
+    for node in proto.graph.node:
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        if node.op_type != "Gemm" or attrs.get("transA", 0) or not _constant_inputs(node, inits):
+            nodes.append(node)
+            continue
+        nodes += _gemm_as_matmul(proto, node, attrs, inits)
+        count += 1
+    if count:
+        del proto.graph.node[:]
+        proto.graph.node.extend(nodes)
+    return count
+
+
+def _constant_inputs(node: onnx.NodeProto, inits: dict[str, onnx.TensorProto]) -> bool:
+    """B and (if present) C are initializers."""
+    return all(name in inits for name in node.input[1:] if name)
+
+
+def _gemm_as_matmul(proto: onnx.ModelProto, node: onnx.NodeProto, attrs: dict[str, object],
+                    inits: dict[str, onnx.TensorProto]) -> list[onnx.NodeProto]:
+    """MatMul(A, alpha * B') then Add(beta * C); new initializers are appended to ``proto``."""
+    from onnx import helper, numpy_helper
+
+    weight = numpy_helper.to_array(inits[node.input[1]]).astype(np.float32)
+    weight = (weight.T if attrs.get("transB", 0) else weight) * float(attrs.get("alpha", 1.0))
+    w_name = f"{node.input[1]}__matmul_{node.name}"
+    proto.graph.initializer.append(numpy_helper.from_array(np.ascontiguousarray(weight), w_name))
+    has_bias = len(node.input) > 2 and bool(node.input[2])
+    mm_out = f"{node.output[0]}__matmul" if has_bias else node.output[0]
+    out = [helper.make_node("MatMul", [node.input[0], w_name], [mm_out], name=node.name)]
+    if has_bias:
+        bias = numpy_helper.to_array(inits[node.input[2]]) * float(attrs.get("beta", 1.0))
+        b_name = f"{node.input[2]}__bias_{node.name}"
+        proto.graph.initializer.append(numpy_helper.from_array(bias.astype(np.float32), b_name))
+        out.append(helper.make_node("Add", [mm_out, b_name], [node.output[0]],
+                                    name=f"{node.name}/bias"))
     return out
 
 
-def _atomic_copy(src: Path, dst: Path) -> None:
-    tmp = dst.with_name(dst.name + ".partial")
-    shutil.copyfile(src, tmp)
-    tmp.replace(dst)
+def map_keep_float(reference: onnx.ModelProto, prepared: onnx.ModelProto,
+                   keep: Sequence[str]) -> tuple[list[str], tuple[str, ...]]:
+    """Node names of ``prepared`` to exclude for the reference names in ``keep``, and notes.
+
+    A name pre-processing removed is followed through its output tensor to the node that
+    now produces it (e.g. a BatchNormalization fused into its Conv).
+    """
+    if not keep:
+        return [], ()
+    ref = {node_name(n): n for n in reference.graph.node}
+    unknown = [k for k in keep if k not in ref]
+    if unknown:
+        raise ConversionError(f"keep_float names not in the model: {', '.join(unknown[:5])}")
+    names = {node_name(n) for n in prepared.graph.node}
+    producer = {o: node_name(n) for n in prepared.graph.node for o in n.output}
+    exclude: list[str] = []
+    notes: list[str] = []
+    for k in keep:
+        target = k if k in names else next(
+            (producer[o] for o in ref[k].output if o in producer), None)
+        if target is None:
+            notes.append(f"keep_float: {k} was folded away by pre-processing; nothing to keep")
+        elif target not in exclude:
+            exclude.append(target)
+            if target != k:
+                notes.append(f"keep_float: {k} was fused into {target}; {target} stays float")
+    if exclude:
+        notes.insert(0, f"kept float (keep_float): {', '.join(exclude)}")
+    return exclude, tuple(notes)
+
+
+# ---------------------------------------------------------------- small helpers
+
+
+def _save(proto: onnx.ModelProto, path: Path) -> Path:
+    """Write a model, with external data when it is too big for one protobuf."""
+    import onnx
+
+    big = sum(len(i.raw_data) for i in proto.graph.initializer) > 1_800_000_000
+    onnx.save(proto, str(path), save_as_external_data=big)
+    return path
+
+
+def _lost(path: Path, exclude: Sequence[str]) -> tuple[str, ...]:
+    """A note naming excluded nodes the quantizer did not keep under their name."""
+    import onnx
+
+    names = {n.name for n in onnx.load(str(path), load_external_data=False).graph.node}
+    lost = [name for name in exclude if name not in names]
+    return (f"keep_float: {', '.join(lost)} not found by name in the quantized graph",) if lost \
+        else ()
+
+
+def _count_ops(path: Path, op_types: Sequence[str]) -> int:
+    """How many nodes of ``op_types`` a model file has."""
+    import onnx
+
+    proto = onnx.load(str(path), load_external_data=False)
+    return sum(n.op_type in op_types for n in proto.graph.node)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -28,12 +28,18 @@ DEFAULT_SETTINGS = ConvertSettings()
 
 __all__ = ["TFLiteRunner", "TFLiteTarget"]
 
-#: precision -> the onnx2tf output file that serves it (the ONNX copy is named model.onnx).
+#: variant -> the onnx2tf output file kept from its run (the ONNX copy is named model.onnx).
+#: Every precision is a variant; "int8-io" is the full-int8 model with int8 I/O, which this
+#: target does not offer but the NNAPI target builds on.
 FILES: dict[str, str] = {
     "fp32": "model_float32.tflite",
     "fp16": "model_float16.tflite",
     "int8": "model_integer_quant.tflite",  # int8 weights+activations, float32 I/O
+    "int8-dynamic": "model_dynamic_range_quant.tflite",  # int8 weights, float activations
+    "int8-io": "model_full_integer_quant.tflite",  # int8 weights+activations, int8 I/O
 }
+#: Variants that need calibration samples (onnx2tf writes them only in its -oiqt run).
+_QUANTIZED = ("int8", "int8-dynamic", "int8-io")
 MARKER = "onnx2tf.done.json"  # written last, only after a successful run
 LOG = "onnx2tf.log"
 #: onnx2tf downloads this for 4-D 3-channel inputs unless it is in its working directory.
@@ -52,7 +58,7 @@ class TFLiteTarget:
 
     name: ClassVar[str] = "tflite"
     runtime: ClassVar[str] = "tflite"
-    precisions: ClassVar[tuple[str, ...]] = ("fp32", "fp16", "int8")
+    precisions: ClassVar[tuple[str, ...]] = ("fp32", "fp16", "int8", "int8-dynamic")
     suffix: ClassVar[str] = ".tflite"
     timeout_s: ClassVar[float] = 3600.0
 
@@ -69,14 +75,20 @@ class TFLiteTarget:
         settings: ConvertSettings = DEFAULT_SETTINGS,
     ) -> tuple[Path, tuple[str, ...]]:
         """Run onnx2tf once for ``workdir`` (or reuse its run); return this precision's file."""
-        if precision not in FILES:
+        if precision not in self.precisions:
             raise ConversionError(f"tflite has no {precision} path; choose one of "
                                   f"{', '.join(self.precisions)}")
+        file, run = self.variant(model, precision, calib=calib, workdir=workdir)
+        return file, _notes(precision, model, run)
+
+    def variant(self, model: ModelInfo, name: str, *, calib: Dataset,
+                workdir: Path) -> tuple[Path, dict[str, Any]]:
+        """The file of one ``FILES`` variant and the record of the onnx2tf run that wrote it."""
         run = _ensure_converted(model, calib, Path(workdir), self.timeout_s)
-        if precision not in run["files"]:
-            raise ConversionError(f"onnx2tf wrote no {precision} model: "
-                                  f"{run['missing'].get(precision, 'unknown reason')}")
-        return Path(workdir) / run["files"][precision], _notes(precision, model, run)
+        if name not in run["files"]:
+            raise ConversionError(f"onnx2tf wrote no {name} model: "
+                                  f"{run['missing'].get(name, 'unknown reason')}")
+        return Path(workdir) / run["files"][name], run
 
     def load(self, artifact: Path, model: ModelInfo, *, threads: int) -> TFLiteRunner:
         """A LiteRT interpreter with ``threads`` threads, wrapped to speak the ONNX layout."""
@@ -113,7 +125,11 @@ def _locked(workdir: Path) -> Iterator[None]:
 
 
 def _read_marker(workdir: Path, model: ModelInfo) -> dict[str, Any] | None:
-    """A previous run's record if it finished for this model and its files are all there."""
+    """A previous run's record if it finished for this model and its files are all there.
+
+    A record that accounts for fewer variants than ``FILES`` (written before a variant was
+    added) is stale: the run is repeated so that every variant is either kept or explained.
+    """
     try:
         run = json.loads((workdir / MARKER).read_text())
     except (OSError, ValueError):
@@ -121,6 +137,8 @@ def _read_marker(workdir: Path, model: ModelInfo) -> dict[str, Any] | None:
     if run.get("model_sha256") != model.sha256:
         return None
     if not all((workdir / f).is_file() for f in run.get("files", {}).values()):
+        return None
+    if not set(FILES) <= {*run.get("files", {}), *run.get("missing", {})}:
         return None
     return run
 
@@ -174,7 +192,7 @@ def _prepare(model: ModelInfo, calib: Dataset, scratch: Path) -> tuple[list[str]
     quant, why_not = _calibration_flags(model, calib, scratch)
     run: dict[str, Any] = {
         "model_sha256": model.sha256, "onnx2tf": version("onnx2tf"), "files": {},
-        "missing": {} if why_not is None else {"int8": why_not},
+        "missing": {} if why_not is None else dict.fromkeys(_QUANTIZED, why_not),
         "calibration_samples": len(calib), "fixed_shapes": flags[1::2],
     }
     return flags + quant, run
@@ -299,6 +317,8 @@ def _notes(precision: str, model: ModelInfo, run: dict[str, Any]) -> tuple[str, 
         "fp32": "float32 weights and compute",
         "fp16": "float16 weights, dequantized to float32 at load; float32 compute",
         "int8": "full-integer quantized: int8 weights (per-channel) and int8 activations",
+        "int8-dynamic": "dynamic-range quantized: int8 weights (tensors of 1024+ elements), "
+                        "float32 activations quantized at run time",
     }[precision]
     notes = [f"onnx2tf {run['onnx2tf']}: {run['files'][precision]}, {kind}",
              "I/O float32" + (": the model quantizes its inputs and dequantizes its outputs"
