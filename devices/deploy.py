@@ -18,9 +18,17 @@ from pathlib import Path
 from devices.transport import Transport
 from edge.errors import DeviceError
 from edge.model import sha256_file
-from edge.values import Artifact, BenchResult, Bundle, CandidateResult, DeployReport
+from edge.values import (
+    Artifact,
+    BenchResult,
+    Bundle,
+    CandidateResult,
+    DeployReport,
+    MeasuredCandidate,
+)
 
-__all__ = ["AGENT_PATH", "BenchOptions", "Device", "deploy_bundle", "measure_on_device",
+__all__ = ["AGENT_PATH", "BenchOptions", "Device", "deploy_bundle", "deploy_fastest",
+           "measure_on_device",
            "open_device"]
 
 AGENT_PATH = Path(__file__).with_name("agent.py")
@@ -72,6 +80,38 @@ def deploy_bundle(
     assert result.artifact is not None
     return measure_on_device(device, bundle_dir, result.artifact, profile=bundle.profile,
                              bench=bench, activate=activate)
+
+
+def deploy_fastest(
+    bundle_dir: Path, bundle: Bundle, transport: Transport, *, python: str, work_dir: str,
+    bench: BenchOptions, tie: float = 0.10,
+) -> DeployReport:
+    """Measure every faithful candidate the device can run ON the device; activate the fastest.
+
+    Candidates within ``tie`` of the fastest p50 count as equal; the bundle's order decides.
+    """
+    device = open_device(transport, python=python, work_dir=work_dir)
+    usable = _usable(bundle, device.runtimes, transport.label)
+    reports, errors = [], []
+    for result in usable:
+        assert result.artifact is not None
+        try:
+            reports.append(measure_on_device(device, bundle_dir, result.artifact,
+                                             profile=bundle.profile, bench=bench,
+                                             activate=False))
+        except DeviceError as exc:  # this candidate does not run there; the others compete
+            errors.append(exc)
+    if not reports:
+        raise errors[0]
+    fastest = min(r.bench.p50_ms for r in reports)
+    best = next(r for r in reports if r.bench.p50_ms <= fastest * (1 + tie))
+    device.call("activate", device.work, best.release)
+    compared = tuple(MeasuredCandidate(candidate=r.candidate, bench=r.bench) for r in reports)
+    slowest = max(reports, key=lambda r: r.bench.p50_ms)
+    reason = (f"fastest of {len(reports)} faithful candidates measured on the device "
+              f"(p50 {best.bench.p50_ms:.3f} ms; slowest {slowest.candidate} "
+              f"{slowest.bench.p50_ms:.3f} ms)")
+    return replace(best, active=True, compared=compared, reason=reason)
 
 
 def measure_on_device(
@@ -133,15 +173,22 @@ def _upload_atomic(transport: Transport, local: Path, remote: str, work: str) ->
 
 
 def _pick(bundle: Bundle, runtimes: frozenset[str], label: str) -> CandidateResult:
+    return _usable(bundle, runtimes, label)[0]
+
+
+def _usable(bundle: Bundle, runtimes: frozenset[str], label: str) -> list[CandidateResult]:
+    """Faithful candidates the device can run, the bundle's chosen one first."""
     chosen = bundle.chosen_result()
     if chosen is None:
         raise DeviceError("the bundle has no chosen candidate (none kept fidelity); "
                           "fix the model or relax --max-drop, then re-run edge optimize")
-    usable = [c for c in bundle.candidates
-              if c.status in ("chosen", "passed") and c.artifact is not None]
-    for result in [chosen] + [c for c in usable if c is not chosen]:
-        if result.artifact is not None and result.artifact.runtime in runtimes:
-            return result
+    faithful = [c for c in bundle.candidates
+                if c.status in ("chosen", "passed") and c.artifact is not None]
+    ordered = [chosen] + [c for c in faithful if c is not chosen]
+    runnable = [r for r in ordered if r.artifact is not None and r.artifact.runtime in runtimes]
+    if runnable:
+        return runnable
+    usable = faithful
     need = ", ".join(sorted({c.artifact.runtime for c in usable if c.artifact}))
     have = ", ".join(sorted(runtimes)) or "none"
     raise DeviceError(f"{label} has no runtime for this bundle (needs one of {need}; has "

@@ -383,12 +383,15 @@ def bench(source: Path, candidate: str | None, profile_ref: str | None, host: st
 @click.option("--warmup", type=click.IntRange(0, 10000), default=5, show_default=True)
 @click.option("--threads", type=click.IntRange(0, 1024), default=None,
               help="Threads on the device [profile compute.threads or cores; 0: all].")
+@click.option("--measure-on-device", is_flag=True,
+              help="Benchmark every faithful candidate on the device; activate the fastest.")
 @_optimize_options
 @click.option("--dry-run", is_flag=True, help="Say what would be done; touch nothing.")
 @json_option
 def deploy(source: Path, profile_ref: str | None, host: str | None, identity: Path | None,
            known_hosts: Path | None, trust_new_host: bool, device_python: str | None,
-           runs: int, warmup: int, threads: int | None, calib: Path | None,
+           runs: int, warmup: int, threads: int | None, measure_on_device: bool,
+           calib: Path | None,
            eval_: Path | None, max_drop: float, min_cosine: float,
            latency_budget: float | None, out: Path | None, dry_run: bool,
            as_json: bool) -> int:
@@ -412,7 +415,8 @@ def deploy(source: Path, profile_ref: str | None, host: str | None, identity: Pa
         source=source, profile=profile_ref, host=host, identity=identity,
         known_hosts=known_hosts, trust_new_host=trust_new_host, device_python=device_python,
         runs=runs, warmup=warmup, threads=threads, calib=calib, eval=eval_,
-        max_drop=max_drop, min_cosine=min_cosine, latency_budget=latency_budget, out=out)
+        max_drop=max_drop, min_cosine=min_cosine, latency_budget=latency_budget, out=out,
+        measure_on_device=measure_on_device)
     if dry_run:
         from edge.deploy import describe
 

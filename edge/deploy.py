@@ -36,11 +36,12 @@ class DeployRequest:
     min_cosine: float = 0.98
     latency_budget: float | None = None
     out: Path | None = None
+    measure_on_device: bool = False
 
 
 def run_deploy(request: DeployRequest) -> tuple[DeployReport, Bundle, Path]:
     """Optimize if needed, connect, push, benchmark on the device, return the report."""
-    from devices.deploy import BenchOptions, deploy_bundle
+    from devices.deploy import BenchOptions, deploy_bundle, deploy_fastest
 
     _check_source(request)
     profile = _profile(request)
@@ -53,7 +54,8 @@ def run_deploy(request: DeployRequest) -> tuple[DeployReport, Bundle, Path]:
         python = request.device_python or (sys.executable if transport.is_local
                                            else profile.access.python)
         log.info("deploying %s to %s", bundle.chosen, transport.label)
-        report = deploy_bundle(
+        deploy = deploy_fastest if request.measure_on_device else deploy_bundle
+        report = deploy(
             bundle_dir, bundle, transport, python=python, work_dir=profile.access.work_dir,
             bench=BenchOptions(runs=request.runs, warmup=request.warmup, threads=threads))
     return report, bundle, bundle_dir

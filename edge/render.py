@@ -92,6 +92,10 @@ def render_deploy(report: DeployReport) -> str:
         ("load", f"{b.load_ms:.1f} ms" if b.load_ms is not None else "n/a"),
         ("peak RSS", f"{b.peak_rss_mb:.1f} MB" if b.peak_rss_mb is not None else "n/a"),
     ]
+    if report.compared:
+        rows.append(("compared", "; ".join(f"{c.candidate} p50 {c.bench.p50_ms:.3f} ms"
+                                            for c in report.compared)))
+        rows.append(("why", report.reason))
     head = "measured on the device by the edge agent"
     if report.transport == "local":
         head += (f" (the embedded local device stands in for {report.profile}: "

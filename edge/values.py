@@ -17,6 +17,7 @@ __all__ = [
     "CandidateResult",
     "Dataset",
     "DeployReport",
+    "MeasuredCandidate",
     "Fidelity",
     "ModelInfo",
     "TensorSpec",
@@ -193,7 +194,7 @@ class Bundle(_Json):
 
     format: int
     profile: str
-    profile_spec: dict[str, Any]
+    profile_spec: dict[str, Any] = field(default_factory=dict)
     source: ModelInfo
     calibration: str
     evaluation: str
@@ -218,6 +219,16 @@ class DeployReport(_Json):
     release: str
     bench: BenchResult
     active: bool = True
+    compared: tuple[MeasuredCandidate, ...] = ()
+    reason: str = ""
+
+
+@_frozen
+class MeasuredCandidate(_Json):
+    """One candidate's benchmark on the device, when deploy compared several."""
+
+    candidate: str
+    bench: BenchResult
 
 
 _NESTED: dict[tuple[str, str], type] = {
@@ -232,6 +243,8 @@ _NESTED: dict[tuple[str, str], type] = {
     ("Bundle", "source"): ModelInfo,
     ("Bundle", "candidates"): CandidateResult,
     ("DeployReport", "bench"): BenchResult,
+    ("DeployReport", "compared"): MeasuredCandidate,
+    ("MeasuredCandidate", "bench"): BenchResult,
 }
 
 

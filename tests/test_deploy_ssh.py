@@ -168,3 +168,19 @@ def test_bench_measures_another_candidate_on_the_device(deployed, ssh_device: SS
     work = ssh_device.home / ".edge"
     assert (work / "releases" / measured["release"] / "model.onnx").is_file()
     assert (work / "current").resolve().name == report["release"]  # still the deployed one
+
+
+def test_measure_on_device_compares_every_faithful_candidate(deployed,
+                                                             ssh_device: SSHDevice) -> None:
+    _, bundle = deployed
+    result = run_edge("deploy", str(bundle), "--measure-on-device", "--host", ssh_device.target,
+                      "--identity", str(ssh_device.identity), "--known-hosts",
+                      str(ssh_device.known_hosts), "--device-python", ssh_device.python,
+                      "--runs", "15", "--json")
+    assert result.status == 0, result.stderr
+    report = result.json()
+    compared = {c["candidate"]: c["bench"]["p50_ms"] for c in report["compared"]}
+    assert {"tflite-int8", "tflite-fp32", "onnxruntime-int8", "onnxruntime-fp32"} <= set(compared)
+    assert compared[report["candidate"]] <= min(compared.values()) * 1.10 + 1e-9
+    assert all(c["bench"]["where"] == f"ssh://{ssh_device.target}" for c in report["compared"])
+    assert (ssh_device.home / ".edge" / "current").resolve().name == report["release"]
