@@ -323,7 +323,7 @@ def _print_plan(model: Path, profile: Any, as_json: bool) -> int:
 # ---------------------------------------------------------------- bench
 def _device_options(func: Any) -> Any:
     options = [
-        click.option("--host", help="USER@HOST[:PORT]; without it, the embedded local device."),
+        click.option("--host", help="USER@HOST[:PORT] [profile access.host, else the embedded local device]."),
         click.option("--identity", type=_PATH, help="SSH private key."),
         click.option("--known-hosts", type=_PATH, help="known_hosts file [~/.ssh/known_hosts]."),
         click.option("--trust-new-host", is_flag=True,
@@ -373,7 +373,7 @@ def bench(source: Path, candidate: str | None, profile_ref: str | None, host: st
 @cli.command()
 @click.argument("source", metavar="MODEL|BUNDLE", type=_PATH)
 @click.option("--profile", "profile_ref", help="Device profile id or file (MODEL: required).")
-@click.option("--host", help="USER@HOST[:PORT]; without it, the embedded local device.")
+@click.option("--host", help="USER@HOST[:PORT] [profile access.host, else the embedded local device].")
 @click.option("--identity", type=_PATH, help="SSH private key.")
 @click.option("--known-hosts", type=_PATH, help="known_hosts file [~/.ssh/known_hosts].")
 @click.option("--trust-new-host", is_flag=True,

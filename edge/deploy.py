@@ -65,7 +65,7 @@ def describe(request: DeployRequest) -> dict[str, Any]:
     """What run_deploy would do, without doing it."""
     _check_source(request)
     profile = _profile(request)
-    where = request.host or "the embedded local device"
+    where = request.host or _profile_host(profile) or "the embedded local device"
     steps = []
     if not _is_bundle(request.source):
         out = request.out or Path(f"{request.source.stem}-{profile.id}.bundle")
@@ -110,16 +110,26 @@ def _profile(request: DeployRequest) -> Any:
     return Profile.model_validate(bundle.profile_spec)  # a user profile, kept in the manifest
 
 
-def _transport(request: DeployRequest, profile: Any) -> Any:
-    if request.host is None:
+def _transport(request: DeployRequest | BenchRequest, profile: Any) -> Any:
+    """--host, else the profile's access.host (a user's own device), else the local device."""
+    host = request.host or _profile_host(profile)
+    if host is None:
         from devices.transport import LocalTransport
 
         return LocalTransport()
     from devices.ssh import SSHTransport, parse_host
 
-    spec = parse_host(request.host, default_user=profile.access.user)
+    spec = parse_host(host, default_user=profile.access.user)
     return SSHTransport(spec, identity=request.identity, known_hosts=request.known_hosts,
                         trust_new_host=request.trust_new_host)
+
+
+def _profile_host(profile: Any) -> str | None:
+    access = profile.access
+    if access.transport != "ssh" or not access.host:
+        return None
+    host = f"[{access.host}]" if ":" in access.host else access.host
+    return f"{access.user}@{host}:{access.port}" if access.user else f"{host}:{access.port}"
 
 
 def _bundle(request: DeployRequest, profile: Any) -> tuple[Bundle, Path]:

@@ -184,3 +184,23 @@ def test_measure_on_device_compares_every_faithful_candidate(deployed,
     assert compared[report["candidate"]] <= min(compared.values()) * 1.10 + 1e-9
     assert all(c["bench"]["where"] == f"ssh://{ssh_device.target}" for c in report["compared"])
     assert (ssh_device.home / ".edge" / "current").resolve().name == report["release"]
+
+
+def test_a_user_profile_names_its_device(ssh_device: SSHDevice, tmp_path: Path) -> None:
+    profile = tmp_path / "my-pi.yaml"
+    profile.write_text(
+        "extends: rpi4\nid: my-pi\naccess:\n"
+        f"  host: {ssh_device.host}\n  port: {ssh_device.port}\n  user: {ssh_device.user}\n"
+        f"  python: {ssh_device.python}\n  work_dir: ~/.edge-my-pi\n")
+    result = run_edge("deploy", "sample:digits", "--profile", str(profile), "--identity",
+                      str(ssh_device.identity), "--known-hosts", str(ssh_device.known_hosts),
+                      "-o", str(tmp_path / "b"), "--runs", "3", "--json")
+    assert result.status == 0, result.stderr
+    report = result.json()
+    assert report["target"] == f"ssh://{ssh_device.target}" and report["profile"] == "my-pi"
+    assert (ssh_device.home / ".edge-my-pi" / "current").is_symlink()
+    # The bundle keeps the user profile, so it redeploys without the file.
+    again = run_edge("deploy", str(tmp_path / "b"), "--identity", str(ssh_device.identity),
+                     "--known-hosts", str(ssh_device.known_hosts), "--runs", "3", "--json")
+    assert again.status == 0, again.stderr
+    assert again.json()["release"] == report["release"]
