@@ -21,6 +21,7 @@ from edge.errors import EdgeError, ExitStatus
 __all__ = ["cli", "main"]
 
 _PATH = click.Path(path_type=Path)
+_HOST_HELP = "USER@HOST[:PORT] [profile access.host, else the embedded local device]."
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -323,7 +324,7 @@ def _print_plan(model: Path, profile: Any, as_json: bool) -> int:
 # ---------------------------------------------------------------- bench
 def _device_options(func: Any) -> Any:
     options = [
-        click.option("--host", help="USER@HOST[:PORT] [profile access.host, else the embedded local device]."),
+        click.option("--host", help=_HOST_HELP),
         click.option("--identity", type=_PATH, help="SSH private key."),
         click.option("--known-hosts", type=_PATH, help="known_hosts file [~/.ssh/known_hosts]."),
         click.option("--trust-new-host", is_flag=True,
@@ -373,7 +374,7 @@ def bench(source: Path, candidate: str | None, profile_ref: str | None, host: st
 @cli.command()
 @click.argument("source", metavar="MODEL|BUNDLE", type=_PATH)
 @click.option("--profile", "profile_ref", help="Device profile id or file (MODEL: required).")
-@click.option("--host", help="USER@HOST[:PORT] [profile access.host, else the embedded local device].")
+@click.option("--host", help=_HOST_HELP)
 @click.option("--identity", type=_PATH, help="SSH private key.")
 @click.option("--known-hosts", type=_PATH, help="known_hosts file [~/.ssh/known_hosts].")
 @click.option("--trust-new-host", is_flag=True,
