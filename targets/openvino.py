@@ -1,0 +1,387 @@
+"""OpenVINO: IR artifacts (.xml + .bin) at fp32, fp16 weights, or NNCF post-training int8."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib.util
+import io
+import json
+import logging
+import os
+import time
+from collections.abc import Iterator, Sequence
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from edge.values import Dataset, ModelInfo
+from targets.base import ConversionError, ConvertSettings
+
+DEFAULT_SETTINGS = ConvertSettings()
+
+__all__ = ["OpenVINORunner", "OpenVINOTarget", "is_transformer_like", "load_with_hint"]
+
+#: precision -> IR file; its weights sit beside it with the same stem and a .bin suffix.
+FILES: dict[str, str] = {"fp32": "model_fp32.xml", "fp16": "model_fp16.xml",
+                         "int8": "model_int8.xml"}
+WEIGHTS = ".bin"
+RECORD = ".json"  # conversion record (source sha256, notes), written before the .xml
+HINTS = ("f32", "bf16", "f16")  # INFERENCE_PRECISION_HINT values load_with_hint accepts
+_DEPENDENCIES = ("openvino", "nncf")
+
+
+class OpenVINOTarget:
+    """OpenVINO on the device CPU; NNCF quantizes int8."""
+
+    name: ClassVar[str] = "openvino"
+    runtime: ClassVar[str] = "openvino"
+    precisions: ClassVar[tuple[str, ...]] = ("fp32", "fp16", "int8")
+    suffix: ClassVar[str] = ".xml"
+    #: files with the artifact's stem and these suffixes travel with it (the IR's weights).
+    companions: ClassVar[tuple[str, ...]] = (WEIGHTS,)
+
+    def missing(self) -> str | None:
+        """Name openvino (every precision) or nncf (int8) if not importable."""
+        absent = [m for m in _DEPENDENCIES if importlib.util.find_spec(m) is None]
+        if absent:
+            return f"{', '.join(absent)} not installed (pip install 'edge[openvino]')"
+        return None
+
+    def convert(
+        self, model: ModelInfo, precision: str, *, calib: Dataset, workdir: Path,
+        settings: ConvertSettings = DEFAULT_SETTINGS,
+    ) -> tuple[Path, tuple[str, ...]]:
+        """Write ``precision``'s IR into ``workdir`` (or reuse a complete one); return it."""
+        if precision not in FILES:
+            raise ConversionError(f"openvino has no {precision} path; choose one of "
+                                  f"{', '.join(self.precisions)}")
+        workdir = Path(workdir)
+        out = workdir / FILES[precision]
+        with _locked(workdir):
+            notes = _reusable(out, model)
+            if notes is None:
+                notes = _convert(model, precision, calib, settings, out)
+        return out, notes
+
+    def load(self, artifact: Path, model: ModelInfo, *, threads: int) -> OpenVINORunner:
+        """A CPU compiled model computing in f32 (bf16 would be ~2x faster but lossy)."""
+        return load_with_hint(artifact, model, threads=threads, hint="f32")
+
+
+def load_with_hint(artifact: Path, model: ModelInfo, *, threads: int,
+                   hint: str) -> OpenVINORunner:
+    """A CPU compiled model with INFERENCE_PRECISION_HINT ``hint`` (f32, bf16 or f16)."""
+    if hint not in HINTS:
+        raise ValueError(f"precision hint '{hint}': choose one of {', '.join(HINTS)}")
+    artifact = Path(artifact)
+    weights = artifact.with_suffix(WEIGHTS)
+    if not weights.is_file():
+        raise FileNotFoundError(f"{weights} is missing: an OpenVINO IR needs its {WEIGHTS} "
+                                f"beside the {artifact.suffix}")
+    config = {"INFERENCE_NUM_THREADS": max(int(threads), 0), "INFERENCE_PRECISION_HINT": hint,
+              "PERFORMANCE_HINT": "LATENCY"}
+    return OpenVINORunner(_core().compile_model(str(artifact), "CPU", config), model)
+
+
+# ---------------------------------------------------------------- conversion
+
+
+@contextlib.contextmanager
+def _locked(workdir: Path) -> Iterator[None]:
+    """Serialize conversions of one workdir across processes."""
+    import fcntl
+
+    try:
+        workdir.mkdir(parents=True, exist_ok=True)
+        handle = open(workdir / ".lock", "a")  # noqa: SIM115 - held for the block
+    except OSError as exc:
+        raise ConversionError(f"cannot use workdir {workdir}: {exc}") from None
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def _reusable(out: Path, model: ModelInfo) -> tuple[str, ...] | None:
+    """The notes of a complete earlier conversion of this model to ``out``, else None."""
+    try:
+        record = json.loads(out.with_suffix(RECORD).read_text())
+    except (OSError, ValueError):
+        return None
+    complete = out.is_file() and out.with_suffix(WEIGHTS).is_file()
+    notes = record.get("notes") if isinstance(record, dict) else None
+    if not complete or record.get("source_sha256") != model.sha256 or not isinstance(notes, list):
+        return None
+    return tuple(str(n) for n in notes)
+
+
+def _convert(model: ModelInfo, precision: str, calib: Dataset, settings: ConvertSettings,
+             out: Path) -> tuple[str, ...]:
+    """Convert (and for int8 quantize), then write the IR atomically; return the notes."""
+    start = time.perf_counter()
+    ov_model = _read_source(model)
+    if precision == "int8":
+        ov_model, notes = _quantize(ov_model, model, calib, settings, out.with_suffix(".log"))
+    else:
+        notes = _float_notes(precision)
+    notes += (f"converted in {time.perf_counter() - start:.1f} s "
+              f"(openvino {version('openvino')})",)
+    ov_model.set_rt_info(model.sha256, ["edge", "source_sha256"])
+    _save(ov_model, out, compress_to_fp16=precision == "fp16",
+          record={"source_sha256": model.sha256, "precision": precision, "notes": notes})
+    return notes
+
+
+def _read_source(model: ModelInfo) -> Any:
+    """The source model as an OpenVINO model (ONNX, or anything else convert_model reads)."""
+    import openvino as ov
+
+    path = Path(model.path)
+    if not path.is_file():
+        raise ConversionError(f"model file {path} does not exist")
+    if path.suffix.lower() == ".onnx" and not _onnx_frontend().supported(str(path)):
+        raise ConversionError(f"openvino cannot read {path.name}: not a valid ONNX model")
+    try:
+        return ov.convert_model(model.path)
+    except Exception as exc:  # OpenVINO's frontends raise several types; report one line
+        raise ConversionError(f"openvino cannot read {Path(model.path).name}: "
+                              f"{_one_line(exc)}") from None
+
+
+def _onnx_frontend() -> Any:
+    """OpenVINO's ONNX frontend: it checks an .onnx file without other frontends' noise."""
+    from openvino.frontend import FrontEndManager
+
+    return FrontEndManager().load_by_framework("onnx")
+
+
+def _float_notes(precision: str) -> tuple[str, ...]:
+    """What an fp32 or fp16 IR is and how it computes."""
+    if precision == "fp32":
+        return ("OpenVINO IR, fp32 weights; loaded with INFERENCE_PRECISION_HINT=f32 "
+                "(OpenVINO's default on bf16-capable CPUs, bf16, is faster but lossy)",)
+    return ("OpenVINO IR, fp16 weights (half the file); weights are decompressed at load and "
+            "compute follows the load's precision hint (f32 here), so no CPU speed-up",)
+
+
+def _save(ov_model: Any, out: Path, *, compress_to_fp16: bool, record: dict[str, Any]) -> None:
+    """Write .xml + .bin + record under temporary names, then rename (.xml last)."""
+    import openvino as ov
+
+    for stale in out.parent.glob(f".{out.stem}.*.partial.*"):  # a killed run's (we hold the lock)
+        stale.unlink(missing_ok=True)
+    tmp = out.with_name(f".{out.stem}.{os.getpid()}.partial.xml")
+    parts = [(tmp.with_suffix(WEIGHTS), out.with_suffix(WEIGHTS)),
+             (tmp.with_suffix(RECORD), out.with_suffix(RECORD)), (tmp, out)]
+    try:
+        out.unlink(missing_ok=True)  # no .xml until its .bin and record are in place
+        ov.save_model(ov_model, str(tmp), compress_to_fp16=compress_to_fp16)
+        tmp.with_suffix(RECORD).write_text(json.dumps(record, indent=1))
+        for src, dst in parts:
+            os.replace(src, dst)
+    except (OSError, RuntimeError) as exc:
+        raise ConversionError(f"cannot write {out}: {_one_line(exc)}") from None
+    finally:
+        for src, _ in parts:
+            src.unlink(missing_ok=True)
+
+
+# ---------------------------------------------------------------- int8 (NNCF)
+
+
+def is_transformer_like(ops: dict[str, int]) -> bool:
+    """MatMul-heavy (at least 4, more than Conv) with Softmax or LayerNormalization."""
+    matmuls = ops.get("MatMul", 0) + ops.get("Gemm", 0)
+    attention = ops.get("Softmax", 0) + ops.get("LayerNormalization", 0)
+    return attention > 0 and matmuls >= 4 and matmuls > ops.get("Conv", 0)
+
+
+def _quantize(ov_model: Any, model: ModelInfo, calib: Dataset, settings: ConvertSettings,
+              log: Path) -> tuple[Any, tuple[str, ...]]:
+    """NNCF post-training static int8, settings chosen by model type; returns (model, notes)."""
+    import nncf
+
+    if not len(calib):
+        raise ConversionError("int8 needs calibration samples; none were given")
+    names, float_notes = _keep_float(ov_model, model, settings.keep_float)
+    kwargs, notes = _nncf_options(model, settings)
+    dataset = nncf.Dataset([{k: np.asarray(v) for k, v in f.items()} for f in calib.feeds])
+    try:
+        with _quiet(log):
+            quantized = nncf.quantize(ov_model, dataset, subset_size=len(calib),
+                                      ignored_scope=nncf.IgnoredScope(names=names, validate=False),
+                                      **kwargs)
+    except Exception as exc:  # NNCF raises many types; report one line
+        raise ConversionError(f"NNCF int8 quantization failed: {_one_line(exc)} "
+                              f"(log: {log})") from None
+    return quantized, (*notes, f"{len(calib)} calibration samples", *float_notes)
+
+
+def _nncf_options(model: ModelInfo, settings: ConvertSettings) -> tuple[dict[str, Any],
+                                                                        tuple[str, ...]]:
+    """nncf.quantize keyword arguments for this model and the notes that describe them."""
+    import nncf
+    from nncf.quantization.advanced_parameters import (
+        AdvancedQuantizationParameters,
+        AdvancedSmoothQuantParameters,
+    )
+
+    estimator, how = _range_estimator(settings.calibration)
+    if is_transformer_like(model.ops):
+        advanced = AdvancedQuantizationParameters(
+            activations_range_estimator_params=estimator,
+            smooth_quant_alphas=AdvancedSmoothQuantParameters(convolution=-1, matmul=-1))
+        kwargs = {"model_type": nncf.ModelType.TRANSFORMER,
+                  "preset": nncf.QuantizationPreset.MIXED, "advanced_parameters": advanced}
+        kind = ("transformer-like model: NNCF model_type TRANSFORMER, preset MIXED "
+                "(asymmetric activations), SmoothQuant off (it lost accuracy)")
+    else:
+        kwargs = {"preset": nncf.QuantizationPreset.PERFORMANCE,
+                  "advanced_parameters": AdvancedQuantizationParameters(
+                      activations_range_estimator_params=estimator)}
+        kind = "CNN settings: NNCF preset PERFORMANCE (symmetric int8 activations)"
+    return kwargs, (f"NNCF {version('nncf')} post-training static int8: weights int8 per "
+                    f"channel, activations int8 per tensor", kind, how, "fast bias correction")
+
+
+def _range_estimator(calibration: str) -> tuple[Any, str]:
+    """NNCF's activation range estimator for edge's calibration method, and a note."""
+    from nncf.quantization.range_estimator import RangeEstimatorParametersSet as Sets
+
+    choices = {
+        "minmax": (Sets.MINMAX, "calibration minmax: NNCF MINMAX (global min/max)"),
+        "percentile": (Sets.MEAN_QUANTILE, "calibration percentile: NNCF MEAN_QUANTILE "
+                                           "(mean of 0.01%/99.99% quantiles)"),
+        "entropy": (Sets.HISTOGRAM, "calibration entropy: NNCF HISTOGRAM (range minimizing "
+                                    "quantization error on a histogram)"),
+    }
+    if calibration not in choices:
+        raise ConversionError(f"unknown calibration '{calibration}': choose one of "
+                              f"{', '.join(choices)}")
+    return choices[calibration]
+
+
+def _keep_float(ov_model: Any, model: ModelInfo,
+                keep: Sequence[str]) -> tuple[list[str], tuple[str, ...]]:
+    """OpenVINO op names made from the ``keep`` ONNX nodes, and notes saying what was kept."""
+    if not keep:
+        return [], ()
+    bases = _onnx_bases(model)
+    owners = _ov_owners(ov_model, set(bases.values()))
+    names: list[str] = []
+    kept: list[str] = []
+    for wanted in keep:
+        ops = sorted(n for n, base in owners.items() if base == bases.get(wanted))
+        names += ops
+        kept += [f"{wanted} (OpenVINO ops {', '.join(ops)})"] if ops else []
+    notes: tuple[str, ...] = (f"kept in float: {'; '.join(kept)}",) if kept else ()
+    unknown = [k for k in keep if k not in bases]
+    if unknown:
+        notes += (f"keep_float names not in the model, ignored: {', '.join(unknown)}",)
+    return names, notes
+
+
+def _onnx_bases(model: ModelInfo) -> dict[str, str]:
+    """ONNX node name or output tensor name -> the base OpenVINO names its ops after.
+
+    convert_model names a node's ops after the node's name (its first output when unnamed),
+    e.g. Conv '/0/Conv' becomes Convolution '/0/Conv/WithoutBiases' and Add '/0/Conv'.
+    """
+    import onnx
+
+    try:
+        graph = onnx.load(model.path, load_external_data=False).graph
+    except Exception as exc:  # onnx raises several types for a bad file
+        raise ConversionError(f"cannot read node names for keep_float: {_one_line(exc)}") from None
+    bases: dict[str, str] = {}
+    for node in graph.node:
+        base = node.name or (node.output[0] if node.output else "")
+        for key in (*node.output, node.name):
+            if key:
+                bases[key] = base
+    return bases
+
+
+def _ov_owners(ov_model: Any, bases: set[str]) -> dict[str, str]:
+    """OpenVINO op name -> the longest ONNX base it equals or extends with '/...'."""
+    owners: dict[str, str] = {}
+    for op in ov_model.get_ordered_ops():
+        if op.get_type_name() in ("Constant", "Parameter", "Result"):
+            continue
+        name = op.get_friendly_name()
+        parts = name.split("/")
+        for cut in range(len(parts), 0, -1):
+            if "/".join(parts[:cut]) in bases:
+                owners[name] = "/".join(parts[:cut])
+                break
+    return owners
+
+
+@contextlib.contextmanager
+def _quiet(log: Path) -> Iterator[None]:
+    """Send NNCF's progress bars and log records to ``log`` instead of the terminal."""
+    logger = logging.getLogger("nncf")
+    saved = logger.handlers[:], logger.propagate
+    with open(log, "w") as handle, contextlib.redirect_stdout(io.StringIO()) as bars:
+        logger.handlers = [logging.StreamHandler(handle)]
+        logger.propagate = False
+        try:
+            yield
+        finally:
+            logger.handlers, logger.propagate = saved
+            handle.write(bars.getvalue())
+
+
+# ---------------------------------------------------------------- runtime
+
+
+@functools.cache
+def _core() -> Any:
+    """One openvino Core per process."""
+    import openvino as ov
+
+    return ov.Core()
+
+
+class OpenVINORunner:
+    """Runs a compiled model with the ONNX model's input names and output order."""
+
+    def __init__(self, compiled: Any, model: ModelInfo) -> None:
+        self._compiled = compiled
+        self._request = compiled.create_infer_request()
+        self._inputs = _pair([s.name for s in model.inputs], compiled.inputs)
+        self._outputs = _pair([s.name for s in model.outputs], compiled.outputs)
+        self._in_dtypes = [p.get_element_type().to_dtype() for p in compiled.inputs]
+        self._out_dtypes = [np.dtype(s.dtype) for s in model.outputs]
+
+    @property
+    def compiled_model(self) -> Any:
+        """The wrapped openvino CompiledModel."""
+        return self._compiled
+
+    def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """Outputs in the ONNX model's order."""
+        self._request.infer({i: np.asarray(feeds[name], dtype=self._in_dtypes[i])
+                             for name, i in self._inputs})
+        return [np.array(self._request.get_output_tensor(i).data, dtype=dtype)
+                for (_, i), dtype in zip(self._outputs, self._out_dtypes, strict=True)]
+
+
+def _pair(names: list[str], ports: Sequence[Any]) -> list[tuple[str, int]]:
+    """Pair ONNX tensor names with port indices: by tensor name, else by order."""
+    if len(names) != len(ports):
+        raise ValueError(f"the IR has {len(ports)} tensors where the ONNX model has "
+                         f"{len(names)}: {[p.get_any_name() for p in ports]}")
+    found = [next((i for i, p in enumerate(ports) if name in p.get_names()), -1)
+             for name in names]
+    if -1 not in found and len(set(found)) == len(found):
+        return list(zip(names, found, strict=True))
+    return list(zip(names, range(len(ports)), strict=True))
+
+
+def _one_line(exc: BaseException) -> str:
+    """The first non-empty line of an exception's message, at most 200 characters."""
+    text = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    return (text[0] if text else type(exc).__name__)[:200]
