@@ -33,6 +33,8 @@ log = logging.getLogger("edge")
 
 #: Latencies within this fraction of the fastest are a tie on this noisy machine.
 TIE = 0.10
+#: What speed-ups are quoted against.
+BASELINE = "onnxruntime-fp32"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -263,12 +265,11 @@ def _choose(results: list[CandidateResult], profile: Profile) -> tuple[str | Non
 
 def _why_fastest(best: CandidateResult, timed: list[CandidateResult], ties: int) -> str:
     assert best.bench is not None
-    slowest = max(timed, key=lambda r: r.bench.p50_ms if r.bench else 0.0)
+    baseline = next((r for r in timed if r.candidate.id == BASELINE), None)
     text = (f"fastest that keeps fidelity: p50 {best.bench.p50_ms:.3f} ms measured on this host "
             f"in interleaved rounds")
-    if slowest is not best and slowest.bench is not None:
-        text += (f", {slowest.bench.p50_ms / best.bench.p50_ms:.1f}x faster than "
-                 f"{slowest.candidate.id}")
+    if baseline is not None and baseline is not best and baseline.bench is not None:
+        text += f", {baseline.bench.p50_ms / best.bench.p50_ms:.1f}x the speed of {BASELINE}"
     if ties > 1:
         text += f"; {ties} candidates within {int(TIE * 100)}% (noise): runtime order decided"
     return text
