@@ -212,26 +212,39 @@ def profiles_schema() -> None:
 
 
 # ---------------------------------------------------------------- inspect
+_SHAPE = click.option(
+    "--shape", "shapes", multiple=True, metavar="NAME=DIMS[:DTYPE]",
+    help="Pin an input's dims, e.g. input=1,3,224,224 (PyTorch: every input; ids=1,16:int64).")
+
+
 @cli.command()
 @click.argument("model", type=_PATH)
 @click.option("--profile", "profile_ref", help="Check the model against this device's budget.")
+@_SHAPE
 @json_option
-def inspect(model: Path, profile_ref: str | None, as_json: bool) -> int:
+def inspect(model: Path, profile_ref: str | None, shapes: tuple[str, ...], as_json: bool) -> int:
     """Describe a model: inputs, outputs, params, MACs, size, ops, fit on a device.
 
+    MODEL may be ONNX, TFLite, Keras (.keras/.h5), a SavedModel folder or a PyTorch
+    module (.pt/.pth, needs --shape); it is described as the reference ONNX edge converts from.
     Exits 1 when the model's fp32 weights do not fit the profile's model budget.
 
     \b
     Example:
       edge inspect model.onnx --profile rpi4
+      edge inspect face_detection.tflite
     """
     from edge.model import inspect_model
+    from edge.optimize import reference_model
     from edge.profile import load_profile
     from edge.render import render_model
 
     profile = load_profile(profile_ref) if profile_ref else None
     model, _, _ = _with_sample(model, None, None)
-    info = inspect_model(model)
+    pins, types = _parse_shapes(shapes)
+    with _stdout_to_stderr(as_json):
+        _, reference = reference_model(model, shapes=pins, dtypes=types)
+        info = inspect_model(reference)
     fit = _fit(info, profile) if profile else None
     document = info.to_json() | ({"fit": fit} if fit else {})
     _emit(as_json, document, render_model(info, fit and fit["summary"]))
@@ -262,22 +275,31 @@ def _optimize_options(func: Any) -> Any:
         click.option("--latency-budget", type=click.FloatRange(min=0, min_open=True),
                      help="Reject candidates whose measured p50 exceeds this (ms)."),
         click.option("-o", "--out", type=_PATH, help="Bundle directory to write."),
+        _SHAPE,
     ]
     for option in reversed(options):
         func = option(func)
     return func
 
 
-def _run_optimize(model: Path, profile: Any, out: Path | None, calib: Path | None,
-                  eval_: Path | None, max_drop: float, min_cosine: float,
-                  latency_budget: float | None) -> tuple[Any, Path]:
-    from edge.optimize import OptimizeOptions, optimize
+def _parse_shapes(texts: tuple[str, ...]) -> tuple[dict[str, tuple[int, ...]], dict[str, str]]:
+    if not texts:
+        return {}, {}
+    from edge.intake import parse_shape_flags
+
+    return parse_shape_flags(list(texts))
+
+
+def _options(opts: dict[str, Any]) -> Any:
+    """OptimizeOptions from the shared optimize flags (consumed from ``opts``)."""
+    from edge.optimize import OptimizeOptions
     from edge.verify import Thresholds
 
-    out = out or Path(f"{model.stem}-{profile.id}.bundle")
-    options = OptimizeOptions(calib=calib, eval=eval_, latency_budget_ms=latency_budget,
-                              limits=Thresholds(max_drop=max_drop, min_cosine=min_cosine))
-    return optimize(model, profile, out, options), out
+    shapes, dtypes = _parse_shapes(opts.pop("shapes"))
+    return OptimizeOptions(
+        calib=opts.pop("calib"), eval=opts.pop("eval_"),
+        latency_budget_ms=opts.pop("latency_budget"), shapes=shapes, dtypes=dtypes,
+        limits=Thresholds(max_drop=opts.pop("max_drop"), min_cosine=opts.pop("min_cosine")))
 
 
 @cli.command("optimize")
@@ -286,35 +308,40 @@ def _run_optimize(model: Path, profile: Any, out: Path | None, calib: Path | Non
 @_optimize_options
 @click.option("--dry-run", is_flag=True, help="Print the plan; convert nothing.")
 @json_option
-def optimize_cmd(model: Path, profile_ref: str, calib: Path | None, eval_: Path | None,
-                 max_drop: float, min_cosine: float, latency_budget: float | None,
-                 out: Path | None, dry_run: bool, as_json: bool) -> int:
+def optimize_cmd(model: Path, profile_ref: str, out: Path | None, dry_run: bool,
+                 as_json: bool, **opts: Any) -> int:
     """Convert, quantize and verify a model for a device; write a bundle.
+
+    MODEL may be ONNX, TFLite, Keras, a SavedModel folder or a PyTorch module (see inspect).
 
     \b
     Example:
       edge optimize model.onnx --profile rpi4 --calib calib.npy --eval eval.npz -o rpi4.bundle
     """
+    from edge.optimize import optimize
     from edge.profile import load_profile
     from edge.render import render_bundle
 
     profile = load_profile(profile_ref)
-    model, calib, eval_ = _with_sample(model, calib, eval_)
+    model, opts["calib"], opts["eval_"] = _with_sample(model, opts["calib"], opts["eval_"])
+    options = _options(opts)
     if dry_run:
-        return _print_plan(model, profile, as_json)
+        return _print_plan(model, profile, options, as_json)
+    where = out or Path(f"{model.stem}-{profile.id}.bundle")
     with _stdout_to_stderr(as_json):
-        bundle, where = _run_optimize(model, profile, out, calib, eval_, max_drop, min_cosine,
-                                      latency_budget)
+        bundle = optimize(model, profile, where, options)
     _emit(as_json, bundle.to_json() | {"bundle": str(where)}, render_bundle(bundle, str(where)))
     return 0 if bundle.chosen else int(ExitStatus.CHECK_FAILED)
 
 
-def _print_plan(model: Path, profile: Any, as_json: bool) -> int:
+def _print_plan(model: Path, profile: Any, options: Any, as_json: bool) -> int:
     from edge.model import inspect_model
-    from edge.optimize import plan_for
+    from edge.optimize import plan_for, reference_model
     from edge.render import table
 
-    plan = plan_for(profile, inspect_model(model))
+    with _stdout_to_stderr(as_json):
+        _, reference = reference_model(model, shapes=options.shapes, dtypes=options.dtypes)
+    plan = plan_for(profile, inspect_model(reference))
     rows = [(p.candidate.id, "try" if p.keep else "skip", p.reason) for p in plan]
     _emit(as_json, [{"candidate": p.candidate.id, "keep": p.keep, "reason": p.reason}
                     for p in plan], table(("candidate", "plan", "reason"), rows))
@@ -392,10 +419,7 @@ def bench(source: Path, candidate: str | None, profile_ref: str | None, host: st
 def deploy(source: Path, profile_ref: str | None, host: str | None, identity: Path | None,
            known_hosts: Path | None, trust_new_host: bool, device_python: str | None,
            runs: int, warmup: int, threads: int | None, measure_on_device: bool,
-           calib: Path | None,
-           eval_: Path | None, max_drop: float, min_cosine: float,
-           latency_budget: float | None, out: Path | None, dry_run: bool,
-           as_json: bool) -> int:
+           out: Path | None, dry_run: bool, as_json: bool, **opts: Any) -> int:
     """Optimize (if given a model), push to the device, benchmark ON the device, report.
 
     MODEL may be sample:digits, a CNN shipped with edge (with its calibration and labelled
@@ -411,12 +435,11 @@ def deploy(source: Path, profile_ref: str | None, host: str | None, identity: Pa
     from edge.deploy import DeployRequest, run_deploy
     from edge.render import render_bundle, render_deploy
 
-    source, calib, eval_ = _with_sample(source, calib, eval_)
+    source, opts["calib"], opts["eval_"] = _with_sample(source, opts["calib"], opts["eval_"])
     request = DeployRequest(
         source=source, profile=profile_ref, host=host, identity=identity,
         known_hosts=known_hosts, trust_new_host=trust_new_host, device_python=device_python,
-        runs=runs, warmup=warmup, threads=threads, calib=calib, eval=eval_,
-        max_drop=max_drop, min_cosine=min_cosine, latency_budget=latency_budget, out=out,
+        runs=runs, warmup=warmup, threads=threads, options=_options(opts), out=out,
         measure_on_device=measure_on_device)
     if dry_run:
         from edge.deploy import describe

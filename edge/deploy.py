@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from edge.errors import CheckFailed, UsageError
+from edge.optimize import OptimizeOptions
 from edge.values import Bundle, DeployReport
 
 __all__ = ["BenchRequest", "DeployRequest", "describe", "run_bench", "run_deploy"]
@@ -30,11 +31,7 @@ class DeployRequest:
     runs: int = 50
     warmup: int = 5
     threads: int | None = None
-    calib: Path | None = None
-    eval: Path | None = None
-    max_drop: float = 1.0
-    min_cosine: float = 0.98
-    latency_budget: float | None = None
+    options: OptimizeOptions = OptimizeOptions()
     out: Path | None = None
     measure_on_device: bool = False
 
@@ -85,15 +82,15 @@ def _is_bundle(path: Path) -> bool:
 def _check_source(request: DeployRequest) -> None:
     if not request.source.exists():
         raise UsageError(f"{request.source} does not exist: give an .onnx model or a bundle dir")
-    if request.source.is_dir() and not _is_bundle(request.source):
-        raise UsageError(f"{request.source} is a directory without manifest.json: not a bundle")
     if _is_bundle(request.source):
         return
     if request.profile is None:
         raise UsageError("deploying a model needs --profile (e.g. --profile rpi4)")
+    from edge.intake import source_kind
     from edge.model import load_onnx
 
-    load_onnx(request.source)  # a corrupt model fails here, before any connection or output
+    if source_kind(request.source) == "onnx":  # a corrupt model fails before any connection
+        load_onnx(request.source)
 
 
 def _profile(request: DeployRequest) -> Any:
@@ -144,14 +141,10 @@ def _bundle(request: DeployRequest, profile: Any) -> tuple[Bundle, Path]:
             print(f"warning: bundle was optimized for {bundle.profile}, deploying with "
                   f"{profile.id}", file=sys.stderr)
         return bundle, request.source
-    from edge.optimize import OptimizeOptions, optimize
-    from edge.verify import Thresholds
+    from edge.optimize import optimize
 
     out = request.out or Path(f"{request.source.stem}-{profile.id}.bundle")
-    options = OptimizeOptions(calib=request.calib, eval=request.eval,
-                              latency_budget_ms=request.latency_budget, limits=Thresholds(
-                                  max_drop=request.max_drop, min_cosine=request.min_cosine))
-    bundle = optimize(request.source, profile, out, options)
+    bundle = optimize(request.source, profile, out, request.options)
     if bundle.chosen is None:
         raise CheckFailed(f"no candidate kept fidelity (see {out}/manifest.json); nothing "
                           "was deployed")

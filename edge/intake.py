@@ -124,6 +124,7 @@ def to_reference(
     types = dict(dtypes or {})
     if kind == "onnx":
         return _fix_onnx(source, workdir, pins)
+    _sniff(source, kind)
     out = _cached_path(source, workdir, kind, pins, types)
     if out.is_file():
         return out
@@ -151,6 +152,22 @@ def pin_from_sample(reference: Path, workdir: Path, feed: Mapping[str, np.ndarra
     names = dynamic_inputs(reference)
     pins = {n: tuple(int(d) for d in np.shape(feed[n])) for n in names if n in feed}
     return to_reference(reference, workdir, shapes=pins) if pins else reference
+
+
+#: Leading bytes by kind: TFLite's flatbuffer identifier sits at offset 4; .keras is a zip.
+_MAGIC = {"tflite": (4, (b"TFL3",)), "keras": (0, (b"PK\x03\x04", b"\x89HDF\r\n\x1a\n"))}
+
+
+def _sniff(source: Path, kind: str) -> None:
+    """Reject a file that is plainly not of its suffix's format before starting a converter."""
+    if kind not in _MAGIC:
+        return
+    offset, magics = _MAGIC[kind]
+    with open(source, "rb") as handle:
+        head = handle.read(offset + 8)[offset:]
+    if not any(head.startswith(m) for m in magics):
+        raise UsageError(f"{source}: not a valid {kind} file (its header is not a {kind} "
+                         f"header); accepted models: {ACCEPTED}")
 
 
 # --- ONNX: pin dims, move Constant weights into initializers -----------------------------------
@@ -189,7 +206,8 @@ def _finish(model: onnx.ModelProto, pins: Shapes, source: Path) -> onnx.ModelPro
     try:
         onnx.checker.check_model(model)
     except Exception as exc:  # onnx raises several types for a bad graph
-        raise UsageError(f"{source}: the reference ONNX is not valid ({_first_line(exc)})") from None
+        raise UsageError(f"{source}: the reference ONNX is not valid "
+                         f"({_first_line(exc)})") from None
     return model
 
 
@@ -221,17 +239,31 @@ def _check_pins(model: onnx.ModelProto, pins: Shapes, source: Path) -> None:
 
 def _pin_dims(model: onnx.ModelProto, pins: Shapes) -> None:
     """Set pinned input dims; a dim_param pinned on an input is fixed everywhere it appears."""
-    params: dict[str, int] = {}
+    params = _pinned_params(model, pins)
     for value in _graph_inputs(model):
         for dim, size in zip(value.type.tensor_type.shape.dim, pins.get(value.name, ()),
                              strict=False):
-            if dim.HasField("dim_param") and dim.dim_param:
-                params[dim.dim_param] = size
             dim.dim_value = size
-    for value in [*model.graph.output, *model.graph.value_info]:
+    for value in [*model.graph.input, *model.graph.output, *model.graph.value_info]:
         for dim in value.type.tensor_type.shape.dim:
             if dim.HasField("dim_param") and dim.dim_param in params:
                 dim.dim_value = params[dim.dim_param]
+
+
+def _pinned_params(model: onnx.ModelProto, pins: Shapes) -> dict[str, int]:
+    """Symbolic dim name -> pinned size; one name pinned to two sizes is a UsageError."""
+    params: dict[str, tuple[int, str]] = {}
+    for value in _graph_inputs(model):
+        for dim, size in zip(value.type.tensor_type.shape.dim, pins.get(value.name, ()),
+                             strict=False):
+            if not (dim.HasField("dim_param") and dim.dim_param):
+                continue
+            seen = params.setdefault(dim.dim_param, (size, value.name))
+            if seen[0] != size:
+                raise UsageError(f"--shape: dim '{dim.dim_param}' is shared by inputs "
+                                 f"'{seen[1]}' and '{value.name}' but pinned to {seen[0]} "
+                                 f"and {size}")
+    return {name: size for name, (size, _) in params.items()}
 
 
 def _movable(node: onnx.NodeProto) -> bool:
@@ -383,7 +415,6 @@ def _child_main(job_file: str) -> int:
 def _child_tflite(job: dict[str, Any]) -> tuple[dict[str, np.ndarray], list[tuple[str, Any]]]:
     """tf2onnx.from_tflite, then LiteRT runs the .tflite on random feeds."""
     import tf2onnx
-
     from ai_edge_litert.interpreter import Interpreter
 
     proto, _ = tf2onnx.convert.from_tflite(job["source"], opset=job["opset"],
@@ -533,8 +564,10 @@ def _load_torch(source: Path) -> Any:
     try:
         scripted = zipfile.is_zipfile(source) and any(
             n.endswith("constants.pkl") for n in zipfile.ZipFile(source).namelist())
-        module = (torch.jit.load(str(source), map_location="cpu") if scripted
-                  else torch.load(str(source), map_location="cpu", weights_only=False))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit.load is deprecated
+            module = (torch.jit.load(str(source), map_location="cpu") if scripted
+                      else torch.load(str(source), map_location="cpu", weights_only=False))
     except Exception as exc:  # unpickling raises many types (missing class, bad file)
         raise UsageError(f"{source}: not a loadable PyTorch module ({_first_line(exc)}); save "
                          "it with torch.save(model) with its class importable, or with "
@@ -559,7 +592,8 @@ def _torch_inputs(module: Any, pins: Shapes, source: Path) -> list[str]:
     if missing or not names:
         wanted = missing or [n for n, _ in params] or ["NAME"]
         raise UsageError(f"{source}: a PyTorch model needs example input shapes; give "
-                         + " ".join(f"--shape {n}=DIMS" for n in wanted))
+                         + " ".join(f"--shape {n}=DIMS" for n in wanted)
+                         + " (DIMS like 1,3,224,224; append :int64 for an integer input)")
     return names
 
 
@@ -570,8 +604,8 @@ def _forward_params(module: Any) -> list[tuple[str, bool]]:
     import torch
 
     if isinstance(module, torch.jit.ScriptModule):
-        args = module.forward.schema.arguments[1:]
-        return [(a.name, a.default_value is None) for a in args]
+        args = module.forward.schema.arguments[1:]  # type: ignore[attr-defined]
+        return [(a.name, not a.has_default_value()) for a in args]
     sig = inspect.signature(module.forward)
     kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     return [(p.name, p.default is inspect.Parameter.empty)
@@ -704,5 +738,7 @@ def _first_line(exc: BaseException) -> str:
     return (lines[0] if lines else type(exc).__name__)[:200]
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # the converter child: python -m edge.intake JOB.json
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m edge.intake JOB.json (edge runs this itself)")
     sys.exit(_child_main(sys.argv[1]))

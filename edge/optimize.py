@@ -23,11 +23,12 @@ from edge.values import (
     Dataset,
     Fidelity,
     ModelInfo,
+    Origin,
     StoredFile,
 )
 from edge.verify import Outputs, Thresholds, judge, measure, run_all
 
-__all__ = ["OptimizeOptions", "optimize", "plan_for", "cache_root", "TIE"]
+__all__ = ["OptimizeOptions", "optimize", "plan_for", "cache_root", "reference_model", "TIE"]
 
 log = logging.getLogger("edge")
 
@@ -48,6 +49,8 @@ class OptimizeOptions:
     latency_budget_ms: float | None = None
     rounds: Rounds = Rounds()
     measure: bool = True
+    shapes: dict[str, tuple[int, ...]] | None = None
+    dtypes: dict[str, str] | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -94,7 +97,8 @@ def plan_for(profile: Profile, model: ModelInfo) -> tuple[Planned, ...]:
 def optimize(model_path: Path, profile: Profile, out: Path, options: OptimizeOptions) -> Bundle:
     """Run the whole optimize step and write the bundle to ``out``."""
     check_writable(out)
-    ctx = _context(inspect_model(model_path), options)
+    origin, reference = reference_model(model_path, shapes=options.shapes, dtypes=options.dtypes)
+    ctx = _context(inspect_model(reference), options)
     outcomes = [_try(planned, ctx) for planned in plan_for(profile, ctx.model)]
     outcomes = _measured(outcomes, profile, options, ctx)
     results = [_budgeted(o.result, options.latency_budget_ms) for o in outcomes]
@@ -103,18 +107,45 @@ def optimize(model_path: Path, profile: Profile, out: Path, options: OptimizeOpt
         format=FORMAT, profile=profile.id, profile_spec=profile.to_json(), source=ctx.model,
         calibration=ctx.calib.source,
         evaluation=ctx.held_out.source + (" (held-out split)" if options.eval is None else ""),
-        candidates=tuple(_mark(r, chosen) for r in results), chosen=chosen, reason=reason)
+        candidates=tuple(_mark(r, chosen) for r in results), chosen=chosen, reason=reason,
+        origin=origin)
     files = {name: path for o in outcomes for name, path in o.files.items()}
     write_bundle(out, bundle, files)
     return bundle
 
 
+def reference_model(source: Path, *, shapes: dict[str, tuple[int, ...]] | None = None,
+                    dtypes: dict[str, str] | None = None) -> tuple[Origin, Path]:
+    """The user's file and the reference ONNX every target converts from (cached)."""
+    from edge.intake import source_kind, to_reference
+
+    kind = source_kind(source)
+    reference = to_reference(source, cache_root() / "reference", shapes=shapes, dtypes=dtypes)
+    digest = sha256_file(source) if source.is_file() else "(folder)"
+    return Origin(path=str(source.resolve()), sha256=digest, format=kind), reference
+
+
 def _context(model: ModelInfo, options: OptimizeOptions) -> _Context:
+    model = _pinned(model, options)
     calib, held_out = _data(model, options)
     key = f"{model.sha256[:16]}-{dataset_digest(calib)[:16]}"
     return _Context(model=model, calib=calib, held_out=held_out,
                     reference=_reference_outputs(model, held_out),
                     workroot=cache_root() / "convert" / key, limits=options.limits)
+
+
+def _pinned(model: ModelInfo, options: OptimizeOptions) -> ModelInfo:
+    """Pin dynamic input dims from the first calibration sample; refuse when nothing says."""
+    from edge.intake import dynamic_inputs, pin_from_sample
+
+    dynamic = dynamic_inputs(Path(model.path))
+    if not dynamic:
+        return model
+    if options.calib is None:
+        raise UsageError(f"input(s) {', '.join(dynamic)} have dynamic dims: give --shape "
+                         f"{dynamic[0]}=DIMS or --calib data to pin them")
+    sample = load_dataset(options.calib, model).feeds[0]
+    return inspect_model(pin_from_sample(Path(model.path), cache_root() / "reference", sample))
 
 
 def _data(model: ModelInfo, options: OptimizeOptions) -> tuple[Dataset, Dataset]:
@@ -159,12 +190,29 @@ def _try(planned: Planned, ctx: _Context) -> _Outcome:
     except Exception as exc:  # noqa: BLE001 - a runtime that cannot run it drops out, others go on
         return _failed(cand, f"{target.runtime} could not run the artifact: "
                              f"{type(exc).__name__}: {_first_line(exc)}")
-    artifact, files = _store(target, cand, file, notes)
     failure = judge(fidelity, ctx.limits)
-    status, reason = ("rejected", failure) if failure else ("passed", _passed(fidelity))
+    kept: tuple[str, ...] = ()
+    if failure and cand.precision in ("int8", "int8-dynamic"):
+        recovered = _recover(target, cand.precision, ctx, settings)
+        if recovered is not None:
+            file, notes, fidelity, kept = recovered
+            failure = None
+    artifact, files = _store(target, cand, file, notes)
+    artifact = replace(artifact, kept_float=tuple(kept))
+    status, reason = ("rejected", failure) if failure else ("passed", _passed(fidelity, kept))
     result = CandidateResult(candidate=cand, status=status, reason=reason, artifact=artifact,
                              fidelity=fidelity)
     return _Outcome(result=result, files=files, runner=None if failure else runner)
+
+
+def _recover(target: Any, precision: str, ctx: _Context, settings: Any) -> Any:
+    """Keep the most sensitive nodes in float until the candidate passes (None if never)."""
+    from edge.recover import recover
+
+    log.info("%s-%s lost fidelity: searching for nodes to keep in float", target.name, precision)
+    return recover(target, ctx.model, precision, ctx.calib, ctx.held_out, ctx.reference,
+                   ctx.limits, lambda s: ctx.workroot / f"{target.name}-{s.digest()}",
+                   settings=settings)
 
 
 def _failed(cand: Any, reason: str) -> _Outcome:
@@ -194,11 +242,15 @@ def _store(target: Any, cand: Any, file: Path,
     return artifact, files
 
 
-def _passed(fid: Fidelity) -> str:
+def _passed(fid: Fidelity, kept_float: tuple[str, ...] = ()) -> str:
     if fid.accuracy is not None and fid.reference_accuracy is not None:
-        return (f"keeps fidelity: accuracy {100 * fid.accuracy:.1f}% vs fp32 "
+        text = (f"keeps fidelity: accuracy {100 * fid.accuracy:.1f}% vs fp32 "
                 f"{100 * fid.reference_accuracy:.1f}%")
-    return f"keeps fidelity: cosine {fid.cosine:.4f}"
+    else:
+        text = f"keeps fidelity: cosine {fid.cosine:.4f}"
+    if kept_float:
+        text += f" after keeping {len(kept_float)} node(s) in float: {', '.join(kept_float)}"
+    return text
 
 
 def _measured(outcomes: list[_Outcome], profile: Profile, options: OptimizeOptions,

@@ -72,10 +72,14 @@ def recover(
 ) -> Recovery | None:
     """Keep the 1, 2, 4, ... most sensitive nodes float until ``judge`` passes, else None."""
     base = settings or ConvertSettings()
-    naive, _ = target.convert(model, precision, calib=calib, workdir=workdir_for(base),
-                              settings=base)
-    ranking = rank_sensitive_nodes(model, calib, _ranking_model(naive, model, calib, base,
-                                                                workdir_for))
+    try:
+        naive, _ = target.convert(model, precision, calib=calib, workdir=workdir_for(base),
+                                  settings=base)
+        ranking = rank_sensitive_nodes(model, calib, _ranking_model(naive, model, calib, base,
+                                                                    workdir_for))
+    except Exception as exc:  # recovery is best effort: a failed ranking is no recovery
+        log.warning("cannot rank %s nodes for recovery: %s", model.path, exc)
+        return None
     names = [name for name, _ in ranking if name not in base.keep_float]
     cap = min(len(names), max(1, math.ceil(max_fraction * len(ranking))))
     naive_sha = sha256_file(naive)
@@ -172,8 +176,8 @@ def rank_sensitive_nodes(model: ModelInfo, calib: Dataset, quantized: Path, *,
     errors = _tensor_errors(reference, quant, calib, samples)
     scores: dict[str, tuple[float, int]] = {}  # node -> (error, 1 if it reads the tensor)
     for tensor, error in errors.items():
-        users = [(c, 1) for c in quant[tensor].consumers]
-        users += [(quant[tensor].producer, 0)] if quant[tensor].producer else []
+        writer = quant[tensor].producer
+        users = [(c, 1) for c in quant[tensor].consumers] + ([(writer, 0)] if writer else [])
         for user, role in users:
             scores[user] = max(scores.get(user, (0.0, 0)), (error, role))
     return _by_reference(scores, reference, qdq)

@@ -21,6 +21,7 @@ __all__ = [
     "MeasuredCandidate",
     "Fidelity",
     "ModelInfo",
+    "Origin",
     "TensorSpec",
 ]
 
@@ -93,6 +94,15 @@ class ModelInfo(_Json):
     params: int
     macs: int
     ops: dict[str, int] = field(default_factory=dict)
+
+
+@_frozen
+class Origin(_Json):
+    """The file the user gave, before conversion to the reference ONNX."""
+
+    path: str
+    sha256: str
+    format: str
 
 
 @_frozen
@@ -202,6 +212,7 @@ class Bundle(_Json):
     candidates: tuple[CandidateResult, ...]
     chosen: str | None
     reason: str
+    origin: Origin | None = None
 
     def chosen_result(self) -> CandidateResult | None:
         """The chosen candidate's result, if any."""
@@ -243,6 +254,7 @@ _NESTED: dict[tuple[str, str], type] = {
     ("CandidateResult", "bench"): BenchResult,
     ("Bundle", "source"): ModelInfo,
     ("Bundle", "candidates"): CandidateResult,
+    ("Bundle", "origin"): Origin,
     ("DeployReport", "bench"): BenchResult,
     ("DeployReport", "compared"): MeasuredCandidate,
     ("MeasuredCandidate", "bench"): BenchResult,

@@ -12,7 +12,7 @@ import tempfile
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -195,8 +195,9 @@ def _build_dynamic(model: ModelInfo, calib: Dataset, settings: ConvertSettings, 
     ops = [*DYNAMIC_OPS, *(op for op in ATTENTION_OPS if model.ops.get(op))]
     source = _save(prepared, scratch / "matmul.onnx")
     try:
-        quantize_dynamic(str(source), str(dst), op_types_to_quantize=ops, per_channel=True,
-                         weight_type=QuantType.QInt8, nodes_to_exclude=exclude)
+        with contextlib.redirect_stdout(io.StringIO()):  # it prints about unquantized tensors
+            quantize_dynamic(str(source), str(dst), op_types_to_quantize=ops, per_channel=True,
+                             weight_type=QuantType.QInt8, nodes_to_exclude=exclude)
     except Exception as exc:  # the quantizer raises many types; report one line
         raise ConversionError(f"onnxruntime int8-dynamic quantization failed: "
                               f"{_one_line(exc)}") from exc
@@ -214,9 +215,6 @@ def _build_dynamic(model: ModelInfo, calib: Dataset, settings: ConvertSettings, 
 def _build_static(model: ModelInfo, calib: Dataset, settings: ConvertSettings, dst: Path,
                   scratch: Path) -> tuple[str, ...]:
     """Static QDQ: int8 weights per channel, int8 activations calibrated on ``calib``."""
-    from onnxruntime.quantization import (CalibrationMethod, QuantFormat, QuantType,
-                                          quantize_static)
-
     if not len(calib):
         raise ConversionError("int8 needs calibration samples; none were given")
     if settings.calibration not in CALIBRATION:
@@ -226,17 +224,26 @@ def _build_static(model: ModelInfo, calib: Dataset, settings: ConvertSettings, d
     exclude, keep_notes = map_keep_float(reference, prepared, settings.keep_float)
     method = CALIBRATION[settings.calibration]
     source = _save(prepared, scratch / "prepared.onnx")
-    with contextlib.redirect_stdout(io.StringIO()):  # histogram calibrators print progress
-        quantize_static(str(source), str(dst), _Reader(calib), quant_format=QuantFormat.QDQ,
-                        per_channel=True, activation_type=QuantType.QInt8,
-                        weight_type=QuantType.QInt8, nodes_to_exclude=exclude,
-                        calibrate_method=getattr(CalibrationMethod, method))
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # histogram calibrators print progress
+            _quantize_static(source, dst, calib, exclude, method)
     except Exception as exc:  # the quantizer raises many types; report one line
         raise ConversionError(f"onnxruntime int8 quantization failed: {_one_line(exc)}") from exc
     keep_notes += _lost(dst, exclude)
     return (f"static QDQ, int8 weights per channel, int8 activations, {method} calibration on "
             f"{len(calib)} samples", *_histogram_note(settings.calibration, len(calib)),
             *notes, *keep_notes)
+
+
+def _quantize_static(source: Path, dst: Path, calib: Dataset, exclude: list[str],
+                     method: str) -> None:
+    """quantize_static to QDQ, per-channel int8 weights, int8 activations."""
+    from onnxruntime import quantization as q
+
+    q.quantize_static(str(source), str(dst), _Reader(calib), quant_format=q.QuantFormat.QDQ,
+                      per_channel=True, activation_type=q.QuantType.QInt8,
+                      weight_type=q.QuantType.QInt8, nodes_to_exclude=exclude,
+                      calibrate_method=getattr(q.CalibrationMethod, method))
 
 
 _BUILDERS: dict[str, Builder] = {"fp32": _build_fp32, "fp16": _build_fp16,
@@ -278,7 +285,7 @@ def _prepare(model: ModelInfo, scratch: Path) -> tuple[onnx.ModelProto, onnx.Mod
     src = _save(normalized, scratch / "normalized.onnx")
     try:
         quant_pre_process(str(src), str(scratch / "pre.onnx"), skip_symbolic_shape=True)
-        return reference, onnx.load(str(scratch / "pre.onnx")), tuple(notes)
+        return reference, name_nodes(onnx.load(str(scratch / "pre.onnx"))), tuple(notes)
     except Exception as exc:  # pre-processing is an optimization: quantize without it
         notes.append(f"quant_pre_process failed ({_one_line(exc)}); quantized the graph as is")
         return reference, normalized, tuple(notes)
@@ -351,7 +358,27 @@ def gemms_to_matmuls(proto: onnx.ModelProto) -> int:
     if count:
         del proto.graph.node[:]
         proto.graph.node.extend(nodes)
+        _drop_unused_initializers(proto)
     return count
+
+
+def _drop_unused_initializers(proto: onnx.ModelProto) -> None:
+    """Remove initializers no node reads (subgraphs included) and no graph output names."""
+    used = _used_names(proto.graph) | {o.name for o in proto.graph.output}
+    kept = [i for i in proto.graph.initializer if i.name in used]
+    if len(kept) < len(proto.graph.initializer):
+        del proto.graph.initializer[:]
+        proto.graph.initializer.extend(kept)
+
+
+def _used_names(graph: onnx.GraphProto) -> set[str]:
+    """Every tensor name a node of ``graph`` or of its subgraphs reads."""
+    names = {name for node in graph.node for name in node.input}
+    for node in graph.node:
+        for attr in node.attribute:
+            for sub in (*([attr.g] if attr.HasField("g") else []), *attr.graphs):
+                names |= _used_names(sub)
+    return names
 
 
 def _constant_inputs(node: onnx.NodeProto, inits: dict[str, onnx.TensorProto]) -> bool:
@@ -359,7 +386,7 @@ def _constant_inputs(node: onnx.NodeProto, inits: dict[str, onnx.TensorProto]) -
     return all(name in inits for name in node.input[1:] if name)
 
 
-def _gemm_as_matmul(proto: onnx.ModelProto, node: onnx.NodeProto, attrs: dict[str, object],
+def _gemm_as_matmul(proto: onnx.ModelProto, node: onnx.NodeProto, attrs: dict[str, Any],
                     inits: dict[str, onnx.TensorProto]) -> list[onnx.NodeProto]:
     """MatMul(A, alpha * B') then Add(beta * C); new initializers are appended to ``proto``."""
     from onnx import helper, numpy_helper

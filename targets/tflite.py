@@ -1,4 +1,4 @@
-"""TFLite (LiteRT): one onnx2tf run per workdir makes the fp32, fp16 and full-int8 artifacts."""
+"""TFLite (LiteRT): one onnx2tf run per workdir makes the fp32, fp16, int8, int8-dynamic files."""
 
 from __future__ import annotations
 

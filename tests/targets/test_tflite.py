@@ -1,4 +1,5 @@
-"""TFLite target: one onnx2tf run serves fp32, fp16 and full-int8; runners speak ONNX layout."""
+"""TFLite target: one onnx2tf run serves fp32, fp16, full-int8 and dynamic-range int8;
+runners speak ONNX layout."""
 
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ def reference(digits: dict[str, Any]) -> np.ndarray:
 def converted(digits: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     workdir = tmp_path_factory.mktemp("tflite-cache")
     out: dict[str, Any] = {"workdir": workdir, "seconds": {}, "artifacts": {}, "notes": {}}
-    for precision in ("int8", "fp32", "fp16"):  # the first call runs onnx2tf, the rest reuse it
+    for precision in ("int8", "fp32", "fp16", "int8-dynamic"):  # one onnx2tf run serves all
         start = time.perf_counter()
         path, notes = TARGET.convert(digits["model"], precision, calib=digits["calib"],
                                      workdir=workdir)
@@ -69,9 +70,10 @@ def test_onnx2tf_runs_once_per_workdir(digits: dict[str, Any], converted: dict[s
                                        monkeypatch: pytest.MonkeyPatch) -> None:
     workdir = converted["workdir"]
     run = json.loads((workdir / tflite.MARKER).read_text())
-    assert set(run["files"]) == {"fp32", "fp16", "int8"} and run["exit_code"] == 0
+    assert set(run["files"]) == set(tflite.FILES) and run["exit_code"] == 0
+    assert run["files"]["int8-dynamic"] == "model_dynamic_range_quant.tflite"
     assert (workdir / tflite.LOG).is_file()
-    assert converted["seconds"]["fp32"] < 2 and converted["seconds"]["fp16"] < 2
+    assert all(converted["seconds"][p] < 2 for p in ("fp32", "fp16", "int8-dynamic"))
     print(f"\nonnx2tf: {run['seconds']:.1f} s, peak {run['peak_rss_mb']:.0f} MB RSS; "
           f"first convert {converted['seconds']['int8']:.1f} s, "
           f"cached {converted['seconds']['fp32'] * 1000:.0f} ms")
@@ -123,6 +125,26 @@ def test_int8_is_full_integer_with_float_io(digits: dict[str, Any],
     assert all(np.dtype(d["dtype"]) == np.float32 for d in io)
     assert dtypes.count(np.dtype(np.int8)) >= 10  # 5 weight tensors + every activation
     assert dtypes.count(np.dtype(np.float32)) == len(io)  # float only at the edges
+
+
+@pytest.mark.slow
+@needs_tflite
+def test_int8_dynamic_accuracy_within_one_point(digits: dict[str, Any],
+                                                converted: dict[str, Any],
+                                                reference: np.ndarray) -> None:
+    artifact = converted["artifacts"]["int8-dynamic"]
+    assert artifact.name == "model_dynamic_range_quant.tflite"
+    notes = " ".join(converted["notes"]["int8-dynamic"])
+    assert "dynamic-range" in notes and "I/O float32" in notes
+    runner = TARGET.load(artifact, digits["model"], threads=1)
+    details = runner.interpreter.get_tensor_details()
+    assert sum(np.dtype(t["dtype"]) == np.int8 for t in details) >= 3  # big weight tensors
+    io = runner.interpreter.get_input_details() + runner.interpreter.get_output_details()
+    assert all(np.dtype(d["dtype"]) == np.float32 for d in io)
+    out = _run_all(runner, digits["x"])
+    accuracy = float((out.argmax(1) == digits["y"]).mean())
+    ref_accuracy = float((reference.argmax(1) == digits["y"]).mean())
+    assert accuracy >= ref_accuracy - 0.01, (accuracy, ref_accuracy)
 
 
 @pytest.mark.slow
@@ -247,6 +269,8 @@ def test_missing_model_file_gives_conversion_error(tmp_path: Path) -> None:
 def test_unknown_precision_gives_conversion_error(tmp_path: Path) -> None:
     with pytest.raises(ConversionError, match="no int4 path"):
         TARGET.convert(_tiny_model(), "int4", calib=Dataset(feeds=()), workdir=tmp_path)
+    with pytest.raises(ConversionError, match="no int8-io path"):  # a variant, not a precision
+        TARGET.convert(_tiny_model(), "int8-io", calib=Dataset(feeds=()), workdir=tmp_path)
 
 
 def test_interrupted_or_stale_runs_are_not_reused(tmp_path: Path) -> None:
@@ -254,7 +278,8 @@ def test_interrupted_or_stale_runs_are_not_reused(tmp_path: Path) -> None:
     for name in tflite.FILES.values():  # artifacts without a marker: an interrupted run
         (tmp_path / name).write_bytes(b"partial")
     assert tflite._read_marker(tmp_path, model) is None
-    marker = {"model_sha256": model.sha256, "files": {"fp32": tflite.FILES["fp32"]}}
+    marker = {"model_sha256": model.sha256, "files": {"fp32": tflite.FILES["fp32"]},
+              "missing": {k: "no calibration samples" for k in tflite.FILES if k != "fp32"}}
     (tmp_path / tflite.MARKER).write_text(json.dumps(marker))
     assert tflite._read_marker(tmp_path, model) == marker
     (tmp_path / tflite.FILES["fp32"]).unlink()  # a listed file is gone
@@ -265,6 +290,32 @@ def test_interrupted_or_stale_runs_are_not_reused(tmp_path: Path) -> None:
     tflite._clear(tmp_path)
     assert not (tmp_path / tflite.MARKER).exists() and not (tmp_path / ".onnx2tf-old").exists()
     assert not any((tmp_path / name).exists() for name in tflite.FILES.values())
+
+
+def test_marker_from_before_a_variant_existed_is_stale(tmp_path: Path) -> None:
+    """A run recorded before int8-dynamic existed neither kept nor explained it: run again."""
+    model = _tiny_model()
+    old = {"fp32": "model_float32.tflite", "fp16": "model_float16.tflite",
+           "int8": "model_integer_quant.tflite"}
+    for name in old.values():
+        (tmp_path / name).write_bytes(b"tflite")
+    marker = {"model_sha256": model.sha256, "files": old, "missing": {}}
+    (tmp_path / tflite.MARKER).write_text(json.dumps(marker))
+    assert tflite._read_marker(tmp_path, model) is None
+    marker["missing"] = {"int8-dynamic": "failed", "int8-io": "failed"}
+    (tmp_path / tflite.MARKER).write_text(json.dumps(marker))
+    assert tflite._read_marker(tmp_path, model) == marker
+
+
+def test_no_calibration_explains_every_int8_variant(tmp_path: Path) -> None:
+    flags, run = tflite._prepare(_two_output_model_info(tmp_path), Dataset(feeds=()), tmp_path)
+    assert "-oiqt" not in flags
+    assert run["missing"] == dict.fromkeys(("int8", "int8-dynamic", "int8-io"),
+                                           "no calibration samples")
+
+
+def _two_output_model_info(tmp_path: Path) -> ModelInfo:
+    return inspect_model(_two_output_model(tmp_path / "two.onnx"))
 
 
 def test_missing_reports_one_line_or_none() -> None:
