@@ -98,8 +98,11 @@ def optimize(model_path: Path, profile: Profile, out: Path, options: OptimizeOpt
     """Run the whole optimize step and write the bundle to ``out``."""
     check_writable(out)
     origin, reference = reference_model(model_path, shapes=options.shapes, dtypes=options.dtypes)
-    ctx = _context(inspect_model(reference), options)
-    outcomes = [_try(planned, ctx) for planned in plan_for(profile, ctx.model)]
+    model = inspect_model(reference)
+    _refuse_if_unfit(profile, model)
+    ctx = _context(model, options)
+    plan = plan_for(profile, ctx.model)
+    outcomes = [_try(planned, ctx) for planned in plan]
     outcomes = _measured(outcomes, profile, options, ctx)
     results = [_budgeted(o.result, options.latency_budget_ms) for o in outcomes]
     chosen, reason = _choose(results, profile)
@@ -123,6 +126,16 @@ def reference_model(source: Path, *, shapes: dict[str, tuple[int, ...]] | None =
     reference = to_reference(source, cache_root() / "reference", shapes=shapes, dtypes=dtypes)
     digest = sha256_file(source) if source.is_file() else "(folder)"
     return Origin(path=str(source.resolve()), sha256=digest, format=kind), reference
+
+
+def _refuse_if_unfit(profile: Profile, model: ModelInfo) -> None:
+    """A model whose weights exceed the budget even at int8 is refused up front."""
+    from edge.errors import CheckFailed
+    from edge.plan import unfit
+
+    reason = unfit(profile, model)
+    if reason:
+        raise CheckFailed(f"the model does not fit {profile.id}: {reason}")
 
 
 def _context(model: ModelInfo, options: OptimizeOptions) -> _Context:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from edge.profile import Profile
 from edge.values import Candidate, ModelInfo
 
-__all__ = ["BYTES_PER_PARAM", "PRECISION_RANK", "Planned", "make_plan"]
+__all__ = ["BYTES_PER_PARAM", "PRECISION_RANK", "Planned", "make_plan", "unfit"]
 
 PRECISION_RANK = {"int8": 0, "int8-dynamic": 1, "fp16": 2, "fp32": 3}
 BYTES_PER_PARAM = {"int8": 1, "int8-dynamic": 1, "fp16": 2, "fp32": 4}
@@ -73,6 +73,11 @@ def computes_fp16(profile: Profile, runtime: str) -> bool:
     return ("fp16" in profile.compute.peak_gops or bool(isa & {"fp16", "asimdhp", "avx512_fp16"})
             or any("fp16" in a.precisions and a.runtime == runtime
                    for a in profile.accelerators))
+
+
+def unfit(profile: Profile, model: ModelInfo) -> str | None:
+    """Why the model cannot fit the device at any precision edge offers, else None."""
+    return _budget(profile, model, Candidate(target="*", precision="int8"))
 
 
 def _budget(profile: Profile, model: ModelInfo, cand: Candidate) -> str | None:

@@ -155,3 +155,27 @@ def test_deploy_unreachable_host_is_exit_3(tmp_path: Path) -> None:
     assert result.status == 3
     assert "cannot connect to 127.0.0.1:1" in result.stderr
     assert not (tmp_path / "b").exists()
+
+
+def test_a_model_that_cannot_fit_is_refused_up_front(tmp_path: Path) -> None:
+    import numpy as np
+    import onnx
+    from onnx import helper, numpy_helper
+
+    weight = numpy_helper.from_array(np.ones((1100, 1024), np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], "big",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 1100])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 1024])], [weight])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    onnx.save(model, tmp_path / "big.onnx")
+    profile = tmp_path / "tiny.yaml"
+    profile.write_text("extends: rpi4\nid: tiny\nmemory: {ram_mb: 64, model_budget_mb: 1}\n")
+    result = run_cli("optimize", str(tmp_path / "big.onnx"), "--profile", str(profile),
+                     "-o", str(tmp_path / "out"))
+    assert result.status == 1, result.stderr
+    assert "does not fit tiny" in result.stderr and "1 MB budget" in result.stderr
+    assert not (tmp_path / "out").exists()
+    inspected = run_cli("inspect", str(tmp_path / "big.onnx"), "--profile", str(profile))
+    assert inspected.status == 1 and "do NOT fit" in inspected.stdout
