@@ -191,9 +191,10 @@ def _try(planned: Planned, ctx: _Context) -> _Outcome:
     target = get_target(cand.target)
     settings = ConvertSettings()
     log.info("converting and verifying %s", cand.id)
+    shared = getattr(target, "converts_with", None) or cand.target
     try:
         file, notes = target.convert(ctx.model, cand.precision, calib=ctx.calib,
-                                     workdir=ctx.workroot / f"{cand.target}-{settings.digest()}",
+                                     workdir=ctx.workroot / f"{shared}-{settings.digest()}",
                                      settings=settings)
     except ConversionError as exc:
         return _failed(cand, str(exc))

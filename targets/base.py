@@ -52,6 +52,8 @@ class Target(Protocol):
     runtime: ClassVar[str]
     precisions: ClassVar[tuple[str, ...]]
     suffix: ClassVar[str]
+    # Optional: ``companions`` (suffixes of files that travel with the artifact, e.g. ".bin")
+    # and ``converts_with`` (a target whose work directory this one shares).
 
     def missing(self) -> str | None:
         """Why this target cannot run on the host (a package is not installed), else None."""

@@ -37,7 +37,7 @@ DEFAULT_API_LEVEL = 34
 #: Levels the table covers: NNAPI starts at 27 (Android 8.1); 35 (Android 15) deprecates it.
 API_LEVELS = range(27, 36)
 ARTIFACT = "model_nnapi_int8.tflite"
-ONNX2TF_DIR = "onnx2tf"  # the TFLite target's workdir inside this target's workdir
+ONNX2TF_DIR = "."  # the TFLite target's workdir: shared, so onnx2tf runs once for both
 DEFAULT_SETTINGS = ConvertSettings()
 
 # ---------------------------------------------------------------- the delegate's rules (data)
@@ -532,6 +532,8 @@ class NNAPITarget:
     runtime: ClassVar[str] = "nnapi"
     precisions: ClassVar[tuple[str, ...]] = ("int8",)
     suffix: ClassVar[str] = ".tflite"
+    #: shares the TFLite target's work directory: one onnx2tf run serves both
+    converts_with: ClassVar[str] = "tflite"
 
     def __init__(self, api_level: int = DEFAULT_API_LEVEL) -> None:
         if api_level not in API_LEVELS:
