@@ -359,10 +359,22 @@ def _device_options(func: Any) -> Any:
         click.option("--device-python", help="Python on the device [profile access.python]."),
         click.option("--runs", type=click.IntRange(1, 100000), default=50, show_default=True),
         click.option("--warmup", type=click.IntRange(0, 10000), default=5, show_default=True),
+        click.option("--threads", type=click.IntRange(0, 1024), default=None,
+                     help="Threads on the device [profile compute.threads or cores; 0: all]."),
     ]
     for option in reversed(options):
         func = option(func)
     return func
+
+
+def _device(opts: dict[str, Any]) -> Any:
+    """DeviceTarget from the shared device flags (consumed from ``opts``)."""
+    from edge.deploy import DeviceTarget
+
+    return DeviceTarget(
+        host=opts.pop("host"), identity=opts.pop("identity"), known_hosts=opts.pop("known_hosts"),
+        trust_new_host=opts.pop("trust_new_host"), python=opts.pop("device_python"),
+        runs=opts.pop("runs"), warmup=opts.pop("warmup"), threads=opts.pop("threads"))
 
 
 @cli.command()
@@ -370,13 +382,9 @@ def _device_options(func: Any) -> Any:
 @click.option("--candidate", help="Which bundle candidate [the chosen one], e.g. tflite-int8.")
 @click.option("--profile", "profile_ref", help="Profile for access settings [the bundle's].")
 @_device_options
-@click.option("--threads", type=click.IntRange(0, 1024), default=0, show_default=True,
-              help="Threads on the device (0: all cores).")
 @json_option
-def bench(source: Path, candidate: str | None, profile_ref: str | None, host: str | None,
-          identity: Path | None, known_hosts: Path | None, trust_new_host: bool,
-          device_python: str | None, runs: int, warmup: int, threads: int,
-          as_json: bool) -> int:
+def bench(source: Path, candidate: str | None, profile_ref: str | None, as_json: bool,
+          **opts: Any) -> int:
     """Benchmark an artifact ON the device (installed, not made current).
 
     \b
@@ -387,10 +395,8 @@ def bench(source: Path, candidate: str | None, profile_ref: str | None, host: st
     from edge.deploy import BenchRequest, run_bench
     from edge.render import render_deploy
 
-    request = BenchRequest(source=source, candidate=candidate, profile=profile_ref, host=host,
-                           identity=identity, known_hosts=known_hosts,
-                           trust_new_host=trust_new_host, device_python=device_python,
-                           runs=runs, warmup=warmup, threads=threads)
+    request = BenchRequest(source=source, candidate=candidate, profile=profile_ref,
+                           device=_device(opts))
     with _stdout_to_stderr(as_json):
         report = run_bench(request)
     _emit(as_json, report.to_json(), render_deploy(report))
@@ -401,25 +407,14 @@ def bench(source: Path, candidate: str | None, profile_ref: str | None, host: st
 @cli.command()
 @click.argument("source", metavar="MODEL|BUNDLE", type=_PATH)
 @click.option("--profile", "profile_ref", help="Device profile id or file (MODEL: required).")
-@click.option("--host", help=_HOST_HELP)
-@click.option("--identity", type=_PATH, help="SSH private key.")
-@click.option("--known-hosts", type=_PATH, help="known_hosts file [~/.ssh/known_hosts].")
-@click.option("--trust-new-host", is_flag=True,
-              help="Accept and record an unknown host key (never a changed one).")
-@click.option("--device-python", help="Python on the device [profile access.python].")
-@click.option("--runs", type=click.IntRange(1, 100000), default=50, show_default=True)
-@click.option("--warmup", type=click.IntRange(0, 10000), default=5, show_default=True)
-@click.option("--threads", type=click.IntRange(0, 1024), default=None,
-              help="Threads on the device [profile compute.threads or cores; 0: all].")
+@_device_options
 @click.option("--measure-on-device", is_flag=True,
               help="Benchmark every faithful candidate on the device; activate the fastest.")
 @_optimize_options
 @click.option("--dry-run", is_flag=True, help="Say what would be done; touch nothing.")
 @json_option
-def deploy(source: Path, profile_ref: str | None, host: str | None, identity: Path | None,
-           known_hosts: Path | None, trust_new_host: bool, device_python: str | None,
-           runs: int, warmup: int, threads: int | None, measure_on_device: bool,
-           out: Path | None, dry_run: bool, as_json: bool, **opts: Any) -> int:
+def deploy(source: Path, profile_ref: str | None, measure_on_device: bool, out: Path | None,
+           dry_run: bool, as_json: bool, **opts: Any) -> int:
     """Optimize (if given a model), push to the device, benchmark ON the device, report.
 
     MODEL may be sample:digits, a CNN shipped with edge (with its calibration and labelled
@@ -436,11 +431,9 @@ def deploy(source: Path, profile_ref: str | None, host: str | None, identity: Pa
     from edge.render import render_bundle, render_deploy
 
     source, opts["calib"], opts["eval_"] = _with_sample(source, opts["calib"], opts["eval_"])
-    request = DeployRequest(
-        source=source, profile=profile_ref, host=host, identity=identity,
-        known_hosts=known_hosts, trust_new_host=trust_new_host, device_python=device_python,
-        runs=runs, warmup=warmup, threads=threads, options=_options(opts), out=out,
-        measure_on_device=measure_on_device)
+    request = DeployRequest(source=source, profile=profile_ref, device=_device(opts),
+                            options=_options(opts), out=out,
+                            measure_on_device=measure_on_device)
     if dry_run:
         from edge.deploy import describe
 

@@ -12,9 +12,24 @@ from edge.errors import CheckFailed, UsageError
 from edge.optimize import OptimizeOptions
 from edge.values import Bundle, DeployReport
 
-__all__ = ["BenchRequest", "DeployRequest", "describe", "run_bench", "run_deploy"]
+__all__ = ["BenchRequest", "DeployRequest", "DeviceTarget", "describe", "run_bench",
+           "run_deploy"]
 
 log = logging.getLogger("edge")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DeviceTarget:
+    """Which device to reach and how to measure on it (shared by deploy and bench)."""
+
+    host: str | None = None
+    identity: Path | None = None
+    known_hosts: Path | None = None
+    trust_new_host: bool = False
+    python: str | None = None
+    runs: int = 50
+    warmup: int = 5
+    threads: int | None = None  # None: the profile's thread count
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -23,14 +38,7 @@ class DeployRequest:
 
     source: Path
     profile: str | None = None
-    host: str | None = None
-    identity: Path | None = None
-    known_hosts: Path | None = None
-    trust_new_host: bool = False
-    device_python: str | None = None
-    runs: int = 50
-    warmup: int = 5
-    threads: int | None = None
+    device: DeviceTarget = DeviceTarget()
     options: OptimizeOptions = OptimizeOptions()
     out: Path | None = None
     measure_on_device: bool = False
@@ -38,37 +46,47 @@ class DeployRequest:
 
 def run_deploy(request: DeployRequest) -> tuple[DeployReport, Bundle, Path]:
     """Optimize if needed, connect, push, benchmark on the device, return the report."""
-    from devices.deploy import BenchOptions, deploy_bundle, deploy_fastest
+    from devices.deploy import deploy_bundle, deploy_fastest
 
     _check_source(request)
     profile = _profile(request)
-    threads = request.threads if request.threads is not None else profile.compute.default_threads
-    with _transport(request, profile) as transport:
+    with _transport(request.device, profile) as transport:
         log.info("connecting to %s", transport.label)
         transport.home()  # connect and authenticate before any work: fail fast, write nothing
         transport.close()  # a long conversion must not hold an idle session open; reconnects
         bundle, bundle_dir = _bundle(request, profile)
-        python = request.device_python or (sys.executable if transport.is_local
-                                           else profile.access.python)
         log.info("deploying %s to %s", bundle.chosen, transport.label)
         deploy = deploy_fastest if request.measure_on_device else deploy_bundle
-        report = deploy(
-            bundle_dir, bundle, transport, python=python, work_dir=profile.access.work_dir,
-            bench=BenchOptions(runs=request.runs, warmup=request.warmup, threads=threads))
+        report = deploy(bundle_dir, bundle, transport, python=_python(request.device, profile,
+                                                                      transport),
+                        work_dir=profile.access.work_dir, bench=_bench(request.device, profile))
     return report, bundle, bundle_dir
+
+
+def _python(device: DeviceTarget, profile: Any, transport: Any) -> str:
+    """--device-python, else this python for the local device, else the profile's."""
+    return device.python or (sys.executable if transport.is_local else profile.access.python)
+
+
+def _bench(device: DeviceTarget, profile: Any) -> Any:
+    from devices.deploy import BenchOptions
+
+    threads = device.threads if device.threads is not None else profile.compute.default_threads
+    return BenchOptions(runs=device.runs, warmup=device.warmup, threads=threads)
 
 
 def describe(request: DeployRequest) -> dict[str, Any]:
     """What run_deploy would do, without doing it."""
     _check_source(request)
     profile = _profile(request)
-    where = request.host or _profile_host(profile) or "the embedded local device"
+    where = request.device.host or _profile_host(profile) or "the embedded local device"
     steps = []
     if not _is_bundle(request.source):
         out = request.out or Path(f"{request.source.stem}-{profile.id}.bundle")
         steps.append(f"optimize {request.source} for {profile.id} into {out}")
     steps += [f"connect to {where}", "push the agent and the chosen artifact (sha256-checked)",
-              f"benchmark on the device ({request.runs} runs after {request.warmup} warm-up)",
+              f"benchmark on the device ({request.device.runs} runs after "
+              f"{request.device.warmup} warm-up)",
               "switch the device's current release to it"]
     return {"profile": profile.id, "target": where, "steps": steps}
 
@@ -107,9 +125,9 @@ def _profile(request: DeployRequest) -> Any:
     return Profile.model_validate(bundle.profile_spec)  # a user profile, kept in the manifest
 
 
-def _transport(request: DeployRequest | BenchRequest, profile: Any) -> Any:
+def _transport(device: DeviceTarget, profile: Any) -> Any:
     """--host, else the profile's access.host (a user's own device), else the local device."""
-    host = request.host or _profile_host(profile)
+    host = device.host or _profile_host(profile)
     if host is None:
         from devices.transport import LocalTransport
 
@@ -117,8 +135,8 @@ def _transport(request: DeployRequest | BenchRequest, profile: Any) -> Any:
     from devices.ssh import SSHTransport, parse_host
 
     spec = parse_host(host, default_user=profile.access.user)
-    return SSHTransport(spec, identity=request.identity, known_hosts=request.known_hosts,
-                        trust_new_host=request.trust_new_host)
+    return SSHTransport(spec, identity=device.identity, known_hosts=device.known_hosts,
+                        trust_new_host=device.trust_new_host)
 
 
 def _profile_host(profile: Any) -> str | None:
@@ -158,14 +176,7 @@ class BenchRequest:
     source: Path
     candidate: str | None = None
     profile: str | None = None
-    host: str | None = None
-    identity: Path | None = None
-    known_hosts: Path | None = None
-    trust_new_host: bool = False
-    device_python: str | None = None
-    runs: int = 50
-    warmup: int = 5
-    threads: int = 0
+    device: DeviceTarget = DeviceTarget()
 
 
 SUFFIX_TARGETS = {".tflite": ("tflite", ()), ".onnx": ("onnxruntime", ()),
@@ -174,23 +185,21 @@ SUFFIX_TARGETS = {".tflite": ("tflite", ()), ".onnx": ("onnxruntime", ()),
 
 def run_bench(request: BenchRequest) -> DeployReport:
     """Install (not activate) an artifact on the device and measure it there."""
-    from devices.deploy import BenchOptions, measure_on_device, open_device
+    from devices.deploy import measure_on_device, open_device
     from edge.profile import load_profile
 
     root, artifact, profile_id = _bench_artifact(request)
     profile = load_profile(request.profile or profile_id or "x86-64")
-    with _transport(request, profile) as transport:  # type: ignore[arg-type]
-        python = request.device_python or (sys.executable if transport.is_local
-                                           else profile.access.python)
-        device = open_device(transport, python=python, work_dir=profile.access.work_dir)
+    with _transport(request.device, profile) as transport:
+        device = open_device(transport, python=_python(request.device, profile, transport),
+                             work_dir=profile.access.work_dir)
         if artifact.runtime not in device.runtimes:
             from edge.errors import DeviceError
 
             raise DeviceError(f"{transport.label} has no {artifact.runtime} runtime; has "
                               f"{', '.join(sorted(device.runtimes)) or 'none'}")
         return measure_on_device(device, root, artifact, profile=profile.id, activate=False,
-                                 bench=BenchOptions(runs=request.runs, warmup=request.warmup,
-                                                    threads=request.threads))
+                                 bench=_bench(request.device, profile))
 
 
 def _bench_artifact(request: BenchRequest) -> tuple[Path, Any, str | None]:
