@@ -230,18 +230,24 @@ def _build_static(model: ModelInfo, calib: Dataset, settings: ConvertSettings, d
     except Exception as exc:  # the quantizer raises many types; report one line
         raise ConversionError(f"onnxruntime int8 quantization failed: {_one_line(exc)}") from exc
     keep_notes += _lost(dst, exclude)
-    return (f"static QDQ, int8 weights per channel, int8 activations, {method} calibration on "
+    return (f"static QDQ (U8S8), int8 weights per channel, uint8 activations, {method} "
+            f"calibration on "
             f"{len(calib)} samples", *_histogram_note(settings.calibration, len(calib)),
             *notes, *keep_notes)
 
 
 def _quantize_static(source: Path, dst: Path, calib: Dataset, exclude: list[str],
                      method: str) -> None:
-    """quantize_static to QDQ, per-channel int8 weights, int8 activations."""
+    """quantize_static to QDQ: per-channel int8 weights, uint8 activations (U8S8).
+
+    U8S8 is the CPU execution provider's fused path on x86 and ARM64; with int8 activations
+    ORT 1.31 left depthwise convolutions and residual adds in float (a MobileNetV2 ran 1.1x
+    fp32 instead of 1.65x; see docs/benchmarks.md).
+    """
     from onnxruntime import quantization as q
 
     q.quantize_static(str(source), str(dst), _Reader(calib), quant_format=q.QuantFormat.QDQ,
-                      per_channel=True, activation_type=q.QuantType.QInt8,
+                      per_channel=True, activation_type=q.QuantType.QUInt8,
                       weight_type=q.QuantType.QInt8, nodes_to_exclude=exclude,
                       calibrate_method=getattr(q.CalibrationMethod, method))
 
