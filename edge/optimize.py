@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import platform
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -102,7 +105,8 @@ def optimize(model_path: Path, profile: Profile, out: Path, options: OptimizeOpt
     _refuse_if_unfit(profile, model)
     ctx = _context(model, options)
     plan = plan_for(profile, ctx.model)
-    outcomes = [_try(planned, ctx) for planned in plan]
+    with _background_conversions(plan, ctx):
+        outcomes = [_try(planned, ctx) for planned in plan]
     outcomes = _measured(outcomes, profile, options, ctx)
     results = [_budgeted(o.result, options.latency_budget_ms) for o in outcomes]
     chosen, reason = _choose(results, profile)
@@ -180,6 +184,41 @@ def _reference_outputs(model: ModelInfo, held_out: Dataset) -> Outputs:
     return run_all(OrtRunner(Path(model.path), threads=os.cpu_count() or 1), held_out)
 
 
+@contextlib.contextmanager
+def _background_conversions(plan: tuple[Planned, ...], ctx: _Context) -> Iterator[None]:
+    """Start out-of-process converters (onnx2tf) at once, beside the in-process ones.
+
+    Their targets cache by work directory and lock it, so the later call in ``_try`` waits
+    for this run and reuses it. A failure here is ignored: ``_try`` reports it properly.
+    """
+    from targets import get_target
+    from targets.base import ConvertSettings
+
+    first: dict[str, Planned] = {}
+    for planned in plan:
+        if planned.keep and planned.candidate.target not in first:
+            first[planned.candidate.target] = planned
+    jobs = [p for p in first.values() if getattr(get_target(p.candidate.target),
+                                                 "converts_in_background", False)]
+    settings = ConvertSettings()
+
+    def convert(planned: Planned) -> None:
+        target = get_target(planned.candidate.target)
+        workdir = ctx.workroot / f"{planned.candidate.target}-{settings.digest()}"
+        with contextlib.suppress(Exception):
+            target.convert(ctx.model, planned.candidate.precision, calib=ctx.calib,
+                           workdir=workdir, settings=settings)
+
+    threads = [threading.Thread(target=convert, args=(job,), daemon=True) for job in jobs]
+    for thread in threads:
+        thread.start()
+    try:
+        yield
+    finally:
+        for thread in threads:
+            thread.join()
+
+
 def _try(planned: Planned, ctx: _Context) -> _Outcome:
     from targets import get_target
     from targets.base import ConversionError, ConvertSettings
@@ -206,7 +245,7 @@ def _try(planned: Planned, ctx: _Context) -> _Outcome:
                              f"{type(exc).__name__}: {_first_line(exc)}")
     failure = judge(fidelity, ctx.limits)
     kept: tuple[str, ...] = ()
-    if failure and cand.precision in ("int8", "int8-dynamic"):
+    if failure and cand.precision in ("int8", "int8-dynamic") and _keeps_float(target):
         recovered = _recover(target, cand.precision, ctx, settings)
         if recovered is not None:
             file, notes, fidelity, kept = recovered
@@ -217,6 +256,11 @@ def _try(planned: Planned, ctx: _Context) -> _Outcome:
     result = CandidateResult(candidate=cand, status=status, reason=reason, artifact=artifact,
                              fidelity=fidelity)
     return _Outcome(result=result, files=files, runner=None if failure else runner)
+
+
+def _keeps_float(target: Any) -> bool:
+    """Whether the target honours ConvertSettings.keep_float (else recovery cannot help)."""
+    return bool(getattr(target, "keeps_float", False))
 
 
 def _recover(target: Any, precision: str, ctx: _Context, settings: Any) -> Any:

@@ -52,8 +52,9 @@ class Target(Protocol):
     runtime: ClassVar[str]
     precisions: ClassVar[tuple[str, ...]]
     suffix: ClassVar[str]
-    # Optional: ``companions`` (suffixes of files that travel with the artifact, e.g. ".bin")
-    # and ``converts_with`` (a target whose work directory this one shares).
+    # Optional: ``companions`` (suffixes of files that travel with the artifact, e.g. ".bin"),
+    # ``converts_with`` (a target whose work directory this one shares) and ``keeps_float``
+    # (True when it honours ConvertSettings.keep_float, so accuracy recovery can use it).
 
     def missing(self) -> str | None:
         """Why this target cannot run on the host (a package is not installed), else None."""

@@ -70,6 +70,8 @@ class OnnxRuntimeTarget:
     runtime: ClassVar[str] = "onnxruntime"
     precisions: ClassVar[tuple[str, ...]] = ("fp32", "fp16", "int8-dynamic", "int8")
     suffix: ClassVar[str] = ".onnx"
+    #: honours ConvertSettings.keep_float, so accuracy recovery can use it
+    keeps_float: ClassVar[bool] = True
 
     def missing(self) -> str | None:
         """ONNX Runtime is a core dependency; report if it is absent anyway."""

@@ -40,6 +40,8 @@ class OpenVINOTarget:
     runtime: ClassVar[str] = "openvino"
     precisions: ClassVar[tuple[str, ...]] = ("fp32", "fp16", "int8")
     suffix: ClassVar[str] = ".xml"
+    #: honours ConvertSettings.keep_float, so accuracy recovery can use it
+    keeps_float: ClassVar[bool] = True
     #: files with the artifact's stem and these suffixes travel with it (the IR's weights).
     companions: ClassVar[tuple[str, ...]] = (WEIGHTS,)
 

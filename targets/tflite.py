@@ -60,6 +60,8 @@ class TFLiteTarget:
     runtime: ClassVar[str] = "tflite"
     precisions: ClassVar[tuple[str, ...]] = ("fp32", "fp16", "int8", "int8-dynamic")
     suffix: ClassVar[str] = ".tflite"
+    #: onnx2tf runs as a child process: optimize starts it early, beside other converters
+    converts_in_background: ClassVar[bool] = True
     timeout_s: ClassVar[float] = 3600.0
 
     def missing(self) -> str | None:
