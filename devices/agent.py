@@ -209,7 +209,8 @@ def load_openvino(path, threads):
     ov = _import("openvino")
     core = ov.Core()
     compiled = core.compile_model(path, "CPU", {"INFERENCE_NUM_THREADS": threads,
-                                                "INFERENCE_PRECISION_HINT": "f32"})
+                                                "INFERENCE_PRECISION_HINT": "f32",
+                                                "PERFORMANCE_HINT": "LATENCY"})
     request = compiled.create_infer_request()
     feeds = [_random_input(np, list(p.get_partial_shape().get_min_shape()),
                            p.get_element_type().to_dtype()) for p in compiled.inputs]

@@ -78,8 +78,15 @@ def deploy_bundle(
     device = open_device(transport, python=python, work_dir=work_dir)
     result = _pick(bundle, device.runtimes, transport.label)
     assert result.artifact is not None
-    return measure_on_device(device, bundle_dir, result.artifact, profile=bundle.profile,
-                             bench=bench, activate=activate)
+    report = measure_on_device(device, bundle_dir, result.artifact, profile=bundle.profile,
+                               bench=bench, activate=activate)
+    if result.candidate.id == bundle.chosen:
+        return replace(report, reason=f"the bundle's choice: {bundle.reason}")
+    chosen = bundle.chosen_result()
+    need = chosen.artifact.runtime if chosen and chosen.artifact else "?"
+    return replace(report, reason=(
+        f"the bundle chose {bundle.chosen}, but the device has no {need} runtime; deployed "
+        f"{result.candidate.id}, the first faithful candidate it can run"))
 
 
 def deploy_fastest(
@@ -193,7 +200,7 @@ def _usable(bundle: Bundle, runtimes: frozenset[str], label: str) -> list[Candid
     have = ", ".join(sorted(runtimes)) or "none"
     raise DeviceError(f"{label} has no runtime for this bundle (needs one of {need}; has "
                       f"{have}): install one into the device's python, e.g. pip install "
-                      "ai-edge-litert or onnxruntime")
+                      "ai-edge-litert, onnxruntime or openvino")
 
 
 def _install(device: Device, bundle_dir: Path, artifact: Artifact, release: str) -> str:

@@ -227,7 +227,7 @@ def inspect(model: Path, profile_ref: str | None, shapes: tuple[str, ...], as_js
 
     MODEL may be ONNX, TFLite, Keras (.keras/.h5), a SavedModel folder or a PyTorch
     module (.pt/.pth, needs --shape); it is described as the reference ONNX edge converts from.
-    Exits 1 when the model's fp32 weights do not fit the profile's model budget.
+    Exits 1 when the weights do not fit the profile's model budget even at int8.
 
     \b
     Example:
@@ -252,14 +252,15 @@ def inspect(model: Path, profile_ref: str | None, shapes: tuple[str, ...], as_js
 
 
 def _fit(info: Any, profile: Any) -> dict[str, Any]:
+    """Whether the weights fit the profile's budget at fp32 and at int8 (edge's smallest)."""
     weights_mb = info.params * 4 / 2**20
     budget = profile.memory.model_budget_mb
-    fits = weights_mb <= budget
-    summary = (f"{profile.id}: fp32 weights {weights_mb:.1f} MB "
-               f"{'fit' if fits else 'do NOT fit'} the {budget} MB model budget"
-               f" ({profile.memory.ram_mb} MB RAM)")
+    fits_fp32, fits = weights_mb <= budget, weights_mb / 4 <= budget
+    verdict = ("fit" if fits_fp32 else "fit only at int8" if fits else "do NOT fit even at int8")
+    summary = (f"{profile.id}: weights {weights_mb:.1f} MB fp32 / {weights_mb / 4:.1f} MB int8 "
+               f"{verdict} the {budget} MB model budget ({profile.memory.ram_mb} MB RAM)")
     return {"profile": profile.id, "weights_mb": weights_mb, "budget_mb": budget,
-            "fits": fits, "summary": summary}
+            "fits": fits, "fits_fp32": fits_fp32, "summary": summary}
 
 
 # ---------------------------------------------------------------- optimize
@@ -336,12 +337,14 @@ def optimize_cmd(model: Path, profile_ref: str, out: Path | None, dry_run: bool,
 
 def _print_plan(model: Path, profile: Any, options: Any, as_json: bool) -> int:
     from edge.model import inspect_model
-    from edge.optimize import plan_for, reference_model
+    from edge.optimize import plan_for, reference_model, refuse_if_unfit
     from edge.render import table
 
     with _stdout_to_stderr(as_json):
         _, reference = reference_model(model, shapes=options.shapes, dtypes=options.dtypes)
-    plan = plan_for(profile, inspect_model(reference))
+    info = inspect_model(reference)
+    refuse_if_unfit(profile, info)
+    plan = plan_for(profile, info)
     rows = [(p.candidate.id, "try" if p.keep else "skip", p.reason) for p in plan]
     _emit(as_json, [{"candidate": p.candidate.id, "keep": p.keep, "reason": p.reason}
                     for p in plan], table(("candidate", "plan", "reason"), rows))

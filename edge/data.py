@@ -71,9 +71,9 @@ def dataset_digest(data: Dataset) -> str:
 
 
 def _class_ids(labels: np.ndarray, path: Path) -> np.ndarray:
-    """Labels as class ids: [N] integers, or [N, K] one-hot/scores reduced by argmax."""
+    """Class ids from [N] or [N, 1] ids, or [N, K > 1] one-hot/scores (reduced by argmax)."""
     if labels.ndim == 2:
-        labels = labels.argmax(axis=1)
+        labels = labels[:, 0] if labels.shape[1] == 1 else labels.argmax(axis=1)
     if labels.ndim != 1:
         raise UsageError(f"{path}: 'labels' must be [N] class ids or [N, K] one-hot, "
                          f"got shape {list(labels.shape)}")

@@ -111,11 +111,14 @@ def _check_source(request: DeployRequest) -> None:
         load_onnx(request.source)
 
 
-def _profile(request: DeployRequest) -> Any:
+def _profile(request: DeployRequest | BenchRequest, default: str | None = None) -> Any:
+    """--profile, else the bundle's (a user profile is kept in its manifest), else default."""
     from edge.profile import load_profile
 
     if request.profile is not None:
         return load_profile(request.profile)
+    if not _is_bundle(request.source) and default is not None:
+        return load_profile(default)
     from edge.bundle import read_bundle
     from edge.profile import Profile, catalog_ids
 
@@ -186,10 +189,9 @@ SUFFIX_TARGETS = {".tflite": ("tflite", ()), ".onnx": ("onnxruntime", ()),
 def run_bench(request: BenchRequest) -> DeployReport:
     """Install (not activate) an artifact on the device and measure it there."""
     from devices.deploy import measure_on_device, open_device
-    from edge.profile import load_profile
 
-    root, artifact, profile_id = _bench_artifact(request)
-    profile = load_profile(request.profile or profile_id or "x86-64")
+    root, artifact = _bench_artifact(request)
+    profile = _profile(request, default="x86-64")
     with _transport(request.device, profile) as transport:
         device = open_device(transport, python=_python(request.device, profile, transport),
                              work_dir=profile.access.work_dir)
@@ -202,8 +204,8 @@ def run_bench(request: BenchRequest) -> DeployReport:
                                  bench=_bench(request.device, profile))
 
 
-def _bench_artifact(request: BenchRequest) -> tuple[Path, Any, str | None]:
-    """(root dir, Artifact, profile id) for a bundle's candidate or a bare artifact file."""
+def _bench_artifact(request: BenchRequest) -> tuple[Path, Any]:
+    """(root dir, Artifact) for a bundle's candidate or a bare artifact file."""
     if _is_bundle(request.source):
         from edge.bundle import read_bundle
 
@@ -214,8 +216,8 @@ def _bench_artifact(request: BenchRequest) -> tuple[Path, Any, str | None]:
             ids = ", ".join(c.candidate.id for c in bundle.candidates if c.artifact)
             raise UsageError(f"{request.source}: no artifact for candidate '{wanted}'; "
                              f"choose one of {ids}")
-        return request.source, result.artifact, bundle.profile
-    return request.source.parent, _artifact_of_file(request.source), None
+        return request.source, result.artifact
+    return request.source.parent, _artifact_of_file(request.source)
 
 
 def _artifact_of_file(path: Path) -> Any:

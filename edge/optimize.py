@@ -31,7 +31,8 @@ from edge.values import (
 )
 from edge.verify import Outputs, Thresholds, judge, measure, run_all
 
-__all__ = ["OptimizeOptions", "optimize", "plan_for", "cache_root", "reference_model", "TIE"]
+__all__ = ["OptimizeOptions", "optimize", "plan_for", "cache_root", "reference_model",
+           "refuse_if_unfit", "TIE"]
 
 log = logging.getLogger("edge")
 
@@ -102,13 +103,17 @@ def optimize(model_path: Path, profile: Profile, out: Path, options: OptimizeOpt
     check_writable(out)
     origin, reference = reference_model(model_path, shapes=options.shapes, dtypes=options.dtypes)
     model = inspect_model(reference)
-    _refuse_if_unfit(profile, model)
+    refuse_if_unfit(profile, model)
     ctx = _context(model, options)
     plan = plan_for(profile, ctx.model)
     with _background_conversions(plan, ctx):
         outcomes = [_try(planned, ctx) for planned in plan]
     outcomes = _measured(outcomes, profile, options, ctx)
-    results = [_budgeted(o.result, options.latency_budget_ms) for o in outcomes]
+    budget = options.latency_budget_ms if _host_is(profile) else None
+    if options.latency_budget_ms is not None and budget is None:
+        log.warning("--latency-budget not applied: this host is not a %s device",
+                    profile.compute.arch)
+    results = [_budgeted(o.result, budget) for o in outcomes]
     chosen, reason = _choose(results, profile)
     bundle = Bundle(
         format=FORMAT, profile=profile.id, profile_spec=profile.to_json(), source=ctx.model,
@@ -132,7 +137,7 @@ def reference_model(source: Path, *, shapes: dict[str, tuple[int, ...]] | None =
     return Origin(path=str(source.resolve()), sha256=digest, format=kind), reference
 
 
-def _refuse_if_unfit(profile: Profile, model: ModelInfo) -> None:
+def refuse_if_unfit(profile: Profile, model: ModelInfo) -> None:
     """A model whose weights exceed the budget even at int8 is refused up front."""
     from edge.errors import CheckFailed
     from edge.plan import unfit
@@ -360,9 +365,9 @@ def _choose(results: list[CandidateResult], profile: Profile) -> tuple[str | Non
         return order.index(r.candidate.target), PRECISION_RANK[r.candidate.precision]
 
     timed = [r for r in passed if r.bench is not None]
-    if not timed or platform.machine() != profile.compute.arch:
+    if not timed or not _host_is(profile):
         best = min(passed, key=preference)
-        where = ("" if not timed else f"; this host ({platform.machine()}) is not a "
+        where = ("" if not timed else f"; this host ({platform.machine()}) is not an "
                  f"{profile.compute.arch} device, so its timings only inform")
         return best.candidate.id, (
             f"first in {profile.id}'s runtime order ({' > '.join(order)}) at the lowest "
@@ -373,10 +378,17 @@ def _choose(results: list[CandidateResult], profile: Profile) -> tuple[str | Non
     return best.candidate.id, _why_fastest(best, timed, len(ties))
 
 
+def _host_is(profile: Profile) -> bool:
+    """Whether this host's timings stand for the profile's device (same architecture)."""
+    return platform.machine() == profile.compute.arch
+
+
 def _why_fastest(best: CandidateResult, timed: list[CandidateResult], ties: int) -> str:
     assert best.bench is not None
     baseline = next((r for r in timed if r.candidate.id == BASELINE), None)
-    text = (f"fastest that keeps fidelity: p50 {best.bench.p50_ms:.3f} ms measured on this host "
+    fastest = min(r.bench.p50_ms for r in timed if r.bench)
+    lead = "fastest" if best.bench.p50_ms <= fastest else f"within {int(TIE * 100)}% of the fastest"
+    text = (f"{lead} that keeps fidelity: p50 {best.bench.p50_ms:.3f} ms measured on this host "
             f"in interleaved rounds")
     if baseline is not None and baseline is not best and baseline.bench is not None:
         text += f", {baseline.bench.p50_ms / best.bench.p50_ms:.1f}x the speed of {BASELINE}"

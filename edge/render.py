@@ -95,6 +95,7 @@ def render_deploy(report: DeployReport) -> str:
     if report.compared:
         rows.append(("compared", "; ".join(f"{c.candidate} p50 {c.bench.p50_ms:.3f} ms"
                                             for c in report.compared)))
+    if report.reason:
         rows.append(("why", report.reason))
     head = "measured on the device by the edge agent"
     if report.transport == "local":

@@ -89,3 +89,14 @@ def test_bench_installs_without_activating(tmp_path: Path) -> None:
     assert (Path(os.environ["EDGE_LOCAL_DEVICE"]) / ".edge" / "current").resolve() == current
     missing = run_cli("bench", str(out), "--candidate", "tflite-fp16")
     assert missing.status == 2 and "choose one of" in missing.stderr
+
+
+def test_device_without_the_chosen_runtime_gets_the_next_faithful_one(tmp_path: Path) -> None:
+    result = run_cli("deploy", "sample:digits", "--profile", "pixel-8", "-o",
+                     str(tmp_path / "b"), "--runs", "3", "--json")
+    assert result.status == 0, result.stderr
+    report = result.json()
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    assert manifest["chosen"] == "nnapi-int8"  # NNAPI first for a Pixel 8
+    assert report["candidate"] != "nnapi-int8"  # this machine has no NNAPI
+    assert "no nnapi runtime" in report["reason"] and report["candidate"] in report["reason"]

@@ -204,3 +204,8 @@ def test_a_user_profile_names_its_device(ssh_device: SSHDevice, tmp_path: Path) 
                      "--known-hosts", str(ssh_device.known_hosts), "--runs", "3", "--json")
     assert again.status == 0, again.stderr
     assert again.json()["release"] == report["release"]
+    measured = run_edge("bench", str(tmp_path / "b"), "--candidate", "onnxruntime-fp32",
+                        "--identity", str(ssh_device.identity), "--known-hosts",
+                        str(ssh_device.known_hosts), "--runs", "3", "--json")
+    assert measured.status == 0, measured.stderr
+    assert measured.json()["target"] == f"ssh://{ssh_device.target}"

@@ -100,3 +100,11 @@ def test_split_keeps_the_tail_for_verification() -> None:
     calib, held = data.split(0.2)
     assert len(calib) == 8 and len(held) == 2
     assert held.feeds[0] is data.feeds[8]
+
+
+def test_labels_as_a_column_are_class_ids(tmp_path: Path) -> None:
+    np.savez(tmp_path / "d.npz", x=np.zeros((3, 1, 8, 8)), labels=np.array([[2], [0], [1]]))
+    data = load_dataset(tmp_path / "d.npz", _model(IMAGE), want_labels=True)
+    assert list(data.labels) == [2, 0, 1]
+    np.savez(tmp_path / "o.npz", x=np.zeros((2, 1, 8, 8)), labels=np.eye(3)[[2, 1]])
+    assert list(load_dataset(tmp_path / "o.npz", _model(IMAGE), want_labels=True).labels) == [2, 1]
