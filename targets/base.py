@@ -11,7 +11,8 @@ import numpy as np
 
 from edge.values import Dataset, ModelInfo
 
-__all__ = ["PRECISIONS", "ConversionError", "ConvertSettings", "Runner", "Target"]
+__all__ = ["PRECISIONS", "ConversionError", "ConvertSettings", "Runner", "Target",
+           "check_precision", "missing_modules"]
 
 #: Precision names shared by every target. ``int8``: weights and activations int8 (static,
 #: calibrated); ``int8-dynamic``: int8 weights, activations quantized at run time.
@@ -35,6 +36,23 @@ class ConvertSettings:
 
 class ConversionError(Exception):
     """A target could not convert a model; the message says why (one line)."""
+
+
+def missing_modules(modules: tuple[str, ...], extra: str) -> str | None:
+    """Why a target cannot run here: the modules that do not import, and the extra to install."""
+    import importlib.util
+
+    absent = [m for m in modules if importlib.util.find_spec(m) is None]
+    if not absent:
+        return None
+    return f"{', '.join(absent)} not installed (pip install 'edge[{extra}]')"
+
+
+def check_precision(target: Target, precision: str) -> None:
+    """Raise ConversionError unless the target offers ``precision``."""
+    if precision not in target.precisions:
+        raise ConversionError(f"{target.name} has no {precision} path; choose one of "
+                              f"{', '.join(target.precisions)}")
 
 
 class Runner(Protocol):

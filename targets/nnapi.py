@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Self
 import numpy as np
 
 from edge.values import Dataset, ModelInfo
-from targets.base import ConversionError, ConvertSettings
+from targets.base import ConversionError, ConvertSettings, check_precision
 from targets.tflite import TFLiteRunner, TFLiteTarget
 
 __all__ = ["API_LEVELS", "DEFAULT_API_LEVEL", "RULES", "NNAPIReport", "NNAPITarget",
@@ -550,9 +550,7 @@ class NNAPITarget:
         settings: ConvertSettings = DEFAULT_SETTINGS,
     ) -> tuple[Path, tuple[str, ...]]:
         """The int8 model for NNAPI; ConversionError naming each op NNAPI leaves to the CPU."""
-        if precision not in self.precisions:
-            raise ConversionError(f"nnapi has no {precision} path; choose one of "
-                                  f"{', '.join(self.precisions)}")
+        check_precision(self, precision)
         workdir = Path(workdir)
         source, run = TFLiteTarget().variant(model, "int8-io", calib=calib,
                                              workdir=workdir / ONNX2TF_DIR)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
 import json
 import os
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from edge.values import Dataset, ModelInfo
-from targets.base import ConversionError, ConvertSettings
+from targets.base import ConversionError, ConvertSettings, check_precision, missing_modules
 
 if TYPE_CHECKING:
     import onnx
@@ -75,18 +74,14 @@ class OnnxRuntimeTarget:
 
     def missing(self) -> str | None:
         """ONNX Runtime is a core dependency; report if it is absent anyway."""
-        if importlib.util.find_spec("onnxruntime") is None:
-            return "onnxruntime is not installed (pip install onnxruntime)"
-        return None
+        return missing_modules(("onnxruntime",), "all")
 
     def convert(
         self, model: ModelInfo, precision: str, *, calib: Dataset, workdir: Path,
         settings: ConvertSettings = DEFAULT_SETTINGS,
     ) -> tuple[Path, tuple[str, ...]]:
         """Write (or reuse) this precision's artifact in ``workdir``; return (file, notes)."""
-        if precision not in FILES:
-            raise ConversionError(f"onnxruntime has no {precision} path; choose one of "
-                                  f"{', '.join(self.precisions)}")
+        check_precision(self, precision)
         out = Path(workdir) / FILES[precision]
         notes = _cached_notes(out)
         if notes is not None:

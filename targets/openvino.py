@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib.util
 import io
 import json
 import logging
@@ -18,7 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from edge.values import Dataset, ModelInfo
-from targets.base import ConversionError, ConvertSettings
+from targets.base import ConversionError, ConvertSettings, check_precision, missing_modules
 
 DEFAULT_SETTINGS = ConvertSettings()
 
@@ -47,19 +46,14 @@ class OpenVINOTarget:
 
     def missing(self) -> str | None:
         """Name openvino (every precision) or nncf (int8) if not importable."""
-        absent = [m for m in _DEPENDENCIES if importlib.util.find_spec(m) is None]
-        if absent:
-            return f"{', '.join(absent)} not installed (pip install 'edge[openvino]')"
-        return None
+        return missing_modules(_DEPENDENCIES, "openvino")
 
     def convert(
         self, model: ModelInfo, precision: str, *, calib: Dataset, workdir: Path,
         settings: ConvertSettings = DEFAULT_SETTINGS,
     ) -> tuple[Path, tuple[str, ...]]:
         """Write ``precision``'s IR into ``workdir`` (or reuse a complete one); return it."""
-        if precision not in FILES:
-            raise ConversionError(f"openvino has no {precision} path; choose one of "
-                                  f"{', '.join(self.precisions)}")
+        check_precision(self, precision)
         workdir = Path(workdir)
         out = workdir / FILES[precision]
         with _locked(workdir):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import os
 import re
@@ -22,7 +21,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from edge.values import Dataset, ModelInfo, TensorSpec
-from targets.base import ConversionError, ConvertSettings
+from targets.base import ConversionError, ConvertSettings, check_precision, missing_modules
 
 DEFAULT_SETTINGS = ConvertSettings()
 
@@ -66,20 +65,14 @@ class TFLiteTarget:
 
     def missing(self) -> str | None:
         """Name the first converter or runtime package that is not importable."""
-        absent = [m for m in (*_CONVERTER_MODULES, "ai_edge_litert")
-                  if importlib.util.find_spec(m) is None]
-        if absent:
-            return f"{', '.join(absent)} not installed (pip install 'edge[tflite]')"
-        return None
+        return missing_modules((*_CONVERTER_MODULES, "ai_edge_litert"), "tflite")
 
     def convert(
         self, model: ModelInfo, precision: str, *, calib: Dataset, workdir: Path,
         settings: ConvertSettings = DEFAULT_SETTINGS,
     ) -> tuple[Path, tuple[str, ...]]:
         """Run onnx2tf once for ``workdir`` (or reuse its run); return this precision's file."""
-        if precision not in self.precisions:
-            raise ConversionError(f"tflite has no {precision} path; choose one of "
-                                  f"{', '.join(self.precisions)}")
+        check_precision(self, precision)
         file, run = self.variant(model, precision, calib=calib, workdir=workdir)
         return file, _notes(precision, model, run)
 

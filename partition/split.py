@@ -1,0 +1,425 @@
+"""Split an ONNX model into an edge head and a cloud tail at a node set, verify, describe.
+
+Conventions (decided here, relied on by callers):
+
+* ``edge_nodes`` names the nodes that run on the device; every other node runs in the cloud.
+  The set must be closed under predecessors: the cloud never feeds the edge.
+* The *cut tensors* are everything the tail needs that the tail does not compute itself:
+  tensors produced on the edge, plus original graph inputs consumed by cloud nodes (the device
+  holds the raw input, so it must send it too). Initializers are never cut tensors: each side
+  carries its own weights. ``tail_inputs`` is exactly ``cut_tensors``, in that order.
+* ``head_outputs`` are the edge-produced cut tensors followed by the final graph outputs produced
+  on the edge (so the device has them). A final output produced on the edge and consumed by the
+  cloud appears once in ``head_outputs`` and is also a cut tensor.
+* Degenerate cases: all-edge gives ``tail=None`` (the head is the whole model, no cut tensors);
+  all-cloud gives ``head=None`` and the cut tensors are the graph inputs the model uses.
+  Nodes that reach no graph output are dropped from whichever side they were placed on.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx.shape_inference
+import onnx.utils
+import yaml
+
+from edge.errors import UsageError
+
+__all__ = [
+    "SplitModels",
+    "SplitPlan",
+    "cut_tensor_specs",
+    "read_split_yaml",
+    "split_model",
+    "verify_split",
+    "write_split_yaml",
+]
+
+HEAD_NAME = "head.onnx"
+TAIL_NAME = "tail.onnx"
+YAML_NAME = "split.yaml"
+YAML_VERSION = 1
+PREDICTED_KEYS = ("edge_ms", "transfer_ms", "cloud_ms")
+
+
+@dataclass(frozen=True)
+class SplitModels:
+    """The two halves of a split model and the tensors that flow between them."""
+
+    head: Path | None
+    tail: Path | None
+    cut_tensors: tuple[str, ...]
+    head_inputs: tuple[str, ...]
+    head_outputs: tuple[str, ...]
+    tail_inputs: tuple[str, ...]
+    tail_outputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SplitPlan:
+    """What split.yaml holds: the split, its cut tensors, predictions and a bandwidth table."""
+
+    split: SplitModels
+    cut: list[dict[str, Any]]
+    predicted: dict[str, float]
+    bandwidth_table: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class _Graph:
+    """Indexes over a model's main graph used to place tensors on either side."""
+
+    nodes: list[onnx.NodeProto]
+    producer: dict[str, onnx.NodeProto]
+    inputs: list[str]
+    constants: set[str]
+    outputs: list[str]
+
+
+def _index(model: onnx.ModelProto) -> _Graph:
+    """Index the main graph: producers, real inputs, initializers, outputs."""
+    g = model.graph
+    constants = {t.name for t in g.initializer}
+    producer = {out: n for n in g.node for out in n.output if out}
+    inputs = [i.name for i in g.input if i.name not in constants]
+    return _Graph(list(g.node), producer, inputs, constants, [o.name for o in g.output])
+
+
+def _check_names(graph: _Graph, edge_nodes: set[str]) -> None:
+    """Refuse unknown node names and ambiguous (duplicate) names on the edge."""
+    seen: dict[str, int] = {}
+    for node in graph.nodes:
+        seen[node.name] = seen.get(node.name, 0) + 1
+    for name in sorted(edge_nodes):
+        if name not in seen:
+            raise UsageError(f"edge node {name!r} is not a node of the model")
+        if seen[name] > 1:
+            raise UsageError(f"edge node {name!r} names {seen[name]} nodes; names must be unique")
+
+
+def _check_closed(graph: _Graph, edge_nodes: set[str]) -> None:
+    """Refuse an edge set that a cloud node feeds (not closed under predecessors)."""
+    for node in graph.nodes:
+        if node.name not in edge_nodes:
+            continue
+        for tensor in node.input:
+            src = graph.producer.get(tensor) if tensor else None
+            if src is not None and src.name not in edge_nodes:
+                raise UsageError(
+                    f"edge node {node.name!r} needs {tensor!r} from cloud node {src.name!r}: "
+                    "the edge set must include every predecessor"
+                )
+
+
+def _live(graph: _Graph, roots: Iterable[str], side: set[int]) -> set[int]:
+    """Ids of the nodes on ``side`` that the tensors ``roots`` depend on within that side."""
+    live: set[int] = set()
+    stack = list(roots)
+    while stack:
+        node = graph.producer.get(stack.pop())
+        if node is None or id(node) not in side or id(node) in live:
+            continue
+        live.add(id(node))
+        stack.extend(t for t in node.input if t)
+    return live
+
+
+def _ordered(names: Iterable[str]) -> tuple[str, ...]:
+    """Deduplicate, keeping first occurrence order."""
+    return tuple(dict.fromkeys(names))
+
+
+def _plan(graph: _Graph, edge_nodes: set[str]) -> SplitModels:
+    """Compute cut tensors and head/tail interfaces (paths filled in later)."""
+    edge_ids = {id(n) for n in graph.nodes if n.name in edge_nodes}
+    cloud_ids = {id(n) for n in graph.nodes} - edge_ids
+    on_edge = {t for n in graph.nodes if id(n) in edge_ids for t in n.output if t}
+    tail_outputs = tuple(o for o in graph.outputs if id(graph.producer.get(o)) in cloud_ids)
+    tail_live = _live(graph, tail_outputs, cloud_ids)
+    needed = [t for n in graph.nodes if id(n) in tail_live for t in n.input if t]
+    cut = _ordered(t for t in needed if t in on_edge or t in graph.inputs)
+    edge_finals = [o for o in graph.outputs if o in on_edge]
+    head_outputs = _ordered([t for t in cut if t in on_edge] + edge_finals)
+    head_live = _live(graph, head_outputs, edge_ids)
+    head_needs = {t for n in graph.nodes if id(n) in head_live for t in n.input}
+    head_inputs = tuple(i for i in graph.inputs if i in head_needs)
+    return SplitModels(
+        head=None,
+        tail=None,
+        cut_tensors=cut,
+        head_inputs=head_inputs,
+        head_outputs=head_outputs,
+        tail_inputs=cut,
+        tail_outputs=tail_outputs,
+        outputs=tuple(graph.outputs),
+    )
+
+
+def _extract(
+    extractor: onnx.utils.Extractor, inputs: Sequence[str], outputs: Sequence[str]
+) -> onnx.ModelProto:
+    """Extract the sub-model between ``inputs`` and ``outputs``; name a tensor lacking a type."""
+    try:
+        return extractor.extract_model(list(inputs), list(outputs))
+    except ValueError as exc:
+        raise UsageError(f"cannot extract sub-model: {exc} (shape inference gave no type)") from exc
+
+
+def _check_nodes(part: onnx.ModelProto, allowed: set[str], side: str) -> None:
+    """Guard against the extractor pulling in nodes from the other side."""
+    extra = sorted({n.name for n in part.graph.node} - allowed)
+    if extra:
+        raise UsageError(f"{side} would run nodes placed elsewhere: {', '.join(extra)}")
+
+
+def _save_atomic(model: onnx.ModelProto, path: Path) -> None:
+    """Write a model under a temp name in the same directory, then rename it into place."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        onnx.save(model, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _remove_stale(path: Path) -> None:
+    """Remove a half from an earlier split so out_dir never mixes two splits."""
+    path.unlink(missing_ok=True)
+
+
+def split_model(model_path: Path, edge_nodes: set[str], out_dir: Path) -> SplitModels:
+    """Validate ``edge_nodes`` and write head.onnx / tail.onnx into ``out_dir``."""
+    model = onnx.load(str(model_path))
+    graph = _index(model)
+    edge_nodes = set(edge_nodes)
+    _check_names(graph, edge_nodes)
+    _check_closed(graph, edge_nodes)
+    plan = _plan(graph, edge_nodes)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    extractor = onnx.utils.Extractor(onnx.shape_inference.infer_shapes(model))
+    cloud_names = {n.name for n in graph.nodes} - edge_nodes
+    head = tail = None
+    if plan.head_outputs:
+        head_model = _extract(extractor, plan.head_inputs, plan.head_outputs)
+        _check_nodes(head_model, edge_nodes, "head")
+        head = out_dir / HEAD_NAME
+        _save_atomic(head_model, head)
+    else:
+        _remove_stale(out_dir / HEAD_NAME)
+    if plan.tail_outputs:
+        tail_model = _extract(extractor, plan.tail_inputs, plan.tail_outputs)
+        _check_nodes(tail_model, cloud_names, "tail")
+        tail = out_dir / TAIL_NAME
+        _save_atomic(tail_model, tail)
+    else:
+        _remove_stale(out_dir / TAIL_NAME)
+    return _with_paths(plan, head, tail)
+
+
+def _with_paths(plan: SplitModels, head: Path | None, tail: Path | None) -> SplitModels:
+    """Copy of ``plan`` with the written paths."""
+    fields = {k: getattr(plan, k) for k in plan.__dataclass_fields__}
+    return SplitModels(**{**fields, "head": head, "tail": tail})
+
+
+def _session(path: Path) -> Any:
+    """An onnxruntime CPU session for ``path``."""
+    import onnxruntime as ort
+
+    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+
+
+def run_split(
+    split: SplitModels, feeds: Mapping[str, np.ndarray], sessions: tuple[Any, Any] | None = None
+) -> dict[str, np.ndarray]:
+    """Run head then tail on ``feeds``; return the final outputs by name."""
+    head_s, tail_s = sessions or (
+        _session(split.head) if split.head else None,
+        _session(split.tail) if split.tail else None,
+    )
+    values: dict[str, np.ndarray] = dict(feeds)
+    if head_s is not None:
+        got = head_s.run(list(split.head_outputs), {k: feeds[k] for k in split.head_inputs})
+        values.update(zip(split.head_outputs, got, strict=True))
+    if tail_s is not None:
+        got = tail_s.run(list(split.tail_outputs), {k: values[k] for k in split.tail_inputs})
+        values.update(zip(split.tail_outputs, got, strict=True))
+    return {name: values[name] for name in split.outputs}
+
+
+def _max_diff(a: np.ndarray, b: np.ndarray) -> float:
+    """Max abs difference of two arrays; inf if their shapes differ."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape:
+        return math.inf
+    if a.size == 0:
+        return 0.0
+    return float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
+
+
+def verify_split(
+    model_path: Path, split: SplitModels, feeds_list: Sequence[Mapping[str, np.ndarray]]
+) -> float:
+    """Max abs diff between the full model and head→tail over ``feeds_list``."""
+    full = _session(model_path)
+    names = [o.name for o in full.get_outputs()]
+    halves = (
+        _session(split.head) if split.head else None,
+        _session(split.tail) if split.tail else None,
+    )
+    worst = 0.0
+    for feeds in feeds_list:
+        want = dict(zip(names, full.run(names, dict(feeds)), strict=True))
+        got = run_split(split, feeds, halves)
+        for name in split.outputs:
+            worst = max(worst, _max_diff(want[name], got[name]))
+    return worst
+
+
+def _dims(vi: onnx.ValueInfoProto) -> list[int | str | None]:
+    """Shape of a tensor value info: ints, symbolic names, or None when unknown."""
+    shape = vi.type.tensor_type.shape
+    out: list[int | str | None] = []
+    for d in shape.dim:
+        if d.HasField("dim_value"):
+            out.append(int(d.dim_value))
+        else:
+            out.append(d.dim_param or None)
+    return out
+
+
+def _spec(vi: onnx.ValueInfoProto) -> dict[str, Any]:
+    """Name, shape, dtype and byte size (None unless every dim is known) of one tensor."""
+    elem = vi.type.tensor_type.elem_type
+    dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem))
+    shape = _dims(vi)
+    known = all(isinstance(d, int) for d in shape) and dtype.kind not in "OSU"
+    size = int(math.prod(shape)) * dtype.itemsize if known else None  # type: ignore[arg-type]
+    return {"name": vi.name, "shape": shape, "dtype": dtype.name, "bytes": size}
+
+
+def cut_tensor_specs(split: SplitModels) -> list[dict[str, Any]]:
+    """Name, shape, dtype and bytes of every cut tensor (read from the tail's inputs)."""
+    if split.tail is None:
+        return []
+    inputs = {i.name: i for i in onnx.load(str(split.tail), load_external_data=False).graph.input}
+    return [_spec(inputs[name]) for name in split.cut_tensors]
+
+
+def _plain(value: Any) -> Any:
+    """Convert numpy scalars/arrays, tuples and paths to plain YAML-safe values."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def _check_predicted(predicted: Mapping[str, Any]) -> dict[str, float]:
+    """Require edge/transfer/cloud ms in ``predicted``; keep any extra keys."""
+    missing = [k for k in PREDICTED_KEYS if k not in predicted]
+    if missing:
+        raise UsageError(f"predicted is missing {', '.join(missing)}")
+    return {str(k): _plain(v) for k, v in predicted.items()}
+
+
+def _split_doc(split: SplitModels, out_dir: Path) -> dict[str, Any]:
+    """The split's interface as a YAML mapping, with file names relative to ``out_dir``."""
+
+    def rel(p: Path | None) -> str | None:
+        """A written half's path relative to out_dir, or None."""
+        return None if p is None else os.path.relpath(p, out_dir)
+
+    return {
+        "head": rel(split.head),
+        "tail": rel(split.tail),
+        "head_inputs": list(split.head_inputs),
+        "head_outputs": list(split.head_outputs),
+        "tail_inputs": list(split.tail_inputs),
+        "tail_outputs": list(split.tail_outputs),
+        "outputs": list(split.outputs),
+    }
+
+
+def write_split_yaml(
+    out_dir: Path,
+    split: SplitModels,
+    *,
+    predicted: dict[str, Any],
+    bandwidth_table: list[dict[str, Any]],
+) -> Path:
+    """Write ``out_dir/split.yaml`` atomically and return its path."""
+    out_dir = Path(out_dir)
+    doc = {
+        "version": YAML_VERSION,
+        "split": _split_doc(split, out_dir),
+        "cut": cut_tensor_specs(split),
+        "predicted": _check_predicted(predicted),
+        "bandwidth_table": _plain(list(bandwidth_table)),
+    }
+    path = out_dir / YAML_NAME
+    fd, tmp = tempfile.mkstemp(prefix=f".{YAML_NAME}.", suffix=".tmp", dir=out_dir)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            yaml.safe_dump(doc, fh, sort_keys=False)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _split_from_doc(doc: Mapping[str, Any], out_dir: Path) -> SplitModels:
+    """Rebuild SplitModels from the ``split`` mapping of split.yaml."""
+
+    def path(key: str) -> Path | None:
+        """The half named by ``key``, resolved against out_dir, or None."""
+        return None if doc.get(key) is None else out_dir / doc[key]
+
+    tail_inputs = tuple(doc["tail_inputs"])
+    return SplitModels(
+        head=path("head"),
+        tail=path("tail"),
+        cut_tensors=tail_inputs,
+        head_inputs=tuple(doc["head_inputs"]),
+        head_outputs=tuple(doc["head_outputs"]),
+        tail_inputs=tail_inputs,
+        tail_outputs=tuple(doc["tail_outputs"]),
+        outputs=tuple(doc["outputs"]),
+    )
+
+
+def read_split_yaml(path: Path) -> SplitPlan:
+    """Read split.yaml (``path`` is the file or its directory) back into a SplitPlan."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / YAML_NAME
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if doc.get("version") != YAML_VERSION:
+            raise UsageError(f"{path}: unsupported split.yaml version {doc.get('version')!r}")
+        split = _split_from_doc(doc["split"], path.parent)
+        return SplitPlan(
+            split, list(doc["cut"]), dict(doc["predicted"]), list(doc["bandwidth_table"])
+        )
+    except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError) as exc:
+        raise UsageError(f"{path}: not a readable split.yaml ({exc})") from exc
