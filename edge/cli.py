@@ -351,6 +351,64 @@ def _print_plan(model: Path, profile: Any, options: Any, as_json: bool) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- partition
+@cli.command("partition")
+@click.argument("model", type=_PATH)
+@click.option("--profile", "profile_ref", required=True, help="The edge device's profile.")
+@click.option("--cloud", "cloud_ref", required=True, help="The cloud server's profile.")
+@click.option("--bandwidth", type=click.FloatRange(min=0, min_open=True),
+              help="Uplink in Mbit/s [the edge profile's link.uplink_mbps].")
+@click.option("--rtt", type=click.FloatRange(min=0), help="Round trip in ms [link.rtt_ms].")
+@click.option("-o", "--out", type=_PATH, help="Split directory [MODEL-PROFILE-split].")
+@_SHAPE
+@json_option
+def partition_cmd(model: Path, profile_ref: str, cloud_ref: str, bandwidth: float | None,
+                  rtt: float | None, out: Path | None, shapes: tuple[str, ...],
+                  as_json: bool) -> int:
+    """Split a model between the edge device and the cloud at the latency-optimal cut.
+
+    Writes head.onnx (runs on the device), tail.onnx (runs in the cloud) and split.yaml
+    (cut tensors, predicted times, best cut per bandwidth range); head->tail is verified
+    against the whole model. Per-node costs are estimated from MACs and each profile's peak.
+
+    \b
+    Example:
+      edge partition sample:digits --profile rpi4 --cloud cloud-t4 --bandwidth 10 --rtt 20
+    """
+    from edge.profile import load_profile
+    from partition.run import PartitionOptions, partition
+
+    edge, cloud = load_profile(profile_ref), load_profile(cloud_ref)
+    model, _, _ = _with_sample(model, None, None)
+    pins, _ = _parse_shapes(shapes)
+    where = out or Path(f"{model.stem}-{edge.id}-split")
+    with _stdout_to_stderr(as_json):
+        report = partition(model, edge, cloud, where, PartitionOptions(
+            bandwidth_mbps=bandwidth, rtt_ms=rtt, shapes=pins or None))
+    _emit(as_json, report.to_json(), _render_partition(report))
+    return 0
+
+
+def _render_partition(report: Any) -> str:
+    from edge.render import table
+
+    chosen = report.chosen
+    rows = [("chosen", chosen["kind"], f"{chosen['total_ms']:.3f}",
+             f"edge {chosen['edge_ms']:.3f} + link {chosen['transfer_ms']:.3f} + cloud "
+             f"{chosen['cloud_ms']:.3f}", ", ".join(chosen["cut"]) or "-"),
+            ("all-edge", "", f"{report.all_edge_ms:.3f}", "", ""),
+            ("all-cloud", "", f"{report.all_cloud_ms:.3f}", "", "")]
+    bands = [(f"{r['min_mbps']}-{r['max_mbps']}", r["kind"], f"{r['predicted_ms']:.3f}",
+              ", ".join(r["cut"]) or "-") for r in report.bandwidth_table]
+    return "\n".join([
+        f"link {report.bandwidth_mbps} Mbit/s, RTT {report.rtt_ms} ms; costs {report.costs}",
+        table(("placement", "kind", "ms", "parts", "cut tensors"), rows), "",
+        "best cut per bandwidth (Mbit/s):",
+        table(("bandwidth", "kind", "ms at low end", "cut tensors"), bands), "",
+        f"head->tail max abs diff vs the whole model: {report.max_abs_diff:.2e}",
+        f"split: {report.out}"])
+
+
 # ---------------------------------------------------------------- bench
 def _device_options(func: Any) -> Any:
     options = [

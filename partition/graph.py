@@ -1,0 +1,179 @@
+"""An ONNX model as a DAG of compute nodes and the tensors that could cross an edge-cloud cut."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import onnx
+
+__all__ = [
+    "SINK",
+    "SOURCE",
+    "Graph",
+    "Node",
+    "Tensor",
+    "build_graph",
+    "load_named",
+    "node_names",
+    "tensor_bytes",
+]
+
+#: Virtual producer of the graph inputs; it lives on the edge (the input data is on the device).
+SOURCE = "<source>"
+#: Virtual consumer of the graph outputs; it lives on the edge (the result is needed there).
+SINK = "<sink>"
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A compute node and its latency on the edge device and in the cloud, in ms."""
+
+    name: str
+    edge_ms: float
+    cloud_ms: float
+    op_type: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Tensor:
+    """A tensor that could cross the cut: size, producer (or SOURCE), consumers (SINK if output)."""
+
+    name: str
+    bytes: int
+    producer: str
+    consumers: tuple[str, ...]
+
+    @property
+    def is_output(self) -> bool:
+        """Whether the device needs this tensor back (a graph output)."""
+        return SINK in self.consumers
+
+
+@dataclass(frozen=True, slots=True)
+class Graph:
+    """Compute nodes and the tensors between them (weights excluded: both sides hold them)."""
+
+    nodes: tuple[Node, ...]
+    tensors: tuple[Tensor, ...]
+
+    def node(self, name: str) -> Node:
+        """The node called ``name``."""
+        return next(n for n in self.nodes if n.name == name)
+
+    def predecessors(self, name: str) -> frozenset[str]:
+        """Compute nodes whose tensors ``name`` consumes (SOURCE excluded)."""
+        return frozenset(t.producer for t in self.tensors
+                         if name in t.consumers and t.producer != SOURCE)
+
+
+def node_names(model: onnx.ModelProto) -> list[str]:
+    """A unique name per node, in graph order (the node's own name when set and unique)."""
+    names: list[str] = []
+    seen: set[str] = set()
+    for index, node in enumerate(model.graph.node):
+        name = node.name if node.name and node.name not in seen else f"{node.op_type}_{index}"
+        while name in seen:
+            name = f"{name}_"
+        seen.add(name)
+        names.append(name)
+    return names
+
+
+def load_named(model_path: str | Path) -> onnx.ModelProto:
+    """Load a model and give every node its unique name from ``node_names``."""
+    import onnx
+
+    model = onnx.load(str(model_path))
+    for node, name in zip(model.graph.node, node_names(model), strict=True):
+        node.name = name
+    return model
+
+
+def tensor_bytes(model: onnx.ModelProto) -> dict[str, int]:
+    """Bytes of every typed tensor after shape inference, symbolic or unknown dims pinned to 1."""
+    import onnx
+
+    inferred = onnx.shape_inference.infer_shapes(_pinned_inputs(model))
+    graph = inferred.graph
+    sizes: dict[str, int] = {}
+    for value in list(graph.input) + list(graph.value_info) + list(graph.output):
+        sizes[value.name] = _value_bytes(value)
+    return sizes
+
+
+def build_graph(model_path: str | Path, edge_ms: Mapping[str, float],
+                cloud_ms: Mapping[str, float]) -> Graph:
+    """The DAG of a model with per-node costs (missing costs count as 0)."""
+    model = load_named(model_path)
+    sizes = tensor_bytes(model)
+    weights = {i.name for i in model.graph.initializer}
+    nodes = tuple(Node(n.name, float(edge_ms.get(n.name, 0.0)), float(cloud_ms.get(n.name, 0.0)),
+                       n.op_type) for n in model.graph.node)
+    tensors = _tensors(model, weights, sizes)
+    return Graph(nodes=nodes, tensors=tensors)
+
+
+def _tensors(model: onnx.ModelProto, weights: set[str],
+             sizes: Mapping[str, int]) -> tuple[Tensor, ...]:
+    producer = {i.name: SOURCE for i in model.graph.input if i.name not in weights}
+    consumers: dict[str, list[str]] = {name: [] for name in producer}
+    for node in model.graph.node:
+        for out in node.output:
+            if out:
+                producer[out] = node.name
+                consumers.setdefault(out, [])
+    for node in model.graph.node:
+        for name in dict.fromkeys(_all_inputs(node)):
+            if name in producer:
+                consumers[name].append(node.name)
+    for out in model.graph.output:
+        consumers[out.name].append(SINK)
+    return tuple(Tensor(name, sizes.get(name, 0), producer[name], tuple(consumers[name]))
+                 for name in producer if consumers[name])
+
+
+def _all_inputs(node: onnx.NodeProto) -> list[str]:
+    """Inputs of a node, including outer-scope names read by its subgraphs (If/Loop/Scan)."""
+    import onnx
+
+    names = [i for i in node.input if i]
+    for attr in node.attribute:
+        graphs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+        for sub in graphs:
+            for inner in sub.node:
+                names.extend(_all_inputs(inner))
+    return names
+
+
+def _pinned_inputs(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy whose graph inputs have every symbolic or unknown dim set to 1."""
+    import onnx
+
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for value in copy.graph.input:
+        for dim in value.type.tensor_type.shape.dim:
+            if not dim.HasField("dim_value") or dim.dim_value <= 0:
+                dim.Clear()
+                dim.dim_value = 1
+    return copy
+
+
+def _value_bytes(value: onnx.ValueInfoProto) -> int:
+    import onnx
+
+    tensor = value.type.tensor_type
+    if not tensor.elem_type or not tensor.HasField("shape"):
+        return 0
+    try:
+        itemsize = onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type).itemsize
+    except (KeyError, TypeError, ValueError):
+        itemsize = 4
+    count = 1
+    for dim in tensor.shape.dim:
+        count *= dim.dim_value if dim.HasField("dim_value") and dim.dim_value > 0 else 1
+    return count * itemsize
