@@ -409,6 +409,39 @@ def _render_partition(report: Any) -> str:
         f"split: {report.out}"])
 
 
+@cli.command("serve-cloud")
+@click.argument("split_dir", type=_PATH)
+@click.option("--host", "address", default="127.0.0.1", show_default=True,
+              help="Address to listen on.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
+@click.option("--token-file", type=_PATH, help="File with the bearer token [$EDGE_CLOUD_TOKEN].")
+@click.option("--insecure-no-auth", is_flag=True, help="Serve without a token (never in public).")
+@click.option("--max-body", type=click.IntRange(1), default=64 * 2**20, show_default=True,
+              help="Largest request body in bytes (larger: 413).")
+@click.option("--export-repository", type=_PATH,
+              help="Write a Triton/KServe model repository for the tail and exit.")
+def serve_cloud(split_dir: Path, address: str, port: int, token_file: Path | None,
+                insecure_no_auth: bool, max_body: int, export_repository: Path | None) -> int:
+    """Serve a split's tail over the KServe v2 REST API as model "tail".
+
+    Every request but health needs "Authorization: Bearer TOKEN" (from $EDGE_CLOUD_TOKEN or
+    --token-file); every request is validated (names, dtype, shape, size) and answered 4xx
+    when bad. Triton, KServe or OpenVINO Model Server can serve the exported repository.
+
+    \b
+    Examples:
+      EDGE_CLOUD_TOKEN=s3cret edge serve-cloud mobilenet-split --host 0.0.0.0 --port 8000
+      edge serve-cloud mobilenet-split --export-repository models/
+    """
+    from partition.serve import main as serve_main
+
+    argv = [str(split_dir), "--host", address, "--port", str(port), "--max-body", str(max_body)]
+    argv += ["--token-file", str(token_file)] if token_file else []
+    argv += ["--insecure-no-auth"] if insecure_no_auth else []
+    argv += ["--export-repository", str(export_repository)] if export_repository else []
+    return serve_main(argv)
+
+
 # ---------------------------------------------------------------- bench
 def _device_options(func: Any) -> Any:
     options = [

@@ -1,12 +1,14 @@
-"""Cloud side of the edge-cloud split: serve ``tail.onnx`` over KServe v2 / Open Inference Protocol REST.
+"""Cloud side of the edge-cloud split: serve ``tail.onnx`` over KServe v2 REST (model ``tail``).
 
-Endpoints (model name ``tail``): ``GET /v2/health/live``, ``GET /v2/health/ready``, ``GET /v2/models/tail``,
-``GET /v2/models/tail/ready``, ``POST /v2/models/tail/infer``. JSON tensors and the binary tensor data
-extension (``Inference-Header-Content-Length``) are both accepted for inputs and produced for outputs.
+Endpoints: ``GET /v2/health/live``, ``GET /v2/health/ready``, ``GET /v2/models/tail``,
+``GET /v2/models/tail/ready``, ``POST /v2/models/tail/infer``. JSON tensors and the binary
+tensor data extension (``Inference-Header-Content-Length``) are accepted for inputs and
+produced for outputs.
 
-HTTP is the stdlib ``http.server.ThreadingHTTPServer`` (no extra dependencies). Every request except the
-health endpoints needs ``Authorization: Bearer <token>``; without a token the server refuses to start unless
-``insecure_no_auth`` is set explicitly. Bad requests get a 4xx JSON ``{"error": ...}`` and never stop the server.
+HTTP is the stdlib ``http.server.ThreadingHTTPServer`` (no extra dependencies). Every request
+except the health endpoints needs ``Authorization: Bearer <token>``; without a token the server
+refuses to start unless ``insecure_no_auth`` is set explicitly. Bad requests get a 4xx JSON
+``{"error": ...}`` and never stop the server.
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ import os
 import shutil
 import sys
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import onnx
@@ -35,22 +38,46 @@ HEADER_LEN = "Inference-Header-Content-Length"
 TOKEN_ENV = "EDGE_CLOUD_TOKEN"
 
 _KSERVE_TO_NP: dict[str, np.dtype] = {
-    "BOOL": np.dtype(np.bool_), "UINT8": np.dtype(np.uint8), "UINT16": np.dtype(np.uint16),
-    "UINT32": np.dtype(np.uint32), "UINT64": np.dtype(np.uint64), "INT8": np.dtype(np.int8),
-    "INT16": np.dtype(np.int16), "INT32": np.dtype(np.int32), "INT64": np.dtype(np.int64),
-    "FP16": np.dtype(np.float16), "FP32": np.dtype(np.float32), "FP64": np.dtype(np.float64),
+    "BOOL": np.dtype(np.bool_),
+    "UINT8": np.dtype(np.uint8),
+    "UINT16": np.dtype(np.uint16),
+    "UINT32": np.dtype(np.uint32),
+    "UINT64": np.dtype(np.uint64),
+    "INT8": np.dtype(np.int8),
+    "INT16": np.dtype(np.int16),
+    "INT32": np.dtype(np.int32),
+    "INT64": np.dtype(np.int64),
+    "FP16": np.dtype(np.float16),
+    "FP32": np.dtype(np.float32),
+    "FP64": np.dtype(np.float64),
 }
 _ORT_TO_KSERVE: dict[str, str] = {
-    "tensor(bool)": "BOOL", "tensor(uint8)": "UINT8", "tensor(uint16)": "UINT16",
-    "tensor(uint32)": "UINT32", "tensor(uint64)": "UINT64", "tensor(int8)": "INT8",
-    "tensor(int16)": "INT16", "tensor(int32)": "INT32", "tensor(int64)": "INT64",
-    "tensor(float16)": "FP16", "tensor(float)": "FP32", "tensor(double)": "FP64",
+    "tensor(bool)": "BOOL",
+    "tensor(uint8)": "UINT8",
+    "tensor(uint16)": "UINT16",
+    "tensor(uint32)": "UINT32",
+    "tensor(uint64)": "UINT64",
+    "tensor(int8)": "INT8",
+    "tensor(int16)": "INT16",
+    "tensor(int32)": "INT32",
+    "tensor(int64)": "INT64",
+    "tensor(float16)": "FP16",
+    "tensor(float)": "FP32",
+    "tensor(double)": "FP64",
 }
 _ONNX_TO_KSERVE: dict[int, str] = {
-    onnx.TensorProto.BOOL: "BOOL", onnx.TensorProto.UINT8: "UINT8", onnx.TensorProto.UINT16: "UINT16",
-    onnx.TensorProto.UINT32: "UINT32", onnx.TensorProto.UINT64: "UINT64", onnx.TensorProto.INT8: "INT8",
-    onnx.TensorProto.INT16: "INT16", onnx.TensorProto.INT32: "INT32", onnx.TensorProto.INT64: "INT64",
-    onnx.TensorProto.FLOAT16: "FP16", onnx.TensorProto.FLOAT: "FP32", onnx.TensorProto.DOUBLE: "FP64",
+    onnx.TensorProto.BOOL: "BOOL",
+    onnx.TensorProto.UINT8: "UINT8",
+    onnx.TensorProto.UINT16: "UINT16",
+    onnx.TensorProto.UINT32: "UINT32",
+    onnx.TensorProto.UINT64: "UINT64",
+    onnx.TensorProto.INT8: "INT8",
+    onnx.TensorProto.INT16: "INT16",
+    onnx.TensorProto.INT32: "INT32",
+    onnx.TensorProto.INT64: "INT64",
+    onnx.TensorProto.FLOAT16: "FP16",
+    onnx.TensorProto.FLOAT: "FP32",
+    onnx.TensorProto.DOUBLE: "FP64",
 }
 
 
@@ -106,8 +133,13 @@ class TailModel:
 
     def metadata(self) -> dict[str, Any]:
         """Return the KServe model metadata document."""
-        return {"name": MODEL_NAME, "versions": ["1"], "platform": PLATFORM,
-                "inputs": [s.to_json() for s in self.inputs], "outputs": [s.to_json() for s in self.outputs]}
+        return {
+            "name": MODEL_NAME,
+            "versions": ["1"],
+            "platform": PLATFORM,
+            "inputs": [s.to_json() for s in self.inputs],
+            "outputs": [s.to_json() for s in self.outputs],
+        }
 
     def run(self, feeds: dict[str, np.ndarray], names: list[str]) -> list[np.ndarray]:
         """Run the session for the requested output names."""
@@ -140,12 +172,17 @@ def _split_body(body: bytes, header_len: str | None) -> tuple[dict[str, Any], by
 
 def _check_shape(spec: TensorSpec, shape: Any) -> tuple[int, ...]:
     """Validate a request shape against the model's (symbolic dims accept any positive size)."""
-    if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in shape):
+    if not isinstance(shape, list) or not all(
+        isinstance(d, int) and not isinstance(d, bool) for d in shape
+    ):
         raise RequestError(f"input {spec.name!r}: shape must be a list of integers")
     if len(shape) != len(spec.shape) or any(
-        d < 0 or (m >= 0 and d != m) or (m < 0 and d == 0) for d, m in zip(shape, spec.shape)
+        d < 0 or (m >= 0 and d != m) or (m < 0 and d == 0)
+        for d, m in zip(shape, spec.shape, strict=True)
     ):
-        raise RequestError(f"input {spec.name!r}: shape {shape} does not match model shape {list(spec.shape)}")
+        raise RequestError(
+            f"input {spec.name!r}: shape {shape} does not match model shape {list(spec.shape)}"
+        )
     return tuple(shape)
 
 
@@ -164,8 +201,11 @@ def _json_array(spec: TensorSpec, data: Any, shape: tuple[int, ...]) -> np.ndarr
     flat = _flatten(data)
     if len(flat) != math.prod(shape):
         raise RequestError(f"input {spec.name!r}: {len(flat)} values for shape {list(shape)}")
-    ok = (lambda x: isinstance(x, bool)) if spec.datatype == "BOOL" else (
-        lambda x: isinstance(x, (int, float)) and not isinstance(x, bool))
+    ok = (
+        (lambda x: isinstance(x, bool))
+        if spec.datatype == "BOOL"
+        else (lambda x: isinstance(x, (int, float)) and not isinstance(x, bool))
+    )
     if not all(ok(x) for x in flat):
         raise RequestError(f"input {spec.name!r}: data has values of the wrong type")
     try:
@@ -207,7 +247,9 @@ def parse_inputs(model: TailModel, doc: dict[str, Any], binary: bytes) -> dict[s
     for e in entries:
         spec = specs[e["name"]]
         if e.get("datatype") != spec.datatype:
-            raise RequestError(f"input {spec.name!r}: datatype {e.get('datatype')!r}, model wants {spec.datatype}")
+            raise RequestError(
+                f"input {spec.name!r}: datatype {e.get('datatype')!r}, model wants {spec.datatype}"
+            )
         shape = _check_shape(spec, e.get("shape"))
         size = _binary_size(e)
         if size is None:
@@ -215,7 +257,7 @@ def parse_inputs(model: TailModel, doc: dict[str, Any], binary: bytes) -> dict[s
             continue
         if "data" in e or offset + size > len(binary):
             raise RequestError(f"input {spec.name!r}: inconsistent binary data")
-        feeds[spec.name] = _binary_array(spec, binary[offset:offset + size], shape)
+        feeds[spec.name] = _binary_array(spec, binary[offset : offset + size], shape)
         offset += size
     if offset != len(binary):
         raise RequestError("unused trailing binary data")
@@ -224,8 +266,11 @@ def parse_inputs(model: TailModel, doc: dict[str, Any], binary: bytes) -> dict[s
 
 def parse_outputs(model: TailModel, doc: dict[str, Any]) -> list[tuple[str, bool]]:
     """Return requested (output name, binary?) pairs; all outputs as JSON when none requested."""
-    default_binary = bool((doc.get("parameters") or {}).get("binary_data_output", False)) \
-        if isinstance(doc.get("parameters") or {}, dict) else False
+    default_binary = (
+        bool((doc.get("parameters") or {}).get("binary_data_output", False))
+        if isinstance(doc.get("parameters") or {}, dict)
+        else False
+    )
     entries = doc.get("outputs")
     if entries is None:
         return [(s.name, default_binary) for s in model.outputs]
@@ -243,13 +288,17 @@ def parse_outputs(model: TailModel, doc: dict[str, Any]) -> list[tuple[str, bool
     return out
 
 
-def build_response(model: TailModel, doc: dict[str, Any], requested: list[tuple[str, bool]],
-                   arrays: list[np.ndarray]) -> tuple[bytes, int | None]:
+def build_response(
+    model: TailModel,
+    doc: dict[str, Any],
+    requested: list[tuple[str, bool]],
+    arrays: list[np.ndarray],
+) -> tuple[bytes, int | None]:
     """Return the response body and, if it has binary tensors, the JSON header length."""
     dtypes = {s.name: s.datatype for s in model.outputs}
     outs: list[dict[str, Any]] = []
     blobs: list[bytes] = []
-    for (name, binary), arr in zip(requested, arrays):
+    for (name, binary), arr in zip(requested, arrays, strict=True):
         entry: dict[str, Any] = {"name": name, "shape": list(arr.shape), "datatype": dtypes[name]}
         if binary:
             blob = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<")).tobytes()
@@ -271,7 +320,7 @@ def build_response(model: TailModel, doc: dict[str, Any], requested: list[tuple[
 class _Handler(BaseHTTPRequestHandler):
     """KServe v2 REST handler; configuration lives on the server object."""
 
-    server: "EdgeCloudServer"
+    server: EdgeCloudServer
     protocol_version = "HTTP/1.1"
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
@@ -325,10 +374,15 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = self.command == "POST"
             raise RequestError("missing or invalid bearer token", 401)
         base = f"/v2/models/{MODEL_NAME}"
-        routes = {("GET", "/v2"): self._server_meta, ("GET", base): self._model_meta,
-                  ("GET", base + "/versions/1"): self._model_meta, ("GET", base + "/ready"): self._ready,
-                  ("GET", base + "/versions/1/ready"): self._ready, ("POST", base + "/infer"): self._infer,
-                  ("POST", base + "/versions/1/infer"): self._infer}
+        routes = {
+            ("GET", "/v2"): self._server_meta,
+            ("GET", base): self._model_meta,
+            ("GET", base + "/versions/1"): self._model_meta,
+            ("GET", base + "/ready"): self._ready,
+            ("GET", base + "/versions/1/ready"): self._ready,
+            ("POST", base + "/infer"): self._infer,
+            ("POST", base + "/versions/1/infer"): self._infer,
+        }
         handler = routes.get((method, path))
         if handler is None:
             self.close_connection = method == "POST"
@@ -337,7 +391,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _server_meta(self) -> None:
         """Send server metadata."""
-        self._json(200, {"name": "edge-cloud", "version": "1", "extensions": ["binary_tensor_data"]})
+        self._json(
+            200, {"name": "edge-cloud", "version": "1", "extensions": ["binary_tensor_data"]}
+        )
 
     def _model_meta(self) -> None:
         """Send model metadata."""
@@ -390,8 +446,14 @@ class EdgeCloudServer(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, addr: tuple[str, int], model: TailModel, token: str | None, max_body: int,
-                 verbose: bool = False) -> None:
+    def __init__(
+        self,
+        addr: tuple[str, int],
+        model: TailModel,
+        token: str | None,
+        max_body: int,
+        verbose: bool = False,
+    ) -> None:
         super().__init__(addr, _Handler)
         self.model, self.token, self.max_body, self.verbose = model, token, max_body, verbose
         self._thread: threading.Thread | None = None
@@ -404,9 +466,9 @@ class EdgeCloudServer(ThreadingHTTPServer):
     @property
     def url(self) -> str:
         """host:port as tritonclient expects it."""
-        return f"{self.server_address[0]}:{self.port}"
+        return f"{self.server_address[0]!s}:{self.port}"
 
-    def start(self) -> "EdgeCloudServer":
+    def start(self) -> EdgeCloudServer:
         """Serve in a daemon thread and return self."""
         self._thread = threading.Thread(target=self.serve_forever, name="edge-cloud", daemon=True)
         self._thread.start()
@@ -432,15 +494,23 @@ def _resolve_token(token: str | None, token_file: str | os.PathLike[str] | None)
     return token
 
 
-def serve(split_dir_or_tail_onnx: str | os.PathLike[str], host: str = "127.0.0.1", port: int = 0,
-          token: str | None = None, token_file: str | os.PathLike[str] | None = None,
-          insecure_no_auth: bool = False, max_body: int = DEFAULT_MAX_BODY, verbose: bool = False,
-          ) -> EdgeCloudServer:
+def serve(
+    split_dir_or_tail_onnx: str | os.PathLike[str],
+    host: str = "127.0.0.1",
+    port: int = 0,
+    token: str | None = None,
+    token_file: str | os.PathLike[str] | None = None,
+    insecure_no_auth: bool = False,
+    max_body: int = DEFAULT_MAX_BODY,
+    verbose: bool = False,
+) -> EdgeCloudServer:
     """Start serving the tail model in a background thread and return the running server."""
     tok = _resolve_token(token, token_file)
     if tok is None and not insecure_no_auth:
-        raise ValueError(f"no token configured (token, token_file or ${TOKEN_ENV}); "
-                         "pass insecure_no_auth=True to serve without authentication")
+        raise ValueError(
+            f"no token configured (token, token_file or ${TOKEN_ENV}); "
+            "pass insecure_no_auth=True (--insecure-no-auth) to serve without authentication"
+        )
     model = TailModel(resolve_tail(split_dir_or_tail_onnx))
     return EdgeCloudServer((host, port), model, tok, max_body, verbose).start()
 
@@ -453,21 +523,28 @@ def _pbtxt_tensor(vi: onnx.ValueInfoProto) -> str:
     tt = vi.type.tensor_type
     if tt.elem_type not in _ONNX_TO_KSERVE:
         raise ValueError(f"unsupported tensor type for {vi.name!r}")
-    dims = [d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim]
-    return (f'  {{\n    name: {json.dumps(vi.name)}\n    data_type: TYPE_{_ONNX_TO_KSERVE[tt.elem_type]}\n'
-            f'    dims: [ {", ".join(map(str, dims))} ]\n  }}')
+    dims = ", ".join(str(d.dim_value) if d.HasField("dim_value") else "-1" for d in tt.shape.dim)
+    dtype = _ONNX_TO_KSERVE[tt.elem_type]
+    body = f"    name: {json.dumps(vi.name)}\n    data_type: TYPE_{dtype}\n    dims: [ {dims} ]\n"
+    return "  {\n" + body + "  }"
+
+
+def _pbtxt_list(key: str, values: list[onnx.ValueInfoProto]) -> str:
+    """Render an ``input [...]`` or ``output [...]`` block."""
+    return f"{key} [\n" + ",\n".join(_pbtxt_tensor(v) for v in values) + "\n]\n"
 
 
 def model_config_pbtxt(model: onnx.ModelProto) -> str:
-    """Return the Triton config.pbtxt text for a tail model (max_batch_size 0: dims are full shapes)."""
+    """Return Triton config.pbtxt text for a tail model (max_batch_size 0: dims are full shapes)."""
     inits = {i.name for i in model.graph.initializer}
     ins = [v for v in model.graph.input if v.name not in inits]
-    return (f'name: "{MODEL_NAME}"\nplatform: "{PLATFORM}"\nmax_batch_size: 0\n'
-            f'input [\n{",".join(_pbtxt_tensor(v) + chr(10) for v in ins).rstrip()}\n]\n'
-            f'output [\n{",".join(_pbtxt_tensor(v) + chr(10) for v in model.graph.output).rstrip()}\n]\n')
+    head = f'name: "{MODEL_NAME}"\nplatform: "{PLATFORM}"\nmax_batch_size: 0\n'
+    return head + _pbtxt_list("input", ins) + _pbtxt_list("output", list(model.graph.output))
 
 
-def export_model_repository(tail_onnx: str | os.PathLike[str], out_dir: str | os.PathLike[str]) -> Path:
+def export_model_repository(
+    tail_onnx: str | os.PathLike[str], out_dir: str | os.PathLike[str]
+) -> Path:
     """Write out_dir/tail/1/model.onnx and out_dir/tail/config.pbtxt; return out_dir/tail."""
     src = resolve_tail(tail_onnx)
     model_dir = Path(out_dir) / MODEL_NAME
@@ -483,14 +560,20 @@ def export_model_repository(tail_onnx: str | os.PathLike[str], out_dir: str | os
 
 def _parser() -> argparse.ArgumentParser:
     """Build the CLI parser."""
-    p = argparse.ArgumentParser(prog="python -m partition.serve", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="python -m partition.serve", description=__doc__.splitlines()[0]
+    )
     p.add_argument("split", help="split directory containing tail.onnx, or a tail .onnx file")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--token-file", help=f"file holding the bearer token (default: ${TOKEN_ENV})")
     p.add_argument("--insecure-no-auth", action="store_true", help="serve without authentication")
-    p.add_argument("--max-body", type=int, default=DEFAULT_MAX_BODY, help="request body limit in bytes")
-    p.add_argument("--export-repository", metavar="DIR", help="write a Triton model repository and exit")
+    p.add_argument(
+        "--max-body", type=int, default=DEFAULT_MAX_BODY, help="request body limit in bytes"
+    )
+    p.add_argument(
+        "--export-repository", metavar="DIR", help="write a Triton model repository and exit"
+    )
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 
@@ -502,8 +585,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(export_model_repository(args.split, args.export_repository))
         return 0
     try:
-        server = serve(args.split, args.host, args.port, token_file=args.token_file,
-                       insecure_no_auth=args.insecure_no_auth, max_body=args.max_body, verbose=args.verbose)
+        server = serve(
+            args.split,
+            args.host,
+            args.port,
+            token_file=args.token_file,
+            insecure_no_auth=args.insecure_no_auth,
+            max_body=args.max_body,
+            verbose=args.verbose,
+        )
     except (ValueError, FileNotFoundError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

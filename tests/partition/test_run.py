@@ -65,3 +65,55 @@ def test_a_split_reproduces_the_model(cnn: Path, tmp_path: Path) -> None:
     whole = ort.InferenceSession(str(cnn), providers=["CPUExecutionProvider"])
     split = run_split(plan.split, {"x": x})
     assert np.max(np.abs(whole.run(None, {"x": x})[0] - split["y"])) <= 1e-5
+
+
+def test_serve_cloud_serves_the_tail_to_a_real_client(cnn: Path, tmp_path: Path) -> None:
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    tritonclient = pytest.importorskip("tritonclient.http")
+    table = _partition(cnn, tmp_path / "probe", 1.0)["bandwidth_table"]
+    mbps = next(row["min_mbps"] for row in table if row["kind"] == "split")
+    _partition(cnn, tmp_path / "split", mbps)
+    plan = read_split_yaml(tmp_path / "split")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = dict(os.environ, EDGE_CLOUD_TOKEN="t0ken")
+    server = subprocess.Popen([sys.executable, "-m", "edge", "serve-cloud", str(tmp_path / "split"),
+                               "--port", str(port)], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        client = tritonclient.InferenceServerClient(f"127.0.0.1:{port}")
+        deadline = time.monotonic() + 30
+        while not _live(client) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        x = np.random.default_rng(2).standard_normal((1, 3, 128, 128)).astype(np.float32)
+        import onnxruntime as ort
+
+        head = ort.InferenceSession(str(tmp_path / "split" / plan.split.head),
+                                    providers=["CPUExecutionProvider"])
+        cut = dict(zip(plan.split.head_outputs, head.run(list(plan.split.head_outputs),
+                                                          {"x": x}), strict=True))
+        inputs = []
+        for name in plan.split.tail_inputs:
+            tensor = tritonclient.InferInput(name, list(cut[name].shape), "FP32")
+            tensor.set_data_from_numpy(cut[name], binary_data=False)
+            inputs.append(tensor)
+        result = client.infer("tail", inputs, headers={"Authorization": "Bearer t0ken"})
+        whole = ort.InferenceSession(str(cnn), providers=["CPUExecutionProvider"])
+        assert np.max(np.abs(result.as_numpy("y") - whole.run(None, {"x": x})[0])) <= 1e-5
+        with pytest.raises(Exception, match="401|[Uu]nauthori"):
+            client.infer("tail", inputs, headers={"Authorization": "Bearer wrong"})
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def _live(client: object) -> bool:
+    try:
+        return bool(client.is_server_live())  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - not up yet
+        return False

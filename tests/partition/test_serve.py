@@ -1,0 +1,287 @@
+"""Serve a tail model over KServe v2; drive it with real tritonclient and raw bad requests."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import requests
+from onnx import TensorProto, helper, numpy_helper
+
+from partition.serve import EdgeCloudServer, export_model_repository, main, serve
+
+httpclient = pytest.importorskip("tritonclient.http")
+
+TOKEN = "s3cret-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+MAX_BODY = 1 << 20
+RNG = np.random.default_rng(0)
+
+
+def _tail_model() -> onnx.ModelProto:
+    """Tail with a symbolic-batch FP32 input and a fixed INT64 input, one output each."""
+    w = numpy_helper.from_array(RNG.standard_normal((4, 3)).astype(np.float32), "w")
+    one = numpy_helper.from_array(np.array([1], dtype=np.int64), "one")
+    nodes = [
+        helper.make_node("MatMul", ["a", "w"], ["y"]),
+        helper.make_node("Add", ["b", "one"], ["z"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "tail",
+        [
+            helper.make_tensor_value_info("a", TensorProto.FLOAT, ["N", 4]),
+            helper.make_tensor_value_info("b", TensorProto.INT64, [2]),
+        ],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3]),
+            helper.make_tensor_value_info("z", TensorProto.INT64, [2]),
+        ],
+        initializer=[w, one],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    onnx.checker.check_model(model)
+    return model
+
+
+@pytest.fixture(scope="module")
+def split_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A split directory holding tail.onnx."""
+    d = tmp_path_factory.mktemp("split")
+    onnx.save(_tail_model(), str(d / "tail.onnx"))
+    return d
+
+
+@pytest.fixture(scope="module")
+def server(split_dir: Path) -> Iterator[EdgeCloudServer]:
+    """A running authenticated server."""
+    srv = serve(split_dir, token=TOKEN, max_body=MAX_BODY)
+    yield srv
+    srv.close()
+
+
+@pytest.fixture()
+def client(server: EdgeCloudServer) -> Iterator[httpclient.InferenceServerClient]:
+    """A tritonclient pointed at the server."""
+    c = httpclient.InferenceServerClient(url=f"127.0.0.1:{server.port}")
+    yield c
+    c.close()
+
+
+def _feeds(n: int = 3) -> dict[str, np.ndarray]:
+    """Random valid inputs."""
+    return {
+        "a": RNG.standard_normal((n, 4)).astype(np.float32),
+        "b": np.array([5, -7], dtype=np.int64),
+    }
+
+
+def _local(split_dir: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """Reference outputs from onnxruntime in-process."""
+    sess = ort.InferenceSession(str(split_dir / "tail.onnx"), providers=["CPUExecutionProvider"])
+    return sess.run(["y", "z"], feeds)
+
+
+def _infer(
+    client: httpclient.InferenceServerClient, feeds: dict[str, np.ndarray], binary: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """Infer y and z through tritonclient."""
+    inputs = []
+    for name, dt in (("a", "FP32"), ("b", "INT64")):
+        inp = httpclient.InferInput(name, list(feeds[name].shape), dt)
+        inp.set_data_from_numpy(feeds[name], binary_data=binary)
+        inputs.append(inp)
+    outs = [httpclient.InferRequestedOutput(n, binary_data=binary) for n in ("y", "z")]
+    res = client.infer(
+        "tail", inputs, outputs=outs, headers=dict(AUTH)
+    )  # tritonclient mutates headers
+    return res.as_numpy("y"), res.as_numpy("z")
+
+
+def _url(server: EdgeCloudServer, path: str) -> str:
+    """Absolute URL on the test server."""
+    return f"http://127.0.0.1:{server.port}{path}"
+
+
+def _good_body(n: int = 2) -> dict:
+    """A valid JSON infer request."""
+    f = _feeds(n)
+    return {
+        "inputs": [
+            {"name": "a", "shape": [n, 4], "datatype": "FP32", "data": f["a"].ravel().tolist()},
+            {"name": "b", "shape": [2], "datatype": "INT64", "data": [1, 2]},
+        ]
+    }
+
+
+@pytest.mark.parametrize("binary", [False, True])
+@pytest.mark.parametrize("n", [1, 3])
+def test_tritonclient_matches_local(client, split_dir: Path, binary: bool, n: int) -> None:
+    """tritonclient results (JSON and binary tensors) equal a local onnxruntime run."""
+    feeds = _feeds(n)
+    y, z = _infer(client, feeds, binary)
+    ref_y, ref_z = _local(split_dir, feeds)
+    assert y.dtype == np.float32 and z.dtype == np.int64
+    np.testing.assert_allclose(y, ref_y, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(z, ref_z)
+
+
+def test_metadata_and_health(client, server: EdgeCloudServer) -> None:
+    """Model metadata, readiness and health via tritonclient; health needs no token."""
+    meta = client.get_model_metadata("tail", headers=AUTH)
+    assert meta["name"] == "tail" and meta["platform"] == "onnxruntime_onnx"
+    assert meta["inputs"] == [
+        {"name": "a", "datatype": "FP32", "shape": [-1, 4]},
+        {"name": "b", "datatype": "INT64", "shape": [2]},
+    ]
+    assert meta["outputs"] == [
+        {"name": "y", "datatype": "FP32", "shape": [-1, 3]},
+        {"name": "z", "datatype": "INT64", "shape": [2]},
+    ]
+    assert client.is_model_ready("tail", headers=AUTH)
+    assert client.is_server_live() and client.is_server_ready()
+    assert requests.get(_url(server, "/v2/health/live"), timeout=5).status_code == 200
+    assert requests.get(_url(server, "/v2/models/tail/ready"), timeout=5).status_code == 401
+
+
+def test_requested_output_subset(server: EdgeCloudServer) -> None:
+    """Only the requested outputs come back."""
+    body = {**_good_body(), "outputs": [{"name": "z"}]}
+    r = requests.post(_url(server, "/v2/models/tail/infer"), json=body, headers=AUTH, timeout=5)
+    assert r.status_code == 200
+    doc = r.json()
+    assert doc["model_name"] == "tail"
+    assert doc["outputs"] == [{"name": "z", "shape": [2], "datatype": "INT64", "data": [2, 3]}]
+
+
+def _bad_requests() -> list[tuple[str, dict, bytes, int]]:
+    """(label, headers, body, expected status) for raw bad requests."""
+    good = _good_body()
+
+    def mutate(i: int, **kw: object) -> bytes:
+        doc = json.loads(json.dumps(good))
+        doc["inputs"][i].update(kw)
+        return json.dumps(doc).encode()
+
+    js = {**AUTH, "Content-Type": "application/json"}
+    ok = json.dumps(good).encode()
+    return [
+        ("malformed json", js, b'{"inputs": [', 400),
+        ("not an object", js, b"[1, 2]", 400),
+        ("wrong shape", js, mutate(0, shape=[2, 5], data=[0.0] * 10), 400),
+        ("wrong rank", js, mutate(0, shape=[8], data=[0.0] * 8), 400),
+        ("zero symbolic dim", js, mutate(0, shape=[0, 4], data=[]), 400),
+        ("wrong dtype", js, mutate(0, datatype="FP64"), 400),
+        ("data length", js, mutate(1, data=[1, 2, 3]), 400),
+        ("data values", js, mutate(1, data=["x", 2]), 400),
+        ("unknown input", js, mutate(1, name="c"), 400),
+        ("missing input", js, json.dumps({"inputs": good["inputs"][:1]}).encode(), 400),
+        ("unknown output", js, json.dumps({**good, "outputs": [{"name": "q"}]}).encode(), 400),
+        ("bad binary header", {**js, "Inference-Header-Content-Length": "99999"}, ok, 400),
+        ("oversize body", js, b" " * (MAX_BODY + 1), 413),
+        ("missing token", {"Content-Type": "application/json"}, ok, 401),
+        (
+            "wrong token",
+            {"Authorization": "Bearer nope", "Content-Type": "application/json"},
+            ok,
+            401,
+        ),
+        ("basic auth", {"Authorization": "Basic " + TOKEN}, ok, 401),
+    ]
+
+
+@pytest.mark.parametrize(
+    "label,headers,body,status", _bad_requests(), ids=[b[0] for b in _bad_requests()]
+)
+def test_bad_request_rejected_then_good_succeeds(
+    server: EdgeCloudServer,
+    client,
+    split_dir: Path,
+    label: str,
+    headers: dict,
+    body: bytes,
+    status: int,
+) -> None:
+    """Each bad request gets its 4xx JSON error, and the server still serves a good request."""
+    r = requests.post(_url(server, "/v2/models/tail/infer"), data=body, headers=headers, timeout=10)
+    assert r.status_code == status, (label, r.text)
+    assert "error" in r.json()
+    feeds = _feeds()
+    y, _ = _infer(client, feeds)
+    np.testing.assert_allclose(y, _local(split_dir, feeds)[0], rtol=1e-6, atol=1e-6)
+
+
+def test_metadata_needs_token(server: EdgeCloudServer) -> None:
+    """Metadata without a token is 401; unknown routes are 404."""
+    assert requests.get(_url(server, "/v2/models/tail"), timeout=5).status_code == 401
+    assert (
+        requests.get(_url(server, "/v2/models/other"), headers=AUTH, timeout=5).status_code == 404
+    )
+
+
+def test_refuses_to_start_without_token(split_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No token and no explicit insecure flag is an error; the flag serves without auth."""
+    monkeypatch.delenv("EDGE_CLOUD_TOKEN", raising=False)
+    with pytest.raises(ValueError, match="no token"):
+        serve(split_dir)
+    assert main([str(split_dir), "--port", "0"]) == 2
+    srv = serve(split_dir / "tail.onnx", insecure_no_auth=True)
+    try:
+        assert requests.get(_url(srv, "/v2/models/tail"), timeout=5).status_code == 200
+    finally:
+        srv.close()
+
+
+def test_token_from_env_and_file(
+    split_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """EDGE_CLOUD_TOKEN and token files configure auth."""
+    monkeypatch.setenv("EDGE_CLOUD_TOKEN", "from-env")
+    srv = serve(split_dir)
+    try:
+        url = _url(srv, "/v2/models/tail")
+        assert (
+            requests.get(url, headers={"Authorization": "Bearer from-env"}, timeout=5).status_code
+            == 200
+        )
+        assert requests.get(url, headers=AUTH, timeout=5).status_code == 401
+    finally:
+        srv.close()
+    (tmp_path / "tok").write_text("from-file\n")
+    srv = serve(split_dir, token_file=tmp_path / "tok")
+    try:
+        url = _url(srv, "/v2/models/tail")
+        assert (
+            requests.get(url, headers={"Authorization": "Bearer from-file"}, timeout=5).status_code
+            == 200
+        )
+    finally:
+        srv.close()
+
+
+def test_export_model_repository(split_dir: Path, tmp_path: Path) -> None:
+    """The Triton layout has the model bytes and a config with types and dims."""
+    model_dir = export_model_repository(split_dir / "tail.onnx", tmp_path / "repo")
+    assert model_dir == tmp_path / "repo" / "tail"
+    assert (model_dir / "1" / "model.onnx").read_bytes() == (split_dir / "tail.onnx").read_bytes()
+    cfg = (model_dir / "config.pbtxt").read_text()
+    assert 'platform: "onnxruntime_onnx"' in cfg and 'name: "tail"' in cfg
+    for frag in (
+        'name: "a"',
+        "data_type: TYPE_FP32",
+        "dims: [ -1, 4 ]",
+        'name: "b"',
+        "data_type: TYPE_INT64",
+        "dims: [ 2 ]",
+        'name: "y"',
+        "dims: [ -1, 3 ]",
+        'name: "z"',
+    ):
+        assert frag in cfg, frag
+    assert 'name: "w"' not in cfg
