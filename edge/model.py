@@ -13,7 +13,7 @@ from edge.values import ModelInfo, TensorSpec
 if TYPE_CHECKING:
     import onnx
 
-__all__ = ["inspect_model", "load_onnx", "sha256_file"]
+__all__ = ["inspect_model", "load_onnx", "node_macs", "sha256_file", "value_shapes"]
 
 
 def sha256_file(path: Path) -> str:
@@ -87,7 +87,8 @@ def _numel(dims: object) -> int:
     return total
 
 
-def _shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
+def value_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
+    """Static shapes of every value and weight of a shape-inferred model (symbolic dims as 1)."""
     shapes: dict[str, tuple[int, ...]] = {}
     graph = model.graph
     for value in list(graph.value_info) + list(graph.input) + list(graph.output):
@@ -100,17 +101,19 @@ def _shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
 
 def _count_macs(model: onnx.ModelProto) -> int:
     """Multiply-accumulates of Conv, ConvTranspose, Gemm and MatMul nodes (batch dims as 1)."""
-    shapes = _shapes(model)
-    total = 0
-    for node in model.graph.node:
-        counter = _MAC_RULES.get(node.op_type)
-        if counter is None:
-            continue
-        try:
-            total += counter(node, shapes)
-        except (KeyError, IndexError, ValueError):
-            continue  # unknown shape: leave it out rather than guess
-    return total
+    shapes = value_shapes(model)
+    return sum(node_macs(node, shapes) for node in model.graph.node)
+
+
+def node_macs(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]]) -> int:
+    """MACs of one Conv/ConvTranspose/Gemm/MatMul node; 0 for other ops or unknown shapes."""
+    counter = _MAC_RULES.get(node.op_type)
+    if counter is None:
+        return 0
+    try:
+        return int(counter(node, shapes))
+    except (KeyError, IndexError, ValueError):
+        return 0  # unknown shape: leave it out rather than guess
 
 
 def _conv_macs(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]]) -> int:

@@ -72,22 +72,16 @@ def _estimate_node(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]],
 
 def _node_macs(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]]) -> int:
     """MACs of a Conv/ConvTranspose/Gemm/MatMul node by edge.model's rules; 0 otherwise."""
-    from edge.model import _MAC_RULES  # the project's single MAC rule set
+    from edge.model import node_macs  # the project's single MAC rule set
 
-    rule = _MAC_RULES.get(node.op_type)
-    if rule is None:
-        return 0
-    try:
-        return int(rule(node, shapes))
-    except (KeyError, IndexError, ValueError):
-        return 0
+    return node_macs(node, shapes)
 
 
 def _shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
     """Static shapes of all values and weights (symbolic dims as 1)."""
-    from edge.model import _shapes as shapes_of
+    from edge.model import value_shapes
 
-    return shapes_of(model)
+    return value_shapes(model)
 
 
 def _peak_fp32_gops(profile: Profile) -> float:
