@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["CheckFailed", "DeviceError", "EdgeError", "ExitStatus", "UsageError"]
+__all__ = ["CheckFailed", "DeviceError", "EdgeError", "ExitStatus", "UsageError", "first_line"]
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception's first non-empty line (or its type name), at most 200 characters."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return (lines[0] if lines else type(exc).__name__)[:200]
 
 
 class ExitStatus(enum.IntEnum):

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from edge.errors import UsageError
+from edge.errors import UsageError, first_line
+from edge.model import save_onnx_atomic
 
 if TYPE_CHECKING:
     import onnx
@@ -134,7 +135,7 @@ def to_reference(
     else:
         raw, feeds, expected = _from_tf(kind, source, out, pins)
     model = _finish(raw, pins, source)
-    _save_atomic(model, out)
+    save_onnx_atomic(model, out)
     _check_parity(out, feeds, expected, source)
     return out
 
@@ -184,7 +185,7 @@ def _fix_onnx(source: Path, workdir: Path, pins: Shapes) -> Path:
     out = _cached_path(source, workdir, "onnx", pins, {})
     if not out.is_file():
         workdir.mkdir(parents=True, exist_ok=True)
-        _save_atomic(_finish(model, pins, source), out)
+        save_onnx_atomic(_finish(model, pins, source), out)
     return out
 
 
@@ -207,7 +208,7 @@ def _finish(model: onnx.ModelProto, pins: Shapes, source: Path) -> onnx.ModelPro
         onnx.checker.check_model(model)
     except Exception as exc:  # onnx raises several types for a bad graph
         raise UsageError(f"{source}: the reference ONNX is not valid "
-                         f"({_first_line(exc)})") from None
+                         f"({first_line(exc)})") from None
     return model
 
 
@@ -404,7 +405,7 @@ def _child_main(job_file: str) -> int:
         import traceback
 
         traceback.print_exc()
-        print(f"edge-intake-error: {type(exc).__name__}: {_first_line(exc)}", flush=True)
+        print(f"edge-intake-error: {type(exc).__name__}: {first_line(exc)}", flush=True)
         return 1
     arrays = {f"in/{k}": v for k, v in feeds.items()}
     arrays.update({f"out/{i}/{name}": v for i, (name, v) in enumerate(outputs)})
@@ -547,7 +548,7 @@ def _from_torch(
             result = module(*args)
         except Exception as exc:  # the module's own error on the example inputs
             raise UsageError(f"{source}: the module failed on the --shape example inputs "
-                             f"({_first_line(exc)})") from None
+                             f"({first_line(exc)})") from None
     values = _flatten_torch(result)
     out_names = ["output"] if len(values) == 1 else [f"output_{i}" for i in range(len(values))]
     _export_torch(module, args, names, out_names, out, source)
@@ -569,7 +570,7 @@ def _load_torch(source: Path) -> Any:
             module = (torch.jit.load(str(source), map_location="cpu") if scripted
                       else torch.load(str(source), map_location="cpu", weights_only=False))
     except Exception as exc:  # unpickling raises many types (missing class, bad file)
-        raise UsageError(f"{source}: not a loadable PyTorch module ({_first_line(exc)}); save "
+        raise UsageError(f"{source}: not a loadable PyTorch module ({first_line(exc)}); save "
                          "it with torch.save(model) with its class importable, or with "
                          "torch.jit.save") from None
     if not isinstance(module, torch.nn.Module):
@@ -632,7 +633,7 @@ def _export_torch(module: Any, args: tuple[Any, ...], names: list[str], out_name
             torch.onnx.export(module, args, str(out), input_names=names, output_names=out_names,
                               opset_version=OPSET, dynamo=False, do_constant_folding=True)
         except Exception as exc:  # the exporter raises many types
-            raise UsageError(f"{source}: torch.onnx.export failed ({_first_line(exc)})") from None
+            raise UsageError(f"{source}: torch.onnx.export failed ({first_line(exc)})") from None
 
 
 # --- parity, caching, helpers ------------------------------------------------------------------
@@ -650,7 +651,7 @@ def _check_parity(reference: Path, feeds: dict[str, np.ndarray],
     except Exception as exc:  # ORT raises its own exception types
         reference.unlink(missing_ok=True)
         raise UsageError(f"{source}: the converted ONNX does not run in onnxruntime "
-                         f"({_first_line(exc)})") from None
+                         f"({first_line(exc)})") from None
     pairs = _pair_outputs(got, expected, names)
     problem = next((p for p in (_mismatch(n, a, b) for n, a, b in pairs) if p), None)
     if problem or len(pairs) != len(names):
@@ -713,14 +714,6 @@ def _cached_path(source: Path, workdir: Path, kind: str, pins: Shapes,
     return workdir / f"{source.stem or 'model'}.{kind}-{digest.hexdigest()[:16]}.onnx"
 
 
-def _save_atomic(model: onnx.ModelProto, out: Path) -> None:
-    """Write the model next to ``out`` and rename it into place."""
-    import onnx
-
-    tmp = out.with_suffix(f".tmp{os.getpid()}")
-    onnx.save(model, str(tmp))
-    os.replace(tmp, out)
-
 
 def _require(*modules: str, why: str) -> None:
     """UsageError naming the extra to install when a converter module is missing."""
@@ -731,11 +724,6 @@ def _require(*modules: str, why: str) -> None:
         extra = "pip install torch==2.13.0" if "torch" in missing else "pip install 'edge[tflite]'"
         raise UsageError(f"{why} needs {', '.join(missing)} ({extra})")
 
-
-def _first_line(exc: BaseException) -> str:
-    """An exception's first non-empty line (or its type name), at most 200 characters."""
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    return (lines[0] if lines else type(exc).__name__)[:200]
 
 
 if __name__ == "__main__":  # the converter child: python -m edge.intake JOB.json

@@ -7,13 +7,14 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from edge.errors import UsageError
+from edge.errors import UsageError, first_line
 from edge.values import ModelInfo, TensorSpec
 
 if TYPE_CHECKING:
     import onnx
 
-__all__ = ["inspect_model", "load_onnx", "node_macs", "sha256_file", "value_shapes"]
+__all__ = ["inspect_model", "load_onnx", "node_macs", "save_onnx_atomic", "sha256_file",
+           "value_shapes"]
 
 
 def sha256_file(path: Path) -> str:
@@ -38,11 +39,27 @@ def load_onnx(path: str | Path) -> onnx.ModelProto:
         model = onnx.load(str(path))
         onnx.checker.check_model(model)
     except Exception as exc:  # onnx raises several unrelated types for a bad file
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UsageError(f"{path}: not a valid ONNX model ({first[:160]})") from None
+        raise UsageError(f"{path}: not a valid ONNX model ({first_line(exc)})") from None
     if not model.graph.input or not model.graph.output:
         raise UsageError(f"{path}: the ONNX graph has no inputs or no outputs")
     return model
+
+
+def save_onnx_atomic(model: onnx.ModelProto, path: Path) -> None:
+    """Write a model under a temp name beside ``path``, then rename it into place."""
+    import os
+    import tempfile
+
+    import onnx
+
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        onnx.save(model, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def inspect_model(path: str | Path) -> ModelInfo:

@@ -15,7 +15,7 @@ from typing import Any
 from edge.bench import Rounds, interleaved, summarize
 from edge.bundle import FORMAT, check_writable, write_bundle
 from edge.data import dataset_digest, load_dataset, synthetic_dataset
-from edge.errors import UsageError
+from edge.errors import UsageError, first_line
 from edge.model import inspect_model, sha256_file
 from edge.plan import PRECISION_RANK, Planned, make_plan
 from edge.profile import Profile
@@ -247,7 +247,7 @@ def _try(planned: Planned, ctx: _Context) -> _Outcome:
         fidelity = measure(ctx.reference, run_all(runner, ctx.held_out), ctx.held_out)
     except Exception as exc:  # noqa: BLE001 - a runtime that cannot run it drops out, others go on
         return _failed(cand, f"{target.runtime} could not run the artifact: "
-                             f"{type(exc).__name__}: {_first_line(exc)}")
+                             f"{type(exc).__name__}: {first_line(exc)}")
     failure = judge(fidelity, ctx.limits)
     kept: tuple[str, ...] = ()
     if failure and cand.precision in ("int8", "int8-dynamic") and _keeps_float(target):
@@ -282,10 +282,6 @@ def _failed(cand: Any, reason: str) -> _Outcome:
     return _Outcome(result=CandidateResult(candidate=cand, status="failed", reason=reason),
                     files={})
 
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return (lines[0] if lines else "")[:200]
 
 
 def _store(target: Any, cand: Any, file: Path,

@@ -33,6 +33,7 @@ import onnx.utils
 import yaml
 
 from edge.errors import UsageError
+from edge.model import save_onnx_atomic
 
 __all__ = [
     "SplitModels",
@@ -182,17 +183,6 @@ def _check_nodes(part: onnx.ModelProto, allowed: set[str], side: str) -> None:
         raise UsageError(f"{side} would run nodes placed elsewhere: {', '.join(extra)}")
 
 
-def _save_atomic(model: onnx.ModelProto, path: Path) -> None:
-    """Write a model under a temp name in the same directory, then rename it into place."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        onnx.save(model, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
 
 def _remove_stale(path: Path) -> None:
     """Remove a half from an earlier split so out_dir never mixes two splits."""
@@ -211,22 +201,23 @@ def split_model(model_path: Path, edge_nodes: set[str], out_dir: Path) -> SplitM
     out_dir.mkdir(parents=True, exist_ok=True)
     extractor = onnx.utils.Extractor(onnx.shape_inference.infer_shapes(model))
     cloud_names = {n.name for n in graph.nodes} - edge_nodes
-    head = tail = None
-    if plan.head_outputs:
-        head_model = _extract(extractor, plan.head_inputs, plan.head_outputs)
-        _check_nodes(head_model, edge_nodes, "head")
-        head = out_dir / HEAD_NAME
-        _save_atomic(head_model, head)
-    else:
-        _remove_stale(out_dir / HEAD_NAME)
-    if plan.tail_outputs:
-        tail_model = _extract(extractor, plan.tail_inputs, plan.tail_outputs)
-        _check_nodes(tail_model, cloud_names, "tail")
-        tail = out_dir / TAIL_NAME
-        _save_atomic(tail_model, tail)
-    else:
-        _remove_stale(out_dir / TAIL_NAME)
+    head = _write_half(extractor, plan.head_inputs, plan.head_outputs, edge_nodes,
+                       out_dir / HEAD_NAME)
+    tail = _write_half(extractor, plan.tail_inputs, plan.tail_outputs, cloud_names,
+                       out_dir / TAIL_NAME)
     return _with_paths(plan, head, tail)
+
+
+def _write_half(extractor: Any, inputs: tuple[str, ...], outputs: tuple[str, ...],
+                allowed: set[str], path: Path) -> Path | None:
+    """Extract, check and write one half; an empty half removes a stale file instead."""
+    if not outputs:
+        _remove_stale(path)
+        return None
+    half = _extract(extractor, inputs, outputs)
+    _check_nodes(half, allowed, path.stem)
+    save_onnx_atomic(half, path)
+    return path
 
 
 def _with_paths(plan: SplitModels, head: Path | None, tail: Path | None) -> SplitModels:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Literal, Protocol
@@ -12,7 +14,7 @@ import numpy as np
 from edge.values import Dataset, ModelInfo
 
 __all__ = ["PRECISIONS", "ConversionError", "ConvertSettings", "Runner", "Target",
-           "check_precision", "missing_modules"]
+           "check_precision", "missing_modules", "workdir_lock"]
 
 #: Precision names shared by every target. ``int8``: weights and activations int8 (static,
 #: calibrated); ``int8-dynamic``: int8 weights, activations quantized at run time.
@@ -46,6 +48,21 @@ def missing_modules(modules: tuple[str, ...], extra: str) -> str | None:
     if not absent:
         return None
     return f"{', '.join(absent)} not installed (pip install 'edge[{extra}]')"
+
+
+@contextlib.contextmanager
+def workdir_lock(workdir: Path) -> Iterator[None]:
+    """Serialize conversions of one work directory across threads and processes."""
+    import fcntl
+
+    try:
+        workdir.mkdir(parents=True, exist_ok=True)
+        handle = open(workdir / ".lock", "a")  # noqa: SIM115 - held for the block
+    except OSError as exc:
+        raise ConversionError(f"cannot use workdir {workdir}: {exc}") from None
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
 
 
 def check_precision(target: Target, precision: str) -> None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from edge.errors import first_line
 from edge.values import Dataset, ModelInfo
 from targets.base import ConversionError, ConvertSettings, check_precision, missing_modules
 
@@ -167,7 +168,7 @@ def _build_fp16(model: ModelInfo, calib: Dataset, settings: ConvertSettings, dst
                                                     node_block_list=block)
             onnx.checker.check_model(half)
         except Exception as exc:  # the converter and the checker raise many types
-            raise ConversionError(f"onnxruntime fp16 conversion failed: {_one_line(exc)}") from exc
+            raise ConversionError(f"onnxruntime fp16 conversion failed: {first_line(exc)}") from exc
     onnx.save(half, str(dst))
     notes = ["float16 weights and compute (onnxconverter-common), float32 inputs and outputs; "
              "no speed-up on x86 CPUs without fp16 arithmetic", *keep_notes]
@@ -197,7 +198,7 @@ def _build_dynamic(model: ModelInfo, calib: Dataset, settings: ConvertSettings, 
                              weight_type=QuantType.QInt8, nodes_to_exclude=exclude)
     except Exception as exc:  # the quantizer raises many types; report one line
         raise ConversionError(f"onnxruntime int8-dynamic quantization failed: "
-                              f"{_one_line(exc)}") from exc
+                              f"{first_line(exc)}") from exc
     quantized = _count_ops(dst, ("MatMulInteger", "DynamicQuantizeMatMul", "QAttention"))
     if not quantized:
         raise ConversionError("int8 dynamic quantized no node (every MatMul/Gemm is kept float "
@@ -225,7 +226,7 @@ def _build_static(model: ModelInfo, calib: Dataset, settings: ConvertSettings, d
         with contextlib.redirect_stdout(io.StringIO()):  # histogram calibrators print progress
             _quantize_static(source, dst, calib, exclude, method)
     except Exception as exc:  # the quantizer raises many types; report one line
-        raise ConversionError(f"onnxruntime int8 quantization failed: {_one_line(exc)}") from exc
+        raise ConversionError(f"onnxruntime int8 quantization failed: {first_line(exc)}") from exc
     keep_notes += _lost(dst, exclude)
     return (f"static QDQ (U8S8), int8 weights per channel, uint8 activations, {method} "
             f"calibration on "
@@ -290,7 +291,7 @@ def _prepare(model: ModelInfo, scratch: Path) -> tuple[onnx.ModelProto, onnx.Mod
         quant_pre_process(str(src), str(scratch / "pre.onnx"), skip_symbolic_shape=True)
         return reference, name_nodes(onnx.load(str(scratch / "pre.onnx"))), tuple(notes)
     except Exception as exc:  # pre-processing is an optimization: quantize without it
-        notes.append(f"quant_pre_process failed ({_one_line(exc)}); quantized the graph as is")
+        notes.append(f"quant_pre_process failed ({first_line(exc)}); quantized the graph as is")
         return reference, normalized, tuple(notes)
 
 
@@ -470,7 +471,3 @@ def _count_ops(path: Path, op_types: Sequence[str]) -> int:
     proto = onnx.load(str(path), load_external_data=False)
     return sum(n.op_type in op_types for n in proto.graph.node)
 
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return (text[0] if text else type(exc).__name__)[:200]

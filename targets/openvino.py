@@ -16,8 +16,15 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from edge.errors import first_line
 from edge.values import Dataset, ModelInfo
-from targets.base import ConversionError, ConvertSettings, check_precision, missing_modules
+from targets.base import (
+    ConversionError,
+    ConvertSettings,
+    check_precision,
+    missing_modules,
+    workdir_lock,
+)
 
 DEFAULT_SETTINGS = ConvertSettings()
 
@@ -56,7 +63,7 @@ class OpenVINOTarget:
         check_precision(self, precision)
         workdir = Path(workdir)
         out = workdir / FILES[precision]
-        with _locked(workdir):
+        with workdir_lock(workdir):
             notes = _reusable(out, model)
             if notes is None:
                 notes = _convert(model, precision, calib, settings, out)
@@ -84,20 +91,6 @@ def load_with_hint(artifact: Path, model: ModelInfo, *, threads: int,
 
 # ---------------------------------------------------------------- conversion
 
-
-@contextlib.contextmanager
-def _locked(workdir: Path) -> Iterator[None]:
-    """Serialize conversions of one workdir across processes."""
-    import fcntl
-
-    try:
-        workdir.mkdir(parents=True, exist_ok=True)
-        handle = open(workdir / ".lock", "a")  # noqa: SIM115 - held for the block
-    except OSError as exc:
-        raise ConversionError(f"cannot use workdir {workdir}: {exc}") from None
-    with handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
 
 
 def _reusable(out: Path, model: ModelInfo) -> tuple[str, ...] | None:
@@ -143,7 +136,7 @@ def _read_source(model: ModelInfo) -> Any:
         return ov.convert_model(model.path)
     except Exception as exc:  # OpenVINO's frontends raise several types; report one line
         raise ConversionError(f"openvino cannot read {Path(model.path).name}: "
-                              f"{_one_line(exc)}") from None
+                              f"{first_line(exc)}") from None
 
 
 def _onnx_frontend() -> Any:
@@ -178,7 +171,7 @@ def _save(ov_model: Any, out: Path, *, compress_to_fp16: bool, record: dict[str,
         for src, dst in parts:
             os.replace(src, dst)
     except (OSError, RuntimeError) as exc:
-        raise ConversionError(f"cannot write {out}: {_one_line(exc)}") from None
+        raise ConversionError(f"cannot write {out}: {first_line(exc)}") from None
     finally:
         for src, _ in parts:
             src.unlink(missing_ok=True)
@@ -210,7 +203,7 @@ def _quantize(ov_model: Any, model: ModelInfo, calib: Dataset, settings: Convert
                                       ignored_scope=nncf.IgnoredScope(names=names, validate=False),
                                       **kwargs)
     except Exception as exc:  # NNCF raises many types; report one line
-        raise ConversionError(f"NNCF int8 quantization failed: {_one_line(exc)} "
+        raise ConversionError(f"NNCF int8 quantization failed: {first_line(exc)} "
                               f"(log: {log})") from None
     return quantized, (*notes, f"{len(calib)} calibration samples", *float_notes)
 
@@ -290,7 +283,7 @@ def _onnx_bases(model: ModelInfo) -> dict[str, str]:
     try:
         graph = onnx.load(model.path, load_external_data=False).graph
     except Exception as exc:  # onnx raises several types for a bad file
-        raise ConversionError(f"cannot read node names for keep_float: {_one_line(exc)}") from None
+        raise ConversionError(f"cannot read node names for keep_float: {first_line(exc)}") from None
     bases: dict[str, str] = {}
     for node in graph.node:
         base = node.name or (node.output[0] if node.output else "")
@@ -376,8 +369,3 @@ def _pair(names: list[str], ports: Sequence[Any]) -> list[tuple[str, int]]:
         return list(zip(names, found, strict=True))
     return list(zip(names, range(len(ports)), strict=True))
 
-
-def _one_line(exc: BaseException) -> str:
-    """The first non-empty line of an exception's message, at most 200 characters."""
-    text = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
-    return (text[0] if text else type(exc).__name__)[:200]

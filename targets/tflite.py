@@ -13,15 +13,22 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
+from edge.errors import first_line
 from edge.values import Dataset, ModelInfo, TensorSpec
-from targets.base import ConversionError, ConvertSettings, check_precision, missing_modules
+from targets.base import (
+    ConversionError,
+    ConvertSettings,
+    check_precision,
+    missing_modules,
+    workdir_lock,
+)
 
 DEFAULT_SETTINGS = ConvertSettings()
 
@@ -100,23 +107,10 @@ def _ensure_converted(model: ModelInfo, calib: Dataset, workdir: Path,
         workdir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ConversionError(f"cannot use workdir {workdir}: {exc}") from None
-    with _locked(workdir):
+    with workdir_lock(workdir):
         done = _read_marker(workdir, model)
         return done if done is not None else _run_onnx2tf(model, calib, workdir, timeout)
 
-
-@contextlib.contextmanager
-def _locked(workdir: Path) -> Iterator[None]:
-    """Serialize conversions of one workdir across processes."""
-    import fcntl
-
-    try:
-        handle = open(workdir / ".lock", "a")  # noqa: SIM115 - held for the block
-    except OSError as exc:
-        raise ConversionError(f"cannot use workdir {workdir}: {exc}") from None
-    with handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
 
 
 def _read_marker(workdir: Path, model: ModelInfo) -> dict[str, Any] | None:
@@ -246,7 +240,7 @@ def _stack(calib: Dataset, spec: TensorSpec) -> np.ndarray:
         raise ConversionError(f"calibration samples lack input '{spec.name}'") from None
     except ValueError as exc:
         raise ConversionError(f"calibration samples of '{spec.name}' differ in shape: "
-                              f"{_first_line(exc)}") from None
+                              f"{first_line(exc)}") from None
     return np.ascontiguousarray(data.transpose(_channels_last(data.ndim)))
 
 
@@ -329,10 +323,6 @@ def _notes(precision: str, model: ModelInfo, run: dict[str, Any]) -> tuple[str, 
                  f"peak {run['peak_rss_mb']:.0f} MB RSS")
     return tuple(notes)
 
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return (text[0] if text else type(exc).__name__)[:200]
 
 
 # ---------------------------------------------------------------- runtime
