@@ -7,6 +7,7 @@ benchmarks a model ON the device, printing one JSON document on stdout.
     python3 edge_agent.py install SRC DEST --sha256 HEX
     python3 edge_agent.py activate WORK_DIR RELEASE
     python3 edge_agent.py bench MODEL [--runs N] [--warmup N] [--threads N]
+    python3 edge_agent.py profile --model MODEL.onnx [--threads N] [--runs N]
 
 Exit status: 0 ok, 2 bad request, 3 runtime missing or failed. Errors are JSON {"error": ...}.
 """
@@ -69,6 +70,11 @@ def _parser():
     bench.add_argument("--warmup", type=int, default=5)
     bench.add_argument("--threads", type=int, default=0)
     bench.set_defaults(func=cmd_bench)
+    profile = sub.add_parser("profile")
+    profile.add_argument("--model", required=True)
+    profile.add_argument("--threads", type=int, default=1)
+    profile.add_argument("--runs", type=int, default=10)
+    profile.set_defaults(func=cmd_profile)
     return parser
 
 
@@ -133,6 +139,124 @@ def cmd_bench(args):
         "p99_ms": percentile(times, 99), "mean_ms": sum(times) / len(times),
         "load_ms": load_ms, "peak_rss_mb": peak_rss_mb(), "device": device_info(),
     }
+
+
+def cmd_profile(args):
+    """Per-node kernel ms (ORT profiling, graph optimizations off) and the optimized model's ms.
+
+    Per node: one warm-up run then ``runs`` profiled runs of an unoptimized session, the
+    "Node" kernel events summed per node and averaged over the last ``runs`` runs. Whole
+    model: the median wall ms of ``runs`` runs of a fully optimized session (after a warm-up).
+    """
+    if args.runs < 1 or args.threads < 0:
+        raise AgentError("--runs must be >= 1 and --threads >= 0", status=2)
+    if not os.path.isfile(args.model):
+        raise AgentError(f"model {args.model} not found", status=2)
+    if os.path.splitext(args.model)[1] != ".onnx":
+        raise AgentError(f"profile needs an .onnx model, got {args.model}", status=2)
+    np = _numpy()
+    ort = _import("onnxruntime")
+    import shutil
+    import tempfile
+
+    trace_dir = tempfile.mkdtemp(prefix="edge-profile-")
+    try:
+        session = _ort_session(ort, args.model, args.threads, optimize=False,
+                               profile_prefix=os.path.join(trace_dir, "ort-profile"))
+        feeds = profile_feeds(np, session.get_inputs())
+        for _ in range(args.runs + 1):  # the first is the warm-up, dropped by kernel_ms
+            _ort_run(session, feeds)
+        trace = session.end_profiling()
+        try:
+            with open(trace, encoding="utf-8") as handle:
+                events = json.load(handle)
+        except (OSError, ValueError) as exc:
+            raise AgentError(f"cannot read the onnxruntime profile: {exc}") from None
+        nodes = kernel_ms(events, args.runs)
+        del session
+        optimized = _ort_session(ort, args.model, args.threads, optimize=True)
+        _ort_run(optimized, feeds)
+        times = []
+        for _ in range(args.runs):
+            t0 = time.perf_counter()
+            _ort_run(optimized, feeds)
+            times.append((time.perf_counter() - t0) * 1e3)
+    finally:
+        shutil.rmtree(trace_dir, ignore_errors=True)
+    return {
+        "nodes": nodes, "whole_ms": percentile(times, 50), "runs": args.runs,
+        "threads": args.threads, "device": device_info(),
+        "runtime": {"onnxruntime": ort.__version__},
+    }
+
+
+def _ort_session(ort, path, threads, *, optimize, profile_prefix=None):
+    """A CPU session as partition.cost builds it; a load failure is one line of JSON."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.log_severity_level = 3
+    level = ort.GraphOptimizationLevel
+    options.graph_optimization_level = level.ORT_ENABLE_ALL if optimize else level.ORT_DISABLE_ALL
+    if profile_prefix is not None:
+        options.enable_profiling = True
+        options.profile_file_prefix = profile_prefix
+    try:
+        return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # noqa: BLE001 - ORT raises its own types; report one line
+        raise AgentError(f"onnxruntime cannot load {path}: {_one_line(exc)}") from None
+
+
+def _ort_run(session, feeds):
+    try:
+        session.run(None, feeds)
+    except Exception as exc:  # noqa: BLE001
+        raise AgentError(f"onnxruntime failed to run the model: {_one_line(exc)}") from None
+
+
+def _one_line(exc):
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return (lines[0] if lines else type(exc).__name__)[:300]
+
+
+def profile_feeds(np, inputs):
+    """Inputs for profiling: float standard normal, everything else zeros; symbolic dims 1."""
+    rng = np.random.default_rng(0)
+    feeds = {}
+    for arg in inputs:
+        shape = [d if isinstance(d, int) and d > 0 else 1 for d in arg.shape]
+        dtype = ort_dtype(np, arg.type)
+        feeds[arg.name] = (rng.standard_normal(shape).astype(dtype) if dtype.kind == "f"
+                           else np.zeros(shape, dtype))
+    return feeds
+
+
+def ort_dtype(np, ort_type):
+    """numpy dtype of an ORT type string such as 'tensor(float)'."""
+    name = ort_type
+    if name.startswith("tensor(") and name.endswith(")"):
+        name = name[len("tensor("):-1]
+    name = {"float": "float32", "double": "float64", "float16": "float16"}.get(name, name)
+    try:
+        return np.dtype(name)
+    except TypeError:
+        raise AgentError(f"cannot make a random input of type {ort_type}", status=2) from None
+
+
+def kernel_ms(events, runs):
+    """Mean kernel ms per node over the last ``runs`` runs of an ORT trace (a list of events).
+
+    Only "Node" events named "<node>_kernel_time" count; ORT 1.31 gives no node_name argument,
+    so the node is the event name without that suffix.
+    """
+    per_run = {}
+    for event in events:
+        if event.get("cat") != "Node" or not event.get("name", "").endswith("_kernel_time"):
+            continue
+        args = event.get("args") or {}
+        name = args.get("node_name") or event["name"][:-len("_kernel_time")]
+        if name:
+            per_run.setdefault(name, []).append(event["dur"] / 1e3)
+    return {name: sum(ds[-runs:]) / runs for name, ds in per_run.items()}
 
 
 def percentile(values, q):

@@ -5,6 +5,7 @@ Device layout under the profile's work dir (default ``~/.edge``)::
     agent/edge_agent-<sha12>.py     the agent, by content
     incoming/                       uploads in flight (never run from here)
     releases/<sha16>/model.<ext>    one directory per artifact, verified by sha256
+    models/<sha16>.onnx             models pushed for per-node profiling, by content
     current -> releases/<sha16>     switched atomically after the health check
 """
 
@@ -16,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from devices.transport import Transport
-from edge.errors import DeviceError
+from edge.errors import DeviceError, UsageError
 from edge.model import sha256_file
 from edge.values import (
     Artifact,
@@ -28,8 +29,7 @@ from edge.values import (
 )
 
 __all__ = ["AGENT_PATH", "BenchOptions", "Device", "deploy_bundle", "deploy_fastest",
-           "measure_on_device",
-           "open_device"]
+           "measure_on_device", "open_device", "profile_on_device"]
 
 AGENT_PATH = Path(__file__).with_name("agent.py")
 
@@ -137,6 +137,28 @@ def measure_on_device(
         target=transport.label, transport="local" if transport.is_local else "ssh",
         profile=profile, candidate=artifact.candidate.id, artifact_sha256=artifact.sha256,
         release=release, active=activate, bench=_bench_result(measured, transport.label))
+
+
+def profile_on_device(device: Device, model: Path, *, threads: int = 1, runs: int = 10) -> dict:
+    """Per-node kernel ms and the optimized whole-model ms of an ONNX model, measured ON the device.
+
+    The model goes to ``models/<sha16>.onnx`` under the work dir (sha256-verified by the agent)
+    unless that file is already there. The agent's JSON comes back with ``uploaded`` (whether
+    this call pushed the model), ``model`` (its path on the device) and ``where``.
+    """
+    model = Path(model)
+    if not model.is_file():
+        raise UsageError(f"{model}: no such model file")
+    if model.suffix != ".onnx":
+        raise UsageError(f"{model}: per-node profiling needs an .onnx model")
+    sha256 = sha256_file(model)
+    remote = f"{device.work}/models/{sha256[:16]}.onnx"
+    uploaded = not device.transport.exists(remote)
+    if uploaded:
+        _install_file(device, model, sha256, remote)
+    reply = device.call("profile", "--model", remote, "--threads", str(threads),
+                        "--runs", str(runs))
+    return {**reply, "uploaded": uploaded, "model": remote, "where": device.transport.label}
 
 
 def open_device(transport: Transport, *, python: str, work_dir: str) -> Device:

@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from edge import __version__
-from edge.errors import EdgeError, ExitStatus
+from edge.errors import EdgeError, ExitStatus, UsageError
 
 __all__ = ["cli", "main"]
 
@@ -360,31 +360,42 @@ def _print_plan(model: Path, profile: Any, options: Any, as_json: bool) -> int:
               help="Uplink in Mbit/s [the edge profile's link.uplink_mbps].")
 @click.option("--rtt", type=click.FloatRange(min=0), help="Round trip in ms [link.rtt_ms].")
 @click.option("-o", "--out", type=_PATH, help="Split directory [MODEL-PROFILE-split].")
+@click.option("--compress", type=click.Choice(["none", "fp16", "int8"]), default="none",
+              show_default=True, help="Send float cut tensors as fp16 or int8.")
+@click.option("--calib", type=_PATH,
+              help="Sample inputs for int8 scales and the check (.npy/.npz/images) [random].")
+@click.option("--measure", is_flag=True,
+              help="Measure per-node costs on this host with onnxruntime instead of estimating.")
 @_SHAPE
 @json_option
 def partition_cmd(model: Path, profile_ref: str, cloud_ref: str, bandwidth: float | None,
-                  rtt: float | None, out: Path | None, shapes: tuple[str, ...],
-                  as_json: bool) -> int:
+                  rtt: float | None, out: Path | None, compress: str, calib: Path | None,
+                  measure: bool, shapes: tuple[str, ...], as_json: bool) -> int:
     """Split a model between the edge device and the cloud at the latency-optimal cut.
 
     Writes head.onnx (runs on the device), tail.onnx (runs in the cloud) and split.yaml
-    (cut tensors, predicted times, best cut per bandwidth range); head->tail is verified
-    against the whole model. Per-node costs are estimated from MACs and each profile's peak.
+    (cut tensors, predicted times, best cut per bandwidth range); every other cut of that
+    table goes to cuts/ID/ so a running client can switch. Each head->tail is verified against
+    the whole model. Per-node costs are estimated from MACs and each profile's peak unless
+    --measure.
 
     \b
-    Example:
+    Examples:
       edge partition sample:digits --profile rpi4 --cloud cloud-t4 --bandwidth 10 --rtt 20
+      edge partition model.onnx --profile jetson-nano --cloud cloud-t4 --compress int8 \\
+          --calib frames.npy
     """
     from edge.profile import load_profile
     from partition.run import PartitionOptions, partition
 
     edge, cloud = load_profile(profile_ref), load_profile(cloud_ref)
-    model, _, _ = _with_sample(model, None, None)
+    model, calib, _ = _with_sample(model, calib, None)
     pins, _ = _parse_shapes(shapes)
     where = out or Path(f"{model.stem}-{edge.id}-split")
     with _stdout_to_stderr(as_json):
         report = partition(model, edge, cloud, where, PartitionOptions(
-            bandwidth_mbps=bandwidth, rtt_ms=rtt, shapes=pins or None))
+            bandwidth_mbps=bandwidth, rtt_ms=rtt, shapes=pins or None, compression=compress,
+            samples=calib, measured=measure))
     _emit(as_json, report.to_json(), _render_partition(report))
     return 0
 
@@ -419,10 +430,16 @@ def _render_partition(report: Any) -> str:
 @click.option("--max-body", type=click.IntRange(1), default=64 * 2**20, show_default=True,
               help="Largest request body in bytes (larger: 413).")
 @click.option("--export-repository", type=_PATH,
-              help="Write a Triton/KServe model repository for the tail and exit.")
+              help="Write a Triton/KServe model repository for the tails and exit.")
+@click.option("--threads", type=click.IntRange(0, 1024), default=0, show_default=True,
+              help="onnxruntime threads per inference (0: all cores).")
 def serve_cloud(split_dir: Path, address: str, port: int, token_file: Path | None,
-                insecure_no_auth: bool, max_body: int, export_repository: Path | None) -> int:
+                insecure_no_auth: bool, max_body: int, export_repository: Path | None,
+                threads: int) -> int:
     """Serve a split's tail over the KServe v2 REST API as model "tail".
+
+    The other precomputed cuts' tails are served too, as "tail-ID" (see split.yaml), so
+    `edge run-split` can switch cut without a restart.
 
     Every request but health needs "Authorization: Bearer TOKEN" (from $EDGE_CLOUD_TOKEN or
     --token-file); every request is validated (names, dtype, shape, size) and answered 4xx
@@ -435,11 +452,64 @@ def serve_cloud(split_dir: Path, address: str, port: int, token_file: Path | Non
     """
     from partition.serve import main as serve_main
 
-    argv = [str(split_dir), "--host", address, "--port", str(port), "--max-body", str(max_body)]
+    argv = [str(split_dir), "--host", address, "--port", str(port), "--max-body", str(max_body),
+            "--threads", str(threads)]
     argv += ["--token-file", str(token_file)] if token_file else []
     argv += ["--insecure-no-auth"] if insecure_no_auth else []
     argv += ["--export-repository", str(export_repository)] if export_repository else []
     return serve_main(argv)
+
+
+@cli.command("run-split")
+@click.argument("split_dir", type=_PATH)
+@click.option("--url", required=True, help="The cloud server, http://HOST:PORT.")
+@click.option("--input", "data", type=_PATH,
+              help="Inputs (.npy/.npz/images, axis 0 = samples) [random].")
+@click.option("--runs", type=click.IntRange(1, 1000000), default=10, show_default=True)
+@click.option("--cut", default="auto", show_default=True,
+              help="auto (switch with the measured link), a cut id, all-edge or all-cloud.")
+@click.option("--token-file", type=_PATH, help="File with the bearer token [$EDGE_CLOUD_TOKEN].")
+@click.option("--threads", type=click.IntRange(0, 1024), default=1, show_default=True,
+              help="onnxruntime threads for the head.")
+@click.option("--probe-every", type=click.FloatRange(min=0), default=5.0, show_default=True,
+              help="Seconds between link probes while running all on the device.")
+@click.option("-o", "--out", type=_PATH, help="Save the outputs of every run to this .npz.")
+@json_option
+def run_split(split_dir: Path, url: str, data: Path | None, runs: int, cut: str,
+              token_file: Path | None, threads: int, probe_every: float, out: Path | None,
+              as_json: bool) -> int:
+    """Run a split model on this device against `edge serve-cloud` (the edge client).
+
+    Runs the head here, sends the cut tensors to the server, and returns the final outputs.
+    It measures uplink bandwidth and RTT as it goes and, with --cut auto, switches to the cut
+    with the lowest predicted latency at the measured link.
+
+    \b
+    Example:
+      EDGE_CLOUD_TOKEN=s3cret edge run-split digits-rpi4-split --url http://10.0.0.5:8000 \\
+          --input frames.npy --runs 100
+    """
+    from partition.runsplit import RunSplitOptions, render, run
+
+    token = _read_token(token_file)
+    with _stdout_to_stderr(as_json):
+        report = run(split_dir, RunSplitOptions(url=url, data=data, runs=runs, cut=cut,
+                                                token=token, threads=threads,
+                                                probe_every_s=probe_every, out=out))
+    _emit(as_json, report, render(report))
+    return 0
+
+
+def _read_token(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise UsageError(f"--token-file {path}: {exc.strerror or exc}") from None
+    if not token:
+        raise UsageError(f"--token-file {path} is empty")
+    return token
 
 
 # ---------------------------------------------------------------- bench

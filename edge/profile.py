@@ -101,6 +101,12 @@ class Link(_Frozen):
     uplink_mbps: float = Field(gt=0)
     downlink_mbps: float = Field(gt=0)
     rtt_ms: float = Field(ge=0)
+    tx_nj_per_bit: float | None = Field(
+        default=None,
+        gt=0,
+        description="Radio energy per bit sent, nJ (partition's energy objective); "
+        "null: an assumed default per kind (partition.solve.TX_NJ_PER_BIT)",
+    )
 
 
 class Access(_Frozen):

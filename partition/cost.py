@@ -1,15 +1,19 @@
-"""Per-node latency: an estimate from MACs and a profile, or a measurement with onnxruntime."""
+"""Per-node latency: an estimate from MACs and a profile, or a measurement with onnxruntime
+(on this host, or on the device through edge's agent)."""
 
 from __future__ import annotations
 
 import json
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from devices.agent import kernel_ms, profile_feeds
+from edge.errors import UsageError
 from partition.graph import load_named, tensor_bytes
 
 if TYPE_CHECKING:
@@ -17,9 +21,11 @@ if TYPE_CHECKING:
     import onnx
     import onnxruntime as ort
 
+    from devices.deploy import Device
+    from devices.transport import Transport
     from edge.profile import Profile
 
-__all__ = ["estimate_costs", "measure_costs", "node_costs"]
+__all__ = ["estimate_costs", "measure_costs", "measure_costs_on_device", "node_costs"]
 
 #: Guessed memory bandwidth for non-MAC ops, GB/s, when a profile says nothing about it.
 MEMORY_GBPS = 10.0
@@ -58,6 +64,37 @@ def measure_costs(model_path: str | Path, *, threads: int = 1, runs: int = 10) -
         raw = _profiled_node_ms(path, feeds, threads, runs, Path(tmp))
         whole = _whole_model_ms(path, feeds, threads, runs)
     return _calibrated(raw, whole, [n.name for n in model.graph.node])
+
+
+def measure_costs_on_device(
+    model_path: str | Path, device: Device | Transport, *, threads: int = 1, runs: int = 10,
+    python: str | None = None, work_dir: str = "~/.edge",
+) -> dict[str, float]:
+    """Per-node ms measured ON the device by its agent, calibrated as ``measure_costs`` does.
+
+    Nodes are named as ``load_named`` names them; the named model is pushed to the device
+    (once: it is stored there by content) and profiled by ``edge_agent.py profile``, whose
+    per-node kernel ms are scaled to sum to the optimized whole-model median it measured.
+    ``device`` is an opened ``Device``, or a transport opened here with ``python`` (default:
+    this python for the local device, ``python3`` over SSH) and ``work_dir``.
+    """
+    from devices.deploy import Device, open_device, profile_on_device
+
+    path = Path(model_path)
+    if not path.is_file():
+        raise UsageError(f"{path}: no such model file")
+    if not isinstance(device, Device):
+        default = sys.executable if device.is_local else "python3"
+        device = open_device(device, python=python or default, work_dir=work_dir)
+    try:
+        model = load_named(path)
+    except Exception as exc:  # noqa: BLE001 - protobuf/onnx errors vary; one line for the user
+        raise UsageError(f"{path}: not a readable ONNX model ({type(exc).__name__})") from None
+    with tempfile.TemporaryDirectory(prefix="edge-partition-") as tmp:
+        named = Path(tmp) / "named.onnx"
+        _save(model, named)
+        reply = profile_on_device(device, named, threads=threads, runs=runs)
+    return _calibrated(reply["nodes"], float(reply["whole_ms"]), [n.name for n in model.graph.node])
 
 
 def _estimate_node(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]],
@@ -113,26 +150,10 @@ def _session(path: Path, threads: int, *, optimize: bool,
 
 
 def _random_feeds(path: Path) -> dict[str, np.ndarray]:
-    """Random inputs for every graph input, symbolic dims as 1."""
+    """Random inputs for every graph input, symbolic dims as 1 (as the agent makes them)."""
     import numpy as np
 
-    session = _session(path, 1, optimize=False)
-    rng = np.random.default_rng(0)
-    feeds = {}
-    for arg in session.get_inputs():
-        shape = [d if isinstance(d, int) and d > 0 else 1 for d in arg.shape]
-        dtype = _np_dtype(arg.type)
-        feeds[arg.name] = (rng.standard_normal(shape).astype(dtype) if dtype.kind == "f"
-                           else np.zeros(shape, dtype))
-    return feeds
-
-
-def _np_dtype(ort_type: str) -> np.dtype:
-    """numpy dtype of an ORT type string such as 'tensor(float)'."""
-    import numpy as np
-
-    name = ort_type.removeprefix("tensor(").removesuffix(")")
-    return np.dtype({"float": "float32", "double": "float64", "float16": "float16"}.get(name, name))
+    return profile_feeds(np, _session(path, 1, optimize=False).get_inputs())
 
 
 def _profiled_node_ms(path: Path, feeds: Mapping[str, np.ndarray], threads: int, runs: int,
@@ -147,16 +168,9 @@ def _profiled_node_ms(path: Path, feeds: Mapping[str, np.ndarray], threads: int,
 
 
 def _kernel_ms(events: list[dict], runs: int) -> dict[str, float]:
-    """Sum kernel durations per node name from an ORT trace, dropping the first (warm-up) run."""
-    per_run: dict[str, list[float]] = {}
-    for event in events:
-        args = event.get("args") or {}
-        if event.get("cat") != "Node" or not event.get("name", "").endswith("_kernel_time"):
-            continue
-        name = args.get("node_name") or event["name"].removesuffix("_kernel_time")
-        if name:
-            per_run.setdefault(name, []).append(event["dur"] / 1e3)
-    return {name: sum(ds[-runs:]) / runs for name, ds in per_run.items()}
+    """Kernel ms per node name from an ORT trace, the first (warm-up) run dropped: the agent's
+    parser, so host and device measurements count the same events."""
+    return kernel_ms(events, runs)
 
 
 def _whole_model_ms(path: Path, feeds: Mapping[str, np.ndarray], threads: int, runs: int) -> float:

@@ -20,6 +20,7 @@ __all__ = [
     "load_named",
     "node_names",
     "tensor_bytes",
+    "with_compression",
 ]
 
 #: Virtual producer of the graph inputs; it lives on the edge (the input data is on the device).
@@ -46,6 +47,7 @@ class Tensor:
     bytes: int
     producer: str
     consumers: tuple[str, ...]
+    dtype: str = "float32"
 
     @property
     def is_output(self) -> bool:
@@ -95,30 +97,52 @@ def load_named(model_path: str | Path) -> onnx.ModelProto:
 
 def tensor_bytes(model: onnx.ModelProto) -> dict[str, int]:
     """Bytes of every typed tensor after shape inference, symbolic or unknown dims pinned to 1."""
+    return _value_sizes_and_dtypes(model)[0]
+
+
+def _value_sizes_and_dtypes(model: onnx.ModelProto) -> tuple[dict[str, int], dict[str, str]]:
+    """Bytes and numpy dtype name of every typed tensor (pinned dims, after shape inference)."""
     import onnx
 
     inferred = onnx.shape_inference.infer_shapes(_pinned_inputs(model))
     graph = inferred.graph
     sizes: dict[str, int] = {}
+    dtypes: dict[str, str] = {}
     for value in list(graph.input) + list(graph.value_info) + list(graph.output):
         sizes[value.name] = _value_bytes(value)
-    return sizes
+        dtypes[value.name] = _value_dtype(value)
+    return sizes, dtypes
 
 
 def build_graph(model_path: str | Path, edge_ms: Mapping[str, float],
                 cloud_ms: Mapping[str, float]) -> Graph:
     """The DAG of a model with per-node costs (missing costs count as 0)."""
     model = load_named(model_path)
-    sizes = tensor_bytes(model)
+    sizes, dtypes = _value_sizes_and_dtypes(model)
     weights = {i.name for i in model.graph.initializer}
     nodes = tuple(Node(n.name, float(edge_ms.get(n.name, 0.0)), float(cloud_ms.get(n.name, 0.0)),
                        n.op_type) for n in model.graph.node)
-    tensors = _tensors(model, weights, sizes)
+    tensors = _tensors(model, weights, sizes, dtypes)
     return Graph(nodes=nodes, tensors=tensors)
 
 
-def _tensors(model: onnx.ModelProto, weights: set[str],
-             sizes: Mapping[str, int]) -> tuple[Tensor, ...]:
+def with_compression(graph: Graph, mode: str) -> Graph:
+    """The graph with node-made float32 tensors at their compressed wire size (see compress)."""
+    from dataclasses import replace
+
+    from partition.compress import wire_bytes_factor
+
+    factor = wire_bytes_factor(mode)
+    if factor == 1.0:
+        return graph
+    tensors = tuple(replace(t, bytes=int(t.bytes * factor))
+                    if t.producer != SOURCE and t.dtype == "float32" else t
+                    for t in graph.tensors)
+    return Graph(nodes=graph.nodes, tensors=tensors)
+
+
+def _tensors(model: onnx.ModelProto, weights: set[str], sizes: Mapping[str, int],
+             dtypes: Mapping[str, str]) -> tuple[Tensor, ...]:
     producer = {i.name: SOURCE for i in model.graph.input if i.name not in weights}
     consumers: dict[str, list[str]] = {name: [] for name in producer}
     for node in model.graph.node:
@@ -132,7 +156,8 @@ def _tensors(model: onnx.ModelProto, weights: set[str],
                 consumers[name].append(node.name)
     for out in model.graph.output:
         consumers[out.name].append(SINK)
-    return tuple(Tensor(name, sizes.get(name, 0), producer[name], tuple(consumers[name]))
+    return tuple(Tensor(name, sizes.get(name, 0), producer[name], tuple(consumers[name]),
+                        dtypes.get(name, ""))
                  for name in producer if consumers[name])
 
 
@@ -177,3 +202,13 @@ def _value_bytes(value: onnx.ValueInfoProto) -> int:
     for dim in tensor.shape.dim:
         count *= dim.dim_value if dim.HasField("dim_value") and dim.dim_value > 0 else 1
     return count * itemsize
+
+
+def _value_dtype(value: onnx.ValueInfoProto) -> str:
+    """numpy dtype name of a value, or "" when unknown."""
+    import onnx
+
+    try:
+        return onnx.helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type).name
+    except (KeyError, TypeError, ValueError):
+        return ""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,12 @@ __all__ = ["PartitionOptions", "PartitionReport", "partition", "bandwidth_table"
 #: bandwidths (Mbps) at which the best cut is precomputed, log-spaced 0.1 .. 10,000
 SWEEP = tuple(round(10 ** (e / 4), 4) for e in range(-4, 17))
 TOLERANCE = 1e-5
+#: where the cuts other than the chosen one are written, inside the split directory
+CUTS_DIR = "cuts"
+#: the chosen cut's tail is served under this name; the others as MODEL-<cut id>
+MODEL = "tail"
+#: lowest output cosine (vs the whole model) a compressed transfer may give
+MIN_COSINE = {"fp16": 0.9999, "int8": 0.99}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -27,6 +34,8 @@ class PartitionOptions:
     rtt_ms: float | None = None  # default: the edge profile's RTT
     measured: bool = False  # per-node costs measured on this host instead of estimated
     shapes: dict[str, tuple[int, ...]] | None = None
+    compression: str = "none"  # transfer compression of float cut tensors: none, fp16, int8
+    samples: Path | None = None  # data for int8 scales and the fidelity check (--calib)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -42,44 +51,63 @@ class PartitionReport:
     all_cloud_ms: float
     max_abs_diff: float
     bandwidth_table: tuple[dict[str, Any], ...]
+    compression: str = "none"
+    compressed_cosine: float | None = None
+    cuts: tuple[dict[str, Any], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         from dataclasses import asdict
 
-        return asdict(self) | {"bandwidth_table": list(self.bandwidth_table)}
+        return asdict(self) | {"bandwidth_table": list(self.bandwidth_table),
+                               "cuts": list(self.cuts)}
 
 
 def partition(model_path: Path, edge: Profile, cloud: Profile, out: Path,
               options: PartitionOptions) -> PartitionReport:
-    """Cost, solve, split, verify; write head.onnx, tail.onnx and split.yaml into ``out``."""
-    from partition.graph import build_graph
-    from partition.solve import evaluate, solve
-    from partition.split import split_model, verify_split, write_split_yaml
+    """Cost, solve, split, verify; write head.onnx, tail.onnx and split.yaml into ``out``.
 
+    Every other cut in the bandwidth table is written too (``out/cuts/<id>/``), so a running
+    client can switch cut when the measured bandwidth changes.
+    """
+    from partition.compress import check_mode
+    from partition.graph import build_graph, with_compression
+    from partition.solve import evaluate, solve
+    from partition.split import write_split_yaml
+
+    check_mode(options.compression)
     reference = _named_reference(model_path, options, out)
-    graph = build_graph(reference, *_costs(reference, edge, cloud, options.measured))
+    graph = with_compression(build_graph(reference, *_costs(reference, edge, cloud,
+                                                           options.measured)),
+                             options.compression)
     bandwidth = options.bandwidth_mbps or edge.link.uplink_mbps
     rtt = options.rtt_ms if options.rtt_ms is not None else edge.link.rtt_ms
     down = edge.link.downlink_mbps
     best = solve(graph, bandwidth, rtt, down)
-    names = [n.name for n in graph.nodes]
-    split = split_model(reference, set(best.edge), out)
-    diff = verify_split(reference, split, _samples(reference))
-    if not diff <= TOLERANCE:
-        raise CheckFailed(f"head->tail differs from the model by {diff:g} (> {TOLERANCE})")
     table = bandwidth_table(graph, rtt, down)
+    samples = _samples(reference, options.samples)
+    built = _build_cuts(reference, graph, best, table, out, options.compression, samples)
+    chosen = built[0]
     costs = "measured on this host" if options.measured else "estimated from MACs and peak GOPS"
-    write_split_yaml(out, split, predicted=_predicted(best, costs), bandwidth_table=list(table))
+    rows = tuple(r | {"cut_id": _id_of(built, r["edge_nodes"])} for r in table)
+    rows = tuple({k: v for k, v in r.items() if k != "edge_nodes"} for r in rows)
+    link = {"bandwidth_mbps": bandwidth, "downlink_mbps": down, "rtt_ms": rtt}
+    write_split_yaml(out, chosen.option.split, predicted=_predicted(best, costs) | link,
+                     bandwidth_table=list(rows), cuts=[b.option for b in built],
+                     compression=options.compression, inputs=_input_specs(reference))
     reference.unlink(missing_ok=True)
+    names = [n.name for n in graph.nodes]
     return PartitionReport(
         out=str(out), costs=costs, bandwidth_mbps=bandwidth, rtt_ms=rtt,
-        chosen=_predicted(best, costs) | {"cut": list(best.cut),
+        chosen=_predicted(best, costs) | {"cut": list(best.cut), "cut_id": chosen.option.id,
                                           "edge_nodes": len(best.edge),
                                           "cloud_nodes": len(best.cloud)},
         all_edge_ms=evaluate(graph, names, bandwidth, rtt, down).total_ms,
         all_cloud_ms=evaluate(graph, (), bandwidth, rtt, down).total_ms,
-        max_abs_diff=diff, bandwidth_table=table)
+        max_abs_diff=max(b.max_abs_diff for b in built), bandwidth_table=rows,
+        compression=options.compression,
+        compressed_cosine=_worst_cosine(built),
+        cuts=tuple(_cut_summary(b) for b in built))
 
 
 def bandwidth_table(graph: Any, rtt_ms: float, downlink_mbps: float) -> tuple[dict[str, Any], ...]:
@@ -96,6 +124,117 @@ def bandwidth_table(graph: Any, rtt_ms: float, downlink_mbps: float) -> tuple[di
         rows.append({"min_mbps": mbps, "max_mbps": mbps, "kind": best.kind, "cut": cut,
                      "edge_nodes": sorted(best.edge), "predicted_ms": round(best.total_ms, 3)})
     return tuple(rows)
+
+
+@dataclass(frozen=True, slots=True)
+class _Built:
+    """A cut written to disk, verified, and the edge nodes it was made from."""
+
+    edge: frozenset[str]
+    option: Any  # partition.split.CutOption
+    max_abs_diff: float
+    cosine: float | None
+
+
+def _build_cuts(reference: Path, graph: Any, best: Any, table: Sequence[dict[str, Any]],
+                out: Path, compression: str,
+                samples: list[dict[str, np.ndarray]]) -> list[_Built]:
+    """Write and verify the chosen cut (into ``out``) and every other table cut (out/cuts/ID)."""
+    import shutil
+
+    sets = list(dict.fromkeys([frozenset(best.edge)]
+                              + [frozenset(r["edge_nodes"]) for r in table]))
+    shutil.rmtree(out / CUTS_DIR, ignore_errors=True)
+    built = []
+    for index, edge in enumerate(sets):
+        where = out if index == 0 else out / CUTS_DIR / f"c{index}"
+        built.append(_build_cut(reference, graph, edge, f"c{index}", where, compression,
+                                samples))
+    return built
+
+
+def _build_cut(reference: Path, graph: Any, edge: frozenset[str], cut_id: str, where: Path,
+               compression: str, samples: list[dict[str, np.ndarray]]) -> _Built:
+    """Split at ``edge``, check head->tail against the model, then compress and check again."""
+    from partition.compress import compress_split
+    from partition.split import CutOption, split_model, verify_split
+
+    split = split_model(reference, set(edge), where)
+    diff = verify_split(reference, split, samples)
+    if not diff <= TOLERANCE:
+        raise CheckFailed(f"cut {cut_id}: head->tail differs from the model by {diff:g} "
+                          f"(> {TOLERANCE})")
+    split = compress_split(split, compression, samples)
+    cosine = _check_compressed(reference, split, samples, compression, cut_id)
+    names = [n.name for n in graph.nodes]
+    up, down = _link_bytes(graph, edge)
+    model = "" if split.tail is None else (MODEL if cut_id == "c0" else f"{MODEL}-{cut_id}")
+    kind = "all-edge" if split.tail is None else "all-cloud" if not edge else "split"
+    option = CutOption(
+        id=cut_id, kind=kind, model=model, split=split,
+        edge_ms=sum(graph.node(n).edge_ms for n in names if n in edge),
+        cloud_ms=sum(graph.node(n).cloud_ms for n in names if n not in edge),
+        up_bytes=up, down_bytes=down)
+    return _Built(edge, option, diff, cosine)
+
+
+def _check_compressed(reference: Path, split: Any, samples: list[dict[str, np.ndarray]],
+                      compression: str, cut_id: str) -> float | None:
+    """Worst output cosine of the compressed split vs the model; refuse below the floor."""
+    if compression == "none" or split.head is None or split.tail is None:
+        return None
+    from partition.split import model_outputs, run_split
+
+    worst = 1.0
+    for feeds in samples:
+        want = model_outputs(reference, feeds)
+        got = run_split(split, feeds)
+        worst = min(worst, _cosine([want[n] for n in split.outputs],
+                                   [got[n] for n in split.outputs]))
+    floor = MIN_COSINE[compression]
+    if worst < floor:
+        raise CheckFailed(f"cut {cut_id}: {compression} transfer compression gives output "
+                          f"cosine {worst:.5f} < {floor}; use --compress fp16 or none")
+    return worst
+
+
+def _cosine(want: list[np.ndarray], got: list[np.ndarray]) -> float:
+    a = np.concatenate([np.asarray(w, np.float64).ravel() for w in want])
+    b = np.concatenate([np.asarray(g, np.float64).ravel() for g in got])
+    norm = float(np.linalg.norm(a) * np.linalg.norm(b))
+    return float(a @ b / norm) if norm else float(np.array_equal(a, b))
+
+
+def _link_bytes(graph: Any, edge: frozenset[str]) -> tuple[int, int]:
+    """Bytes sent up (tensors the cloud reads from the device) and down (cloud-made outputs)."""
+    from partition.graph import SINK, SOURCE
+
+    up = down = 0
+    for tensor in graph.tensors:
+        on_edge = tensor.producer == SOURCE or tensor.producer in edge
+        if on_edge and any(c != SINK and c not in edge for c in tensor.consumers):
+            up += tensor.bytes
+        if not on_edge and tensor.is_output:
+            down += tensor.bytes
+    return up, down
+
+
+def _id_of(built: list[_Built], edge_nodes: list[str]) -> str:
+    wanted = frozenset(edge_nodes)
+    return next(b.option.id for b in built if b.edge == wanted)
+
+
+def _worst_cosine(built: list[_Built]) -> float | None:
+    values = [b.cosine for b in built if b.cosine is not None]
+    return min(values) if values else None
+
+
+def _cut_summary(built: _Built) -> dict[str, Any]:
+    option = built.option
+    return {"id": option.id, "kind": option.kind, "model": option.model,
+            "edge_ms": _ms(option.edge_ms), "cloud_ms": _ms(option.cloud_ms),
+            "up_bytes": option.up_bytes, "down_bytes": option.down_bytes,
+            "cut": list(option.split.cut_tensors)}
 
 
 def _named_reference(model_path: Path, options: PartitionOptions, out: Path) -> Path:
@@ -120,14 +259,26 @@ def _costs(reference: Path, edge: Profile, cloud: Profile,
             node_costs(reference, cloud, measured=measured))
 
 
-def _samples(reference: Path, count: int = 3) -> list[dict[str, np.ndarray]]:
-    """Random feeds for the parity check (dynamic dims as 1)."""
+def _samples(reference: Path, data: Path | None, count: int = 3) -> list[dict[str, np.ndarray]]:
+    """Feeds for the parity check and int8 scales: up to 16 from ``data``, else random ones."""
     from edge.model import inspect_model
 
     info = inspect_model(reference)
+    if data is not None:
+        from edge.data import load_dataset
+
+        return [dict(f) for f in load_dataset(data, info).feeds[:16]]
     rng = np.random.default_rng(0)
     return [{s.name: _random(rng, s.static_shape, s.dtype) for s in info.inputs}
             for _ in range(count)]
+
+
+def _input_specs(reference: Path) -> list[dict[str, Any]]:
+    """Name, shape and dtype of every model input (what the client must be fed)."""
+    from edge.model import inspect_model
+
+    return [{"name": i.name, "shape": list(i.shape), "dtype": i.dtype}
+            for i in inspect_model(reference).inputs]
 
 
 def _random(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> np.ndarray:

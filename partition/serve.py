@@ -21,6 +21,7 @@ import os
 import shutil
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -123,18 +124,37 @@ def resolve_tail(path: str | os.PathLike[str]) -> Path:
     return p
 
 
+def resolve_tails(path: str | os.PathLike[str]) -> dict[str, Path]:
+    """Served name -> tail ONNX: every cut of a split directory ("tail" is the chosen one)."""
+    p = Path(path)
+    tails = {MODEL_NAME: resolve_tail(p)} if not p.is_dir() or (p / "tail.onnx").is_file() else {}
+    if p.is_dir() and (p / "split.yaml").is_file():
+        from partition.split import read_split_yaml
+
+        for cut in read_split_yaml(p).cuts:
+            if cut.model and cut.split.tail is not None:
+                tails.setdefault(cut.model, cut.split.tail)
+    if not tails:
+        raise FileNotFoundError(f"no tail model in {p}")
+    return tails
+
+
 class TailModel:
     """An ORT session plus its KServe input/output specs."""
 
-    def __init__(self, onnx_path: Path) -> None:
-        self.session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    def __init__(self, onnx_path: Path, name: str = MODEL_NAME, threads: int = 0) -> None:
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads
+        self.session = ort.InferenceSession(str(onnx_path), opts,
+                                            providers=["CPUExecutionProvider"])
+        self.name = name
         self.inputs = [_spec(a) for a in self.session.get_inputs()]
         self.outputs = [_spec(a) for a in self.session.get_outputs()]
 
     def metadata(self) -> dict[str, Any]:
         """Return the KServe model metadata document."""
         return {
-            "name": MODEL_NAME,
+            "name": self.name,
             "versions": ["1"],
             "platform": PLATFORM,
             "inputs": [s.to_json() for s in self.inputs],
@@ -307,7 +327,7 @@ def build_response(
         else:
             entry["data"] = arr.reshape(-1).tolist()
         outs.append(entry)
-    resp: dict[str, Any] = {"model_name": MODEL_NAME, "model_version": "1", "outputs": outs}
+    resp: dict[str, Any] = {"model_name": model.name, "model_version": "1", "outputs": outs}
     if isinstance(doc.get("id"), str):
         resp["id"] = doc["id"]
     head = json.dumps(resp).encode()
@@ -322,13 +342,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     server: EdgeCloudServer
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out in two writes: no 40 ms stall
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
         """Log only when the server is verbose."""
         if self.server.verbose:
             super().log_message(format, *args)
 
-    def _send(self, status: int, body: bytes, header_len: int | None = None) -> None:
+    def _send(self, status: int, body: bytes, header_len: int | None = None,
+              infer_ms: float | None = None) -> None:
         """Send a response with a JSON (or JSON+binary) body."""
         self.send_response(status)
         ctype = "application/octet-stream" if header_len is not None else "application/json"
@@ -336,6 +358,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         if header_len is not None:
             self.send_header(HEADER_LEN, str(header_len))
+        if infer_ms is not None:  # lets a client tell compute time from time on the link
+            self.send_header("Server-Timing", f"infer;dur={infer_ms:.3f}")
         if status >= 400 and self.close_connection:
             self.send_header("Connection", "close")
         self.end_headers()
@@ -373,21 +397,27 @@ class _Handler(BaseHTTPRequestHandler):
         if not self._authorized():
             self.close_connection = self.command == "POST"
             raise RequestError("missing or invalid bearer token", 401)
-        base = f"/v2/models/{MODEL_NAME}"
-        routes = {
-            ("GET", "/v2"): self._server_meta,
-            ("GET", base): self._model_meta,
-            ("GET", base + "/versions/1"): self._model_meta,
-            ("GET", base + "/ready"): self._ready,
-            ("GET", base + "/versions/1/ready"): self._ready,
-            ("POST", base + "/infer"): self._infer,
-            ("POST", base + "/versions/1/infer"): self._infer,
-        }
-        handler = routes.get((method, path))
+        if (method, path) == ("GET", "/v2"):
+            return self._server_meta()
+        model, rest = self._model_route(method, path)
+        routes = {("GET", ""): self._model_meta, ("GET", "/ready"): self._ready,
+                  ("POST", "/infer"): self._infer}
+        handler = routes.get((method, rest.removeprefix("/versions/1")))
         if handler is None:
             self.close_connection = method == "POST"
             raise RequestError(f"no route {method} {path}", 404)
-        return handler()
+        return handler(model)
+
+    def _model_route(self, method: str, path: str) -> tuple[TailModel, str]:
+        """The served model a /v2/models/NAME/... path names, and the rest of the path."""
+        prefix = "/v2/models/"
+        name, _, rest = path.removeprefix(prefix).partition("/")
+        model = self.server.models.get(name) if path.startswith(prefix) else None
+        if model is None:
+            self.close_connection = method == "POST"
+            raise RequestError(f"no route {method} {path} (models: "
+                               f"{', '.join(sorted(self.server.models))})", 404)
+        return model, "/" + rest if rest else ""
 
     def _server_meta(self) -> None:
         """Send server metadata."""
@@ -395,13 +425,13 @@ class _Handler(BaseHTTPRequestHandler):
             200, {"name": "edge-cloud", "version": "1", "extensions": ["binary_tensor_data"]}
         )
 
-    def _model_meta(self) -> None:
+    def _model_meta(self, model: TailModel) -> None:
         """Send model metadata."""
-        self._json(200, self.server.model.metadata())
+        self._json(200, model.metadata())
 
-    def _ready(self) -> None:
+    def _ready(self, model: TailModel) -> None:
         """Send model readiness."""
-        self._json(200, {"name": MODEL_NAME, "ready": True})
+        self._json(200, {"name": model.name, "ready": True})
 
     def _read_body(self) -> bytes:
         """Read the request body, enforcing Content-Length and the size limit."""
@@ -418,19 +448,20 @@ class _Handler(BaseHTTPRequestHandler):
             raise RequestError(f"body of {length} bytes exceeds limit {self.server.max_body}", 413)
         return self.rfile.read(length)
 
-    def _infer(self) -> None:
+    def _infer(self, model: TailModel) -> None:
         """Validate an inference request, run the tail and send the outputs."""
         body = self._read_body()
         doc, binary = _split_body(body, self.headers.get(HEADER_LEN))
-        model = self.server.model
         feeds = parse_inputs(model, doc, binary)
         requested = parse_outputs(model, doc)
+        start = time.perf_counter()
         try:
             arrays = model.run(feeds, [n for n, _ in requested])
         except Exception as e:  # noqa: BLE001 - ORT rejects e.g. inconsistent symbolic dims
             raise RequestError(f"inference failed: {e}") from None
+        infer_ms = (time.perf_counter() - start) * 1e3
         out, header_len = build_response(model, doc, requested, arrays)
-        self._send(200, out, header_len)
+        self._send(200, out, header_len, infer_ms)
 
     def do_GET(self) -> None:  # noqa: N802
         """Handle GET."""
@@ -442,21 +473,27 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class EdgeCloudServer(ThreadingHTTPServer):
-    """A threaded KServe v2 server for one tail model."""
+    """A threaded KServe v2 server for the tail models of a split (by served name)."""
 
     daemon_threads = True
 
     def __init__(
         self,
         addr: tuple[str, int],
-        model: TailModel,
+        models: TailModel | dict[str, TailModel],
         token: str | None,
         max_body: int,
         verbose: bool = False,
     ) -> None:
         super().__init__(addr, _Handler)
-        self.model, self.token, self.max_body, self.verbose = model, token, max_body, verbose
+        self.models = models if isinstance(models, dict) else {models.name: models}
+        self.token, self.max_body, self.verbose = token, max_body, verbose
         self._thread: threading.Thread | None = None
+
+    @property
+    def model(self) -> TailModel:
+        """The chosen cut's tail (served as "tail"), or the only one."""
+        return self.models.get(MODEL_NAME) or next(iter(self.models.values()))
 
     @property
     def port(self) -> int:
@@ -503,16 +540,18 @@ def serve(
     insecure_no_auth: bool = False,
     max_body: int = DEFAULT_MAX_BODY,
     verbose: bool = False,
+    threads: int = 0,
 ) -> EdgeCloudServer:
-    """Start serving the tail model in a background thread and return the running server."""
+    """Start serving the tail models in a background thread and return the running server."""
     tok = _resolve_token(token, token_file)
     if tok is None and not insecure_no_auth:
         raise ValueError(
             f"no token configured (token, token_file or ${TOKEN_ENV}); "
             "pass insecure_no_auth=True (--insecure-no-auth) to serve without authentication"
         )
-    model = TailModel(resolve_tail(split_dir_or_tail_onnx))
-    return EdgeCloudServer((host, port), model, tok, max_body, verbose).start()
+    models = {name: TailModel(path, name, threads)
+              for name, path in resolve_tails(split_dir_or_tail_onnx).items()}
+    return EdgeCloudServer((host, port), models, tok, max_body, verbose).start()
 
 
 # ---------------------------------------------------------------- Triton model repository
@@ -534,25 +573,29 @@ def _pbtxt_list(key: str, values: list[onnx.ValueInfoProto]) -> str:
     return f"{key} [\n" + ",\n".join(_pbtxt_tensor(v) for v in values) + "\n]\n"
 
 
-def model_config_pbtxt(model: onnx.ModelProto) -> str:
-    """Return Triton config.pbtxt text for a tail model (max_batch_size 0: dims are full shapes)."""
+def model_config_pbtxt(model: onnx.ModelProto, name: str = MODEL_NAME) -> str:
+    """Triton config.pbtxt for an ONNX tail served as ``name``."""
     inits = {i.name for i in model.graph.initializer}
     ins = [v for v in model.graph.input if v.name not in inits]
-    head = f'name: "{MODEL_NAME}"\nplatform: "{PLATFORM}"\nmax_batch_size: 0\n'
+    head = f'name: "{name}"\nplatform: "{PLATFORM}"\nmax_batch_size: 0\n'
     return head + _pbtxt_list("input", ins) + _pbtxt_list("output", list(model.graph.output))
 
 
 def export_model_repository(
-    tail_onnx: str | os.PathLike[str], out_dir: str | os.PathLike[str]
+    split: str | os.PathLike[str], out_dir: str | os.PathLike[str]
 ) -> Path:
-    """Write out_dir/tail/1/model.onnx and out_dir/tail/config.pbtxt; return out_dir/tail."""
-    src = resolve_tail(tail_onnx)
-    model_dir = Path(out_dir) / MODEL_NAME
-    (model_dir / "1").mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(src, model_dir / "1" / "model.onnx")
-    config = model_config_pbtxt(onnx.load(str(src), load_external_data=False))
-    (model_dir / "config.pbtxt").write_text(config, encoding="utf-8")
-    return model_dir
+    """Write out_dir/NAME/1/model.onnx and out_dir/NAME/config.pbtxt for every served tail.
+
+    ``split`` is a split directory (every cut's tail) or one tail .onnx file (served as "tail").
+    Returns out_dir/tail.
+    """
+    for name, src in resolve_tails(split).items():
+        model_dir = Path(out_dir) / name
+        (model_dir / "1").mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, model_dir / "1" / "model.onnx")
+        config = model_config_pbtxt(onnx.load(str(src), load_external_data=False), name)
+        (model_dir / "config.pbtxt").write_text(config, encoding="utf-8")
+    return Path(out_dir) / MODEL_NAME
 
 
 # ---------------------------------------------------------------- CLI
@@ -574,6 +617,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--export-repository", metavar="DIR", help="write a Triton model repository and exit"
     )
+    p.add_argument("--threads", type=int, default=0, help="ORT threads per request (0: all)")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 
@@ -593,13 +637,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             insecure_no_auth=args.insecure_no_auth,
             max_body=args.max_body,
             verbose=args.verbose,
+            threads=args.threads,
         )
     except (ValueError, FileNotFoundError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if server.token is None:
         print("WARNING: serving WITHOUT authentication (--insecure-no-auth)", file=sys.stderr)
-    print(f"serving {MODEL_NAME!r} on http://{server.url}/v2", file=sys.stderr, flush=True)
+    names = ", ".join(repr(n) for n in sorted(server.models))
+    print(f"serving {names} on http://{server.url}/v2", file=sys.stderr, flush=True)
     try:
         threading.Event().wait()
     except KeyboardInterrupt:

@@ -36,9 +36,11 @@ from edge.errors import UsageError
 from edge.model import save_onnx_atomic
 
 __all__ = [
+    "CutOption",
     "SplitModels",
     "SplitPlan",
     "cut_tensor_specs",
+    "model_outputs",
     "read_split_yaml",
     "split_model",
     "verify_split",
@@ -48,7 +50,7 @@ __all__ = [
 HEAD_NAME = "head.onnx"
 TAIL_NAME = "tail.onnx"
 YAML_NAME = "split.yaml"
-YAML_VERSION = 1
+YAML_VERSION = 2
 PREDICTED_KEYS = ("edge_ms", "transfer_ms", "cloud_ms")
 
 
@@ -67,6 +69,32 @@ class SplitModels:
 
 
 @dataclass(frozen=True)
+class CutOption:
+    """One precomputed cut a running client may switch to, and what it costs.
+
+    ``model`` is the tail's name on the server ("tail" for the chosen cut, "" when all-edge).
+    Latency at uplink B Mbit/s, downlink D and RTT R: ``edge_ms + cloud_ms + R (when a tail
+    exists) + up_bytes*8/(B*1e3) + down_bytes*8/(D*1e3)``.
+    """
+
+    id: str
+    kind: str
+    model: str
+    split: SplitModels
+    edge_ms: float
+    cloud_ms: float
+    up_bytes: int
+    down_bytes: int
+
+    def predicted_ms(self, up_mbps: float, down_mbps: float, rtt_ms: float) -> float:
+        """Predicted end-to-end ms over a link."""
+        if self.split.tail is None:
+            return self.edge_ms
+        link = self.up_bytes * 8 / (up_mbps * 1e3) + self.down_bytes * 8 / (down_mbps * 1e3)
+        return self.edge_ms + self.cloud_ms + rtt_ms + link
+
+
+@dataclass(frozen=True)
 class SplitPlan:
     """What split.yaml holds: the split, its cut tensors, predictions and a bandwidth table."""
 
@@ -74,6 +102,9 @@ class SplitPlan:
     cut: list[dict[str, Any]]
     predicted: dict[str, float]
     bandwidth_table: list[dict[str, Any]]
+    cuts: tuple[CutOption, ...] = ()
+    compression: str = "none"
+    inputs: tuple[dict[str, Any], ...] = ()  # the model's inputs: name, shape, dtype
 
 
 @dataclass(frozen=True)
@@ -261,6 +292,13 @@ def _max_diff(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
 
 
+def model_outputs(model_path: Path, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The whole model's outputs by name."""
+    session = _session(model_path)
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(names, dict(feeds)), strict=True))
+
+
 def verify_split(
     model_path: Path, split: SplitModels, feeds_list: Sequence[Mapping[str, np.ndarray]]
 ) -> float:
@@ -307,7 +345,8 @@ def cut_tensor_specs(split: SplitModels) -> list[dict[str, Any]]:
     if split.tail is None:
         return []
     inputs = {i.name: i for i in onnx.load(str(split.tail), load_external_data=False).graph.input}
-    return [_spec(inputs[name]) for name in split.cut_tensors]
+    return [_spec(inputs[wire]) | ({"tensor": name} if wire != name else {})
+            for name, wire in zip(split.cut_tensors, split.tail_inputs, strict=True)]
 
 
 def _plain(value: Any) -> Any:
@@ -343,6 +382,7 @@ def _split_doc(split: SplitModels, out_dir: Path) -> dict[str, Any]:
     return {
         "head": rel(split.head),
         "tail": rel(split.tail),
+        "cut_tensors": list(split.cut_tensors),
         "head_inputs": list(split.head_inputs),
         "head_outputs": list(split.head_outputs),
         "tail_inputs": list(split.tail_inputs),
@@ -351,12 +391,31 @@ def _split_doc(split: SplitModels, out_dir: Path) -> dict[str, Any]:
     }
 
 
+def _cut_doc(cut: CutOption, out_dir: Path) -> dict[str, Any]:
+    """One precomputed cut as a YAML mapping."""
+    return {"id": cut.id, "kind": cut.kind, "model": cut.model,
+            "edge_ms": round(cut.edge_ms, 4), "cloud_ms": round(cut.cloud_ms, 4),
+            "up_bytes": int(cut.up_bytes), "down_bytes": int(cut.down_bytes),
+            "split": _split_doc(cut.split, out_dir)}
+
+
+def _cut_from_doc(doc: Mapping[str, Any], out_dir: Path) -> CutOption:
+    """A precomputed cut read back from split.yaml."""
+    return CutOption(id=str(doc["id"]), kind=str(doc["kind"]), model=str(doc["model"] or ""),
+                     split=_split_from_doc(doc["split"], out_dir),
+                     edge_ms=float(doc["edge_ms"]), cloud_ms=float(doc["cloud_ms"]),
+                     up_bytes=int(doc["up_bytes"]), down_bytes=int(doc["down_bytes"]))
+
+
 def write_split_yaml(
     out_dir: Path,
     split: SplitModels,
     *,
     predicted: dict[str, Any],
     bandwidth_table: list[dict[str, Any]],
+    cuts: Sequence[CutOption] = (),
+    compression: str = "none",
+    inputs: Sequence[Mapping[str, Any]] = (),
 ) -> Path:
     """Write ``out_dir/split.yaml`` atomically and return its path."""
     out_dir = Path(out_dir)
@@ -365,6 +424,9 @@ def write_split_yaml(
         "split": _split_doc(split, out_dir),
         "cut": cut_tensor_specs(split),
         "predicted": _check_predicted(predicted),
+        "compression": compression,
+        "inputs": _plain([dict(i) for i in inputs]),
+        "cuts": [_cut_doc(c, out_dir) for c in cuts],
         "bandwidth_table": _plain(list(bandwidth_table)),
     }
     path = out_dir / YAML_NAME
@@ -390,7 +452,7 @@ def _split_from_doc(doc: Mapping[str, Any], out_dir: Path) -> SplitModels:
     return SplitModels(
         head=path("head"),
         tail=path("tail"),
-        cut_tensors=tail_inputs,
+        cut_tensors=tuple(doc.get("cut_tensors", tail_inputs)),
         head_inputs=tuple(doc["head_inputs"]),
         head_outputs=tuple(doc["head_outputs"]),
         tail_inputs=tail_inputs,
@@ -406,11 +468,14 @@ def read_split_yaml(path: Path) -> SplitPlan:
         path = path / YAML_NAME
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-        if doc.get("version") != YAML_VERSION:
+        if doc.get("version") not in (1, YAML_VERSION):
             raise UsageError(f"{path}: unsupported split.yaml version {doc.get('version')!r}")
         split = _split_from_doc(doc["split"], path.parent)
+        cuts = tuple(_cut_from_doc(c, path.parent) for c in doc.get("cuts") or ())
         return SplitPlan(
-            split, list(doc["cut"]), dict(doc["predicted"]), list(doc["bandwidth_table"])
+            split, list(doc["cut"]), dict(doc["predicted"]), list(doc["bandwidth_table"]),
+            cuts, str(doc.get("compression", "none")),
+            tuple(dict(i) for i in doc.get("inputs") or ()),
         )
-    except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError) as exc:
+    except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError, ValueError) as exc:
         raise UsageError(f"{path}: not a readable split.yaml ({exc})") from exc

@@ -181,6 +181,18 @@ def test_rtt_and_return_transfer_are_counted() -> None:
     assert solve(graph, 1000.0, 5.0, downlink_mbps=10.0).kind in ("all-edge", "split")
 
 
+def test_latency_is_the_default_and_every_placement_has_all_costs() -> None:
+    """The old call still minimises latency, exactly; energy and the pipeline stage come too."""
+    rng = random.Random("defaults")
+    graph = make_graph(RESIDUAL, rng)
+    placement = solve(graph, 20.0, 10.0, 40.0)
+    assert placement.objective == "latency" and placement.exact
+    same = evaluate(graph, placement.edge, 20.0, 10.0, 40.0)
+    assert placement == same
+    assert same.stage_ms == pytest.approx(max(same.edge_ms, same.link_ms, same.cloud_ms))
+    assert same.energy_mj > 0 and same.energy_assumed  # no energy model given: assumed default
+
+
 # --- a real ONNX model -------------------------------------------------------------------------
 
 

@@ -1,0 +1,387 @@
+"""Edge side of the split runtime: run the head, send the cut tensors, get the outputs back.
+
+The client holds every precomputed cut of a split directory (split.yaml ``cuts``). Each request
+measures the link as it goes: uplink bandwidth from the bytes sent and the time on the wire
+(wall time minus the server's compute time, reported in its ``Server-Timing`` header, minus the
+RTT measured with health requests). Before each inference it picks the cut with the lowest
+predicted latency at the bandwidth and RTT measured so far; while running all on the device it
+sends one request through the best split cut every ``probe_every_s`` seconds so the estimate
+stays current (that request still returns the right outputs).
+
+HTTP is the stdlib's ``http.client`` with one keep-alive connection and the KServe v2 binary
+tensor extension, so the device needs numpy and onnxruntime only.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import math
+import os
+import socket
+import time
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edge.errors import DeviceError, UsageError
+from partition.split import CutOption, SplitPlan, read_split_yaml
+
+__all__ = ["LinkEstimate", "SplitClient", "SplitResult"]
+
+HEADER_LEN = "Inference-Header-Content-Length"
+TOKEN_ENV = "EDGE_CLOUD_TOKEN"
+_NP_TO_KSERVE = {"bool": "BOOL", "uint8": "UINT8", "uint16": "UINT16", "uint32": "UINT32",
+                 "uint64": "UINT64", "int8": "INT8", "int16": "INT16", "int32": "INT32",
+                 "int64": "INT64", "float16": "FP16", "float32": "FP32", "float64": "FP64"}
+_KSERVE_TO_NP = {v: np.dtype(k) for k, v in _NP_TO_KSERVE.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class LinkEstimate:
+    """What the client currently believes about the link."""
+
+    uplink_mbps: float
+    downlink_mbps: float
+    rtt_ms: float
+    measured: bool  # False until a request has measured the uplink
+
+
+@dataclass(frozen=True, slots=True)
+class SplitResult:
+    """One inference through the split, with where its time went (ms)."""
+
+    outputs: dict[str, np.ndarray]
+    cut_id: str
+    kind: str
+    edge_ms: float
+    link_ms: float  # wall time of the request minus the server's compute time
+    cloud_ms: float  # the server's compute time (Server-Timing)
+    total_ms: float
+    up_bytes: int
+    down_bytes: int
+    predicted_ms: float  # for this cut at the link estimate it was chosen with
+    link: LinkEstimate  # the estimate after this request
+    fell_back: bool = False  # the cloud failed and this ran all on the device
+
+    def timing(self) -> dict[str, Any]:
+        """Everything but the outputs, JSON-ready."""
+        return {"cut_id": self.cut_id, "kind": self.kind, "edge_ms": self.edge_ms,
+                "link_ms": self.link_ms, "cloud_ms": self.cloud_ms, "total_ms": self.total_ms,
+                "up_bytes": self.up_bytes, "down_bytes": self.down_bytes,
+                "predicted_ms": self.predicted_ms, "uplink_mbps": self.link.uplink_mbps,
+                "rtt_ms": self.link.rtt_ms, "link_measured": self.link.measured,
+                "fell_back": self.fell_back}
+
+
+class SplitClient:
+    """Runs a split model against a KServe v2 server, switching cut as the link changes."""
+
+    def __init__(self, split_dir: str | os.PathLike[str], url: str, *,
+                 token: str | None = None, cut: str | None = None, threads: int = 1,
+                 timeout_s: float = 30.0, probe_every_s: float = 5.0,
+                 smoothing: float = 0.5) -> None:
+        self.plan = read_split_yaml(Path(split_dir))
+        self.cuts = _cuts(self.plan)
+        self._fixed = _fixed_cut(self.cuts, cut)
+        self._http = _Http(url, _token(token), timeout_s)
+        self._heads: dict[str, Any] = {}
+        self._threads = threads
+        self._probe_every_s = probe_every_s
+        self._smoothing = smoothing
+        self._last_network = time.monotonic()
+        self.link = _initial_link(self.plan)
+        self.last_error: str | None = None
+        self._rtt_known = False
+
+    def close(self) -> None:
+        """Close the connection to the server."""
+        self._http.close()
+
+    def __enter__(self) -> SplitClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def measure_rtt(self, tries: int = 3) -> float:
+        """Minimum round trip of a tiny health request, ms; updates the link estimate."""
+        best = min(self._http.ping() for _ in range(max(1, tries)))
+        self._rtt_known = True
+        self.link = LinkEstimate(self.link.uplink_mbps, self.link.downlink_mbps, best,
+                                 self.link.measured)
+        return best
+
+    def choose(self) -> CutOption:
+        """The cut with the lowest predicted latency at the current link estimate."""
+        if self._fixed is not None:
+            return self._fixed
+        best = min(self.cuts, key=self._predicted)
+        if best.split.tail is None and self._probe_due():
+            remote = [c for c in self.cuts if c.split.tail is not None]
+            return min(remote, key=self._predicted) if remote else best
+        return best
+
+    def infer(self, feeds: Mapping[str, np.ndarray]) -> SplitResult:
+        """Run one inference through the chosen cut.
+
+        In automatic mode a cloud that cannot be reached is not fatal when the split has an
+        all-edge cut: that inference runs on the device and says so (``fell_back``).
+        """
+        if not self._rtt_known:
+            self._try_measure_rtt()
+        cut = self.choose()
+        try:
+            return self._infer(cut, feeds)
+        except DeviceError as exc:
+            local = [c for c in self.cuts if c.split.tail is None]
+            if self._fixed is not None or not local or cut.split.tail is None:
+                raise
+            self.last_error = str(exc)
+            return replace(self._infer(local[0], feeds), fell_back=True)
+
+    def _try_measure_rtt(self) -> None:
+        try:
+            self.measure_rtt()
+        except DeviceError as exc:
+            self.last_error = str(exc)
+        self._rtt_known = True
+
+    def _infer(self, cut: CutOption, feeds: Mapping[str, np.ndarray]) -> SplitResult:
+        predicted = self._predicted(cut)
+        start = time.perf_counter()
+        values = dict(feeds) | self._run_head(cut, feeds)
+        edge_ms = (time.perf_counter() - start) * 1e3
+        link_ms = cloud_ms = 0.0
+        up = down = 0
+        if cut.split.tail is not None:
+            sent = {name: values[name] for name in cut.split.tail_inputs}
+            reply = self._http.infer(cut.model, sent, list(cut.split.tail_outputs))
+            values |= reply.outputs
+            link_ms, cloud_ms = reply.wall_ms - reply.server_ms, reply.server_ms
+            up, down = reply.up_bytes, reply.down_bytes
+            self._learn(reply)
+        total = (time.perf_counter() - start) * 1e3
+        outputs = {name: values[name] for name in cut.split.outputs}
+        return SplitResult(outputs, cut.id, cut.kind, edge_ms, link_ms, cloud_ms, total, up, down,
+                           predicted, self.link)
+
+    def _predicted(self, cut: CutOption) -> float:
+        link = self.link
+        return cut.predicted_ms(link.uplink_mbps, link.downlink_mbps, link.rtt_ms)
+
+    def _probe_due(self) -> bool:
+        return time.monotonic() - self._last_network >= self._probe_every_s
+
+    def _run_head(self, cut: CutOption, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The head's outputs by name ({} when the cut sends the raw inputs)."""
+        split = cut.split
+        if split.head is None:
+            return {}
+        session = self._heads.get(cut.id)
+        if session is None:
+            session = self._heads[cut.id] = _session(split.head, self._threads)
+        try:
+            got = session.run(list(split.head_outputs),
+                              {name: feeds[name] for name in split.head_inputs})
+        except KeyError as exc:
+            raise UsageError(f"input {exc.args[0]!r} is missing; the model needs "
+                             f"{', '.join(split.head_inputs)}") from None
+        return dict(zip(split.head_outputs, got, strict=True))
+
+    def _learn(self, reply: _Reply) -> None:
+        """Update the uplink estimate from one request (exponential smoothing in log space)."""
+        self._last_network = time.monotonic()
+        link = self.link
+        on_wire = reply.wall_ms - reply.server_ms - link.rtt_ms
+        on_wire -= reply.down_bytes * 8 / (link.downlink_mbps * 1e3)
+        if reply.up_bytes < 2048 or on_wire <= 0.05:
+            return  # too small to time: keep the estimate
+        sample = reply.up_bytes * 8 / (on_wire * 1e3)
+        if link.measured:
+            a = self._smoothing
+            sample = math.exp(a * math.log(sample) + (1 - a) * math.log(link.uplink_mbps))
+        self.link = LinkEstimate(sample, link.downlink_mbps, link.rtt_ms, True)
+
+
+@dataclass(frozen=True, slots=True)
+class _Reply:
+    outputs: dict[str, np.ndarray]
+    wall_ms: float
+    server_ms: float
+    up_bytes: int
+    down_bytes: int
+
+
+class _Http:
+    """One keep-alive HTTP connection speaking KServe v2 with binary tensors."""
+
+    def __init__(self, url: str, token: str | None, timeout_s: float) -> None:
+        parsed = urllib.parse.urlsplit(url if "://" in url else f"http://{url}")
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise UsageError(f"--url {url!r} is not http[s]://HOST:PORT")
+        self._https = parsed.scheme == "https"
+        self._host, self._port = parsed.hostname, parsed.port
+        self._base = parsed.path.rstrip("/")
+        self._token, self._timeout = token, timeout_s
+        self._conn: http.client.HTTPConnection | None = None
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def ping(self) -> float:
+        """Wall ms of GET /v2/health/ready."""
+        start = time.perf_counter()
+        status, _, body = self._request("GET", "/v2/health/ready", b"", {})
+        if status != 200:
+            raise DeviceError(f"cloud server not ready: HTTP {status} {body[:200]!r}")
+        return (time.perf_counter() - start) * 1e3
+
+    def infer(self, model: str, inputs: Mapping[str, np.ndarray], outputs: list[str]) -> _Reply:
+        """POST one binary inference request and decode the binary reply."""
+        body, header_len = _request_body(inputs, outputs)
+        headers = {"Content-Type": "application/octet-stream", HEADER_LEN: str(header_len)}
+        start = time.perf_counter()
+        status, reply_headers, data = self._request(
+            "POST", f"/v2/models/{urllib.parse.quote(model, safe='')}/infer", body, headers)
+        wall = (time.perf_counter() - start) * 1e3
+        if status != 200:
+            raise DeviceError(f"cloud server refused the request: HTTP {status} "
+                              f"{_error_text(data)}")
+        return _Reply(_decode(data, reply_headers.get(HEADER_LEN)), wall,
+                      _server_ms(reply_headers.get("Server-Timing")), len(body), len(data))
+
+    def _request(self, method: str, path: str, body: bytes,
+                 headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+        """One request on the kept-alive connection, reconnecting once if it went stale."""
+        headers = dict(headers)  # never share a headers dict between requests
+        if self._token:
+            headers["Authorization"] = f"Bearer {self._token}"
+        for attempt in (0, 1):
+            try:
+                conn = self._connection()
+                conn.request(method, self._base + path, body=body, headers=headers)
+                response = conn.getresponse()
+                return response.status, dict(response.getheaders()), response.read()
+            except (ConnectionError, http.client.HTTPException, TimeoutError, OSError) as exc:
+                self.close()
+                if attempt:
+                    raise DeviceError(f"cannot reach the cloud server at {self._host}:"
+                                      f"{self._port}: {exc}") from None
+        raise AssertionError("unreachable")
+
+    def _connection(self) -> http.client.HTTPConnection:
+        if self._conn is None:
+            cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+            conn = cls(self._host, self._port, timeout=self._timeout)
+            conn.connect()
+            conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._conn = conn
+        return self._conn
+
+
+def _request_body(inputs: Mapping[str, np.ndarray], outputs: list[str]) -> tuple[bytes, int]:
+    """KServe v2 JSON header + binary blobs; returns the body and the header's length."""
+    entries, blobs = [], []
+    for name, value in inputs.items():
+        array = np.ascontiguousarray(value)
+        blob = array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes()
+        entries.append({"name": name, "shape": list(array.shape),
+                        "datatype": _NP_TO_KSERVE[array.dtype.name],
+                        "parameters": {"binary_data_size": len(blob)}})
+        blobs.append(blob)
+    doc = {"inputs": entries,
+           "outputs": [{"name": n, "parameters": {"binary_data": True}} for n in outputs]}
+    header = json.dumps(doc).encode()
+    return header + b"".join(blobs), len(header)
+
+
+def _decode(data: bytes, header_len: str | None) -> dict[str, np.ndarray]:
+    """Outputs of a KServe v2 reply (binary or JSON tensors)."""
+    try:
+        size = int(header_len) if header_len is not None else len(data)
+        doc = json.loads(data[:size])
+        out, offset = {}, size
+        for entry in doc["outputs"]:
+            dtype = _KSERVE_TO_NP[entry["datatype"]]
+            nbytes = (entry.get("parameters") or {}).get("binary_data_size")
+            if nbytes is None:
+                out[entry["name"]] = np.array(entry["data"], dtype).reshape(entry["shape"])
+                continue
+            raw = data[offset:offset + nbytes]
+            out[entry["name"]] = np.frombuffer(raw, dtype.newbyteorder("<")).astype(dtype)\
+                .reshape(entry["shape"])
+            offset += nbytes
+        return out
+    except (ValueError, KeyError, TypeError) as exc:
+        raise DeviceError(f"cloud server sent a malformed reply: {exc}") from None
+
+
+def _server_ms(header: str | None) -> float:
+    """The ``infer;dur=`` of a Server-Timing header, 0 when absent."""
+    for part in (header or "").split(";"):
+        key, _, value = part.strip().partition("=")
+        if key == "dur":
+            try:
+                return max(0.0, float(value))
+            except ValueError:
+                return 0.0
+    return 0.0
+
+
+def _error_text(data: bytes) -> str:
+    try:
+        return str(json.loads(data).get("error", ""))[:300]
+    except (ValueError, AttributeError):
+        return data[:300].decode("utf-8", "replace")
+
+
+def _session(path: Path, threads: int) -> Any:
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.log_severity_level = 3
+    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+
+
+def _token(token: str | None) -> str | None:
+    return token or os.environ.get(TOKEN_ENV) or None
+
+
+def _cuts(plan: SplitPlan) -> tuple[CutOption, ...]:
+    """The precomputed cuts (a split.yaml without them has just its chosen split)."""
+    if plan.cuts:
+        return plan.cuts
+    predicted = plan.predicted
+    up = sum(int(c.get("bytes") or 0) for c in plan.cut)
+    return (CutOption(id="c0", kind=str(predicted.get("kind", "split")),
+                      model="tail" if plan.split.tail else "", split=plan.split,
+                      edge_ms=float(predicted["edge_ms"]), cloud_ms=float(predicted["cloud_ms"]),
+                      up_bytes=up, down_bytes=0),)
+
+
+def _fixed_cut(cuts: tuple[CutOption, ...], cut: str | None) -> CutOption | None:
+    """The cut pinned by --cut (an id, or all-edge / all-cloud), None for automatic."""
+    if cut in (None, "auto"):
+        return None
+    for option in cuts:
+        if cut in (option.id, option.kind):
+            return option
+    names = sorted({c.id for c in cuts} | {c.kind for c in cuts})
+    raise UsageError(f"--cut {cut!r} is not a cut of this split; use auto or one of "
+                     f"{', '.join(names)}")
+
+
+def _initial_link(plan: SplitPlan) -> LinkEstimate:
+    """The link split.yaml was planned for, until requests measure the real one."""
+    p = plan.predicted
+    return LinkEstimate(float(p.get("bandwidth_mbps", 10.0)),
+                        float(p.get("downlink_mbps", p.get("bandwidth_mbps", 10.0))),
+                        float(p.get("rtt_ms", 0.0)), False)

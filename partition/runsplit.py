@@ -1,0 +1,120 @@
+"""``edge run-split``: feed inputs through the split client and report where the time went."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edge.errors import UsageError
+
+__all__ = ["RunSplitOptions", "render", "run"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunSplitOptions:
+    """What ``edge run-split`` was asked."""
+
+    url: str
+    data: Path | None = None
+    runs: int = 10
+    cut: str = "auto"
+    token: str | None = None
+    threads: int = 1
+    probe_every_s: float = 5.0
+    out: Path | None = None
+
+
+def run(split_dir: Path, options: RunSplitOptions) -> dict[str, Any]:
+    """Run ``options.runs`` inferences (cycling through the inputs); a JSON-ready report."""
+    from partition.client import SplitClient
+
+    with SplitClient(split_dir, options.url, token=options.token, cut=options.cut,
+                     threads=options.threads, probe_every_s=options.probe_every_s) as client:
+        feeds = _feeds(client.plan.inputs, options.data)
+        results = [client.infer(f) for f, _ in zip(_cycle(feeds), range(options.runs),
+                                                   strict=False)]
+        last_error = client.last_error
+    if options.out is not None:
+        _save(options.out, [r.outputs for r in results])
+    runs = [r.timing() for r in results]
+    return {"split": str(split_dir), "url": options.url, "runs": runs,
+            "summary": _summary(runs), "last_error": last_error}
+
+
+def render(report: dict[str, Any]) -> str:
+    """The report as a table and a summary line."""
+    from edge.render import table
+
+    rows = [(str(i), r["cut_id"], r["kind"], f"{r['total_ms']:.2f}", f"{r['predicted_ms']:.2f}",
+             f"{r['edge_ms']:.2f}", f"{r['link_ms']:.2f}", f"{r['cloud_ms']:.2f}",
+             f"{r['uplink_mbps']:.2f}" + ("" if r["link_measured"] else " (assumed)"))
+            for i, r in enumerate(report["runs"])]
+    s = report["summary"]
+    lines = [table(("run", "cut", "kind", "ms", "predicted", "edge", "link", "cloud",
+                    "uplink Mbit/s"), rows),
+             f"median {s['median_ms']:.2f} ms over {s['runs']} runs; cuts used: "
+             + ", ".join(f"{k} x{v}" for k, v in s["cuts"].items())]
+    if report.get("last_error"):
+        lines.append(f"cloud error (ran on the device instead): {report['last_error']}")
+    return "\n".join(lines)
+
+
+def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    cuts: dict[str, int] = {}
+    for r in runs:
+        cuts[r["cut_id"]] = cuts.get(r["cut_id"], 0) + 1
+    return {"runs": len(runs), "median_ms": statistics.median(r["total_ms"] for r in runs),
+            "median_predicted_ms": statistics.median(r["predicted_ms"] for r in runs),
+            "cuts": cuts}
+
+
+def _feeds(inputs: tuple[dict[str, Any], ...], data: Path | None) -> list[dict[str, np.ndarray]]:
+    """One feed dict per sample: from ``data`` when given, else one random sample."""
+    from edge.values import ModelInfo, TensorSpec
+
+    if not inputs:
+        raise UsageError("split.yaml lists no model inputs; re-run `edge partition`")
+    specs = tuple(TensorSpec(name=i["name"], shape=tuple(i["shape"]), dtype=i["dtype"])
+                  for i in inputs)
+    if data is not None:
+        from edge.data import load_dataset
+
+        info = ModelInfo(path="", sha256="", size_bytes=0, opset=0, inputs=specs, outputs=(),
+                         params=0, macs=0)
+        return [dict(f) for f in load_dataset(data, info).feeds]
+    rng = np.random.default_rng(0)
+    return [{s.name: _random(rng, s) for s in specs}]
+
+
+def _random(rng: np.random.Generator, spec: Any) -> np.ndarray:
+    dtype = np.dtype(spec.dtype)
+    if np.issubdtype(dtype, np.floating):
+        return rng.standard_normal(spec.static_shape).astype(dtype)
+    return np.zeros(spec.static_shape, dtype)
+
+
+def _cycle(feeds: list[dict[str, np.ndarray]]) -> Iterator[dict[str, np.ndarray]]:
+    while True:
+        yield from feeds
+
+
+def _save(path: Path, outputs: list[dict[str, np.ndarray]]) -> None:
+    """Outputs of run i under "NAME/i", written atomically."""
+    import os
+    import tempfile
+
+    arrays = {f"{name}/{i}": value for i, out in enumerate(outputs) for name, value in out.items()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".npz", dir=path.parent)
+    os.close(fd)
+    try:
+        np.savez(tmp, **arrays)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,13 @@
+"""Fixtures for the partition tests: a trained split-friendly CNN, split at every useful cut."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.splitnet import SplitNet, train_splitnet
+
+
+@pytest.fixture(scope="session")
+def splitnet(tmp_path_factory: pytest.TempPathFactory) -> SplitNet:
+    """A CNN trained in this session on lfw_subset frames (3x96x96 in, 2 classes out)."""
+    return train_splitnet(tmp_path_factory.mktemp("splitnet"))

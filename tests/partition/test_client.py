@@ -1,0 +1,178 @@
+"""The split runtime end to end on loopback: `edge partition` writes every cut of its bandwidth
+table, `serve-cloud` serves all their tails, and the edge client runs any of them (or switches
+by itself) and returns what the whole model returns."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edge.errors import DeviceError, UsageError
+from partition.client import SplitClient
+from partition.serve import EdgeCloudServer, serve
+from partition.split import model_outputs, read_split_yaml
+from tests.support.cli import run_cli
+from tests.support.splitnet import SplitNet
+
+TOKEN = "s3cret-token"
+
+
+@pytest.fixture(scope="module")
+def split_dir(splitnet: SplitNet, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """splitnet split for a slow device (estimated costs) over 10 Mbit/s, int8 on the wire."""
+    out = tmp_path_factory.mktemp("split") / "splitnet-split"
+    result = run_cli("partition", str(splitnet.onnx), "--profile", "rpi-zero-2w", "--cloud",
+                     "cloud-t4", "--bandwidth", "10", "--rtt", "1", "--compress", "int8",
+                     "--calib", str(splitnet.samples), "-o", str(out), "--json")
+    assert result.status == 0, result.stderr
+    return out
+
+
+@pytest.fixture()
+def server(split_dir: Path) -> Iterator[EdgeCloudServer]:
+    srv = serve(split_dir, token=TOKEN, threads=1)
+    yield srv
+    srv.close()
+
+
+def _frames(splitnet: SplitNet, count: int = 4) -> np.ndarray:
+    return np.load(splitnet.samples)[:count]
+
+
+def test_partition_writes_every_cut_of_the_table(split_dir: Path) -> None:
+    plan = read_split_yaml(split_dir)
+    kinds = {c.kind for c in plan.cuts}
+    assert kinds == {"all-edge", "split", "all-cloud"}, kinds
+    ids = {c.id for c in plan.cuts}
+    assert {row["cut_id"] for row in plan.bandwidth_table} <= ids
+    assert plan.compression == "int8"
+    for cut in plan.cuts:
+        for half in (cut.split.head, cut.split.tail):
+            assert half is None or half.is_file()
+    split = next(c for c in plan.cuts if c.kind == "split")
+    wire = [c for c in plan.cut if c.get("tensor")]
+    assert wire and all(c["dtype"] == "uint8" for c in wire)  # compressed on the wire
+    # the device sends a quarter of the float bytes of the cut
+    assert split.up_bytes == sum(c["bytes"] for c in plan.cut if c["name"] in
+                                 split.split.tail_inputs)
+
+
+@pytest.mark.parametrize("kind", ["all-edge", "split", "all-cloud"])
+def test_every_cut_returns_the_models_answer(kind: str, split_dir: Path, server: EdgeCloudServer,
+                                             splitnet: SplitNet) -> None:
+    frames = _frames(splitnet)
+    with SplitClient(split_dir, server.url, token=TOKEN, cut=kind) as client:
+        for frame in frames:
+            feeds = {"frame": frame[None]}
+            want = model_outputs(splitnet.onnx, feeds)["logits"]
+            got = client.infer(feeds)
+            assert got.kind == kind
+            assert got.outputs["logits"].shape == want.shape
+            assert int(got.outputs["logits"].argmax()) == int(want.argmax())
+            tolerance = 1e-5 if kind != "split" else 0.05 * float(np.abs(want).max()) + 1e-3
+            assert float(np.abs(got.outputs["logits"] - want).max()) <= tolerance
+            if kind == "all-edge":
+                assert got.up_bytes == 0 and got.link_ms == 0.0
+            else:
+                assert got.up_bytes > 0 and got.cloud_ms > 0.0
+
+
+def test_split_sends_far_less_than_the_frame(split_dir: Path, server: EdgeCloudServer,
+                                             splitnet: SplitNet) -> None:
+    feeds = {"frame": _frames(splitnet, 1)}
+    with SplitClient(split_dir, server.url, token=TOKEN, cut="split") as client:
+        split = client.infer(feeds)
+    with SplitClient(split_dir, server.url, token=TOKEN, cut="all-cloud") as client:
+        cloud = client.infer(feeds)
+    assert split.up_bytes * 8 < cloud.up_bytes  # int8 features vs the float32 frame
+
+
+def test_client_measures_the_link_and_picks_the_best_predicted_cut(
+        split_dir: Path, server: EdgeCloudServer, splitnet: SplitNet) -> None:
+    with SplitClient(split_dir, server.url, token=TOKEN, probe_every_s=0.0) as client:
+        assert not client.link.measured
+        for frame in _frames(splitnet, 8):
+            client.infer({"frame": frame[None]})
+        link = client.link
+        best = min(client.cuts, key=lambda c: c.predicted_ms(link.uplink_mbps,
+                                                             link.downlink_mbps, link.rtt_ms))
+        assert link.measured and link.uplink_mbps > 10  # loopback is much faster than planned
+        assert link.rtt_ms < 50
+        assert client.choose().id == best.id or best.split.tail is None
+
+
+def test_cloud_down_falls_back_to_the_device(split_dir: Path, splitnet: SplitNet) -> None:
+    srv = serve(split_dir, token=TOKEN, threads=1)
+    url = srv.url
+    srv.close()
+    feeds = {"frame": _frames(splitnet, 1)}
+    with SplitClient(split_dir, url, token=TOKEN, probe_every_s=0.0, timeout_s=2) as client:
+        got = client.infer(feeds)
+        assert got.kind == "all-edge"
+        assert client.last_error and "cannot reach" in client.last_error
+    with SplitClient(split_dir, url, token=TOKEN, cut="split", timeout_s=2) as client, \
+            pytest.raises(DeviceError, match="cannot reach the cloud server"):
+        client.infer(feeds)
+
+
+def test_wrong_token_is_a_one_line_device_error(split_dir: Path, server: EdgeCloudServer,
+                                                splitnet: SplitNet) -> None:
+    with SplitClient(split_dir, server.url, token="wrong", cut="split") as client, \
+            pytest.raises(DeviceError, match="HTTP 401"):
+        client.infer({"frame": _frames(splitnet, 1)})
+
+
+def test_unknown_cut_is_refused(split_dir: Path) -> None:
+    with pytest.raises(UsageError, match="not a cut of this split"):
+        SplitClient(split_dir, "http://127.0.0.1:9", cut="c99")
+
+
+def test_run_split_cli(split_dir: Path, server: EdgeCloudServer, splitnet: SplitNet,
+                       tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    out = tmp_path / "outputs.npz"
+    result = run_cli("run-split", str(split_dir), "--url", f"http://{server.url}", "--input",
+                     str(splitnet.samples), "--runs", "5", "--cut", "split", "--token-file",
+                     str(token_file), "-o", str(out), "--json")
+    assert result.status == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert [r["kind"] for r in report["runs"]] == ["split"] * 5
+    assert report["summary"]["runs"] == 5 and report["summary"]["median_ms"] > 0
+    saved = np.load(out)
+    frames = np.load(splitnet.samples)
+    for i in range(5):
+        want = model_outputs(splitnet.onnx, {"frame": frames[i:i + 1]})["logits"]
+        assert int(saved[f"logits/{i}"].argmax()) == int(want.argmax())
+
+
+def test_run_split_cli_errors(split_dir: Path, tmp_path: Path) -> None:
+    bad_cut = run_cli("run-split", str(split_dir), "--url", "http://127.0.0.1:9", "--cut", "c99")
+    assert bad_cut.status == 2 and bad_cut.stderr.count("\n") == 1
+    assert "not a cut of this split" in bad_cut.stderr
+    down = run_cli("run-split", str(split_dir), "--url", "http://127.0.0.1:9", "--cut", "split")
+    assert down.status == 3 and down.stderr.count("\n") == 1, down.stderr
+    assert not list(tmp_path.iterdir())
+    missing = run_cli("run-split", str(tmp_path / "nope"), "--url", "http://127.0.0.1:9")
+    assert missing.status == 2 and "split.yaml" in missing.stderr
+
+
+def test_tritonclient_reaches_every_served_tail(split_dir: Path, server: EdgeCloudServer,
+                                                splitnet: SplitNet) -> None:
+    import tritonclient.http as httpclient
+
+    plan = read_split_yaml(split_dir)
+    cloud = next(c for c in plan.cuts if c.kind == "all-cloud")
+    client = httpclient.InferenceServerClient(server.url)
+    frame = _frames(splitnet, 1).astype(np.float32)
+    tensor = httpclient.InferInput("frame", list(frame.shape), "FP32")
+    tensor.set_data_from_numpy(frame, binary_data=True)
+    result = client.infer(cloud.model, [tensor],
+                          headers={"Authorization": f"Bearer {TOKEN}"})
+    want = model_outputs(splitnet.onnx, {"frame": frame})["logits"]
+    np.testing.assert_allclose(result.as_numpy("logits"), want, atol=1e-5)
+    client.close()
