@@ -351,6 +351,35 @@ def _print_plan(model: Path, profile: Any, options: Any, as_json: bool) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- device flags
+def _device_options(func: Any) -> Any:
+    options = [
+        click.option("--host", help=_HOST_HELP),
+        click.option("--identity", type=_PATH, help="SSH private key."),
+        click.option("--known-hosts", type=_PATH, help="known_hosts file [~/.ssh/known_hosts]."),
+        click.option("--trust-new-host", is_flag=True,
+                     help="Accept and record an unknown host key (never a changed one)."),
+        click.option("--device-python", help="Python on the device [profile access.python]."),
+        click.option("--runs", type=click.IntRange(1, 100000), default=50, show_default=True),
+        click.option("--warmup", type=click.IntRange(0, 10000), default=5, show_default=True),
+        click.option("--threads", type=click.IntRange(0, 1024), default=None,
+                     help="Threads on the device [profile compute.threads or cores; 0: all]."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _device(opts: dict[str, Any]) -> Any:
+    """DeviceTarget from the shared device flags (consumed from ``opts``)."""
+    from edge.deploy import DeviceTarget
+
+    return DeviceTarget(
+        host=opts.pop("host"), identity=opts.pop("identity"), known_hosts=opts.pop("known_hosts"),
+        trust_new_host=opts.pop("trust_new_host"), python=opts.pop("device_python"),
+        runs=opts.pop("runs"), warmup=opts.pop("warmup"), threads=opts.pop("threads"))
+
+
 # ---------------------------------------------------------------- partition
 @cli.command("partition")
 @click.argument("model", type=_PATH)
@@ -366,12 +395,22 @@ def _print_plan(model: Path, profile: Any, options: Any, as_json: bool) -> int:
               help="Sample inputs for int8 scales and the check (.npy/.npz/images) [random].")
 @click.option("--measure", is_flag=True,
               help="Measure per-node costs on this host with onnxruntime instead of estimating.")
+@click.option("--measure-on-device", is_flag=True,
+              help="Measure the edge side's per-node costs ON the device (--host) by its agent.")
+@click.option("--objective", type=click.Choice(["latency", "energy", "throughput"]),
+              default="latency", show_default=True,
+              help="Minimise latency, device energy per frame, or the slowest pipeline stage.")
+@_device_options
 @_SHAPE
 @json_option
 def partition_cmd(model: Path, profile_ref: str, cloud_ref: str, bandwidth: float | None,
                   rtt: float | None, out: Path | None, compress: str, calib: Path | None,
-                  measure: bool, shapes: tuple[str, ...], as_json: bool) -> int:
-    """Split a model between the edge device and the cloud at the latency-optimal cut.
+                  measure: bool, measure_on_device: bool, objective: str,
+                  shapes: tuple[str, ...], as_json: bool, **device: Any) -> int:
+    """Split a model between the edge device and the cloud at the optimal cut.
+
+    The cut minimises --objective: end-to-end latency, device energy per frame (profile
+    power x time + radio energy per bit), or the slowest stage of a pipelined stream.
 
     Writes head.onnx (runs on the device), tail.onnx (runs in the cloud) and split.yaml
     (cut tensors, predicted times, best cut per bandwidth range); every other cut of that
@@ -384,6 +423,8 @@ def partition_cmd(model: Path, profile_ref: str, cloud_ref: str, bandwidth: floa
       edge partition sample:digits --profile rpi4 --cloud cloud-t4 --bandwidth 10 --rtt 20
       edge partition model.onnx --profile jetson-nano --cloud cloud-t4 --compress int8 \\
           --calib frames.npy
+      edge partition model.onnx --profile rpi4 --cloud cloud-c7i --host pi@raspberrypi.local \\
+          --measure --objective energy     # edge costs measured ON the Pi, cloud's here
     """
     from edge.profile import load_profile
     from partition.run import PartitionOptions, partition
@@ -395,7 +436,8 @@ def partition_cmd(model: Path, profile_ref: str, cloud_ref: str, bandwidth: floa
     with _stdout_to_stderr(as_json):
         report = partition(model, edge, cloud, where, PartitionOptions(
             bandwidth_mbps=bandwidth, rtt_ms=rtt, shapes=pins or None, compression=compress,
-            samples=calib, measured=measure))
+            samples=calib, measured=measure, objective=objective,
+            device=_device(device) if measure_on_device or device.get("host") else None))
     _emit(as_json, report.to_json(), _render_partition(report))
     return 0
 
@@ -411,8 +453,14 @@ def _render_partition(report: Any) -> str:
             ("all-cloud", "", f"{report.all_cloud_ms:.3f}", "", "")]
     bands = [(f"{r['min_mbps']}-{r['max_mbps']}", r["kind"], f"{r['predicted_ms']:.3f}",
               ", ".join(r["cut"]) or "-") for r in report.bandwidth_table]
+    fps = 1000 / chosen["stage_ms"] if chosen["stage_ms"] else float("inf")
     return "\n".join([
-        f"link {report.bandwidth_mbps} Mbit/s, RTT {report.rtt_ms} ms; costs {report.costs}",
+        f"link {report.bandwidth_mbps} Mbit/s, RTT {report.rtt_ms} ms; costs: {report.costs}",
+        f"objective {report.objective}: chosen {chosen['total_ms']:.3f} ms, "
+        f"{chosen['energy_mj']:.2f} mJ/frame on the device"
+        + (" (assumed radio cost)" if (report.energy or {}).get("assumed") else "")
+        + f", {fps:.1f} frames/s pipelined"
+        + ("" if chosen["exact"] else " (not proven optimal: too many placements)"),
         table(("placement", "kind", "ms", "parts", "cut tensors"), rows), "",
         "best cut per bandwidth (Mbit/s):",
         table(("bandwidth", "kind", "ms at low end", "cut tensors"), bands), "",
@@ -466,6 +514,8 @@ def serve_cloud(split_dir: Path, address: str, port: int, token_file: Path | Non
 @click.option("--input", "data", type=_PATH,
               help="Inputs (.npy/.npz/images, axis 0 = samples) [random].")
 @click.option("--runs", type=click.IntRange(1, 1000000), default=10, show_default=True)
+@click.option("--warmup", type=click.IntRange(0, 10000), default=1, show_default=True,
+              help="Inferences run first and left out of the report.")
 @click.option("--cut", default="auto", show_default=True,
               help="auto (switch with the measured link), a cut id, all-edge or all-cloud.")
 @click.option("--token-file", type=_PATH, help="File with the bearer token [$EDGE_CLOUD_TOKEN].")
@@ -475,7 +525,7 @@ def serve_cloud(split_dir: Path, address: str, port: int, token_file: Path | Non
               help="Seconds between link probes while running all on the device.")
 @click.option("-o", "--out", type=_PATH, help="Save the outputs of every run to this .npz.")
 @json_option
-def run_split(split_dir: Path, url: str, data: Path | None, runs: int, cut: str,
+def run_split(split_dir: Path, url: str, data: Path | None, runs: int, warmup: int, cut: str,
               token_file: Path | None, threads: int, probe_every: float, out: Path | None,
               as_json: bool) -> int:
     """Run a split model on this device against `edge serve-cloud` (the edge client).
@@ -493,7 +543,8 @@ def run_split(split_dir: Path, url: str, data: Path | None, runs: int, cut: str,
 
     token = _read_token(token_file)
     with _stdout_to_stderr(as_json):
-        report = run(split_dir, RunSplitOptions(url=url, data=data, runs=runs, cut=cut,
+        report = run(split_dir, RunSplitOptions(url=url, data=data, runs=runs, warmup=warmup,
+                                                cut=cut,
                                                 token=token, threads=threads,
                                                 probe_every_s=probe_every, out=out))
     _emit(as_json, report, render(report))
@@ -513,34 +564,6 @@ def _read_token(path: Path | None) -> str | None:
 
 
 # ---------------------------------------------------------------- bench
-def _device_options(func: Any) -> Any:
-    options = [
-        click.option("--host", help=_HOST_HELP),
-        click.option("--identity", type=_PATH, help="SSH private key."),
-        click.option("--known-hosts", type=_PATH, help="known_hosts file [~/.ssh/known_hosts]."),
-        click.option("--trust-new-host", is_flag=True,
-                     help="Accept and record an unknown host key (never a changed one)."),
-        click.option("--device-python", help="Python on the device [profile access.python]."),
-        click.option("--runs", type=click.IntRange(1, 100000), default=50, show_default=True),
-        click.option("--warmup", type=click.IntRange(0, 10000), default=5, show_default=True),
-        click.option("--threads", type=click.IntRange(0, 1024), default=None,
-                     help="Threads on the device [profile compute.threads or cores; 0: all]."),
-    ]
-    for option in reversed(options):
-        func = option(func)
-    return func
-
-
-def _device(opts: dict[str, Any]) -> Any:
-    """DeviceTarget from the shared device flags (consumed from ``opts``)."""
-    from edge.deploy import DeviceTarget
-
-    return DeviceTarget(
-        host=opts.pop("host"), identity=opts.pop("identity"), known_hosts=opts.pop("known_hosts"),
-        trust_new_host=opts.pop("trust_new_host"), python=opts.pop("device_python"),
-        runs=opts.pop("runs"), warmup=opts.pop("warmup"), threads=opts.pop("threads"))
-
-
 @cli.command()
 @click.argument("source", metavar="ARTIFACT|BUNDLE", type=_PATH)
 @click.option("--candidate", help="Which bundle candidate [the chosen one], e.g. tflite-int8.")

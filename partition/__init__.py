@@ -1,1 +1,34 @@
-"""Edge-cloud partitioning: per-node cost, an optimal DAG cut, split models (issue 4)."""
+"""Edge-cloud partitioning (issue 4): run the first part of a model on the device and the rest
+in the cloud, at the cut that is best for the link.
+
+Planning (``edge partition``, :mod:`partition.run`):
+
+- :mod:`partition.cost` -- per-node ms on each side: estimated from MACs and a profile's fp32
+  peak GOPS, measured on this host with onnxruntime, or measured ON the device by edge's agent
+  (``edge_agent.py profile``, via ``devices.deploy.profile_on_device``).
+- :mod:`partition.graph` -- the model as a DAG of compute nodes and the tensors that could cross
+  a cut (bytes from shape inference, weights excluded), with every node uniquely named; tensor
+  sizes as compressed on the wire.
+- :mod:`partition.solve` -- the best runnable placement (no cloud node feeds a device node; only
+  the final outputs come back) for ``latency`` or device ``energy`` (exact minimum s-t cut, RTT
+  counted once) or ``throughput`` (slowest pipeline stage; exact enumeration up to a cap, then a
+  heuristic); always compared with all-edge and all-cloud.
+- :mod:`partition.split` -- head/tail ONNX models at a node set, the head->tail parity check, and
+  ``split.yaml`` (version 2: the chosen split, its cut tensors, the prediction and link, every
+  precomputed cut, the best cut per bandwidth).
+- :mod:`partition.compress` -- fp16/int8 transfer compression built into the head (encode) and
+  the tail (decode).
+- :mod:`partition.run` -- ties them together and writes the chosen cut plus every other cut of
+  the bandwidth table and the all-edge/all-cloud baselines, each verified.
+
+Running (the split at run time):
+
+- :mod:`partition.serve` -- ``edge serve-cloud``: every cut's tail over the KServe v2 REST API
+  ("tail", "tail-cN"), bearer token, request validation, ``Server-Timing``; Triton export.
+- :mod:`partition.client` -- ``SplitClient``: runs the head on the device, sends the cut tensors
+  over one keep-alive connection, estimates the uplink, picks the cut that is best for the plan's
+  objective at the measured link, and falls back to all-edge when the cloud fails.
+- :mod:`partition.runsplit` -- ``edge run-split``: drives the client and reports.
+
+Everything imports lazily from ``edge.cli``; ``edge --help`` loads none of it.
+"""

@@ -3,7 +3,8 @@
 The client holds every precomputed cut of a split directory (split.yaml ``cuts``). Each request
 measures the link as it goes: uplink bandwidth from the bytes sent and the time on the wire
 (wall time minus the server's compute time, reported in its ``Server-Timing`` header, minus the
-RTT measured with health requests). Before each inference it picks the cut with the lowest
+RTT measured with health requests when the client starts and every ``rtt_every_s``
+seconds, between inferences). Before each inference it picks the cut with the lowest
 predicted latency at the bandwidth and RTT measured so far; while running all on the device it
 sends one request through the best split cut every ``probe_every_s`` seconds so the estimate
 stays current (that request still returns the right outputs).
@@ -67,6 +68,7 @@ class SplitResult:
     predicted_ms: float  # for this cut at the link estimate it was chosen with
     link: LinkEstimate  # the estimate after this request
     fell_back: bool = False  # the cloud failed and this ran all on the device
+    started: float = 0.0  # wall clock (epoch s) when the inference started
 
     def timing(self) -> dict[str, Any]:
         """Everything but the outputs, JSON-ready."""
@@ -75,7 +77,7 @@ class SplitResult:
                 "up_bytes": self.up_bytes, "down_bytes": self.down_bytes,
                 "predicted_ms": self.predicted_ms, "uplink_mbps": self.link.uplink_mbps,
                 "rtt_ms": self.link.rtt_ms, "link_measured": self.link.measured,
-                "fell_back": self.fell_back}
+                "fell_back": self.fell_back, "started": self.started}
 
 
 class SplitClient:
@@ -84,7 +86,7 @@ class SplitClient:
     def __init__(self, split_dir: str | os.PathLike[str], url: str, *,
                  token: str | None = None, cut: str | None = None, threads: int = 1,
                  timeout_s: float = 30.0, probe_every_s: float = 5.0,
-                 smoothing: float = 0.5) -> None:
+                 smoothing: float = 0.5, rtt_every_s: float = 30.0) -> None:
         self.plan = read_split_yaml(Path(split_dir))
         self.cuts = _cuts(self.plan)
         self._fixed = _fixed_cut(self.cuts, cut)
@@ -93,10 +95,12 @@ class SplitClient:
         self._threads = threads
         self._probe_every_s = probe_every_s
         self._smoothing = smoothing
+        self._rtt_every_s = rtt_every_s
+        self._rtt_at = -math.inf
         self._last_network = time.monotonic()
         self.link = _initial_link(self.plan)
+        self._energy = _energy(self.plan)
         self.last_error: str | None = None
-        self._rtt_known = False
 
     def close(self) -> None:
         """Close the connection to the server."""
@@ -111,19 +115,19 @@ class SplitClient:
     def measure_rtt(self, tries: int = 3) -> float:
         """Minimum round trip of a tiny health request, ms; updates the link estimate."""
         best = min(self._http.ping() for _ in range(max(1, tries)))
-        self._rtt_known = True
+        self._rtt_at = time.monotonic()
         self.link = LinkEstimate(self.link.uplink_mbps, self.link.downlink_mbps, best,
                                  self.link.measured)
         return best
 
     def choose(self) -> CutOption:
-        """The cut with the lowest predicted latency at the current link estimate."""
+        """The cut split.yaml's objective prefers (latency by default) at the current link."""
         if self._fixed is not None:
             return self._fixed
-        best = min(self.cuts, key=self._predicted)
+        best = min(self.cuts, key=self.score)
         if best.split.tail is None and self._probe_due():
             remote = [c for c in self.cuts if c.split.tail is not None]
-            return min(remote, key=self._predicted) if remote else best
+            return min(remote, key=self.score) if remote else best
         return best
 
     def infer(self, feeds: Mapping[str, np.ndarray]) -> SplitResult:
@@ -132,7 +136,7 @@ class SplitClient:
         In automatic mode a cloud that cannot be reached is not fatal when the split has an
         all-edge cut: that inference runs on the device and says so (``fell_back``).
         """
-        if not self._rtt_known:
+        if time.monotonic() - self._rtt_at >= self._rtt_every_s:
             self._try_measure_rtt()
         cut = self.choose()
         try:
@@ -145,14 +149,16 @@ class SplitClient:
             return replace(self._infer(local[0], feeds), fell_back=True)
 
     def _try_measure_rtt(self) -> None:
+        """Refresh the RTT between inferences (a cloud that is down is noted, not fatal)."""
         try:
             self.measure_rtt()
         except DeviceError as exc:
             self.last_error = str(exc)
-        self._rtt_known = True
+        self._rtt_at = time.monotonic()
 
     def _infer(self, cut: CutOption, feeds: Mapping[str, np.ndarray]) -> SplitResult:
         predicted = self._predicted(cut)
+        wall = time.time()
         start = time.perf_counter()
         values = dict(feeds) | self._run_head(cut, feeds)
         edge_ms = (time.perf_counter() - start) * 1e3
@@ -168,11 +174,25 @@ class SplitClient:
         total = (time.perf_counter() - start) * 1e3
         outputs = {name: values[name] for name in cut.split.outputs}
         return SplitResult(outputs, cut.id, cut.kind, edge_ms, link_ms, cloud_ms, total, up, down,
-                           predicted, self.link)
+                           predicted, self.link, started=wall)
 
     def _predicted(self, cut: CutOption) -> float:
         link = self.link
         return cut.predicted_ms(link.uplink_mbps, link.downlink_mbps, link.rtt_ms)
+
+    def score(self, cut: CutOption) -> float:
+        """What split.yaml's objective minimises for ``cut`` at the current link estimate."""
+        objective = self.plan.predicted.get("objective", "latency")
+        if objective == "latency":
+            return self._predicted(cut)
+        remote = cut.split.tail is not None
+        on_wire = cut.link_ms(self.link.uplink_mbps, self.link.downlink_mbps) if remote else 0.0
+        cloud = cut.cloud_ms if remote else 0.0
+        if objective == "throughput":
+            return max(cut.edge_ms, on_wire, cloud)
+        energy = self._energy
+        waiting = on_wire + cloud + (self.link.rtt_ms if remote else 0.0)
+        return energy.mj(cut.edge_ms, waiting, cut.up_bytes if remote else 0)
 
     def _probe_due(self) -> bool:
         return time.monotonic() - self._last_network >= self._probe_every_s
@@ -385,3 +405,14 @@ def _initial_link(plan: SplitPlan) -> LinkEstimate:
     return LinkEstimate(float(p.get("bandwidth_mbps", 10.0)),
                         float(p.get("downlink_mbps", p.get("bandwidth_mbps", 10.0))),
                         float(p.get("rtt_ms", 0.0)), False)
+
+
+def _energy(plan: SplitPlan) -> Any:
+    """The device energy model split.yaml was planned with (a generic board when absent)."""
+    from partition.solve import DEFAULT_ENERGY, EnergyModel
+
+    doc = plan.predicted.get("energy")
+    if not isinstance(doc, dict):
+        return DEFAULT_ENERGY
+    return EnergyModel(float(doc["idle_w"]), float(doc["max_w"]), float(doc["tx_nj_per_bit"]),
+                       bool(doc.get("assumed", False)))

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+import os
+import shutil
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from edge.errors import CheckFailed
+from edge.errors import CheckFailed, UsageError
 from edge.profile import Profile
 
 __all__ = ["PartitionOptions", "PartitionReport", "partition", "bandwidth_table"]
@@ -36,6 +39,8 @@ class PartitionOptions:
     shapes: dict[str, tuple[int, ...]] | None = None
     compression: str = "none"  # transfer compression of float cut tensors: none, fp16, int8
     samples: Path | None = None  # data for int8 scales and the fidelity check (--calib)
+    objective: str = "latency"  # latency, energy (device mJ) or throughput (slowest stage)
+    device: Any = None  # edge.deploy.DeviceTarget: edge costs measured ON it by the agent
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -54,6 +59,8 @@ class PartitionReport:
     compression: str = "none"
     compressed_cosine: float | None = None
     cuts: tuple[dict[str, Any], ...] = ()
+    objective: str = "latency"
+    energy: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -68,30 +75,78 @@ def partition(model_path: Path, edge: Profile, cloud: Profile, out: Path,
     """Cost, solve, split, verify; write head.onnx, tail.onnx and split.yaml into ``out``.
 
     Every other cut in the bandwidth table is written too (``out/cuts/<id>/``), so a running
-    client can switch cut when the measured bandwidth changes.
+    client can switch cut when the measured bandwidth changes. Everything is written into a
+    temporary directory beside ``out`` that replaces it only when every check passed: a failure
+    leaves an earlier split in ``out`` untouched and no partial one.
     """
+    from dataclasses import replace
+
     from partition.compress import check_mode
-    from partition.graph import build_graph, with_compression
-    from partition.solve import evaluate, solve
-    from partition.split import write_split_yaml
 
     check_mode(options.compression)
+    _check_objective(options.objective)
+    out = Path(out)
+    _check_out(out)
+    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        report = _partition(model_path, edge, cloud, work, options)
+        _replace_dir(work, out)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return replace(report, out=str(out))
+
+
+def _check_out(out: Path) -> None:
+    """Refuse to replace a file, or a directory that is not an earlier split."""
+    if out.is_file() or out.is_symlink():
+        raise UsageError(f"-o {out} is a file; give a directory for the split")
+    if out.is_dir() and any(out.iterdir()) and not (out / "split.yaml").is_file():
+        raise UsageError(f"-o {out} exists and is not a split directory; choose another")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create {out.parent}: {exc.strerror or exc}") from None
+    if not os.access(out.parent, os.W_OK):
+        raise UsageError(f"cannot write into {out.parent}")
+
+
+def _replace_dir(new: Path, out: Path) -> None:
+    """Put ``new`` at ``out``; an earlier split there is removed only after the swap."""
+    old = None
+    if out.exists():
+        old = out.with_name(f".{out.name}.old-{os.getpid()}")
+        out.rename(old)
+    new.rename(out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _partition(model_path: Path, edge: Profile, cloud: Profile, out: Path,
+               options: PartitionOptions) -> PartitionReport:
+    """The work of ``partition``, writing into ``out`` (a fresh directory)."""
+    from partition.graph import build_graph, with_compression
+    from partition.solve import energy_model, evaluate, solve
+    from partition.split import write_split_yaml
+
+    objective = options.objective
     reference = _named_reference(model_path, options, out)
-    graph = with_compression(build_graph(reference, *_costs(reference, edge, cloud,
-                                                           options.measured)),
+    edge_costs, cloud_costs, costs = _costs(reference, edge, cloud, options)
+    graph = with_compression(build_graph(reference, edge_costs, cloud_costs),
                              options.compression)
     bandwidth = options.bandwidth_mbps or edge.link.uplink_mbps
     rtt = options.rtt_ms if options.rtt_ms is not None else edge.link.rtt_ms
     down = edge.link.downlink_mbps
-    best = solve(graph, bandwidth, rtt, down)
-    table = bandwidth_table(graph, rtt, down)
+    energy = energy_model(edge.power, edge.link)
+    best = solve(graph, bandwidth, rtt, down, objective=objective, energy=energy)
+    table = bandwidth_table(graph, rtt, down, objective=objective, energy=energy)
     samples = _samples(reference, options.samples)
     built = _build_cuts(reference, graph, best, table, out, options.compression, samples)
     chosen = built[0]
-    costs = "measured on this host" if options.measured else "estimated from MACs and peak GOPS"
     rows = tuple(r | {"cut_id": _id_of(built, r["edge_nodes"])} for r in table)
     rows = tuple({k: v for k, v in r.items() if k != "edge_nodes"} for r in rows)
-    link = {"bandwidth_mbps": bandwidth, "downlink_mbps": down, "rtt_ms": rtt}
+    link = {"bandwidth_mbps": bandwidth, "downlink_mbps": down, "rtt_ms": rtt,
+            "objective": objective, "energy": _energy_doc(energy)}
     write_split_yaml(out, chosen.option.split, predicted=_predicted(best, costs) | link,
                      bandwidth_table=list(rows), cuts=[b.option for b in built],
                      compression=options.compression, inputs=_input_specs(reference))
@@ -107,16 +162,20 @@ def partition(model_path: Path, edge: Profile, cloud: Profile, out: Path,
         max_abs_diff=max(b.max_abs_diff for b in built), bandwidth_table=rows,
         compression=options.compression,
         compressed_cosine=_worst_cosine(built),
-        cuts=tuple(_cut_summary(b) for b in built))
+        cuts=tuple(_cut_summary(b) for b in built),
+        objective=objective, energy=_energy_doc(energy))
 
 
-def bandwidth_table(graph: Any, rtt_ms: float, downlink_mbps: float) -> tuple[dict[str, Any], ...]:
+def bandwidth_table(graph: Any, rtt_ms: float, downlink_mbps: float, *,
+                    objective: str = "latency",
+                    energy: Any = None) -> tuple[dict[str, Any], ...]:
     """The best cut per bandwidth range, so a running client can switch cut at once."""
     from partition.solve import solve
 
     rows: list[dict[str, Any]] = []
     for mbps in SWEEP:
-        best = solve(graph, mbps, rtt_ms, max(downlink_mbps, mbps))
+        best = solve(graph, mbps, rtt_ms, max(downlink_mbps, mbps), objective=objective,
+                     energy=energy)
         cut = sorted(best.cut)
         if rows and rows[-1]["cut"] == cut and rows[-1]["kind"] == best.kind:
             rows[-1]["max_mbps"] = mbps
@@ -139,12 +198,13 @@ class _Built:
 def _build_cuts(reference: Path, graph: Any, best: Any, table: Sequence[dict[str, Any]],
                 out: Path, compression: str,
                 samples: list[dict[str, np.ndarray]]) -> list[_Built]:
-    """Write and verify the chosen cut (into ``out``) and every other table cut (out/cuts/ID)."""
-    import shutil
-
+    """Write and verify the chosen cut (into ``out``), every other cut of the bandwidth table and
+    the all-edge and all-cloud baselines (out/cuts/ID): a client can fall back to either when
+    the link's RTT or bandwidth moves outside what the table was planned for."""
+    everything = frozenset(n.name for n in graph.nodes)
     sets = list(dict.fromkeys([frozenset(best.edge)]
-                              + [frozenset(r["edge_nodes"]) for r in table]))
-    shutil.rmtree(out / CUTS_DIR, ignore_errors=True)
+                              + [frozenset(r["edge_nodes"]) for r in table]
+                              + [everything, frozenset()]))  # both baselines, always
     built = []
     for index, edge in enumerate(sets):
         where = out if index == 0 else out / CUTS_DIR / f"c{index}"
@@ -252,11 +312,51 @@ def _named_reference(model_path: Path, options: PartitionOptions, out: Path) -> 
 
 
 def _costs(reference: Path, edge: Profile, cloud: Profile,
-           measured: bool) -> tuple[dict[str, float], dict[str, float]]:
+           options: PartitionOptions) -> tuple[dict[str, float], dict[str, float], str]:
+    """Per-node ms on each side and how they were obtained."""
     from partition.cost import node_costs
 
-    return (node_costs(reference, edge, measured=measured),
-            node_costs(reference, cloud, measured=measured))
+    cloud_costs = node_costs(reference, cloud, measured=options.measured)
+    cloud_how = "measured on this host" if options.measured else "estimated from MACs and peak"
+    if options.device is not None:
+        edge_costs, where = _device_costs(reference, edge, options.device)
+        edge_how = f"measured on {where}"
+    else:
+        edge_costs, edge_how = node_costs(reference, edge, measured=options.measured), cloud_how
+    return edge_costs, cloud_costs, f"edge {edge_how}; cloud {cloud_how}"
+
+
+def _device_costs(reference: Path, profile: Profile, target: Any) -> tuple[dict[str, float], str]:
+    """Per-node ms measured ON the device by its agent; and where that was."""
+    from devices.deploy import open_device
+    from edge.deploy import _python, _transport
+    from partition.cost import measure_costs_on_device
+
+    transport = _transport(target, profile)
+    try:
+        device = open_device(transport, python=_python(target, profile, transport),
+                             work_dir=profile.access.work_dir)
+        threads = target.threads if target.threads is not None else (
+            profile.compute.default_threads)
+        costs = measure_costs_on_device(reference, device, threads=threads,
+                                        runs=max(3, min(target.runs, 100)))
+        return costs, transport.label
+    finally:
+        transport.close()
+
+
+def _check_objective(objective: str) -> str:
+    from edge.errors import UsageError
+    from partition.solve import OBJECTIVES
+
+    if objective not in OBJECTIVES:
+        raise UsageError(f"unknown objective {objective!r}; use one of {', '.join(OBJECTIVES)}")
+    return objective
+
+
+def _energy_doc(energy: Any) -> dict[str, Any]:
+    return {"idle_w": energy.idle_w, "max_w": energy.max_w,
+            "tx_nj_per_bit": energy.tx_nj_per_bit, "assumed": energy.assumed}
 
 
 def _samples(reference: Path, data: Path | None, count: int = 3) -> list[dict[str, np.ndarray]]:
@@ -289,7 +389,9 @@ def _random(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> np.
 
 def _predicted(best: Any, costs: str) -> dict[str, Any]:
     return {"kind": best.kind, "edge_ms": _ms(best.edge_ms), "transfer_ms": _ms(best.transfer_ms),
-            "cloud_ms": _ms(best.cloud_ms), "total_ms": _ms(best.total_ms), "costs": costs}
+            "cloud_ms": _ms(best.cloud_ms), "total_ms": _ms(best.total_ms),
+            "energy_mj": _ms(best.energy_mj), "stage_ms": _ms(best.stage_ms),
+            "exact": best.exact, "costs": costs}
 
 
 def _ms(value: float) -> float:

@@ -22,6 +22,7 @@ class RunSplitOptions:
     url: str
     data: Path | None = None
     runs: int = 10
+    warmup: int = 0  # inferences run first and left out of the report
     cut: str = "auto"
     token: str | None = None
     threads: int = 1
@@ -36,6 +37,9 @@ def run(split_dir: Path, options: RunSplitOptions) -> dict[str, Any]:
     with SplitClient(split_dir, options.url, token=options.token, cut=options.cut,
                      threads=options.threads, probe_every_s=options.probe_every_s) as client:
         feeds = _feeds(client.plan.inputs, options.data)
+        for feed, _ in zip(_cycle(feeds), range(options.warmup), strict=False):
+            client.infer(feed)
+        # timed run i is input i (cycling), so saved output i belongs to input i
         results = [client.infer(f) for f, _ in zip(_cycle(feeds), range(options.runs),
                                                    strict=False)]
         last_error = client.last_error

@@ -90,8 +90,11 @@ class CutOption:
         """Predicted end-to-end ms over a link."""
         if self.split.tail is None:
             return self.edge_ms
-        link = self.up_bytes * 8 / (up_mbps * 1e3) + self.down_bytes * 8 / (down_mbps * 1e3)
-        return self.edge_ms + self.cloud_ms + rtt_ms + link
+        return self.edge_ms + self.cloud_ms + rtt_ms + self.link_ms(up_mbps, down_mbps)
+
+    def link_ms(self, up_mbps: float, down_mbps: float) -> float:
+        """Time on the wire (uplink + downlink, no RTT)."""
+        return self.up_bytes * 8 / (up_mbps * 1e3) + self.down_bytes * 8 / (down_mbps * 1e3)
 
 
 @dataclass(frozen=True)

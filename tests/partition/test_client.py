@@ -39,6 +39,17 @@ def server(split_dir: Path) -> Iterator[EdgeCloudServer]:
     srv.close()
 
 
+def _assert_same_answer(got: np.ndarray, want: np.ndarray, *, exact: bool) -> None:
+    """Equal within 1e-5 (fp32 on the wire), or within int8 transfer error (5% of the largest
+    logit) with the same class whenever the model's top two logits are further apart than that."""
+    assert got.shape == want.shape
+    tolerance = 1e-5 if exact else 0.05 * float(np.abs(want).max()) + 1e-3
+    assert float(np.abs(got - want).max()) <= tolerance
+    top2 = np.sort(want.ravel())[-2:]
+    if top2[1] - top2[0] > 2 * tolerance:
+        assert int(got.argmax()) == int(want.argmax())
+
+
 def _frames(splitnet: SplitNet, count: int = 4) -> np.ndarray:
     return np.load(splitnet.samples)[:count]
 
@@ -71,10 +82,7 @@ def test_every_cut_returns_the_models_answer(kind: str, split_dir: Path, server:
             want = model_outputs(splitnet.onnx, feeds)["logits"]
             got = client.infer(feeds)
             assert got.kind == kind
-            assert got.outputs["logits"].shape == want.shape
-            assert int(got.outputs["logits"].argmax()) == int(want.argmax())
-            tolerance = 1e-5 if kind != "split" else 0.05 * float(np.abs(want).max()) + 1e-3
-            assert float(np.abs(got.outputs["logits"] - want).max()) <= tolerance
+            _assert_same_answer(got.outputs["logits"], want, exact=kind != "split")
             if kind == "all-edge":
                 assert got.up_bytes == 0 and got.link_ms == 0.0
             else:
@@ -147,7 +155,7 @@ def test_run_split_cli(split_dir: Path, server: EdgeCloudServer, splitnet: Split
     frames = np.load(splitnet.samples)
     for i in range(5):
         want = model_outputs(splitnet.onnx, {"frame": frames[i:i + 1]})["logits"]
-        assert int(saved[f"logits/{i}"].argmax()) == int(want.argmax())
+        _assert_same_answer(saved[f"logits/{i}"], want, exact=False)
 
 
 def test_run_split_cli_errors(split_dir: Path, tmp_path: Path) -> None:

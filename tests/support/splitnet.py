@@ -37,9 +37,13 @@ def _frames(seed: int) -> tuple[np.ndarray, np.ndarray]:
     return x[order], y[order]
 
 
-def train_splitnet(out_dir: Path, *, width: int = 64, depth: int = 4, epochs: int = 4,
+def train_splitnet(out_dir: Path, *, width: int = 128, depth: int = 6, epochs: int = 3,
                    seed: int = 0) -> SplitNet:
-    """Train (a few seconds on 2 cores), export to ONNX opset 17, keep 40 held-out frames."""
+    """Train (~15 s on 2 cores), export to ONNX opset 17, keep 40 held-out frames.
+
+    The default body is ~430M MACs (about 8 ms on one x86 core with onnxruntime) behind a
+    stem whose output is 12x smaller than the frame.
+    """
     import torch
     from torch import nn
 

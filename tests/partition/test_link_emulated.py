@@ -1,0 +1,105 @@
+"""Edge's split over real emulated links: a slow device (its own network namespace, a tenth of a
+CPU) and a cloud namespace joined by a userspace netem link. Edge's prediction is made by
+`edge partition` from costs measured ON that device; the measurement is `edge run-split` in the
+device's namespace against `python -m partition.serve` in the cloud's.
+
+Needs root, /dev/net/tun, iproute2 and the cgroup v1 cpu controller (skipped otherwise, with
+the reason). The numbers behind docs/benchmarks.md come from bench/split_link.py, which runs
+the same harness with more rounds and a bandwidth sweep.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from devices.netem import LinkSpec, available
+from tests.support.split_link import (
+    EDGE,
+    Device,
+    Measured,
+    cloud_server,
+    emulated_device,
+    measure,
+    partition,
+)
+from tests.support.splitnet import SplitNet
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(available() is not None, reason=str(available()))]
+
+CPU_FRACTION = 0.125  # the device gets an eighth of one core (1 ms of CPU every 8 ms)
+MARGIN = 0.20
+
+
+def _check(results: dict[str, Measured]) -> None:
+    chosen = results["auto"]
+    assert abs(chosen.ratio - 1) <= MARGIN, (
+        f"edge's choice measured {chosen.measured_ms:.1f} ms vs predicted "
+        f"{chosen.predicted_ms:.1f} ms")
+    best_baseline = min(results["all-edge"].measured_ms, results["all-cloud"].measured_ms)
+    assert chosen.measured_ms <= (1 + MARGIN) * best_baseline, {
+        k: round(v.measured_ms, 1) for k, v in results.items()}
+
+
+@pytest.mark.parametrize(("rate", "rtt", "expected"), [(10, 20, "split"), (2, 100, "all-edge")])
+def test_split_meets_its_prediction_over_an_emulated_link(
+        rate: float, rtt: float, expected: str, splitnet: SplitNet, tmp_path: Path) -> None:
+    with emulated_device(LinkSpec(rate, rtt), tmp_path, CPU_FRACTION) as device:
+        report = partition(device, splitnet.onnx, splitnet.samples, tmp_path / "split")
+        assert report["costs"].startswith("edge measured on local:")
+        assert report["chosen"]["kind"] == expected, report["chosen"]
+        assert report["max_abs_diff"] <= 1e-5
+        with cloud_server(device, tmp_path / "split") as url:
+            results = measure(device, tmp_path / "split", url, splitnet.samples, rounds=2,
+                              runs=5)
+    kinds = {c["id"]: c["kind"] for c in report["cuts"]}
+    assert {kinds[c] for c in results["auto"].cuts} == {expected}, results["auto"].cuts
+    _check(results)
+
+
+def test_client_switches_cut_when_the_link_changes(splitnet: SplitNet, tmp_path: Path) -> None:
+    """10 Mbit/s, then 0.5 Mbit/s, then 10 again, under one running client."""
+    fast, slow = LinkSpec(10, 20), LinkSpec(0.5, 20)
+    with emulated_device(fast, tmp_path, CPU_FRACTION) as device:
+        partition(device, splitnet.onnx, splitnet.samples, tmp_path / "split")
+        with cloud_server(device, tmp_path / "split") as url:
+            runs, changed = _runs_while_changing(device, tmp_path / "split", url, splitnet,
+                                                 [slow, fast])
+
+    def kinds(start: float, end: float) -> list[str]:
+        return [r["kind"] for r in runs if start <= r["started"] < end]
+
+    before = kinds(0, changed[0])
+    slow_phase = kinds(changed[0] + 1.5, changed[1])
+    after = kinds(changed[1] + 2.5, float("inf"))
+    assert before and slow_phase and after
+    assert before.count("split") >= 0.9 * len(before), before
+    # the device runs the whole model; every 0.5 s one probe still tries the split
+    assert slow_phase.count("all-edge") >= 0.7 * len(slow_phase), slow_phase
+    assert after.count("split") >= 0.7 * len(after), after
+
+
+def _runs_while_changing(device: Device, split_dir: Path, url: str, splitnet: SplitNet,
+                         specs: list[LinkSpec]) -> tuple[list[dict], list[float]]:
+    """One `edge run-split --cut auto` process; the link changes every 4 s under it."""
+    argv = [EDGE, "run-split", str(split_dir), "--url", url, "--input", str(splitnet.samples),
+            "--runs", "300", "--cut", "auto", "--threads", "1", "--probe-every", "0.5",
+            "--json"]
+    client = device.link.popen("edge", argv, env=device.env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    changed = []
+    time.sleep(2.0)  # the client's start-up
+    for spec in specs:
+        time.sleep(4.0)
+        device.link.set_spec(spec)
+        changed.append(time.time())
+    out, err = client.communicate(timeout=600)
+    assert client.returncode == 0, err
+    runs = json.loads(out)["runs"]
+    assert runs[-1]["started"] > changed[-1] + 4, "the client finished too early"
+    return runs, changed
