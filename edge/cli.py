@@ -464,7 +464,10 @@ def _render_partition(report: Any) -> str:
         table(("placement", "kind", "ms", "parts", "cut tensors"), rows), "",
         "best cut per bandwidth (Mbit/s):",
         table(("bandwidth", "kind", "ms at low end", "cut tensors"), bands), "",
-        f"head->tail max abs diff vs the whole model: {report.max_abs_diff:.2e}",
+        f"head->tail max abs diff vs the whole model: {report.max_abs_diff:.2e}"
+        + ("" if report.compressed_cosine is None else
+           f"; with {report.compression} on the wire: output cosine "
+           f"{report.compressed_cosine:.5f}"),
         f"split: {report.out}"])
 
 
@@ -532,7 +535,8 @@ def run_split(split_dir: Path, url: str, data: Path | None, runs: int, warmup: i
 
     Runs the head here, sends the cut tensors to the server, and returns the final outputs.
     It measures uplink bandwidth and RTT as it goes and, with --cut auto, switches to the cut
-    with the lowest predicted latency at the measured link.
+    that is best for split.yaml's objective (latency unless partitioned with --objective) at
+    the measured link; a cloud it cannot reach makes it run on the device for a while.
 
     \b
     Example:

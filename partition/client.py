@@ -4,10 +4,11 @@ The client holds every precomputed cut of a split directory (split.yaml ``cuts``
 measures the link as it goes: uplink bandwidth from the bytes sent and the time on the wire
 (wall time minus the server's compute time, reported in its ``Server-Timing`` header, minus the
 RTT measured with health requests when the client starts and every ``rtt_every_s``
-seconds, between inferences). Before each inference it picks the cut with the lowest
-predicted latency at the bandwidth and RTT measured so far; while running all on the device it
-sends one request through the best split cut every ``probe_every_s`` seconds so the estimate
-stays current (that request still returns the right outputs).
+seconds, between inferences). Before each inference it picks the cut that is best for
+split.yaml's objective (latency by default) at the bandwidth and RTT measured so far; while
+running all on the device it sends one request through the best split cut every
+``probe_every_s`` seconds so the estimate stays current (that request still returns the right
+outputs).
 
 HTTP is the stdlib's ``http.client`` with one keep-alive connection and the KServe v2 binary
 tensor extension, so the device needs numpy and onnxruntime only.
@@ -32,7 +33,7 @@ import numpy as np
 from edge.errors import DeviceError, UsageError
 from partition.split import CutOption, SplitPlan, read_split_yaml
 
-__all__ = ["LinkEstimate", "SplitClient", "SplitResult"]
+__all__ = ["CloudUnreachable", "LinkEstimate", "SplitClient", "SplitResult"]
 
 HEADER_LEN = "Inference-Header-Content-Length"
 TOKEN_ENV = "EDGE_CLOUD_TOKEN"
@@ -40,6 +41,10 @@ _NP_TO_KSERVE = {"bool": "BOOL", "uint8": "UINT8", "uint16": "UINT16", "uint32":
                  "uint64": "UINT64", "int8": "INT8", "int16": "INT16", "int32": "INT32",
                  "int64": "INT64", "float16": "FP16", "float32": "FP32", "float64": "FP64"}
 _KSERVE_TO_NP = {v: np.dtype(k) for k, v in _NP_TO_KSERVE.items()}
+
+
+class CloudUnreachable(DeviceError):
+    """The cloud server cannot be reached (as opposed to refusing a request)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +102,7 @@ class SplitClient:
         self._smoothing = smoothing
         self._rtt_every_s = rtt_every_s
         self._rtt_at = -math.inf
+        self._down_until = -math.inf
         self._last_network = time.monotonic()
         self.link = _initial_link(self.plan)
         self._energy = _energy(self.plan)
@@ -124,6 +130,9 @@ class SplitClient:
         """The cut split.yaml's objective prefers (latency by default) at the current link."""
         if self._fixed is not None:
             return self._fixed
+        local = [c for c in self.cuts if c.split.tail is None]
+        if local and time.monotonic() < self._down_until:
+            return local[0]  # the cloud was unreachable a moment ago
         best = min(self.cuts, key=self.score)
         if best.split.tail is None and self._probe_due():
             remote = [c for c in self.cuts if c.split.tail is not None]
@@ -134,30 +143,35 @@ class SplitClient:
         """Run one inference through the chosen cut.
 
         In automatic mode a cloud that cannot be reached is not fatal when the split has an
-        all-edge cut: that inference runs on the device and says so (``fell_back``).
+        all-edge cut: that inference runs on the device and says so (``fell_back``), and so do
+        the next ones for ``probe_every_s`` seconds before the cloud is tried again. A cloud
+        that answers with an error (e.g. HTTP 401) is an error.
         """
         if time.monotonic() - self._rtt_at >= self._rtt_every_s:
             self._try_measure_rtt()
         cut = self.choose()
         try:
             return self._infer(cut, feeds)
-        except DeviceError as exc:
+        except CloudUnreachable as exc:
             local = [c for c in self.cuts if c.split.tail is None]
             if self._fixed is not None or not local or cut.split.tail is None:
                 raise
             self.last_error = str(exc)
+            self._down_until = time.monotonic() + self._probe_every_s
             return replace(self._infer(local[0], feeds), fell_back=True)
 
     def _try_measure_rtt(self) -> None:
         """Refresh the RTT between inferences (a cloud that is down is noted, not fatal)."""
         try:
             self.measure_rtt()
-        except DeviceError as exc:
+        except CloudUnreachable as exc:
             self.last_error = str(exc)
+            self._down_until = time.monotonic() + self._probe_every_s
         self._rtt_at = time.monotonic()
 
     def _infer(self, cut: CutOption, feeds: Mapping[str, np.ndarray]) -> SplitResult:
         predicted = self._predicted(cut)
+        self._head(cut)  # load it outside the timed region (first use of a cut)
         wall = time.time()
         start = time.perf_counter()
         values = dict(feeds) | self._run_head(cut, feeds)
@@ -200,11 +214,9 @@ class SplitClient:
     def _run_head(self, cut: CutOption, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The head's outputs by name ({} when the cut sends the raw inputs)."""
         split = cut.split
-        if split.head is None:
-            return {}
-        session = self._heads.get(cut.id)
+        session = self._head(cut)
         if session is None:
-            session = self._heads[cut.id] = _session(split.head, self._threads)
+            return {}
         try:
             got = session.run(list(split.head_outputs),
                               {name: feeds[name] for name in split.head_inputs})
@@ -212,6 +224,15 @@ class SplitClient:
             raise UsageError(f"input {exc.args[0]!r} is missing; the model needs "
                              f"{', '.join(split.head_inputs)}") from None
         return dict(zip(split.head_outputs, got, strict=True))
+
+    def _head(self, cut: CutOption) -> Any:
+        """The cut's head session (created on first use), None when the cut has no head."""
+        if cut.split.head is None:
+            return None
+        session = self._heads.get(cut.id)
+        if session is None:
+            session = self._heads[cut.id] = _session(cut.split.head, self._threads)
+        return session
 
     def _learn(self, reply: _Reply) -> None:
         """Update the uplink estimate from one request (exponential smoothing in log space)."""
@@ -292,8 +313,8 @@ class _Http:
             except (ConnectionError, http.client.HTTPException, TimeoutError, OSError) as exc:
                 self.close()
                 if attempt:
-                    raise DeviceError(f"cannot reach the cloud server at {self._host}:"
-                                      f"{self._port}: {exc}") from None
+                    raise CloudUnreachable(f"cannot reach the cloud server at {self._host}:"
+                                           f"{self._port}: {exc}") from None
         raise AssertionError("unreachable")
 
     def _connection(self) -> http.client.HTTPConnection:

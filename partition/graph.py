@@ -127,7 +127,11 @@ def build_graph(model_path: str | Path, edge_ms: Mapping[str, float],
 
 
 def with_compression(graph: Graph, mode: str) -> Graph:
-    """The graph with node-made float32 tensors at their compressed wire size (see compress)."""
+    """The graph with node-made float32 tensors at their compressed wire size (see compress).
+
+    Graph outputs keep their size: the tail returns them uncompressed on the downlink (an
+    output made on the device and also read by the cloud is priced uncompressed: a slight
+    overestimate)."""
     from dataclasses import replace
 
     from partition.compress import wire_bytes_factor
@@ -136,7 +140,7 @@ def with_compression(graph: Graph, mode: str) -> Graph:
     if factor == 1.0:
         return graph
     tensors = tuple(replace(t, bytes=int(t.bytes * factor))
-                    if t.producer != SOURCE and t.dtype == "float32" else t
+                    if t.producer != SOURCE and t.dtype == "float32" and not t.is_output else t
                     for t in graph.tensors)
     return Graph(nodes=graph.nodes, tensors=tensors)
 

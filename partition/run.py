@@ -136,7 +136,7 @@ def _partition(model_path: Path, edge: Profile, cloud: Profile, out: Path,
                              options.compression)
     bandwidth = options.bandwidth_mbps or edge.link.uplink_mbps
     rtt = options.rtt_ms if options.rtt_ms is not None else edge.link.rtt_ms
-    down = edge.link.downlink_mbps
+    down = max(edge.link.downlink_mbps, bandwidth)  # as in the table: down >= up
     energy = energy_model(edge.power, edge.link)
     best = solve(graph, bandwidth, rtt, down, objective=objective, energy=energy)
     table = bandwidth_table(graph, rtt, down, objective=objective, energy=energy)

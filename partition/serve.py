@@ -587,15 +587,17 @@ def export_model_repository(
     """Write out_dir/NAME/1/model.onnx and out_dir/NAME/config.pbtxt for every served tail.
 
     ``split`` is a split directory (every cut's tail) or one tail .onnx file (served as "tail").
-    Returns out_dir/tail.
+    Returns the first model directory written ("tail" when the chosen cut has a tail).
     """
+    written = []
     for name, src in resolve_tails(split).items():
         model_dir = Path(out_dir) / name
         (model_dir / "1").mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, model_dir / "1" / "model.onnx")
         config = model_config_pbtxt(onnx.load(str(src), load_external_data=False), name)
         (model_dir / "config.pbtxt").write_text(config, encoding="utf-8")
-    return Path(out_dir) / MODEL_NAME
+        written.append(model_dir)
+    return written[0]
 
 
 # ---------------------------------------------------------------- CLI
@@ -626,7 +628,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point: serve until interrupted."""
     args = _parser().parse_args(argv)
     if args.export_repository:
-        print(export_model_repository(args.split, args.export_repository))
+        export_model_repository(args.split, args.export_repository)
+        for model_dir in sorted(Path(args.export_repository).iterdir()):
+            print(model_dir)
         return 0
     try:
         server = serve(

@@ -197,27 +197,18 @@ FAILURES = {"wrong-identity": "authentication failed", "unknown-host": "unknown 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(FAILURES))
-def test_a_device_that_refuses_us_is_exit_3_and_one_line(
+def test_a_device_that_refuses_us_is_exit_3_one_line_and_writes_nothing(
     case: str, splitnet: SplitNet, ssh_device: SSHDevice, tmp_path: Path
 ) -> None:
-    result, _, empty = _failing(case, splitnet, ssh_device, tmp_path)
+    result, out, empty = _failing(case, splitnet, ssh_device, tmp_path)
     assert result.status == 3, result.stderr
     assert result.stdout == ""
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: "), result.stderr
     assert FAILURES[case] in result.stderr
     assert empty.read_text() == ""  # never records an unknown key without --trust-new-host
-
-
-@pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="bug: partition() writes OUT/.reference.onnx before it "
-                   "opens the device and does not remove it when that fails")
-@pytest.mark.parametrize("case", sorted(FAILURES))
-def test_a_device_that_refuses_us_leaves_no_split_directory(
-    case: str, splitnet: SplitNet, ssh_device: SSHDevice, tmp_path: Path
-) -> None:
-    result, out, _ = _failing(case, splitnet, ssh_device, tmp_path)
-    assert result.status == 3
-    assert not out.exists(), sorted(p.name for p in out.iterdir())
+    # No split directory, and no temporary one left beside where it would have gone.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["known_hosts"]
+    assert not out.exists()
 
 
 # ---------------------------------------------------------------- bad input
@@ -253,7 +244,45 @@ def test_bad_input_is_exit_2_with_one_error_line(
     assert result.stdout == ""
     assert result.stderr.splitlines() == result.error_lines and len(result.error_lines) == 1
     assert expected in result.stderr
-    assert not out.exists()
+    assert list(tmp_path.iterdir()) == []  # no split, no temporary directory
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file()}
+
+
+def test_a_failed_rerun_keeps_the_earlier_split(tiny: Path, tmp_path: Path) -> None:
+    out = tmp_path / "split"
+    args = ["partition", str(tiny), "--profile", "rpi4", "--cloud", "cloud-t4", "-o", str(out)]
+    assert run_cli(*args, "--json").status == 0
+    before = _tree(out)
+    assert "split.yaml" in before and "head.onnx" in before
+    bad = tmp_path / "bad.npy"
+    np.save(bad, np.zeros((2, 7), np.float32))  # samples that do not fit x [1, 4]
+    result = run_cli(*args, "--calib", str(bad))
+    assert result.status == 2, result.stderr
+    assert len(result.error_lines) == 1 and result.stderr.count("\n") == 1, result.stderr
+    assert _tree(out) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.npy", "split"]
+
+
+@pytest.mark.parametrize("kind", ["file", "other-directory"])
+def test_out_that_is_not_a_split_is_refused_untouched(tiny: Path, tmp_path: Path,
+                                                      kind: str) -> None:
+    out = tmp_path / "taken"
+    if kind == "file":
+        out.write_text("mine")
+    else:
+        out.mkdir()
+        (out / "notes.txt").write_text("mine")
+    before = _tree(tmp_path)
+    result = run_cli("partition", str(tiny), "--profile", "rpi4", "--cloud", "cloud-t4",
+                     "-o", str(out))
+    assert result.status == 2, result.stderr
+    assert len(result.error_lines) == 1 and result.stderr.count("\n") == 1, result.stderr
+    assert f"-o {out}" in result.stderr
+    assert _tree(tmp_path) == before and len(list(tmp_path.iterdir())) == 1
 
 
 def test_the_same_model_partitions_when_the_input_is_good(tiny: Path, tmp_path: Path) -> None:
