@@ -573,25 +573,49 @@ def _read_token(path: Path | None) -> str | None:
 @click.option("--candidate", help="Which bundle candidate [the chosen one], e.g. tflite-int8.")
 @click.option("--profile", "profile_ref", help="Profile for access settings [the bundle's].")
 @_device_options
+@click.option("--baseline", metavar="last|FILE",
+              help="Compare with the last result kept for this device and artifact, or with "
+                   "a report saved from `edge bench --json`; exit 1 on a regression.")
+@click.option("--max-regression", type=click.FloatRange(min=0), default=10.0, show_default=True,
+              help="Allowed p50 slow-down against --baseline, percent.")
 @json_option
-def bench(source: Path, candidate: str | None, profile_ref: str | None, as_json: bool,
-          **opts: Any) -> int:
+def bench(source: Path, candidate: str | None, profile_ref: str | None, baseline: str | None,
+          max_regression: float, as_json: bool, **opts: Any) -> int:
     """Benchmark an artifact ON the device (installed, not made current).
+
+    Every result is kept on this host per device and artifact ($EDGE_CACHE_DIR/results), so
+    `--baseline last` can gate a CI pipeline on latency regressions.
 
     \b
     Examples:
       edge bench digits-rpi4.bundle --candidate onnxruntime-int8 --host pi@raspberrypi.local
       edge bench model.tflite --runs 200       # the embedded local device
+      edge bench digits-rpi4.bundle --host pi@raspberrypi.local --baseline last
     """
     from edge.deploy import BenchRequest, run_bench
     from edge.render import render_deploy
+    from edge.results import compare, keep, load_baseline
 
     request = BenchRequest(source=source, candidate=candidate, profile=profile_ref,
                            device=_device(opts))
     with _stdout_to_stderr(as_json):
         report = run_bench(request)
-    _emit(as_json, report.to_json(), render_deploy(report))
+    comparison = None
+    if baseline is not None:
+        base, where = load_baseline(baseline, report)
+        comparison = compare(report, base, where, max_regression)
+    keep(report)
+    document = report.to_json() | ({"baseline": comparison.to_json()} if comparison else {})
+    text = render_deploy(report) + (f"\nbaseline: {comparison.line()}" if comparison else "")
+    _emit(as_json, document, text)
+    if comparison is not None and comparison.regressed:
+        return _regressed(comparison)
     return 0
+
+
+def _regressed(comparison: Any) -> int:
+    click.echo(f"error: latency regressed: {comparison.line()}", err=True)
+    return int(ExitStatus.CHECK_FAILED)
 
 
 # ---------------------------------------------------------------- deploy
@@ -632,6 +656,9 @@ def deploy(source: Path, profile_ref: str | None, measure_on_device: bool, out: 
         return 0
     with _stdout_to_stderr(as_json):
         report, bundle, bundle_dir = run_deploy(request)
+    from edge.results import keep
+
+    keep(report)
     text = render_bundle(bundle, str(bundle_dir)) + "\n\n" + render_deploy(report)
     _emit(as_json, report.to_json() | {"bundle": str(bundle_dir)}, text)
     return 0

@@ -1,0 +1,125 @@
+"""Device measurements kept on the host, per device and artifact, and regression checks.
+
+Every ``edge bench`` / ``edge deploy`` measurement is appended to
+``$EDGE_CACHE_DIR/results/<device>/<artifact sha256[:16]>.jsonl`` (one JSON document per line:
+the DeployReport plus the time it was kept). ``edge bench --baseline last`` compares a new
+measurement with the previous one kept for the same device and artifact; ``--baseline FILE``
+with a report saved from ``edge bench --json``. A p50 slower than the baseline by more than
+``--max-regression`` percent is a failed check (exit 1), so CI pipelines can gate on it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from edge.errors import UsageError
+from edge.values import DeployReport
+
+__all__ = ["Comparison", "compare", "history", "keep", "load_baseline", "results_dir"]
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._@-]+")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Comparison:
+    """A measurement against its baseline."""
+
+    baseline_p50_ms: float
+    p50_ms: float
+    change_pct: float  # positive: slower than the baseline
+    max_regression_pct: float
+    baseline_source: str
+
+    @property
+    def regressed(self) -> bool:
+        """Slower than the baseline by more than the allowed percentage."""
+        return self.change_pct > self.max_regression_pct
+
+    def to_json(self) -> dict[str, Any]:
+        return {"baseline_p50_ms": self.baseline_p50_ms, "p50_ms": self.p50_ms,
+                "change_pct": round(self.change_pct, 2),
+                "max_regression_pct": self.max_regression_pct,
+                "baseline": self.baseline_source, "regressed": self.regressed}
+
+    def line(self) -> str:
+        """One line for the terminal."""
+        verdict = "REGRESSION" if self.regressed else "ok"
+        return (f"p50 {self.p50_ms:.3f} ms vs baseline {self.baseline_p50_ms:.3f} ms "
+                f"({self.change_pct:+.1f} %, limit +{self.max_regression_pct:g} %): {verdict} "
+                f"[{self.baseline_source}]")
+
+
+def results_dir() -> Path:
+    """Where measurements are kept: $EDGE_CACHE_DIR/results (default ~/.cache/edge/results)."""
+    root = os.environ.get("EDGE_CACHE_DIR") or str(Path.home() / ".cache" / "edge")
+    return Path(root) / "results"
+
+
+def _file(report: DeployReport) -> Path:
+    device = _UNSAFE.sub("_", report.target).strip("_") or "device"
+    return results_dir() / device / f"{report.artifact_sha256[:16]}.jsonl"
+
+
+def history(report: DeployReport) -> list[DeployReport]:
+    """Measurements kept earlier for this report's device and artifact, oldest first."""
+    path = _file(report)
+    if not path.is_file():
+        return []
+    kept = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            kept.append(DeployReport.from_json(json.loads(line)["report"]))
+        except (ValueError, KeyError, TypeError):
+            continue  # a torn or foreign line is skipped, never fatal
+    return kept
+
+
+def keep(report: DeployReport) -> Path:
+    """Append the measurement to its device/artifact history (one write per line)."""
+    path = _file(report)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = json.dumps({"kept_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                       "report": report.to_json()}) + "\n"
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(line)
+    return path
+
+
+def load_baseline(spec: str, report: DeployReport) -> tuple[DeployReport, str]:
+    """The baseline named by ``--baseline``: ``last`` (kept history) or a saved JSON report."""
+    if spec == "last":
+        earlier = history(report)
+        if not earlier:
+            raise UsageError(f"--baseline last: nothing kept yet for {report.target} and "
+                             f"artifact {report.artifact_sha256[:16]}; run edge bench once "
+                             "without --baseline first")
+        return earlier[-1], f"last kept for {report.target}"
+    path = Path(spec)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        baseline = DeployReport.from_json(doc)
+    except OSError as exc:
+        raise UsageError(f"--baseline {path}: {exc.strerror or exc}") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"--baseline {path}: not a report from `edge bench --json` "
+                         f"({type(exc).__name__})") from None
+    if baseline.artifact_sha256 != report.artifact_sha256:
+        raise UsageError(f"--baseline {path} measured another artifact "
+                         f"({baseline.artifact_sha256[:16]}, not "
+                         f"{report.artifact_sha256[:16]})")
+    return baseline, str(path)
+
+
+def compare(report: DeployReport, baseline: DeployReport, source: str,
+            max_regression_pct: float) -> Comparison:
+    """The new p50 against the baseline's."""
+    base = baseline.bench.p50_ms
+    change = (report.bench.p50_ms - base) / base * 100 if base > 0 else 0.0
+    return Comparison(baseline_p50_ms=base, p50_ms=report.bench.p50_ms, change_pct=change,
+                      max_regression_pct=max_regression_pct, baseline_source=source)
