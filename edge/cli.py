@@ -351,6 +351,47 @@ def _print_plan(model: Path, profile: Any, options: Any, as_json: bool) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- devices
+@cli.group()
+def devices() -> None:
+    """Talk to devices: write a profile from a live one."""
+
+
+@devices.command("probe")
+@click.argument("target", metavar="USER@HOST[:PORT]|local")
+@click.option("-o", "--out", type=_PATH, help="Profile file to write [ID.yaml].")
+@click.option("--id", "profile_id", help="Profile id [from the device's host name].")
+@click.option("--force", is_flag=True, help="Replace an existing profile file.")
+@click.option("--identity", type=_PATH, help="SSH private key.")
+@click.option("--known-hosts", type=_PATH, help="known_hosts file [~/.ssh/known_hosts].")
+@click.option("--trust-new-host", is_flag=True,
+              help="Accept and record an unknown host key (never a changed one).")
+@click.option("--device-python", help="Python on the device [python3].")
+@json_option
+def devices_probe(target: str, out: Path | None, profile_id: str | None, force: bool,
+                  identity: Path | None, known_hosts: Path | None, trust_new_host: bool,
+                  device_python: str | None, as_json: bool) -> int:
+    """Write a profile from a live device: CPU, cores, memory, arch, python, runtimes,
+    accelerators read from it; estimates and placeholders are marked ASSUMED for you to edit.
+
+    \b
+    Examples:
+      edge devices probe pi@raspberrypi.local -o kitchen-pi.yaml
+      edge devices probe local --id this-laptop     # the embedded local device
+    """
+    from edge.deploy import DeviceTarget
+    from edge.probe import probe_to_file, render_profile
+
+    device = DeviceTarget(host=None if target == "local" else target, identity=identity,
+                          known_hosts=known_hosts, trust_new_host=trust_new_host,
+                          python=device_python)
+    with _stdout_to_stderr(as_json):
+        result, path = probe_to_file(device, out, profile_id=profile_id, force=force)
+    _emit(as_json, result.to_json() | {"file": str(path)},
+          render_profile(result) + f"\nwrote {path}")
+    return 0
+
+
 # ---------------------------------------------------------------- device flags
 def _device_options(func: Any) -> Any:
     options = [
