@@ -44,9 +44,9 @@ def parse_host(text: str, *, default_user: str | None = None) -> HostSpec:
     if not at:
         user, rest = default_user or "", text
     host, port = _split_port(rest, text)
-    if not _USER.match(user):
+    if not _USER.fullmatch(user):
         raise UsageError(f"--host {text!r}: give USER@HOST[:PORT] with a plain user name")
-    if not (_HOST.match(host) or _is_ipv6(host)):
+    if not (_HOST.fullmatch(host) or _is_ipv6(host)):
         raise UsageError(f"--host {text!r}: '{host}' is not a valid host name or address")
     return HostSpec(user=user, host=host, port=port)
 

@@ -666,11 +666,14 @@ def _regressed(comparison: Any) -> int:
 @_device_options
 @click.option("--measure-on-device", is_flag=True,
               help="Benchmark every faithful candidate on the device; activate the fastest.")
+@click.option("--keep", type=click.IntRange(1, 1000), default=3, show_default=True,
+              help="Releases kept on the device (the active one and the rollback target "
+                   "are never removed).")
 @_optimize_options
 @click.option("--dry-run", is_flag=True, help="Say what would be done; touch nothing.")
 @json_option
-def deploy(source: Path, profile_ref: str | None, measure_on_device: bool, out: Path | None,
-           dry_run: bool, as_json: bool, **opts: Any) -> int:
+def deploy(source: Path, profile_ref: str | None, measure_on_device: bool, keep: int,
+           out: Path | None, dry_run: bool, as_json: bool, **opts: Any) -> int:
     """Optimize (if given a model), push to the device, benchmark ON the device, report.
 
     MODEL may be sample:digits, a CNN shipped with edge (with its calibration and labelled
@@ -683,23 +686,94 @@ def deploy(source: Path, profile_ref: str | None, measure_on_device: bool, out: 
       edge deploy rpi4.bundle --host pi@10.0.0.7:2222 --identity ~/.ssh/id_ed25519
       edge deploy model.onnx --profile rpi4          # the embedded local device
     """
-    from edge.deploy import DeployRequest, run_deploy
-    from edge.render import render_bundle, render_deploy
+    from edge.deploy import DeployRequest, run_deploy_outcome
+    from edge.render import render_bundle, render_deploy_outcome
+    from edge.results import keep as keep_result
 
     source, opts["calib"], opts["eval_"] = _with_sample(source, opts["calib"], opts["eval_"])
     request = DeployRequest(source=source, profile=profile_ref, device=_device(opts),
                             options=_options(opts), out=out,
-                            measure_on_device=measure_on_device)
+                            measure_on_device=measure_on_device, keep=keep)
     if dry_run:
         from edge.deploy import describe
 
         _emit(as_json, describe(request), "\n".join(describe(request)["steps"]))
         return 0
     with _stdout_to_stderr(as_json):
-        report, bundle, bundle_dir = run_deploy(request)
-    from edge.results import keep
+        outcome, bundle, bundle_dir = run_deploy_outcome(request)
+    keep_result(outcome.report)
+    text = render_bundle(bundle, str(bundle_dir)) + "\n\n" + render_deploy_outcome(outcome)
+    _emit(as_json, outcome.to_json() | {"bundle": str(bundle_dir)}, text)
+    return 0
 
-    keep(report)
-    text = render_bundle(bundle, str(bundle_dir)) + "\n\n" + render_deploy(report)
-    _emit(as_json, report.to_json() | {"bundle": str(bundle_dir)}, text)
+
+def _remote_options(func: Any) -> Any:
+    """How to reach a device, for commands that only talk to it."""
+    options = [
+        click.option("--profile", "profile_ref",
+                     help="Device profile (access settings, work dir) [x86-64 defaults]."),
+        click.option("--host", help=_HOST_HELP),
+        click.option("--identity", type=_PATH, help="SSH private key."),
+        click.option("--known-hosts", type=_PATH, help="known_hosts file [~/.ssh/known_hosts]."),
+        click.option("--trust-new-host", is_flag=True,
+                     help="Accept and record an unknown host key (never a changed one)."),
+        click.option("--device-python", help="Python on the device [profile access.python]."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _remote(opts: dict[str, Any]) -> Any:
+    from edge.deploy import DeviceTarget
+
+    return DeviceTarget(host=opts.pop("host"), identity=opts.pop("identity"),
+                        known_hosts=opts.pop("known_hosts"),
+                        trust_new_host=opts.pop("trust_new_host"),
+                        python=opts.pop("device_python"))
+
+
+@cli.command()
+@click.option("--to", "release", metavar="RELEASE",
+              help="Release id (or a unique prefix) [the previously active release].")
+@_remote_options
+@json_option
+def rollback(release: str | None, profile_ref: str | None, as_json: bool, **opts: Any) -> int:
+    """Switch the device back to an earlier release (health-checked before the switch).
+
+    \b
+    Examples:
+      edge rollback --host pi@raspberrypi.local --profile rpi4
+      edge rollback --to 3f2a9c --host pi@raspberrypi.local --profile rpi4
+    """
+    from edge.deploy import RollbackRequest, run_rollback
+    from edge.render import render_rollback
+
+    request = RollbackRequest(profile=profile_ref, device=_remote(opts), to=release)
+    with _stdout_to_stderr(as_json):
+        report = run_rollback(request)
+    _emit(as_json, report.to_json(), render_rollback(report))
+    return 0
+
+
+@cli.command()
+@click.option("--prune", "prune_keep", type=click.IntRange(1, 1000),
+              help="First remove the oldest inactive releases beyond this many.")
+@_remote_options
+@json_option
+def releases(prune_keep: int | None, profile_ref: str | None, as_json: bool,
+             **opts: Any) -> int:
+    """List the releases installed on the device, the active one and the history.
+
+    \b
+    Example:
+      edge releases --host pi@raspberrypi.local --profile rpi4
+    """
+    from edge.deploy import ReleasesRequest, run_releases
+    from edge.render import render_releases
+
+    request = ReleasesRequest(profile=profile_ref, device=_remote(opts), prune_keep=prune_keep)
+    with _stdout_to_stderr(as_json):
+        report = run_releases(request)
+    _emit(as_json, report.to_json(), render_releases(report))
     return 0

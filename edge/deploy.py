@@ -1,4 +1,5 @@
-"""``edge deploy``: a model or bundle to a device (SSH or the embedded local device)."""
+"""``edge deploy``: a model or bundle to a device (SSH or the embedded local device);
+``edge rollback`` and ``edge releases``: the device's release history."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ from edge.errors import CheckFailed, UsageError
 from edge.optimize import OptimizeOptions
 from edge.values import Bundle, DeployReport
 
-__all__ = ["BenchRequest", "DeployRequest", "DeviceTarget", "describe", "run_bench",
-           "run_deploy"]
+__all__ = ["DEFAULT_KEEP", "BenchRequest", "DeployRequest", "DeviceTarget", "ReleasesRequest",
+           "RollbackRequest", "describe", "run_bench", "run_deploy", "run_deploy_outcome",
+           "run_releases", "run_rollback"]
+
+DEFAULT_KEEP = 3  # as devices.deploy.DEFAULT_KEEP (not imported: edge --help stays light)
 
 log = logging.getLogger("edge")
 
@@ -42,25 +46,105 @@ class DeployRequest:
     options: OptimizeOptions = OptimizeOptions()
     out: Path | None = None
     measure_on_device: bool = False
+    keep: int = DEFAULT_KEEP  # releases kept on the device (the active and previous always)
 
 
 def run_deploy(request: DeployRequest) -> tuple[DeployReport, Bundle, Path]:
     """Optimize if needed, connect, push, benchmark on the device, return the report."""
-    from devices.deploy import deploy_bundle, deploy_fastest
+    outcome, bundle, bundle_dir = run_deploy_outcome(request)
+    return outcome.report, bundle, bundle_dir
+
+
+def run_deploy_outcome(request: DeployRequest) -> tuple[Any, Bundle, Path]:
+    """As run_deploy, with the whole ``devices.deploy.DeployOutcome``: the report plus bytes
+    sent, the health check, the previous release (rollback target) and pruned releases."""
+    from devices.deploy import deploy
 
     _check_source(request)
+    _check_keep(request.keep)
     profile = _profile(request)
+    _check_paths(request.device, profile)
     with _transport(request.device, profile) as transport:
         log.info("connecting to %s", transport.label)
         transport.home()  # connect and authenticate before any work: fail fast, write nothing
         transport.close()  # a long conversion must not hold an idle session open; reconnects
         bundle, bundle_dir = _bundle(request, profile)
         log.info("deploying %s to %s", bundle.chosen, transport.label)
-        deploy = deploy_fastest if request.measure_on_device else deploy_bundle
-        report = deploy(bundle_dir, bundle, transport, python=_python(request.device, profile,
-                                                                      transport),
-                        work_dir=profile.access.work_dir, bench=_bench(request.device, profile))
-    return report, bundle, bundle_dir
+        outcome = deploy(bundle_dir, bundle, transport,
+                         python=_python(request.device, profile, transport),
+                         work_dir=profile.access.work_dir, bench=_bench(request.device, profile),
+                         keep=request.keep, fastest=request.measure_on_device)
+    return outcome, bundle, bundle_dir
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RollbackRequest:
+    """What ``edge rollback`` was asked: which device, and which release (None: previous)."""
+
+    profile: str | None = None
+    device: DeviceTarget = DeviceTarget()
+    to: str | None = None
+
+
+def run_rollback(request: RollbackRequest) -> Any:
+    """Switch the device back to its previous release (or ``to``) after a health check;
+    returns ``devices.deploy.RollbackReport``. A malformed ``to`` fails before connecting."""
+    from devices.deploy import rollback
+
+    profile = _access_profile(request.profile)
+    _check_paths(request.device, profile)
+    with _transport(request.device, profile) as transport:
+        return rollback(transport, python=_python(request.device, profile, transport),
+                        work_dir=profile.access.work_dir, to=request.to)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReleasesRequest:
+    """What ``edge releases`` was asked; ``prune_keep`` first prunes to that many."""
+
+    profile: str | None = None
+    device: DeviceTarget = DeviceTarget()
+    prune_keep: int | None = None
+
+
+def run_releases(request: ReleasesRequest) -> Any:
+    """The device's releases, the active one, the rollback target and the switch history
+    (``devices.deploy.ReleasesReport``)."""
+    from devices.deploy import list_releases
+
+    if request.prune_keep is not None:
+        _check_keep(request.prune_keep)
+    profile = _access_profile(request.profile)
+    _check_paths(request.device, profile)
+    with _transport(request.device, profile) as transport:
+        return list_releases(transport, python=_python(request.device, profile, transport),
+                             work_dir=profile.access.work_dir, prune_keep=request.prune_keep)
+
+
+def _check_paths(device: DeviceTarget, profile: Any) -> None:
+    """The work dir and device python, checked before any connection (see check_paths)."""
+    from devices.deploy import check_paths
+
+    check_paths(python=device.python or profile.access.python,
+                work_dir=profile.access.work_dir)
+
+
+def _check_keep(keep: int) -> None:
+    if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+        raise UsageError(f"--keep {keep!r}: keep at least 1 release")
+
+
+def _access_profile(ref: str | None) -> Any:
+    """The profile for access settings; without one, the defaults (local device, ~/.edge)."""
+    if ref is not None:
+        from edge.profile import load_profile
+
+        return load_profile(ref)
+    from types import SimpleNamespace
+
+    from edge.profile import Access
+
+    return SimpleNamespace(id=None, access=Access())
 
 
 def _python(device: DeviceTarget, profile: Any, transport: Any) -> str:
@@ -84,10 +168,13 @@ def describe(request: DeployRequest) -> dict[str, Any]:
     if not _is_bundle(request.source):
         out = request.out or Path(f"{request.source.stem}-{profile.id}.bundle")
         steps.append(f"optimize {request.source} for {profile.id} into {out}")
-    steps += [f"connect to {where}", "push the agent and the chosen artifact (sha256-checked)",
+    steps += [f"connect to {where}",
+              "push the agent and the chosen artifact's files the device lacks (sha256-checked)",
+              "health-check it on the device (load and run once)",
               f"benchmark on the device ({request.device.runs} runs after "
               f"{request.device.warmup} warm-up)",
-              "switch the device's current release to it"]
+              "switch the device's current release to it",
+              f"keep the {request.keep} most recently used releases (always the previous one)"]
     return {"profile": profile.id, "target": where, "steps": steps}
 
 
@@ -137,6 +224,10 @@ def _transport(device: DeviceTarget, profile: Any) -> Any:
         return LocalTransport()
     from devices.ssh import SSHTransport, parse_host
 
+    for text in (host, profile.access.user or ""):
+        if any(c.isspace() or not c.isprintable() for c in text):  # parse_host's $ allows "\n"
+            raise UsageError(f"--host {host!r}: user and host names cannot contain spaces or "
+                             "control characters")
     spec = parse_host(host, default_user=profile.access.user)
     return SSHTransport(spec, identity=device.identity, known_hosts=device.known_hosts,
                         trust_new_host=device.trust_new_host)

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from edge.values import Bundle, CandidateResult, DeployReport, ModelInfo
 
-__all__ = ["render_bundle", "render_deploy", "render_model", "table"]
+if TYPE_CHECKING:
+    from devices.deploy import DeployOutcome, ReleasesReport, RollbackReport
+
+__all__ = ["render_bundle", "render_deploy", "render_deploy_outcome", "render_model",
+           "render_releases", "render_rollback", "table"]
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -75,8 +80,9 @@ def render_bundle(bundle: Bundle, where: str) -> str:
     return "\n".join(head + ["", table(headers, rows), ""] + tail)
 
 
-def render_deploy(report: DeployReport) -> str:
-    """The ``edge deploy`` summary."""
+def render_deploy(report: DeployReport,
+                  extra: Sequence[tuple[str, str]] = ()) -> str:
+    """The ``edge deploy`` summary (``extra`` rows go before "why")."""
     b = report.bench
     dev = b.device
     state = "active" if report.active else "installed, not active"
@@ -95,6 +101,7 @@ def render_deploy(report: DeployReport) -> str:
     if report.compared:
         rows.append(("compared", "; ".join(f"{c.candidate} p50 {c.bench.p50_ms:.3f} ms"
                                             for c in report.compared)))
+    rows += list(extra)
     if report.reason:
         rows.append(("why", report.reason))
     head = "measured on the device by the edge agent"
@@ -102,3 +109,59 @@ def render_deploy(report: DeployReport) -> str:
         head += (f" (the embedded local device stands in for {report.profile}: "
                  "these are this machine's numbers)")
     return head + "\n" + table(("", ""), rows)
+
+
+def render_deploy_outcome(outcome: DeployOutcome) -> str:
+    """The ``edge deploy`` summary with the release steps: transfer, health, rollback target."""
+    t, h = outcome.transfer, outcome.health
+    sent = (f"{t.files_sent} file(s), {_bytes(t.bytes_sent)}" if t.files_sent
+            else "nothing (0 B): the device already had this release")
+    if t.files_sent and t.files_reused:
+        sent += f"; {t.files_reused} file(s) already there"
+    rows = [("sent", sent),
+            ("health", f"loaded in {h.load_ms:.1f} ms, ran once in {h.run_ms:.3f} ms "
+                       f"({h.runtime}) before the switch")]
+    if outcome.previous and outcome.previous != outcome.report.release:
+        rows.append(("previous", f"{outcome.previous}  (edge rollback returns to it)"))
+    if outcome.pruned:
+        rows.append(("pruned", ", ".join(outcome.pruned)))
+    return render_deploy(outcome.report, rows)
+
+
+def _bytes(size: int) -> str:
+    return f"{size} B" if size < 1024 else _mb(size)
+
+
+def render_rollback(report: RollbackReport) -> str:
+    """The ``edge rollback`` summary."""
+    what = f"{report.release}" + (f"  ({report.artifact})" if report.artifact else "")
+    if not report.changed:
+        return f"{report.target}: {what} is already the active release; nothing changed"
+    rows = [("device", f"{report.target} ({report.transport})"), ("active", what),
+            ("was", report.previous or "none")]
+    if report.health is not None:
+        rows.append(("health", f"loaded in {report.health.load_ms:.1f} ms, ran once in "
+                               f"{report.health.run_ms:.3f} ms before the switch"))
+    return "rolled back\n" + table(("", ""), rows)
+
+
+def render_releases(report: ReleasesReport) -> str:
+    """The ``edge releases`` listing: most recently used first."""
+    rows = []
+    for r in report.releases:
+        state = ("active" if r.active else "previous" if r.previous
+                 else "incomplete" if not r.complete else "")
+        rows.append((r.release, state, r.artifact or "", _bytes(r.size_bytes),
+                     r.last_active or "", r.installed))
+    head = f"{report.target} ({report.transport})  work dir {report.work_dir}"
+    parts = [head, ""]
+    if rows:
+        parts.append(table(("release", "state", "artifact", "size", "last active",
+                            "installed"), rows))
+    else:
+        parts.append("no releases installed")
+    if report.pruned:
+        parts += ["", f"pruned: {', '.join(report.pruned)}"]
+    if report.previous:
+        parts += ["", f"edge rollback would switch to {report.previous}"]
+    return "\n".join(parts)

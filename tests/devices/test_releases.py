@@ -1,0 +1,234 @@
+"""The agent's release commands: verify, health, activate + history, rollback, releases, prune.
+
+Run as the standalone script it is on a device (this python plays the device's)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from devices import agent
+from devices.deploy import AGENT_PATH
+
+DIGITS = Path(__file__).parents[2] / "edge" / "samples" / "digits.onnx"
+A, B, C, D = "a" * 16, "b" * 16, "c" * 16, "d" * 16
+
+
+def _agent(*args: str) -> tuple[int, dict]:
+    done = subprocess.run([sys.executable, str(AGENT_PATH), *args], capture_output=True,
+                          text=True, check=False)
+    return done.returncode, json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _release(work: Path, release: str, content: bytes = b"model", name: str = "model.onnx"
+             ) -> Path:
+    folder = work / "releases" / release
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_bytes(content)
+    return folder
+
+
+def _current(work: Path) -> str:
+    return os.readlink(work / "current")
+
+
+def _history(work: Path) -> list[dict]:
+    return json.loads((work / "history.json").read_text())["activations"]
+
+
+def test_health_loads_and_runs_the_model_once() -> None:
+    status, reply = _agent("health", "--model", str(DIGITS), "--threads", "1")
+    assert status == 0, reply
+    assert reply["healthy"] is True and reply["runtime"] == "onnxruntime"
+    assert reply["load_ms"] > 0 and reply["run_ms"] > 0 and reply["runtime_version"]
+
+
+def test_health_fails_clearly_on_a_broken_or_missing_model(tmp_path: Path) -> None:
+    broken = tmp_path / "model.onnx"
+    broken.write_bytes(b"\x08\x07not an onnx model at all")
+    status, reply = _agent("health", "--model", str(broken))
+    assert status == 3
+    assert reply["error"].startswith("health check failed: onnxruntime cannot load")
+    assert "\n" not in reply["error"]
+    status, reply = _agent("health", "--model", str(tmp_path / "none.onnx"))
+    assert status == 2 and "not found" in reply["error"]
+    (tmp_path / "model.bin").write_bytes(b"x")
+    status, reply = _agent("health", "--model", str(tmp_path / "model.bin"))
+    assert status == 2 and "no runtime" in reply["error"]
+
+
+def test_verify_names_the_files_to_send(tmp_path: Path) -> None:
+    _release(tmp_path, A, b"main")
+    (tmp_path / "releases" / A / "model.bin").write_bytes(b"stale weights")
+    sha = {k: hashlib.sha256(v).hexdigest() for k, v in
+           {"main": b"main", "bin": b"new weights", "xml": b"<xml/>"}.items()}
+    status, reply = _agent("verify", str(tmp_path), A, "--file", f"model.onnx={sha['main']}",
+                           "--file", f"model.bin={sha['bin']}",
+                           "--file", f"model.xml={sha['xml']}")
+    assert status == 0, reply
+    assert reply["present"] == ["model.onnx"]
+    assert reply["missing"] == ["model.bin", "model.xml"]  # wrong content counts as missing
+    status, reply = _agent("verify", str(tmp_path), B, "--file", f"model.onnx={sha['main']}")
+    assert status == 0 and reply["missing"] == ["model.onnx"]
+
+
+@pytest.mark.parametrize("args", [
+    ("verify", "W", "../" + A, "--file", "model.onnx=" + "0" * 64),
+    ("verify", "W", A, "--file", "../model.onnx=" + "0" * 64),
+    ("verify", "W", A, "--file", ".hidden=" + "0" * 64),
+    ("verify", "W", A, "--file", "a/b=" + "0" * 64),
+    ("verify", "W", A, "--file", "model.onnx=xyz"),
+    ("verify", "W", A),
+    ("activate", "W", A.upper()),
+    ("activate", "W", "a;touch x"),
+    ("activate", "W", A, "--artifact", "x y"),
+    ("rollback", "W", "--to", "../../etc"),
+    ("rollback", "W", "--to", ""),
+    ("prune", "W", "--keep", "0"),
+    ("install", "SRC", "DEST", "--sha256", "nothex"),
+])
+def test_malformed_requests_are_refused(tmp_path: Path, args: tuple[str, ...]) -> None:
+    args = tuple(str(tmp_path) if a == "W" else a for a in args)
+    status, reply = _agent(*args)
+    assert status == 2 and "error" in reply and "\n" not in reply["error"]
+    assert not (tmp_path / "current").exists() and not (tmp_path / "history.json").exists()
+
+
+def test_activate_records_history_and_rollback_toggles(tmp_path: Path) -> None:
+    for release in (A, B):
+        _release(tmp_path, release)
+    status, reply = _agent("activate", str(tmp_path), A, "--artifact", "tflite-int8")
+    assert status == 0 and reply == {"active": A, "previous": None, "changed": True}
+    status, reply = _agent("activate", str(tmp_path), B, "--artifact", "onnxruntime-fp32")
+    assert reply == {"active": B, "previous": A, "changed": True}
+    status, reply = _agent("activate", str(tmp_path), B)  # again: no new history entry
+    assert status == 0 and reply["changed"] is False
+    history = _history(tmp_path)
+    assert [(h["release"], h["artifact"], h["action"], h["previous"]) for h in history] == [
+        (A, "tflite-int8", "deploy", None), (B, "onnxruntime-fp32", "deploy", A)]
+    assert all(h["time"].endswith("Z") for h in history)
+
+    status, reply = _agent("rollback", str(tmp_path))
+    assert status == 0 and reply["active"] == A and reply["previous"] == B
+    assert reply["artifact"] == "tflite-int8"
+    assert _current(tmp_path) == f"releases/{A}"
+    status, reply = _agent("rollback", str(tmp_path))  # previous is B again: a toggle
+    assert status == 0 and _current(tmp_path) == f"releases/{B}"
+    status, reply = _agent("rollback", str(tmp_path), "--to", A)
+    assert status == 0 and _current(tmp_path) == f"releases/{A}"
+    assert [h["action"] for h in _history(tmp_path)] == ["deploy", "deploy", "rollback",
+                                                        "rollback", "rollback"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith((".current-", "history.json."))]
+
+
+def test_rollback_refuses_unknown_incomplete_or_missing_previous(tmp_path: Path) -> None:
+    _release(tmp_path, A)
+    (tmp_path / "releases" / C).mkdir()  # incomplete: no model file
+    assert _agent("activate", str(tmp_path), A)[0] == 0
+    before = (tmp_path / "history.json").read_bytes()
+    status, reply = _agent("rollback", str(tmp_path))
+    assert status == 2 and "no previous release" in reply["error"]
+    for target in (B, C):
+        status, reply = _agent("rollback", str(tmp_path), "--to", target)
+        assert status == 2 and "not installed" in reply["error"]
+    assert _current(tmp_path) == f"releases/{A}"
+    assert (tmp_path / "history.json").read_bytes() == before
+
+
+def test_previous_skips_releases_no_longer_installed(tmp_path: Path) -> None:
+    for release in (A, B, C):
+        _release(tmp_path, release)
+        assert _agent("activate", str(tmp_path), release)[0] == 0
+    import shutil
+
+    shutil.rmtree(tmp_path / "releases" / B)
+    status, reply = _agent("releases", str(tmp_path))
+    assert status == 0 and reply["active"] == C and reply["previous"] == A
+
+
+def test_releases_lists_state_and_history(tmp_path: Path) -> None:
+    _release(tmp_path, A, b"12345")
+    _release(tmp_path, B, b"123")
+    (tmp_path / "releases" / C).mkdir()
+    (tmp_path / "releases" / "not-ours").mkdir()
+    _agent("activate", str(tmp_path), A, "--artifact", "tflite-int8")
+    _agent("activate", str(tmp_path), B, "--artifact", "tflite-fp32")
+    status, reply = _agent("releases", str(tmp_path))
+    assert status == 0
+    assert reply["active"] == B and reply["previous"] == A
+    by_id = {r["release"]: r for r in reply["releases"]}
+    assert set(by_id) == {A, B, C}  # a directory that is not a release id is not ours
+    assert reply["releases"][0]["release"] == B  # the active one first
+    assert by_id[A]["previous"] and by_id[A]["artifact"] == "tflite-int8"
+    assert by_id[A]["files"] == {"model.onnx": 5} and by_id[A]["size_bytes"] == 5
+    assert by_id[A]["model"] == str(tmp_path / "releases" / A / "model.onnx")
+    assert by_id[C]["complete"] is False and by_id[C]["model"] is None
+    assert [h["release"] for h in reply["history"]] == [A, B]
+
+
+def test_prune_keeps_n_and_always_active_and_previous(tmp_path: Path) -> None:
+    now = time.time()
+    for age, release in enumerate((D, C, B, A)):  # D newest on disk, A oldest
+        folder = _release(tmp_path, release)
+        os.utime(folder, (now - 1000 * (age + 1), now - 1000 * (age + 1)))
+    _agent("activate", str(tmp_path), A)  # oldest on disk, but the previous one
+    _agent("activate", str(tmp_path), B)  # active
+    (tmp_path / "releases" / "keep-me").mkdir()
+    incoming = tmp_path / "incoming"
+    incoming.mkdir()
+    old, fresh = incoming / "x.partial", incoming / "y.partial"
+    old.write_bytes(b"half")
+    fresh.write_bytes(b"half")
+    os.utime(old, (now - 7200, now - 7200))
+    (tmp_path / ".current-999-dead").symlink_to(f"releases/{D}")
+    status, reply = _agent("prune", str(tmp_path), "--keep", "1")
+    assert status == 0, reply
+    assert set(reply["kept"]) == {A, B} and set(reply["removed"]) == {C, D}
+    assert reply["stale_removed"] == ["x.partial"]
+    assert sorted(p.name for p in (tmp_path / "releases").iterdir()) == sorted([A, B, "keep-me"])
+    assert fresh.exists() and not old.exists()
+    assert not (tmp_path / ".current-999-dead").is_symlink()
+    assert _current(tmp_path) == f"releases/{B}"
+    status, reply = _agent("prune", str(tmp_path), "--keep", "3")
+    assert status == 0 and reply["removed"] == []
+
+
+def test_a_switch_that_dies_before_its_rename_changes_nothing(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch,
+                                                               capsys) -> None:
+    for release in (A, B):
+        _release(tmp_path, release)
+    assert agent.main(["activate", str(tmp_path), A]) == 0
+    history = (tmp_path / "history.json").read_bytes()
+    real_replace = os.replace
+
+    def crash(src, dst):
+        if str(dst).endswith("current"):
+            raise KeyboardInterrupt  # the process dies between symlink and rename
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(KeyboardInterrupt):
+        agent.main(["activate", str(tmp_path), B])
+    monkeypatch.undo()
+    assert _current(tmp_path) == f"releases/{A}"
+    assert (tmp_path / "history.json").read_bytes() == history
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".current-")]
+    assert agent.main(["activate", str(tmp_path), B]) == 0
+    assert _current(tmp_path) == f"releases/{B}"
+
+
+def test_a_corrupt_history_is_a_clear_error(tmp_path: Path) -> None:
+    _release(tmp_path, A)
+    (tmp_path / "history.json").write_text("{not json")
+    status, reply = _agent("releases", str(tmp_path))
+    assert status == 3 and "history.json" in reply["error"]
+    status, reply = _agent("activate", str(tmp_path), A)
+    assert status == 3 and not (tmp_path / "current").exists()
