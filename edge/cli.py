@@ -642,12 +642,14 @@ def bench(source: Path, candidate: str | None, profile_ref: str | None, baseline
     with _stdout_to_stderr(as_json):
         report = run_bench(request)
     comparison = None
-    if baseline is not None:
-        base, where = load_baseline(baseline, report)
-        comparison = compare(report, base, where, max_regression)
-    keep(report)
+    found = load_baseline(baseline, report) if baseline is not None else None
+    if found is not None:
+        comparison = compare(report, *found, max_regression)
+    keep(report, regressed=bool(comparison and comparison.regressed))
     document = report.to_json() | ({"baseline": comparison.to_json()} if comparison else {})
     text = render_deploy(report) + (f"\nbaseline: {comparison.line()}" if comparison else "")
+    if baseline is not None and found is None:
+        text += "\nbaseline: none kept yet for this device and artifact; this result is now one"
     _emit(as_json, document, text)
     if comparison is not None and comparison.regressed:
         return _regressed(comparison)
@@ -711,7 +713,7 @@ def _remote_options(func: Any) -> Any:
     """How to reach a device, for commands that only talk to it."""
     options = [
         click.option("--profile", "profile_ref",
-                     help="Device profile (access settings, work dir) [x86-64 defaults]."),
+                     help="Device profile (access settings, work dir) [~/.edge, no user]."),
         click.option("--host", help=_HOST_HELP),
         click.option("--identity", type=_PATH, help="SSH private key."),
         click.option("--known-hosts", type=_PATH, help="known_hosts file [~/.ssh/known_hosts]."),

@@ -66,40 +66,40 @@ def _file(report: DeployReport) -> Path:
     return results_dir() / device / f"{report.artifact_sha256[:16]}.jsonl"
 
 
-def history(report: DeployReport) -> list[DeployReport]:
-    """Measurements kept earlier for this report's device and artifact, oldest first."""
+def history(report: DeployReport, *, passed_only: bool = False) -> list[DeployReport]:
+    """Measurements kept earlier for this report's device and artifact, oldest first
+    (``passed_only``: without the ones that failed a baseline check)."""
     path = _file(report)
     if not path.is_file():
         return []
     kept = []
     for line in path.read_text(encoding="utf-8").splitlines():
         try:
-            kept.append(DeployReport.from_json(json.loads(line)["report"]))
-        except (ValueError, KeyError, TypeError):
+            doc = json.loads(line)
+            if not (passed_only and doc.get("regressed")):
+                kept.append(DeployReport.from_json(doc["report"]))
+        except (ValueError, KeyError, TypeError, AttributeError):
             continue  # a torn or foreign line is skipped, never fatal
     return kept
 
 
-def keep(report: DeployReport) -> Path:
+def keep(report: DeployReport, *, regressed: bool = False) -> Path:
     """Append the measurement to its device/artifact history (one write per line)."""
     path = _file(report)
     path.parent.mkdir(parents=True, exist_ok=True)
     line = json.dumps({"kept_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                       "report": report.to_json()}) + "\n"
+                       "regressed": regressed, "report": report.to_json()}) + "\n"
     with open(path, "a", encoding="utf-8") as fh:
         fh.write(line)
     return path
 
 
-def load_baseline(spec: str, report: DeployReport) -> tuple[DeployReport, str]:
-    """The baseline named by ``--baseline``: ``last`` (kept history) or a saved JSON report."""
+def load_baseline(spec: str, report: DeployReport) -> tuple[DeployReport, str] | None:
+    """The baseline named by ``--baseline``: ``last`` (the last kept result that passed its
+    check; None when there is none yet) or a report saved from ``edge bench --json``."""
     if spec == "last":
-        earlier = history(report)
-        if not earlier:
-            raise UsageError(f"--baseline last: nothing kept yet for {report.target} and "
-                             f"artifact {report.artifact_sha256[:16]}; run edge bench once "
-                             "without --baseline first")
-        return earlier[-1], f"last kept for {report.target}"
+        earlier = history(report, passed_only=True)
+        return (earlier[-1], f"last kept for {report.target}") if earlier else None
     path = Path(spec)
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -71,3 +72,20 @@ def test_bad_baselines_are_usage_errors(bundle: Path, tmp_path: Path) -> None:
     foreign.write_text(json.dumps(other))
     status, _, err = _bench(bundle, "--baseline", str(foreign))
     assert status == 2 and "another artifact" in err
+
+
+def test_first_last_baseline_passes_and_regressions_are_not_baselines(tmp_path: Path) -> None:
+    out = tmp_path / "fresh.bundle"
+    done = run_cli("deploy", "sample:digits", "--profile", "x86-64", "-o", str(out), "--runs",
+                   "3", "--json")
+    assert done.status == 0, done.stderr
+    shutil.rmtree(results_dir(), ignore_errors=True)  # this session's store: start empty
+    status, first, err = _bench(out, "--baseline", "last")
+    assert status == 0, err  # nothing kept yet for a fresh artifact: kept, passes
+    assert first is not None and "baseline" not in first
+    report = DeployReport.from_json(first)
+    fast = dict(first, bench=dict(first["bench"], p50_ms=first["bench"]["p50_ms"] / 100))
+    saved = tmp_path / "fast.json"
+    saved.write_text(json.dumps(fast))
+    assert _bench(out, "--baseline", str(saved))[0] == 1
+    assert len(history(report)) == 2 and len(history(report, passed_only=True)) == 1
