@@ -671,11 +671,17 @@ def _regressed(comparison: Any) -> int:
 @click.option("--keep", type=click.IntRange(1, 1000), default=3, show_default=True,
               help="Releases kept on the device (the active one and the rollback target "
                    "are never removed).")
+@click.option("--inventory", type=_PATH,
+              help="Deploy to every host of an Ansible inventory (YAML or INI) in parallel.")
+@click.option("--limit", help="Inventory hosts or groups: web,db / !db / rpi* (like Ansible).")
+@click.option("--forks", type=click.IntRange(1, 256), default=5, show_default=True,
+              help="Hosts deployed at once with --inventory.")
 @_optimize_options
 @click.option("--dry-run", is_flag=True, help="Say what would be done; touch nothing.")
 @json_option
 def deploy(source: Path, profile_ref: str | None, measure_on_device: bool, keep: int,
-           out: Path | None, dry_run: bool, as_json: bool, **opts: Any) -> int:
+           inventory: Path | None, limit: str | None, forks: int, out: Path | None,
+           dry_run: bool, as_json: bool, **opts: Any) -> int:
     """Optimize (if given a model), push to the device, benchmark ON the device, report.
 
     MODEL may be sample:digits, a CNN shipped with edge (with its calibration and labelled
@@ -693,6 +699,11 @@ def deploy(source: Path, profile_ref: str | None, measure_on_device: bool, keep:
     from edge.results import keep as keep_result
 
     source, opts["calib"], opts["eval_"] = _with_sample(source, opts["calib"], opts["eval_"])
+    if inventory is not None:
+        return _deploy_fleet(source, inventory, limit, forks, profile_ref, out,
+                             measure_on_device, dry_run, as_json, opts)
+    if limit is not None:
+        raise UsageError("--limit selects inventory hosts: give --inventory too")
     request = DeployRequest(source=source, profile=profile_ref, device=_device(opts),
                             options=_options(opts), out=out,
                             measure_on_device=measure_on_device, keep=keep)
@@ -707,6 +718,25 @@ def deploy(source: Path, profile_ref: str | None, measure_on_device: bool, keep:
     text = render_bundle(bundle, str(bundle_dir)) + "\n\n" + render_deploy_outcome(outcome)
     _emit(as_json, outcome.to_json() | {"bundle": str(bundle_dir)}, text)
     return 0
+
+
+def _deploy_fleet(source: Path, inventory: Path, limit: str | None, forks: int,
+                  profile_ref: str | None, out: Path | None, measure_on_device: bool,
+                  dry_run: bool, as_json: bool, opts: dict[str, Any]) -> int:
+    """``edge deploy --inventory``: one bundle per profile, then every host in parallel."""
+    from edge.fleet import FleetRequest, describe_fleet, render_fleet, run_fleet
+
+    request = FleetRequest(source=source, inventory=inventory, limit=limit, forks=forks,
+                           profile=profile_ref, device=_device(opts), options=_options(opts),
+                           out_dir=out, measure_on_device=measure_on_device)
+    if dry_run:
+        plan = describe_fleet(request)
+        _emit(as_json, plan, "\n".join(plan["steps"]))
+        return 0
+    with _stdout_to_stderr(as_json):
+        report = run_fleet(request)
+    _emit(as_json, report.to_json(), render_fleet(report))
+    return int(report.exit_status)
 
 
 def _remote_options(func: Any) -> Any:

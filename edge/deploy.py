@@ -14,8 +14,8 @@ from edge.optimize import OptimizeOptions
 from edge.values import Bundle, DeployReport
 
 __all__ = ["DEFAULT_KEEP", "BenchRequest", "DeployRequest", "DeviceTarget", "ReleasesRequest",
-           "RollbackRequest", "describe", "run_bench", "run_deploy", "run_deploy_outcome",
-           "run_releases", "run_rollback"]
+           "RollbackRequest", "build_bundle", "describe", "resolve_profile", "run_bench",
+           "run_deploy", "run_deploy_outcome", "run_releases", "run_rollback"]
 
 DEFAULT_KEEP = 3  # as devices.deploy.DEFAULT_KEEP (not imported: edge --help stays light)
 
@@ -325,3 +325,13 @@ def _artifact_of_file(path: Path) -> Any:
     return Artifact(candidate=Candidate(target=target, precision="as-is"), file=path.name,
                     sha256=sha256_file(path), size_bytes=path.stat().st_size, runtime=target,
                     companions=companions)
+
+
+def resolve_profile(request: DeployRequest | BenchRequest, default: str | None = None) -> Any:
+    """The profile a request deploys to (--profile, else the bundle's, else ``default``)."""
+    return _profile(request, default)
+
+
+def build_bundle(request: DeployRequest, profile: Any) -> tuple[Bundle, Path]:
+    """The bundle a request deploys: read it, or optimize the model into one."""
+    return _bundle(request, profile)

@@ -769,7 +769,7 @@ def _host_profile(request: FleetRequest, inventory: Inventory, host: FleetHost,
 
 
 def _load_profile(source: Path, ref: str | None) -> Any:
-    from edge.deploy import _profile
+    from edge.deploy import resolve_profile as _profile
 
     return _profile(DeployRequest(source=source, profile=ref))
 
@@ -787,7 +787,7 @@ def _bundle_out(request: FleetRequest, profile_id: str) -> Path:
 
 def _build_bundle(request: FleetRequest, profile: Any, hosts: int) -> tuple[Bundle, Path] | str:
     """(bundle, dir) for this profile's hosts, or the one-line reason there is none."""
-    from edge.deploy import _bundle
+    from edge.deploy import build_bundle as _bundle
 
     if not _is_bundle(request.source):
         log.info("optimizing %s for %s (%d host%s)", request.source, profile.id, hosts,

@@ -1,0 +1,547 @@
+"""A fleet of emulated devices for tests and benchmarks: N network namespaces, each reachable
+from this (root) namespace over its own veth pair, each running its own OpenSSH sshd with its
+own host key, its own home directory and its own CPU and memory caps (cgroup v1).
+
+Per device ``i`` (``P`` = the owning pid, ``X`` = a free 10.232.X.0/24)::
+
+    root ns  ef<P>h<i> 10.232.X.(4i+1)/30  <--veth-->  ef<P>d<i> 10.232.X.(4i+2)/30  netns
+                                                        edge-fleet-<P>-<i>: sshd on port 22
+
+All devices serve the one test account ``edgeuser`` (tests/support/sshd.py creates it, with the
+device Python venv in /opt). Namespaces share the filesystem, so each sshd runs in a private
+mount namespace (``ip netns exec`` makes one) with a copy of /etc/passwd bind-mounted over the
+real one, naming that device's own home: ``<session>/dev<i>/home``, seen by the same path from
+the root namespace. The sshd and everything it starts live in cgroups
+``edge-fleet-<P>-<i>`` (cpu: CFS quota of ``cpus`` CPUs; memory: ``memory_mb``), created below
+this process's own cgroups.
+
+Only addresses of namespaces created here ever carry traffic. Teardown kills everything in each
+device's cgroups, then removes the veths, namespaces, cgroups and files, step by step even when
+one step fails; leftovers of a SIGKILLed owner are removed by the next :func:`running_fleet`
+(:func:`remove_stale`). Needs Linux, root, iproute2, OpenSSH's sshd and the cgroup v1 cpu and
+memory controllers: :func:`unavailable` says why not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import ipaddress
+import os
+import queue
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.support.sshd import (
+    DEVICE_USER,
+    DEVICE_VENV,
+    LOCK_FILE,
+    PR_SET_CHILD_SUBREAPER,
+    SSH_KEYGEN,
+    SSHD_BIN,
+    SSHDError,
+    _die_with_parent,
+    _lock_holder,
+    _prctl,
+    _reap,
+    device_lock,
+    ensure_device_venv,
+    ensure_user,
+    keygen,
+    require_root_and_sshd,
+)
+
+PREFIX = "edge-fleet-"
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+CFS_PERIOD_US = 10_000  # short, so a fractional cap throttles finely, not in 100 ms bursts
+READY_TIMEOUT = 15.0
+MAX_DEVICES = 64  # /30 per device in one /24
+
+# Joins the cgroups whose cgroup.procs files are $2.. ($1 of them) before `ip netns exec`
+# remounts /sys (hiding the cgroupfs), then execs the rest. Paths travel only as arguments.
+_JOIN_CGROUPS_SH = ('n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; '
+                    'n=$((n - 1)); done; exec "$@"')
+# Inside the device's mount namespace: its own /etc/passwd (naming its home), then exec.
+_OWN_PASSWD_SH = 'mount --bind "$1" /etc/passwd || exit 125; shift; exec "$@"'
+
+
+class FleetUnavailable(SSHDError):
+    """Emulated devices cannot run here (the message says why)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EmulatedDevice:
+    """One emulated device."""
+
+    name: str  # dev0, dev1, ...
+    netns: str
+    address: str  # its IPv4 address, reachable from the root namespace
+    port: int
+    home: Path  # edgeuser's home on this device (same path inside and outside)
+    host_key: str  # "ssh-ed25519 AAAA..."
+    sshd_pid: int
+    cpu_cgroup: Path
+    memory_cgroup: Path
+    cpuacct_cgroup: Path | None = None  # for cpu_seconds(), when the controller is there
+
+    def cpu_seconds(self) -> float | None:
+        """CPU time used so far by everything running on the device (cgroup cpuacct)."""
+        if self.cpuacct_cgroup is None:
+            return None
+        return int((self.cpuacct_cgroup / "cpuacct.usage").read_text()) / 1e9
+
+    @property
+    def target(self) -> str:
+        """user@address:port."""
+        return f"{DEVICE_USER}@{self.address}:{self.port}"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EmulatedFleet:
+    """A running fleet and the files a client needs to reach it."""
+
+    devices: tuple[EmulatedDevice, ...]
+    user: str
+    identity: Path  # authorized on every device
+    wrong_identity: Path  # authorized nowhere
+    known_hosts: Path  # every device's real host key
+    python: str  # the devices' python (venv with numpy, onnxruntime, ai_edge_litert)
+    root: Path  # the session directory
+    cpus: float
+    memory_mb: int
+
+    def write_inventory(self, path: Path, *, profile: str | None = None,
+                        devices: tuple[EmulatedDevice, ...] | None = None,
+                        host_vars: dict[str, dict[str, Any]] | None = None,
+                        group: str = "fleet") -> Path:
+        """An Ansible YAML inventory of (some of) the devices, connection vars in ``all``."""
+        import yaml
+
+        common: dict[str, Any] = {"ansible_user": self.user,
+                                  "ansible_ssh_private_key_file": str(self.identity),
+                                  "ansible_python_interpreter": self.python}
+        if profile is not None:
+            common["edge_profile"] = profile
+        hosts = {d.name: {"ansible_host": d.address, "ansible_port": d.port,
+                          **(host_vars or {}).get(d.name, {})}
+                 for d in (devices or self.devices)}
+        doc = {"all": {"vars": common, "children": {group: {"hosts": hosts}}}}
+        path.write_text(yaml.safe_dump(doc, sort_keys=False))
+        return path
+
+    def wipe(self) -> None:
+        """Empty every device's home (for a fresh, first-time deploy)."""
+        for device in self.devices:
+            for entry in device.home.iterdir():
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry)
+                else:
+                    entry.unlink()
+
+
+# ---------------------------------------------------------------- preconditions
+
+
+def unavailable() -> str | None:
+    """None when emulated devices can run here, else a one-line reason."""
+    if not sys.platform.startswith("linux"):
+        return f"network namespaces need Linux, not {sys.platform}"
+    if os.geteuid() != 0:
+        return "emulated devices need root (network namespaces, cgroups, a test user)"
+    for tool in ("ip", "sh", "mount", SSH_KEYGEN):
+        if shutil.which(tool) is None:
+            return f"`{tool}` is not on PATH (install iproute2 / openssh-client)"
+    if not SSHD_BIN.exists():
+        return f"{SSHD_BIN} is missing: install openssh-server"
+    for controller, knob in (("cpu", "cpu.cfs_quota_us"), ("memory", "memory.limit_in_bytes")):
+        parent = _cgroup_parent(controller)
+        if parent is None or not os.access(parent / knob, os.W_OK):
+            return f"no writable cgroup v1 {controller} controller under {CGROUP_ROOT}"
+    return None
+
+
+def _cgroup_parent(controller: str) -> Path | None:
+    """This process's own cgroup directory of a v1 controller (new groups go below it)."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controller in controllers.split(","):
+            mount = CGROUP_ROOT / controllers if (CGROUP_ROOT / controllers).is_dir() \
+                else CGROUP_ROOT / controller
+            where = mount / path.lstrip("/")
+            return where if where.is_dir() else None
+    return None
+
+
+# ---------------------------------------------------------------- small helpers
+
+
+def _check(argv: list[str], timeout: float = 30.0) -> str:
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    if done.returncode != 0:
+        raise SSHDError(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr.strip()}")
+    return done.stdout
+
+
+def _quiet(argv: list[str]) -> None:
+    subprocess.run(argv, capture_output=True, timeout=30, check=False)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _free_subnet() -> ipaddress.IPv4Network:
+    """A 10.232.X.0/24 that no address or route of the root namespace overlaps."""
+    used = []
+    for line in _check(["ip", "-4", "-o", "addr", "show"]).splitlines():
+        with contextlib.suppress(ValueError, IndexError):
+            used.append(ipaddress.ip_interface(line.split()[3]).network)
+    for line in _check(["ip", "-4", "route", "show", "table", "all"]).splitlines():
+        head = line.split()[0] if line.split() else ""
+        if head in ("default", "local", "broadcast", "unreachable", "blackhole", "prohibit"):
+            continue
+        with contextlib.suppress(ValueError):
+            used.append(ipaddress.ip_network(head, strict=False))
+    for third in range(256):
+        net = ipaddress.ip_network(f"10.232.{third}.0/24")
+        if not any(net.overlaps(u) for u in used):
+            return net
+    raise FleetUnavailable("no free 10.232.X.0/24 subnet for the emulated devices")
+
+
+def _cgroup_kill(group: Path, timeout: float = 5.0) -> set[int]:
+    """SIGKILL every member of ``group`` until it is empty; return the pids killed."""
+    killed: set[int] = set()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            pids = {int(p) for p in (group / "cgroup.procs").read_text().split()}
+        except OSError:
+            return killed
+        if not pids:
+            return killed
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        killed |= pids
+        time.sleep(0.02)
+    return killed
+
+
+def _rmdir_cgroup(group: Path, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            group.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            _cgroup_kill(group, timeout=0.5)
+            time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def _device_lock_once() -> Iterator[None]:
+    """tests/support/sshd.py's lock, unless this very process already holds it (the session's
+    ``ssh_device`` fixture): one process at a time owns edgeuser and the device venv."""
+    fd = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        if _lock_holder() == str(os.getpid()):
+            yield
+            return
+        with device_lock():
+            yield
+        return
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        yield
+    finally:
+        os.close(fd)
+
+
+# ---------------------------------------------------------------- stale leftovers
+
+
+_NS = re.compile(rf"^{PREFIX}(\d+)-(\d+)$")
+_VETH = re.compile(r"^ef(\d+)h(\d+)$")
+
+
+def remove_stale() -> list[str]:
+    """Remove namespaces, veths, cgroups and session dirs of fleets whose owner pid is gone."""
+    removed = []
+    names = _check(["ip", "netns", "list"]).split("\n")
+    for ns in (line.split()[0] for line in names if line.strip()):
+        match = _NS.match(ns)
+        if match and not _pid_alive(int(match.group(1))):
+            pids = _check(["ip", "netns", "pids", ns]).split()
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError, ValueError):
+                    os.kill(int(pid), signal.SIGKILL)
+            _quiet(["ip", "netns", "del", ns])
+            removed.append(ns)
+    for line in _check(["ip", "-o", "link", "show"]).splitlines():
+        name = line.split(":")[1].strip().split("@")[0] if ":" in line else ""
+        match = _VETH.match(name)
+        if match and not _pid_alive(int(match.group(1))):
+            _quiet(["ip", "link", "del", name])
+            removed.append(name)
+    for controller in ("cpu", "memory", "cpuacct"):
+        parent = _cgroup_parent(controller)
+        for group in parent.glob(f"{PREFIX}*") if parent else ():
+            match = _NS.match(group.name)
+            if match and not _pid_alive(int(match.group(1))):
+                with contextlib.suppress(OSError):
+                    _rmdir_cgroup(group)
+                    removed.append(str(group))
+    for session in Path(tempfile.gettempdir()).glob(f"{PREFIX}*"):
+        owner = session.name.removeprefix(PREFIX).split("-", 1)[0]
+        if owner.isdigit() and not _pid_alive(int(owner)):
+            shutil.rmtree(session, ignore_errors=True)
+            removed.append(str(session))
+    return removed
+
+
+# ---------------------------------------------------------------- one device's sshd
+
+
+class _Daemon:
+    """A device's ``sshd -D -e`` (joined to its cgroups, inside its namespace)."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.log: deque[str] = deque(maxlen=200)
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True,
+                                     preexec_fn=_die_with_parent)
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.log.append(line.rstrip())
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def wait_ready(self, address: str, port: int, timeout: float = READY_TIMEOUT) -> None:
+        want = f"Server listening on {address} port {port}"
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self._lines.get(timeout=left)
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            if want in line:
+                return
+        raise SSHDError(f"sshd did not start listening on {address}:{port}:\n"
+                        + "\n".join(self.log))
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5)
+
+
+def _sshd_config(path: Path, address: str, port: int, host_key: Path,
+                 authorized: Path) -> Path:
+    path.write_text(
+        f"ListenAddress {address}\nPort {port}\nHostKey {host_key}\n"
+        f"PidFile {path.parent / 'sshd.pid'}\nAuthorizedKeysFile {authorized}\n"
+        "PubkeyAuthentication yes\nPasswordAuthentication no\n"
+        "KbdInteractiveAuthentication no\nUsePAM no\nPermitRootLogin no\n"
+        f"AllowUsers {DEVICE_USER}\nStrictModes no\nPrintMotd no\nX11Forwarding no\n"
+        "UseDNS no\nMaxStartups 100\nSubsystem sftp internal-sftp\n")
+    return path
+
+
+def _passwd_with_home(path: Path, home: Path) -> Path:
+    """A copy of /etc/passwd in which edgeuser's home is ``home``."""
+    lines = []
+    for line in Path("/etc/passwd").read_text().splitlines():
+        fields = line.split(":")
+        if len(fields) == 7 and fields[0] == DEVICE_USER:
+            fields[5] = str(home)
+        lines.append(":".join(fields))
+    path.write_text("\n".join(lines) + "\n")
+    path.chmod(0o644)
+    return path
+
+
+# ---------------------------------------------------------------- the fleet
+
+
+class _Builder:
+    """Creates the fleet step by step, remembering every resource so teardown is exact."""
+
+    def __init__(self, root: Path, uid: int, gid: int, cpus: float, memory_mb: int) -> None:
+        self.root, self.uid, self.gid = root, uid, gid
+        self.cpus, self.memory_mb = cpus, memory_mb
+        self.owner = os.getpid()
+        self.netns: list[str] = []
+        self.veths: list[str] = []
+        self.cgroups: list[Path] = []
+        self.daemons: list[_Daemon] = []
+
+    def cgroup(self, controller: str, name: str) -> Path:
+        parent = _cgroup_parent(controller)
+        assert parent is not None
+        group = parent / name
+        group.mkdir()
+        self.cgroups.append(group)
+        if controller == "cpu":
+            (group / "cpu.cfs_period_us").write_text(str(CFS_PERIOD_US))
+            quota = max(1000, round(self.cpus * CFS_PERIOD_US))  # the kernel minimum is 1 ms
+            (group / "cpu.cfs_quota_us").write_text(str(quota))
+        elif controller == "memory":
+            (group / "memory.limit_in_bytes").write_text(str(self.memory_mb * 2**20))
+        return group
+
+    def network(self, index: int, host_ip: str, device_ip: str) -> str:
+        ns = f"{PREFIX}{self.owner}-{index}"
+        outside, inside = f"ef{self.owner}h{index}", f"ef{self.owner}d{index}"
+        _check(["ip", "netns", "add", ns])
+        self.netns.append(ns)
+        _check(["ip", "link", "add", outside, "type", "veth", "peer", "name", inside])
+        self.veths.append(outside)
+        _check(["ip", "link", "set", inside, "netns", ns])
+        _check(["ip", "addr", "add", f"{host_ip}/30", "dev", outside])
+        _check(["ip", "link", "set", outside, "up"])
+        _check(["ip", "-n", ns, "addr", "add", f"{device_ip}/30", "dev", inside])
+        _check(["ip", "-n", ns, "link", "set", inside, "up"])
+        _check(["ip", "-n", ns, "link", "set", "lo", "up"])
+        return ns
+
+    def device(self, index: int, subnet: ipaddress.IPv4Network, authorized: Path
+               ) -> tuple[EmulatedDevice, _Daemon]:
+        name = f"dev{index}"
+        base = subnet.network_address + 4 * index
+        host_ip, device_ip = str(base + 1), str(base + 2)
+        folder = self.root / name
+        folder.mkdir(mode=0o755)
+        home = folder / "home"
+        home.mkdir(mode=0o755)
+        os.chown(home, self.uid, self.gid)
+        host_key = keygen(folder / "host_ed25519")
+        config = _sshd_config(folder / "sshd_config", device_ip, 22, folder / "host_ed25519",
+                              authorized)
+        passwd = _passwd_with_home(folder / "passwd", home)
+        ns = self.network(index, host_ip, device_ip)
+        group = f"{PREFIX}{self.owner}-{index}"
+        cpu, memory = self.cgroup("cpu", group), self.cgroup("memory", group)
+        accounting = _cgroup_parent("cpuacct")
+        cpuacct = (None if accounting is None else cpu if accounting == _cgroup_parent("cpu")
+                   else self.cgroup("cpuacct", group))  # co-mounted cpu,cpuacct: one group
+        groups = [cpu, memory] + ([cpuacct] if cpuacct not in (None, cpu) else [])
+        daemon = _Daemon(["sh", "-c", _JOIN_CGROUPS_SH, "sh", str(len(groups)),
+                          *(str(g / "cgroup.procs") for g in groups), "ip", "netns", "exec", ns,
+                          "sh", "-c", _OWN_PASSWD_SH, "sh", str(passwd),
+                          str(SSHD_BIN), "-D", "-e", "-f", str(config)])
+        self.daemons.append(daemon)
+        return EmulatedDevice(name=name, netns=ns, address=device_ip, port=22, home=home,
+                              host_key=host_key, sshd_pid=daemon.proc.pid, cpu_cgroup=cpu,
+                              memory_cgroup=memory, cpuacct_cgroup=cpuacct), daemon
+
+    def teardown(self) -> list[str]:
+        """Kill, then remove everything created; every step runs even if another fails."""
+        errors: list[str] = []
+
+        def step(what: str, func: Any, *args: Any) -> None:
+            try:
+                func(*args)
+            except Exception as exc:  # noqa: BLE001 - keep tearing down, report at the end
+                errors.append(f"{what}: {exc}")
+
+        _prctl(PR_SET_CHILD_SUBREAPER, 1)  # orphans of killed sessions come to us, not init
+        try:
+            killed: set[int] = set()
+            for group in self.cgroups:
+                killed |= _cgroup_kill(group)
+            for daemon in self.daemons:
+                step("sshd", daemon.stop)
+            _reap(killed)
+        finally:
+            _prctl(PR_SET_CHILD_SUBREAPER, 0)
+        for group in self.cgroups:
+            step(f"cgroup {group}", _rmdir_cgroup, group)
+        for veth in self.veths:
+            _quiet(["ip", "link", "del", veth])  # takes its peer in the namespace with it
+        for ns in self.netns:
+            step(f"netns {ns}", _check, ["ip", "netns", "del", ns])
+        step(f"remove {self.root}", shutil.rmtree, self.root)
+        return errors
+
+
+@contextlib.contextmanager
+def running_fleet(count: int = 8, *, cpus: float = 1.0, memory_mb: int = 1024,
+                  venv: Path = DEVICE_VENV) -> Iterator[EmulatedFleet]:
+    """Start ``count`` emulated devices; tear them all down on exit (also on errors)."""
+    import pwd
+
+    if not 1 <= count <= MAX_DEVICES:
+        raise ValueError(f"count must be 1..{MAX_DEVICES}, got {count}")
+    reason = unavailable()
+    if reason is not None:
+        raise FleetUnavailable(reason)
+    require_root_and_sshd()
+    with _device_lock_once():
+        python = ensure_device_venv(venv)
+        ensure_user()
+        user = pwd.getpwnam(DEVICE_USER)
+        remove_stale()
+        subnet = _free_subnet()
+        root = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
+        root.chmod(0o755)  # edgeuser traverses it to its home
+        builder = _Builder(root, user.pw_uid, user.pw_gid, cpus, memory_mb)
+        try:
+            keys = root / "keys"
+            keys.mkdir(mode=0o755)
+            client = keygen(keys / "id_ed25519")
+            keygen(keys / "wrong_id_ed25519")
+            authorized = keys / "authorized_keys"
+            authorized.write_text(f"{client} edge-fleet-client\n")
+            authorized.chmod(0o644)
+            started = [builder.device(i, subnet, authorized) for i in range(count)]
+            for device, daemon in started:
+                daemon.wait_ready(device.address, device.port)
+            devices = tuple(device for device, _ in started)
+            known_hosts = keys / "known_hosts"
+            known_hosts.write_text("".join(f"{d.address} {d.host_key}\n" for d in devices))
+            yield EmulatedFleet(devices=devices, user=DEVICE_USER,
+                                identity=keys / "id_ed25519",
+                                wrong_identity=keys / "wrong_id_ed25519",
+                                known_hosts=known_hosts, python=python, root=root, cpus=cpus,
+                                memory_mb=memory_mb)
+        finally:
+            errors = builder.teardown()
+            if errors:
+                print("warning: fleet teardown: " + "; ".join(errors), file=sys.stderr)

@@ -1,0 +1,636 @@
+"""Fleet deploys: Ansible inventories (YAML and INI), --limit patterns, bounded parallel deploys
+with failure isolation, and an end-to-end deploy to 8 emulated devices (network namespaces with
+their own sshd, home, CPU and memory caps)."""
+
+from __future__ import annotations
+
+import logging
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+import edge.fleet as fleet_module
+from edge.deploy import DeviceTarget
+from edge.errors import DeviceError, UsageError
+from edge.fleet import (
+    FleetBundle,
+    FleetReport,
+    FleetRequest,
+    HostResult,
+    describe_fleet,
+    load_inventory,
+    render_fleet,
+    run_fleet,
+)
+from edge.optimize import OptimizeOptions
+from edge.values import BenchResult, DeployReport
+from tests.support.digits import DigitsModel
+
+SAMPLE = Path(__file__).resolve().parents[1] / "edge" / "samples" / "digits.onnx"
+
+
+def _write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text).lstrip())
+    return path
+
+
+# ============================================================================ YAML inventories
+
+YAML = """
+all:
+  vars:
+    ansible_user: pi
+    edge_profile: rpi4
+    edge_work_dir: ~/.edge
+  hosts:
+    lonely:
+      ansible_host: 10.0.0.99
+  children:
+    cameras:
+      vars:
+        ansible_user: cam
+        ansible_port: 2200
+      hosts:
+        cam[01:03]:
+        cam09:
+          ansible_host: 10.0.0.9
+          ansible_port: 2209
+          ansible_python_interpreter: /opt/venv/bin/python
+      children:
+        outdoor:
+          vars:
+            ansible_user: outdoor
+          hosts:
+            cam03:
+              ansible_ssh_private_key_file: ~/.ssh/outdoor
+    sensors:
+      vars:
+        profile: rpi5
+        ansible_python_interpreter: auto
+      hosts:
+        sensor-a:
+          ansible_host: 10.0.1.1
+        cam09:
+"""
+
+
+def test_yaml_hosts_groups_children_and_ranges(tmp_path: Path) -> None:
+    inv = load_inventory(_write(tmp_path, "hosts.yml", YAML))
+    assert [h.name for h in inv.hosts] == ["lonely", "cam01", "cam02", "cam03", "cam09",
+                                            "sensor-a"]
+    assert inv.groups["cameras"] == ("cam01", "cam02", "cam03", "cam09")  # children included
+    assert inv.groups["outdoor"] == ("cam03",)
+    assert inv.groups["sensors"] == ("cam09", "sensor-a")
+    assert inv.groups["ungrouped"] == ("lonely",)
+    assert set(inv.host("cam03").groups) == {"all", "cameras", "outdoor"}
+
+
+def test_yaml_vars_inherit_and_host_vars_win(tmp_path: Path) -> None:
+    inv = load_inventory(_write(tmp_path, "hosts.yml", YAML))
+    lonely, cam01, cam03 = inv.host("lonely"), inv.host("cam01"), inv.host("cam03")
+    assert (lonely.address, lonely.user, lonely.port, lonely.profile) == ("10.0.0.99", "pi",
+                                                                         None, "rpi4")
+    assert lonely.work_dir == "~/.edge"
+    assert (cam01.address, cam01.user, cam01.port) == ("cam01", "cam", 2200)  # group beats all
+    assert cam03.user == "outdoor"  # the child group beats its parent
+    assert cam03.identity == Path("~/.ssh/outdoor").expanduser()
+    cam09 = inv.host("cam09")
+    assert (cam09.address, cam09.port) == ("10.0.0.9", 2209)  # host vars beat every group
+    assert cam09.python == "/opt/venv/bin/python"  # ... even a later group's (sensors: auto)
+    assert cam09.profile == "rpi5"  # `profile` is read like edge_profile
+    sensor = inv.host("sensor-a")
+    assert sensor.python is None  # ansible_python_interpreter: auto -> edge's default
+    assert sensor.user == "pi" and sensor.profile == "rpi5"
+
+
+def test_yaml_same_depth_groups_merge_by_name(tmp_path: Path) -> None:
+    inv = load_inventory(_write(tmp_path, "hosts.yml", """
+        all:
+          children:
+            zeta: {vars: {ansible_user: zeta}, hosts: {box: }}
+            alpha: {vars: {ansible_user: alpha, edge_work_dir: /srv/edge}, hosts: {box: }}
+        """))
+    box = inv.host("box")
+    assert box.user == "zeta" and box.work_dir == "/srv/edge"  # zeta sorts after alpha
+
+
+def test_top_level_groups_besides_all(tmp_path: Path) -> None:
+    inv = load_inventory(_write(tmp_path, "hosts.yaml", """
+        web:
+          hosts:
+            w[1:2]: {ansible_user: www}
+        db:
+          hosts:
+            d1:
+        """))
+    assert [h.name for h in inv.hosts] == ["w1", "w2", "d1"]
+    assert inv.groups["all"] == ("w1", "w2", "d1") and inv.groups["ungrouped"] == ()
+    assert inv.host("w2").user == "www"
+
+
+# ============================================================================ INI inventories
+
+INI = """
+# a comment
+lonely ansible_host=10.0.0.99
+
+[cameras]
+cam[1:3]
+cam9 ansible_host=10.0.0.9 ansible_port=2209   # inline comment
+cam7:2207 ansible_python_interpreter="/opt/my venv/bin/python"
+
+[cameras:vars]
+ansible_user = cam
+edge_profile=rpi4
+
+[outdoor]
+cam3 ansible_ssh_private_key_file=/keys/outdoor ansible_user=root2
+
+[outdoor:vars]
+ansible_user=outdoor
+
+[cameras:children]
+outdoor
+
+[all:vars]
+ansible_user=pi
+edge_work_dir=/srv/edge ; comment
+"""
+
+
+def test_ini_groups_vars_children(tmp_path: Path) -> None:
+    inv = load_inventory(_write(tmp_path, "hosts", INI))  # no suffix: sniffed as INI
+    assert [h.name for h in inv.hosts] == ["lonely", "cam1", "cam2", "cam3", "cam9", "cam7"]
+    assert inv.groups["cameras"] == ("cam1", "cam2", "cam3", "cam9", "cam7")
+    assert inv.groups["ungrouped"] == ("lonely",)
+    lonely, cam1, cam3 = inv.host("lonely"), inv.host("cam1"), inv.host("cam3")
+    assert (lonely.address, lonely.user, lonely.work_dir) == ("10.0.0.99", "pi", "/srv/edge")
+    assert (cam1.user, cam1.profile, cam1.port) == ("cam", "rpi4", None)
+    assert cam3.user == "root2" and cam3.identity == Path("/keys/outdoor")
+    cam9, cam7 = inv.host("cam9"), inv.host("cam7")
+    assert (cam9.address, cam9.port) == ("10.0.0.9", 2209)
+    assert cam7.port == 2207 and cam7.python == "/opt/my venv/bin/python"
+
+
+def test_ini_and_yaml_agree(tmp_path: Path) -> None:
+    ini = load_inventory(_write(tmp_path, "a.ini", """
+        [fleet]
+        dev[0:2] ansible_host=10.9.9.9
+        [fleet:vars]
+        ansible_user=edgeuser
+        """))
+    yml = load_inventory(_write(tmp_path, "a.yml", """
+        all:
+          children:
+            fleet:
+              vars: {ansible_user: edgeuser}
+              hosts:
+                dev[0:2]: {ansible_host: 10.9.9.9}
+        """))
+    assert [(h.name, h.address, h.user) for h in ini.hosts] == \
+           [(h.name, h.address, h.user) for h in yml.hosts]
+
+
+# ============================================================================ --limit
+
+
+@pytest.mark.parametrize(("limit", "expected"), [
+    (None, ["lonely", "cam01", "cam02", "cam03", "cam09", "sensor-a"]),
+    ("all", ["lonely", "cam01", "cam02", "cam03", "cam09", "sensor-a"]),
+    ("cameras", ["cam01", "cam02", "cam03", "cam09"]),
+    ("outdoor", ["cam03"]),
+    ("sensor-a", ["sensor-a"]),
+    ("sensor-a,lonely", ["lonely", "sensor-a"]),
+    ("sensors:outdoor", ["cam03", "cam09", "sensor-a"]),
+    ("cameras,!outdoor", ["cam01", "cam02", "cam09"]),
+    ("!cameras", ["lonely", "sensor-a"]),
+    ("cameras,&sensors", ["cam09"]),
+    ("cam0*", ["cam01", "cam02", "cam03", "cam09"]),
+    ("sens*", ["cam09", "sensor-a"]),  # a glob matches groups too
+    ("~cam0[12]", ["cam01", "cam02"]),
+    (" cameras , !cam0? , sensor-a ", ["sensor-a"]),
+])
+def test_limit_patterns(tmp_path: Path, limit: str | None, expected: list[str]) -> None:
+    inv = load_inventory(_write(tmp_path, "hosts.yml", YAML))
+    assert [h.name for h in inv.select(limit)] == expected
+
+
+@pytest.mark.parametrize(("limit", "message"), [
+    ("webservers", "'webservers' matches no group or host"),
+    ("cameras,nope*", "'nope*' matches no group or host"),
+    ("cameras,!cameras", "selects no host"),
+    ("~[", "bad regex"),
+])
+def test_limit_errors_are_one_line(tmp_path: Path, limit: str, message: str) -> None:
+    path = _write(tmp_path, "hosts.yml", YAML)
+    with pytest.raises(UsageError) as caught:
+        load_inventory(path).select(limit)
+    text = str(caught.value)
+    assert "\n" not in text and message in text and text.startswith(f"--limit {limit!r}")
+
+
+# ============================================================================ bad inventories
+
+
+@pytest.mark.parametrize(("name", "text", "needles"), [
+    ("bad.yml", "all:\n  hosts:\n    a: [1\n", ["is not valid YAML", "line"]),
+    ("list.yml", "- a\n- b\n", ["top level must map group names"]),
+    ("empty.yml", "", ["is empty"]),
+    ("nohosts.yml", "all:\n  vars: {x: 1}\n", ["has no hosts"]),
+    ("key.yml", "all:\n  host:\n    a:\n", ["group all", "unknown key 'host'"]),
+    ("hostlist.yml", "all:\n  hosts: [a, b]\n", ["group all", "hosts must map host names"]),
+    ("vars.yml", "all:\n  hosts:\n    a: 7\n", ["host a", "vars must be a mapping"]),
+    ("port.yml", "all:\n  hosts:\n    cam1: {ansible_port: http}\n",
+     ["host cam1", "ansible_port 'http' is not a port number"]),
+    ("port0.yml", "all:\n  hosts:\n    cam1: {ansible_port: 70000}\n",
+     ["host cam1", "ansible_port 70000"]),
+    ("user.yml", "all:\n  hosts:\n    cam1: {ansible_user: 'a b'}\n",
+     ["host cam1", "not a plain user name"]),
+    ("addr.yml", "all:\n  hosts:\n    cam1: {ansible_host: 'x;rm -rf'}\n",
+     ["host cam1", "not a valid host name or address"]),
+    ("conn.yml", "all:\n  hosts:\n    cam1: {ansible_connection: local}\n",
+     ["host cam1", "ansible_connection 'local' is not supported"]),
+    ("range.yml", "all:\n  hosts:\n    cam[3:1]:\n", ["range [3:1] is empty"]),
+    ("cycle.yml", "all:\n  children:\n    a: {children: {b: }}\n    b: {children: {a: }}\n",
+     ["is its own child"]),
+    ("section.ini", "[web\nhost1\n", ["line 1", "section header"]),
+    ("kind.ini", "[web:hosts2]\n", ["line 1", "unknown section kind ':hosts2'"]),
+    ("token.ini", "[web]\nhost1 port2222\n", ["line 2", "host host1", "expected key=value"]),
+    ("quote.ini", "[web]\nhost1 a='b\n", ["line 2", "No closing quotation"]),
+    ("vars.ini", "[web:vars]\njustaname\n", ["line 2", "expected key=value"]),
+    ("group.ini", "[we b]\n", ["line 1", "not a valid group name"]),
+])
+def test_bad_inventories_fail_in_one_line(tmp_path: Path, name: str, text: str,
+                                          needles: list[str]) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(UsageError) as caught:
+        load_inventory(path)
+    message = str(caught.value)
+    assert "\n" not in message and str(path) in message, message
+    for needle in needles:
+        assert needle in message, message
+
+
+def test_missing_inventory(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="does not exist"):
+        load_inventory(tmp_path / "nope.yml")
+
+
+# ============================================================================ planning errors
+
+
+def _inventory(tmp_path: Path, host_vars: str = "") -> Path:
+    return _write(tmp_path, "hosts.yml", f"""
+        all:
+          hosts:
+            dev0:
+              ansible_host: 127.0.0.1
+              ansible_user: edgeuser
+              {host_vars}
+        """)
+
+
+@pytest.mark.parametrize(("request_kw", "host_vars", "needles"), [
+    ({"profile": None}, "", ["host dev0", "no edge_profile var and no --profile"]),
+    ({"profile": "rpi4"}, "edge_profile: nosuch",
+     ["host dev0", "unknown profile 'nosuch'"]),
+    ({"profile": "rpi4"}, "ansible_ssh_private_key_file: /nonexistent/key",
+     ["host dev0", "private key /nonexistent/key: no such file"]),
+    ({"profile": "rpi4", "forks": 0}, "", ["--forks must be >= 1"]),
+    ({"profile": "rpi4", "device": DeviceTarget(host="pi@x")}, "",
+     ["--host and --inventory exclude each other"]),
+    ({"profile": "rpi4", "source": Path("/nonexistent.onnx")}, "", ["does not exist"]),
+    ({"profile": "rpi4", "device": DeviceTarget(known_hosts=Path("/nonexistent/kh"))}, "",
+     ["--known-hosts /nonexistent/kh: no such file"]),
+])
+def test_bad_requests_fail_before_any_work(tmp_path: Path, request_kw: dict, host_vars: str,
+                                           needles: list[str]) -> None:
+    kw = {"source": SAMPLE, "inventory": _inventory(tmp_path, host_vars),
+          "out_dir": tmp_path / "out", **request_kw}
+    with pytest.raises(UsageError) as caught:
+        run_fleet(FleetRequest(**kw))
+    message = str(caught.value)
+    assert "\n" not in message
+    for needle in needles:
+        assert needle in message, message
+    assert not (tmp_path / "out").exists()
+
+
+def test_user_comes_from_the_profile_or_must_be_given(tmp_path: Path) -> None:
+    inv = _write(tmp_path, "hosts.yml", "all:\n  hosts:\n    dev0:\n")
+    described = describe_fleet(FleetRequest(source=SAMPLE, inventory=inv, profile="rpi4"))
+    assert described["hosts"][0]["target"] == "ssh://pi@dev0:22"  # rpi4's access.user and port
+    profile = _write(tmp_path, "nouser.yaml", "extends: rpi4\nid: nouser\naccess: {user: null}\n")
+    with pytest.raises(UsageError, match="host dev0: no ansible_user, and profile nouser"):
+        run_fleet(FleetRequest(source=SAMPLE, inventory=inv, profile=str(profile)))
+
+
+def test_describe_resolves_profiles_relative_to_the_inventory(tmp_path: Path) -> None:
+    _write(tmp_path, "my-pi.yaml", "extends: rpi4\nid: my-pi\naccess: {python: /opt/py}\n")
+    inv = _write(tmp_path, "hosts.ini", """
+        [pis]
+        pi[1:2] ansible_user=pi edge_profile=my-pi.yaml
+        [boxes]
+        box1 ansible_host=10.1.1.1 ansible_port=2222 ansible_python_interpreter=/usr/bin/python3
+        """)
+    described = describe_fleet(FleetRequest(source=SAMPLE, inventory=inv, profile="x86-64",
+                                            forks=3, out_dir=tmp_path))
+    assert [(h["host"], h["profile"], h["target"], h["python"]) for h in described["hosts"]] == [
+        ("pi1", "my-pi", "ssh://pi@pi1:22", "/opt/py"),
+        ("pi2", "my-pi", "ssh://pi@pi2:22", "/opt/py"),
+        ("box1", "x86-64", "ssh://ubuntu@10.1.1.1:2222", "/usr/bin/python3"),
+    ]
+    assert described["steps"][0] == (f"optimize {SAMPLE} for my-pi into "
+                                     f"{tmp_path / 'digits-my-pi.bundle'}")
+    assert described["steps"][1].startswith("optimize") and "x86-64" in described["steps"][1]
+    assert "at most 3 at once" in described["steps"][2]
+
+
+# ============================================================================ isolation, bound
+
+
+def _fake_report(target: str) -> DeployReport:
+    bench = BenchResult(where=target, runtime="tflite", runs=1, warmup=0, threads=1, p50_ms=1.5,
+                        p90_ms=2.0, p99_ms=2.0, mean_ms=1.6)
+    return DeployReport(target=target, transport="ssh", profile="rpi4", candidate="tflite-int8",
+                        artifact_sha256="ab" * 32, release="ab" * 8, bench=bench)
+
+
+def test_parallel_deploy_is_bounded_and_isolates_failures(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    inv = _write(tmp_path, "hosts.yml", """
+        all:
+          vars: {ansible_user: pi, edge_profile: rpi4}
+          hosts:
+            dev[0:9]:
+        """)
+    running, peak, lock = [0], [0], threading.Lock()
+
+    def fake_deploy(request, job, bundle, say):
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        try:
+            say("working")
+            time.sleep(0.05)
+            if job.host.name == "dev3":
+                raise DeviceError("authentication failed for pi@dev3:22 with key\nsecond line")
+            if job.host.name == "dev6":
+                raise KeyError("boom")
+            return _fake_report(job.target)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    monkeypatch.setattr(fleet_module, "_build_bundle", lambda request, profile, hosts: (
+        None, tmp_path))
+    monkeypatch.setattr(fleet_module, "_bundle_fields", lambda outcome: {"bundle": "b"})
+    monkeypatch.setattr(fleet_module, "_deploy_to", fake_deploy)
+    report = run_fleet(FleetRequest(source=SAMPLE, inventory=inv, forks=3))
+    assert peak[0] == 3  # never more than --forks at once, and it did run in parallel
+    assert [h.host for h in report.hosts] == [f"dev{i}" for i in range(10)]  # inventory order
+    assert [h.host for h in report.failed] == ["dev3", "dev6"]
+    assert report.exit_status == 3
+    dev3 = report.hosts[3]
+    assert dev3.error == "authentication failed for pi@dev3:22 with key"  # its first line only
+    assert report.hosts[6].error == "internal error: KeyError: 'boom'"
+    assert all(h.ok and h.release == "ab" * 8 and h.p50_ms == 1.5 for h in report.ok)
+    assert len(report.ok) == 8
+
+
+def test_a_profile_without_a_bundle_fails_only_its_hosts(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    inv = _write(tmp_path, "hosts.yml", """
+        all:
+          vars: {ansible_user: pi}
+          hosts:
+            pi1: {edge_profile: rpi4}
+            box1: {edge_profile: x86-64}
+        """)
+    monkeypatch.setattr(fleet_module, "_build_bundle", lambda request, profile, hosts: (
+        "no bundle for rpi4: no candidate kept fidelity" if profile.id == "rpi4"
+        else (None, tmp_path)))
+    monkeypatch.setattr(fleet_module, "_bundle_fields", lambda outcome: (
+        {"error": outcome} if isinstance(outcome, str) else {"bundle": "b"}))
+    monkeypatch.setattr(fleet_module, "_deploy_to",
+                        lambda request, job, bundle, say: _fake_report(job.target))
+    report = run_fleet(FleetRequest(source=SAMPLE, inventory=inv))
+    assert [(h.host, h.status) for h in report.hosts] == [("pi1", "failed"), ("box1", "ok")]
+    assert report.hosts[0].error == "no bundle for rpi4: no candidate kept fidelity"
+    assert report.exit_status == 3
+
+
+def test_render_fleet_table() -> None:
+    ok = HostResult(host="dev0", target="ssh://u@10.0.0.2:22", profile="rpi4", status="ok",
+                    candidate="tflite-int8", release="ab" * 8, p50_ms=1.23456, seconds=2.04,
+                    report=_fake_report("ssh://u@10.0.0.2:22"))
+    bad = HostResult(host="dev1", target="ssh://u@10.0.0.6:22", profile="rpi4",
+                     status="failed", error="cannot connect to 10.0.0.6:22: refused",
+                     seconds=0.1)
+    report = FleetReport(inventory="hosts.yml", limit="fleet", forks=8,
+                         bundles=(FleetBundle(profile="rpi4", hosts=2, bundle="d.bundle",
+                                              chosen="tflite-int8"),),
+                         hosts=(ok, bad), seconds=3.0, deploy_seconds=2.1)
+    text = render_fleet(report)
+    lines = text.splitlines()
+    assert lines[0] == "bundle for rpi4: d.bundle (chosen tflite-int8)"
+    header = next(line for line in lines if line.startswith("host"))
+    assert header.split() == ["host", "status", "target", "profile", "candidate", "release",
+                              "p50", "ms", "seconds", "error"]
+    row = next(line for line in lines if line.startswith("dev0"))
+    assert "ok" in row and "1.235" in row and "2.0" in row and "abababab" in row
+    row = next(line for line in lines if line.startswith("dev1"))
+    assert "failed" in row and row.endswith("cannot connect to 10.0.0.6:22: refused")
+    assert lines[-1] == ("2 hosts from hosts.yml --limit fleet: 1 ok, 1 failed in 3.0 s, "
+                         "2.1 s deploying (forks 8)")
+    doc = report.to_json()
+    assert (doc["ok"], doc["failed"]) == (1, 1)
+    assert doc["hosts"][0]["report"]["release"] == "ab" * 8 and doc["hosts"][1]["report"] is None
+    assert report.exit_status == 3
+    assert replace(report, hosts=(ok,)).exit_status == 0
+
+
+# ============================================================================ emulated fleet
+
+FLEET_SIZE = 8
+
+
+@pytest.fixture(scope="module")
+def emulated() -> Iterator:
+    from tests.support.fleet_devices import FleetUnavailable, running_fleet, unavailable
+
+    reason = unavailable()
+    if reason is not None:
+        pytest.skip(f"emulated devices unavailable: {reason}")
+    try:
+        with running_fleet(FLEET_SIZE, cpus=1.0, memory_mb=1024) as fleet:
+            yield fleet
+    except FleetUnavailable as exc:
+        pytest.skip(f"emulated devices unavailable: {exc}")
+
+
+@pytest.fixture(scope="module")
+def fleet_dir(emulated, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An inventory of the devices beside the profile file it names (relative)."""
+    where = tmp_path_factory.mktemp("fleet")
+    (where / "emu-x86.yaml").write_text(textwrap.dedent(f"""
+        extends: x86-64
+        id: emu-x86
+        name: Emulated x86-64 device (1 CPU, 1 GB)
+        compute: {{cores: 1, threads: 1}}
+        memory: {{ram_mb: {emulated.memory_mb}, model_budget_mb: 256}}
+        runtimes: [tflite, onnxruntime]
+        access: {{user: {emulated.user}, python: {emulated.python}}}
+        """))
+    emulated.write_inventory(where / "hosts.yml", profile="emu-x86.yaml")
+    return where
+
+
+class _Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+@pytest.fixture(scope="module")
+def deployed(emulated, fleet_dir: Path, digits: DigitsModel):
+    """Optimize the digits CNN once for the profile, then deploy it to all 8 devices."""
+    logger = logging.getLogger("edge")
+    lines, level = _Lines(), logger.level
+    logger.addHandler(lines)
+    logger.setLevel(logging.INFO)
+    try:
+        report = run_fleet(FleetRequest(
+            source=digits.onnx, inventory=fleet_dir / "hosts.yml", forks=FLEET_SIZE,
+            options=OptimizeOptions(calib=digits.calib, eval=digits.eval), out_dir=fleet_dir,
+            device=DeviceTarget(known_hosts=emulated.known_hosts, runs=10, warmup=2)))
+    finally:
+        logger.removeHandler(lines)
+        logger.setLevel(level)
+    return report, lines.lines
+
+
+@pytest.mark.slow
+def test_fleet_of_8_deploys_in_parallel(deployed, emulated, fleet_dir: Path) -> None:
+    report, _ = deployed
+    assert report.exit_status == 0, render_fleet(report)
+    assert [h.host for h in report.hosts] == [d.name for d in emulated.devices]
+    (bundle,) = report.bundles
+    assert bundle.profile == "emu-x86" and bundle.bundle == str(fleet_dir / "digits-emu-x86.bundle")
+    releases = {h.release for h in report.hosts}
+    assert len(releases) == 1 and all(h.candidate == bundle.chosen for h in report.hosts)
+    # They overlapped: the deploy phase took far less than the hosts' times added up.
+    assert report.deploy_seconds < sum(h.seconds for h in report.hosts) / 3, render_fleet(report)
+    for device, host in zip(emulated.devices, report.hosts, strict=True):
+        assert host.target == f"ssh://{device.target}"
+        assert host.report is not None and host.report.bench.where == host.target
+        work = device.home / ".edge"  # each device's own home, seen from the root namespace
+        assert (work / "current").resolve() == (work / "releases" / host.release).resolve()
+        assert any((work / "releases" / host.release).glob("model.*"))
+        assert (work / "current").owner() == emulated.user
+    table = render_fleet(report)
+    for device in emulated.devices:
+        assert any(line.startswith(f"{device.name} ") and " ok " in line
+                   for line in table.splitlines())
+    assert table.splitlines()[-1].startswith(f"{FLEET_SIZE} hosts from ")
+
+
+@pytest.mark.slow
+def test_progress_lines_name_every_host(deployed, emulated) -> None:
+    _, lines = deployed
+    for device in emulated.devices:
+        assert f"{device.name}: connecting to ssh://{device.target}" in lines
+        assert any(line.startswith(f"{device.name}: ok in ") for line in lines), lines
+    assert any(f"[{FLEET_SIZE}/{FLEET_SIZE} done, 0 failed]" in line for line in lines)
+
+
+@pytest.mark.slow
+def test_devices_are_isolated_and_capped(deployed, emulated) -> None:
+    homes = {d.home for d in emulated.devices}
+    addresses = {d.address for d in emulated.devices}
+    assert len(homes) == len(addresses) == FLEET_SIZE
+    for device in emulated.devices:
+        quota = int((device.cpu_cgroup / "cpu.cfs_quota_us").read_text())
+        assert quota == int((device.cpu_cgroup / "cpu.cfs_period_us").read_text())  # 1 CPU
+        assert int((device.memory_cgroup / "memory.limit_in_bytes").read_text()) == 1024 * 2**20
+        procs = (device.cpu_cgroup / "cgroup.procs").read_text().split()
+        assert str(device.sshd_pid) in procs
+        used = device.cpu_seconds()  # the deploy's agent runs were accounted to the device
+        assert used is None or used > 0.1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["wrong-key", "closed-port"])
+def test_one_failing_host_does_not_stop_the_others(case: str, deployed, emulated,
+                                                   fleet_dir: Path, tmp_path: Path) -> None:
+    report, _ = deployed
+    bundle = Path(report.bundles[0].bundle)
+    bad = emulated.devices[-1]
+    host_vars = {"wrong-key": {"ansible_ssh_private_key_file": str(emulated.wrong_identity)},
+                 "closed-port": {"ansible_port": 2222}}[case]
+    inventory = emulated.write_inventory(tmp_path / "hosts.yml",
+                                         profile=str(fleet_dir / "emu-x86.yaml"),
+                                         host_vars={bad.name: host_vars})
+    emulated.wipe()
+    again = run_fleet(FleetRequest(source=bundle, inventory=inventory, forks=FLEET_SIZE,
+                                   device=DeviceTarget(known_hosts=emulated.known_hosts,
+                                                       runs=5, warmup=1)))
+    assert again.exit_status == 3
+    assert [h.host for h in again.failed] == [bad.name]
+    assert len(again.ok) == FLEET_SIZE - 1
+    error = again.failed[0].error
+    assert error is not None and "\n" not in error
+    expected = {"wrong-key": f"authentication failed for {emulated.user}@{bad.address}:22",
+                "closed-port": f"cannot connect to {bad.address}:2222"}[case]
+    assert error.startswith(expected), error
+    assert not any(bad.home.iterdir())  # nothing was written on the failed device
+    for device in emulated.devices[:-1]:
+        assert (device.home / ".edge" / "current").is_symlink()
+    row = next(line for line in render_fleet(again).splitlines() if line.startswith(bad.name))
+    assert "failed" in row and row.endswith(error)
+
+
+@pytest.mark.slow
+def test_limit_deploys_only_the_selected_devices(deployed, emulated, fleet_dir: Path) -> None:
+    report, _ = deployed
+    emulated.wipe()
+    picked = run_fleet(FleetRequest(source=Path(report.bundles[0].bundle),
+                                    inventory=fleet_dir / "hosts.yml", limit="dev1,dev2",
+                                    device=DeviceTarget(known_hosts=emulated.known_hosts,
+                                                        runs=3, warmup=0)))
+    assert [h.host for h in picked.hosts] == ["dev1", "dev2"] and picked.exit_status == 0
+    for device in emulated.devices:
+        assert (device.home / ".edge").exists() == (device.name in ("dev1", "dev2"))
+
+
+def test_cli_fleet_dry_run_and_flag_errors(tmp_path: Path) -> None:
+    """`edge deploy --inventory --limit --dry-run` lists the selected hosts; touches nothing."""
+    from tests.support.cli import run_cli
+
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(
+        "all:\n  vars: {edge_profile: rpi4}\n  children:\n    kitchen:\n      hosts:\n"
+        "        pi1: {ansible_host: 10.0.0.11, ansible_user: pi}\n"
+        "        pi2: {ansible_host: 10.0.0.12, ansible_user: pi}\n"
+        "    garage:\n      hosts:\n"
+        "        nano: {ansible_host: 10.0.0.20, ansible_user: ubuntu}\n")
+    done = run_cli("deploy", "sample:digits", "--inventory", str(inventory), "--limit",
+                   "kitchen", "--dry-run", "--json", "-o", str(tmp_path / "bundles"))
+    assert done.status == 0, done.stderr
+    assert "2 host(s)" in " ".join(done.json()["steps"])
+    assert not (tmp_path / "bundles").exists()
+    stray = run_cli("deploy", "sample:digits", "--profile", "rpi4", "--limit", "kitchen")
+    assert stray.status == 2 and "--inventory" in stray.stderr
+    nothing = run_cli("deploy", "sample:digits", "--inventory", str(inventory), "--limit",
+                      "nowhere", "--dry-run")
+    assert nothing.status == 2 and nothing.stderr.count("\n") == 1
