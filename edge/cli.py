@@ -405,6 +405,10 @@ def _device_options(func: Any) -> Any:
         click.option("--warmup", type=click.IntRange(0, 10000), default=5, show_default=True),
         click.option("--threads", type=click.IntRange(0, 1024), default=None,
                      help="Threads on the device [profile compute.threads or cores; 0: all]."),
+        click.option("--provision", is_flag=True,
+                     help="First install the artifact's runtime on the device: wheels for its "
+                          "platform fetched on this host, installed into WORK/venv with pip "
+                          "--no-index (the device needs no internet); deploy with that venv."),
     ]
     for option in reversed(options):
         func = option(func)
@@ -418,7 +422,8 @@ def _device(opts: dict[str, Any]) -> Any:
     return DeviceTarget(
         host=opts.pop("host"), identity=opts.pop("identity"), known_hosts=opts.pop("known_hosts"),
         trust_new_host=opts.pop("trust_new_host"), python=opts.pop("device_python"),
-        runs=opts.pop("runs"), warmup=opts.pop("warmup"), threads=opts.pop("threads"))
+        runs=opts.pop("runs"), warmup=opts.pop("warmup"), threads=opts.pop("threads"),
+        provision=opts.pop("provision"))
 
 
 # ---------------------------------------------------------------- partition

@@ -34,6 +34,7 @@ class DeviceTarget:
     runs: int = 50
     warmup: int = 5
     threads: int | None = None  # None: the profile's thread count
+    provision: bool = False  # install the runtime into WORK/venv from host-fetched wheels
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -70,8 +71,12 @@ def run_deploy_outcome(request: DeployRequest) -> tuple[Any, Bundle, Path]:
         transport.close()  # a long conversion must not hold an idle session open; reconnects
         bundle, bundle_dir = _bundle(request, profile)
         log.info("deploying %s to %s", bundle.chosen, transport.label)
-        outcome = deploy(bundle_dir, bundle, transport,
-                         python=_python(request.device, profile, transport),
+        python = _python(request.device, profile, transport)
+        if request.device.provision:
+            from devices.provision import runtime_for_bundle
+
+            python = _provision(transport, python, profile, runtime_for_bundle(bundle))
+        outcome = deploy(bundle_dir, bundle, transport, python=python,
                          work_dir=profile.access.work_dir, bench=_bench(request.device, profile),
                          keep=request.keep, fastest=request.measure_on_device)
     return outcome, bundle, bundle_dir
@@ -150,6 +155,19 @@ def _access_profile(ref: str | None) -> Any:
 def _python(device: DeviceTarget, profile: Any, transport: Any) -> str:
     """--device-python, else this python for the local device, else the profile's."""
     return device.python or (sys.executable if transport.is_local else profile.access.python)
+
+
+def _provision(transport: Any, python: str, profile: Any, runtime: str) -> str:
+    """--provision: the runtime into WORK/venv from wheels fetched on this host (the device
+    needs no internet); returns the venv's python, the device python from then on."""
+    from devices.provision import provision_runtime
+
+    report = provision_runtime(transport, device_python=python,
+                               work_dir=profile.access.work_dir, runtime=runtime)
+    log.info("provisioned %s %s into %s on %s (%d wheels sent, %d already there%s)", runtime,
+             report.runtime_version, report.venv, transport.label, report.files_sent,
+             report.files_reused, "" if report.installed else ", nothing to install")
+    return report.python
 
 
 def _bench(device: DeviceTarget, profile: Any) -> Any:
@@ -284,8 +302,10 @@ def run_bench(request: BenchRequest) -> DeployReport:
     root, artifact = _bench_artifact(request)
     profile = _profile(request, default="x86-64")
     with _transport(request.device, profile) as transport:
-        device = open_device(transport, python=_python(request.device, profile, transport),
-                             work_dir=profile.access.work_dir)
+        python = _python(request.device, profile, transport)
+        if request.device.provision:
+            python = _provision(transport, python, profile, artifact.runtime)
+        device = open_device(transport, python=python, work_dir=profile.access.work_dir)
         if artifact.runtime not in device.runtimes:
             from edge.errors import DeviceError
 
