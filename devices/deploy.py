@@ -435,7 +435,7 @@ def _bench(device: Device, model: str, artifact: Artifact, *, profile: str,
         target=transport.label, transport=_kind(transport), profile=profile,
         candidate=artifact.candidate.id, artifact_sha256=artifact.sha256,
         release=artifact.release_id[:16], active=False,
-        bench=_bench_result(measured, transport.label))
+        bench=_bench_result(measured, transport.label, profile=profile))
 
 
 def _health(device: Device, model: str, release: str) -> HealthCheck:
@@ -606,9 +606,36 @@ def _install_file(device: Device, local: Path, sha256: str, final: str) -> None:
     device.call("install", tmp, final, "--sha256", sha256)
 
 
-def _bench_result(reply: dict, where: str) -> BenchResult:
+def _bench_result(reply: dict, where: str, profile: str | None = None) -> BenchResult:
     keys = ("runtime", "runs", "warmup", "threads", "p50_ms", "p90_ms", "p99_ms", "mean_ms",
             "load_ms", "peak_rss_mb")
     device = dict(reply.get("device", {}))
     device["runtime_version"] = reply.get("runtime_version")
-    return BenchResult(where=where, device=device, **{k: reply[k] for k in keys})
+    metrics = dict(reply.get("metrics") or {})
+    if metrics or profile is not None:
+        metrics.update(_power(metrics, reply["threads"], profile))
+    return BenchResult(where=where, device=device, throughput_fps=reply.get("throughput_fps"),
+                       metrics=metrics, **{k: reply[k] for k in keys})
+
+
+def _power(metrics: dict, threads: int, profile: str | None) -> dict[str, Any]:
+    """Measured watts (under load first) with their sysfs paths, else the profile's estimate."""
+    for phase in ("during", "after", "before"):
+        reading = (metrics.get(phase) or {}).get("power_w") or {}
+        if reading.get("value") is not None:
+            source = reading.get("source")
+            paths = source if isinstance(source, list) else [source]
+            return {"power_w": reading["value"], "power_source": ", ".join(map(str, paths)),
+                    "power_phase": phase}
+    if profile is None:
+        return {"power_w": None, "power_source": "not measured: no sensor and no profile"}
+    try:
+        from edge.profile import load_profile
+
+        spec = load_profile(profile)
+    except (UsageError, OSError, ValueError) as exc:
+        return {"power_w": None,
+                "power_source": f"not measured: no sensor; profile {profile} unavailable ({exc})"}
+    idle, top, cores = spec.power.idle_w, spec.power.max_w, spec.compute.cores
+    return {"power_w": idle + (top - idle) * min(1.0, threads / cores),
+            "power_source": f"estimated from the profile ({idle:g}..{top:g} W), not measured"}

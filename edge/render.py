@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from edge.values import Bundle, CandidateResult, DeployReport, ModelInfo
+from edge.values import BenchResult, Bundle, CandidateResult, DeployReport, ModelInfo
 
 if TYPE_CHECKING:
     from devices.deploy import DeployOutcome, ReleasesReport, RollbackReport
@@ -98,6 +98,7 @@ def render_deploy(report: DeployReport,
         ("load", f"{b.load_ms:.1f} ms" if b.load_ms is not None else "n/a"),
         ("peak RSS", f"{b.peak_rss_mb:.1f} MB" if b.peak_rss_mb is not None else "n/a"),
     ]
+    rows += _bench_metric_rows(b)
     if report.compared:
         rows.append(("compared", "; ".join(f"{c.candidate} p50 {c.bench.p50_ms:.3f} ms"
                                             for c in report.compared)))
@@ -109,6 +110,49 @@ def render_deploy(report: DeployReport,
         head += (f" (the embedded local device stands in for {report.profile}: "
                  "these are this machine's numbers)")
     return head + "\n" + table(("", ""), rows)
+
+
+def _bench_metric_rows(b: BenchResult) -> list[tuple[str, str]]:
+    """Throughput, temperature/throttling before -> after, power with its source label."""
+    rows = []
+    if b.throughput_fps is not None:
+        rows.append(("throughput", f"{b.throughput_fps:.1f} inferences/s"))
+    m = b.metrics
+    if not m:
+        return rows
+    before, after = m.get("before") or {}, m.get("after") or {}
+
+    def value(snap: dict, *keys: str) -> object:
+        for key in keys:
+            snap = snap.get(key) or {} if isinstance(snap, dict) else {}
+        return snap.get("value") if isinstance(snap, dict) else None
+
+    def pair(key: tuple[str, ...], fmt: str) -> str | None:
+        one, two = value(before, *key), value(after, *key)
+        if one is None and two is None:
+            return None
+        return " -> ".join(format(v, fmt) if v is not None else "?" for v in (one, two))
+
+    parts = []
+    temp = pair(("temperature_c",), ".1f")
+    if temp:
+        parts.append(f"CPU {temp} °C")
+    ratio = pair(("throttling", "freq_ratio"), ".2f")
+    if ratio:
+        parts.append(f"freq cur/max {ratio}")
+    count = pair(("throttling", "throttle_count"), "d")
+    if count:
+        parts.append(f"throttle events {count}")
+    pi = pair(("throttling", "vcgencmd"), "s")
+    if pi:
+        parts.append(f"get_throttled {pi}")
+    if parts:
+        rows.append(("thermal", "  ".join(parts) + "  (before -> after)"))
+    if "power_source" in m:
+        watts = m.get("power_w")
+        shown = f"{watts:.2f} W" if watts is not None else "n/a"
+        rows.append(("power", f"{shown}  ({m['power_source']})"))
+    return rows
 
 
 def render_deploy_outcome(outcome: DeployOutcome) -> str:

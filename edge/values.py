@@ -185,6 +185,9 @@ class BenchResult(_Json):
     load_ms: float | None = None
     peak_rss_mb: float | None = None
     device: dict[str, Any] = field(default_factory=dict)
+    throughput_fps: float | None = None
+    # sensors before/during/after the timed runs, plus "power_w" and its "power_source" label
+    metrics: dict[str, Any] = field(default_factory=dict)
 
 
 @_frozen
