@@ -7,20 +7,29 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import run_cli
+from tests.support.digits import DigitsModel, train_digits
 
 pytestmark = pytest.mark.slow
 
 
-def _deploy(profile: str, out: Path) -> dict:
-    done = run_cli("deploy", "sample:digits", "--profile", profile, "-o", str(out), "--runs",
-                   "3", "--json")
+def _deploy(profile: str, out: Path, *model: str) -> dict:
+    done = run_cli("deploy", *(model or ("sample:digits",)), "--profile", profile, "-o",
+                   str(out), "--runs", "3", "--json")
     assert done.status == 0, done.stderr
     return done.json()
 
 
-def test_releases_and_rollback(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def other_digits(tmp_path_factory: pytest.TempPathFactory) -> DigitsModel:
+    """A digits CNN trained here with another seed than the shipped sample: other weights."""
+    return train_digits(tmp_path_factory.mktemp("other-digits"), seed=1)
+
+
+def test_releases_and_rollback(tmp_path: Path, other_digits: DigitsModel) -> None:
+    digits = other_digits
     first = _deploy("rpi4", tmp_path / "a.bundle")
-    second = _deploy("x86-64", tmp_path / "b.bundle")
+    second = _deploy("rpi4", tmp_path / "b.bundle", str(digits.onnx), "--calib",
+                     str(digits.calib), "--eval", str(digits.eval))
     assert first["release"] != second["release"]
     listed = run_cli("releases", "--json")
     assert listed.status == 0, listed.stderr
