@@ -613,6 +613,38 @@ def _read_token(path: Path | None) -> str | None:
     return token
 
 
+# ---------------------------------------------------------------- report
+@cli.command("report")
+@click.argument("source", metavar="BUNDLE|SPLIT_DIR|RESULTS", type=_PATH)
+@click.option("-o", "--out", type=_PATH, required=True, help="HTML file to write.")
+@click.option("--no-layers", is_flag=True,
+              help="Bundle: skip measuring per-layer times on this host.")
+@json_option
+def report_cmd(source: Path, out: Path, no_layers: bool, as_json: bool) -> int:
+    """Write one self-contained HTML report (inline SVG plots, no network needed to view).
+
+    A bundle: candidates on a latency x fidelity plane, per-layer time of its ONNX candidates
+    (measured on this host), each device's history from $EDGE_CACHE_DIR/results, the tables.
+    A split: every cut's predicted latency against bandwidth, with the regimes of split.yaml.
+    A results folder: the history of every device in it.
+
+    \b
+    Examples:
+      edge report digits-rpi4.bundle -o report.html
+      edge report digits-rpi4-split -o split.html
+    """
+    from edge.report import render_report, report_kind, write_report
+
+    kind = report_kind(source)
+    with _stdout_to_stderr(as_json):
+        text = render_report(source, layers=not no_layers)
+    path = write_report(text, out)
+    plots = text.count('class="plot"')
+    _emit(as_json, {"report": str(path), "kind": kind, "plots": plots, "bytes": len(text)},
+          f"wrote {path} ({kind} report, {plots} plots)")
+    return 0
+
+
 # ---------------------------------------------------------------- bench
 @cli.command()
 @click.argument("source", metavar="ARTIFACT|BUNDLE", type=_PATH)

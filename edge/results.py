@@ -15,13 +15,15 @@ import os
 import re
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from edge.errors import UsageError
 from edge.values import DeployReport
 
-__all__ = ["Comparison", "compare", "history", "keep", "load_baseline", "results_dir"]
+__all__ = ["Comparison", "Kept", "compare", "history", "keep", "kept_results", "load_baseline",
+           "results_dir"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._@-]+")
 
@@ -81,6 +83,45 @@ def history(report: DeployReport, *, passed_only: bool = False) -> list[DeployRe
         except (ValueError, KeyError, TypeError, AttributeError):
             continue  # a torn or foreign line is skipped, never fatal
     return kept
+
+
+@dataclass(frozen=True, slots=True)
+class Kept:
+    """One kept measurement: its device folder, when it was kept, and the report."""
+
+    device: str
+    kept_at: datetime | None
+    regressed: bool
+    report: DeployReport
+
+
+def kept_results(root: Path | None = None) -> dict[str, list[Kept]]:
+    """Every kept measurement under ``root`` (a results folder, or one device's folder;
+    default ``results_dir()``) by device folder name, oldest first. Torn lines are skipped."""
+    root = results_dir() if root is None else Path(root)
+    if not root.is_dir():
+        return {}
+    files = sorted(root.glob("*.jsonl"))
+    by_device: dict[str, list[Kept]] = {}
+    for file in files or sorted(root.glob("*/*.jsonl")):
+        device = file.parent.name
+        for line in file.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                doc = json.loads(line)
+                kept = Kept(device, _when(doc.get("kept_at")), bool(doc.get("regressed")),
+                            DeployReport.from_json(doc["report"]))
+            except (ValueError, KeyError, TypeError, AttributeError):
+                continue
+            by_device.setdefault(device, []).append(kept)
+    epoch = datetime.min.replace(tzinfo=UTC)
+    return {d: sorted(k, key=lambda x: x.kept_at or epoch) for d, k in sorted(by_device.items())}
+
+
+def _when(text: Any) -> datetime | None:
+    try:
+        return datetime.strptime(str(text), "%Y-%m-%dT%H:%M:%S%z")
+    except ValueError:
+        return None
 
 
 def keep(report: DeployReport, *, regressed: bool = False) -> Path:

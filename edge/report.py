@@ -1,0 +1,556 @@
+"""``edge report``: one self-contained HTML file with inline SVG plots and the tables.
+
+A report needs no network to view: no scripts, no external CSS, fonts or images (its Content
+Security Policy forbids loading anything). Plots are drawn with matplotlib's Agg backend and
+inlined as SVG (text kept as text). matplotlib is imported only while rendering.
+
+* Bundle (``edge optimize -o DIR``): candidates on a host-latency x fidelity plane with the
+  chosen one marked; per-layer time of the bundle's ONNX candidates, measured on this host;
+  the p50 history of every device that measured one of the bundle's artifacts (from
+  ``$EDGE_CACHE_DIR/results``); the candidate table with every reason.
+* Split (``edge partition -o DIR``): every precomputed cut's predicted latency against the
+  uplink bandwidth, the best envelope and the bandwidth regimes of split.yaml; the tables.
+* Results (a results folder or one device's folder): the per-device history alone.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import math
+import os
+import re
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from edge import __version__
+from edge.errors import UsageError
+
+__all__ = ["render_bundle_report", "render_partition_report", "render_report",
+           "render_results_report", "report_kind", "write_report"]
+
+#: Nodes shown per ONNX candidate in the per-layer plot.
+TOP_LAYERS = 12
+#: Devices shown in the history section (the most recently measured first).
+MAX_DEVICES = 8
+
+_CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;margin:0 auto;
+max-width:1100px;padding:1rem 1.5rem;color:#1d1d1f;background:#fff;line-height:1.4}
+h1{font-size:1.5rem;margin:.5rem 0}h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid #ddd}
+.meta{color:#555;font-size:.9rem}figure{margin:1rem 0}figure svg{max-width:100%;height:auto}
+figcaption{color:#555;font-size:.85rem}
+table{border-collapse:collapse;font-size:.85rem;margin:.5rem 0}
+th,td{border:1px solid #ddd;padding:.25rem .5rem;text-align:left;vertical-align:top}
+th{background:#f4f4f6}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+tr.chosen td{background:#fff6d6;font-weight:600}tr.rejected td,tr.failed td{color:#9b1c1c}
+tr.skipped td{color:#777}.note{color:#555;font-size:.9rem}code{font-size:.85rem}
+"""
+_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+# ---------------------------------------------------------------- entry points
+def report_kind(path: Path) -> str:
+    """``bundle``, ``split`` or ``results`` for a report source; UsageError otherwise."""
+    from edge.bundle import is_bundle
+
+    path = Path(path)
+    if is_bundle(path):
+        return "bundle"
+    if (path.is_dir() and (path / "split.yaml").is_file()) or (
+            path.is_file() and path.name == "split.yaml"):
+        return "split"
+    if path.is_dir() and (any(path.glob("*.jsonl")) or any(path.glob("*/*.jsonl"))):
+        return "results"
+    raise UsageError(f"{path}: not a bundle (manifest.json), a split (split.yaml) or a results "
+                     "folder ($EDGE_CACHE_DIR/results)")
+
+
+def render_report(path: Path, *, layers: bool = True) -> str:
+    """The HTML report of a bundle, a split or a results folder (see ``report_kind``)."""
+    kind = report_kind(path)
+    if kind == "bundle":
+        return render_bundle_report(path, layers=layers)
+    if kind == "split":
+        return render_partition_report(path)
+    return render_results_report(path)
+
+
+def write_report(text: str, out: Path) -> Path:
+    """Write the report atomically (a reader sees the old file or the new one)."""
+    out = Path(out)
+    if out.is_dir():
+        raise UsageError(f"-o {out}: is a directory; give a file name such as report.html")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return out
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
+
+
+# ---------------------------------------------------------------- HTML pieces
+@dataclass(frozen=True, slots=True)
+class _Section:
+    title: str
+    body: str
+    anchor: str
+
+
+def _page(title: str, subtitle: str, sections: Sequence[_Section]) -> str:
+    toc = "".join(f'<li><a href="#{_e(s.anchor)}">{_e(s.title)}</a></li>' for s in sections)
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        '<meta name="generator" content="edge ' + _e(__version__) + '">',
+        f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>",
+        f"<header><h1>{_e(title)}</h1><p class=\"meta\">{_e(subtitle)}<br>"
+        f"written by edge {_e(__version__)} on {_e(time.strftime('%Y-%m-%d %H:%M:%S %Z'))}</p>"
+        f"<nav><ul>{toc}</ul></nav></header><main>",
+    ]
+    parts += [f'<section id="{_e(s.anchor)}"><h2>{_e(s.title)}</h2>{s.body}</section>'
+              for s in sections]
+    parts.append("</main></body></html>\n")
+    return "\n".join(parts)
+
+
+def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]],
+           classes: Iterable[str] | None = None, numeric: Sequence[int] = ()) -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    body = []
+    row_classes = list(classes) if classes is not None else None
+    for i, row in enumerate(rows):
+        cls = f' class="{_e(row_classes[i])}"' if row_classes and row_classes[i] else ""
+        cells = "".join(f'<td class="num">{_e(c)}</td>' if j in numeric else f"<td>{_e(c)}</td>"
+                        for j, c in enumerate(row))
+        body.append(f"<tr{cls}>{cells}</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _figure(svg: str, caption: str) -> str:
+    return f"<figure>{svg}<figcaption>{_e(caption)}</figcaption></figure>"
+
+
+def _note(text: str) -> str:
+    return f'<p class="note">{_e(text)}</p>'
+
+
+_PROLOG = re.compile(r"^.*?(?=<svg[\s>])", re.S)
+
+
+def _svg(fig: Any, plot_id: str, title: str) -> str:
+    """The figure as an inline <svg> with an id, a class and a <title>; the figure is closed."""
+    import matplotlib.pyplot as plt
+
+    buf = io.StringIO()
+    try:
+        with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": plot_id}):
+            fig.savefig(buf, format="svg", metadata={"Date": None}, bbox_inches="tight")
+    finally:
+        plt.close(fig)
+    text = _PROLOG.sub("", buf.getvalue(), count=1)
+    head_end = text.index(">") + 1
+    attrs = (f' id="{_e(plot_id)}" class="plot" role="img" aria-label="{_e(title)}"'
+             f' data-plot="{_e(plot_id)}"')
+    head = text[:head_end - 1].rstrip("/") + attrs + ">"
+    return head + f"<title>{_e(title)}</title>" + text[head_end:]
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+    except ImportError:
+        raise UsageError("edge report draws with matplotlib: pip install 'edge[report]'") from None
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _ms(value: float | None) -> str:
+    return "" if value is None else f"{value:.3f}"
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return ""
+    if n >= 2**20:
+        return f"{n / 2**20:.2f} MB"
+    return f"{n / 1024:.1f} KB" if n >= 1024 else f"{n} B"
+
+
+# ---------------------------------------------------------------- bundle
+def render_bundle_report(bundle_dir: Path, *, layers: bool = True,
+                         results: Path | None = None, top: int = TOP_LAYERS) -> str:
+    """The HTML report of a bundle (``results``: the results folder, default the cache's)."""
+    from edge.bundle import read_bundle
+
+    bundle_dir = Path(bundle_dir)
+    bundle = read_bundle(bundle_dir)
+    plt = _pyplot()
+    sections = [_candidates_section(plt, bundle)]
+    if layers:
+        sections.append(_layers_section(plt, bundle, bundle_dir, top))
+    sections.append(_history_section(plt, _bundle_history(bundle, results), bundle))
+    sections.append(_Section("Model", _model_table(bundle), "model"))
+    chosen = bundle.chosen or "none"
+    subtitle = (f"{bundle_dir.resolve()}: {bundle.source.path} for {bundle.profile}; "
+                f"chosen {chosen}")
+    return _page(f"edge report: {Path(bundle.source.path).name} on {bundle.profile}",
+                 subtitle, sections)
+
+
+def _fidelity_axis(results: Sequence[Any]) -> tuple[str, Any]:
+    """('accuracy (%)', fn) when every plotted candidate has an accuracy, else cosine."""
+    if results and all(r.fidelity.accuracy is not None for r in results):
+        return "accuracy on the evaluation set (%)", lambda r: 100 * r.fidelity.accuracy
+    return "output cosine similarity to fp32", lambda r: r.fidelity.cosine
+
+
+_STYLE = {"chosen": ("*", "#d4a000", 320), "passed": ("o", "#1f77b4", 70),
+          "rejected": ("X", "#c62828", 80), "failed": ("X", "#c62828", 80)}
+
+
+def _candidates_section(plt: Any, bundle: Any) -> _Section:
+    plotted = [r for r in bundle.candidates if r.fidelity is not None and r.bench is not None]
+    body = []
+    if plotted:
+        label, fidelity = _fidelity_axis(plotted)
+        fig, ax = plt.subplots(figsize=(8, 4.8))
+        for status in ("rejected", "failed", "passed", "chosen"):
+            group = [r for r in plotted if r.status == status]
+            if not group:
+                continue
+            marker, color, size = _STYLE[status]
+            ax.scatter([r.bench.p50_ms for r in group], [fidelity(r) for r in group],
+                       marker=marker, c=color, s=size, label=status, zorder=3,
+                       edgecolors="black" if status == "chosen" else "none", linewidths=0.8)
+        for r in plotted:
+            ax.annotate(r.candidate.id, (r.bench.p50_ms, fidelity(r)), xytext=(6, 4),
+                        textcoords="offset points", fontsize=8)
+        ref = next((r.fidelity.reference_accuracy for r in plotted
+                    if r.fidelity.reference_accuracy is not None), None)
+        if ref is not None and label.startswith("accuracy"):
+            ax.axhline(100 * ref, color="#555", ls="--", lw=1, label="fp32 reference")
+        xs = [r.bench.p50_ms for r in plotted]
+        if min(xs) > 0 and max(xs) / min(xs) > 20:
+            ax.set_xscale("log")
+        where = plotted[0].bench.where
+        ax.set_xlabel(f"p50 latency, ms (measured on {where})")
+        ax.set_ylabel(label)
+        ax.set_title(f"Candidates for {bundle.profile}: latency x fidelity "
+                     f"(chosen: {bundle.chosen or 'none'})")
+        ax.grid(True, alpha=0.3)
+        ax.legend(loc="best", fontsize=8)
+        ax.margins(x=0.15, y=0.15)
+        body.append(_figure(
+            _svg(fig, "plot-candidates", "Candidates: latency x fidelity"),
+            "Each candidate that was verified and timed, at its p50 latency on the machine "
+            "that optimized it (not the device unless stated) and its fidelity to the fp32 "
+            "model; the star is the chosen one. Skipped and failed candidates are in the table."))
+    else:
+        body.append(_note("No candidate was both verified and timed: nothing to plot."))
+    body.append(_note(f"chosen: {bundle.chosen or 'none'} - {bundle.reason}"))
+    rows, classes = [], []
+    for r in bundle.candidates:
+        fid = r.fidelity
+        rows.append((r.candidate.id, r.status,
+                     _size(r.artifact.total_bytes) if r.artifact else "",
+                     f"{fid.cosine:.5f}" if fid else "",
+                     f"{100 * fid.accuracy:.1f}%" if fid and fid.accuracy is not None else "",
+                     _ms(r.bench.p50_ms) if r.bench else "",
+                     _ms(r.bench.p90_ms) if r.bench else "", r.reason))
+        classes.append(r.status)
+    body.append(_table(("candidate", "status", "size", "cosine", "accuracy", "p50 ms",
+                        "p90 ms", "reason"), rows, classes, numeric=(2, 3, 4, 5, 6)))
+    return _Section("Candidates", "".join(body), "candidates")
+
+
+def _onnx_candidates(bundle: Any, bundle_dir: Path) -> list[tuple[str, Path]]:
+    """(candidate id, file) of every ONNX artifact, the chosen one first."""
+    found = [(r.candidate.id, bundle_dir / r.artifact.file) for r in bundle.candidates
+             if r.artifact is not None and r.artifact.file.endswith(".onnx")
+             and r.status in ("chosen", "passed", "rejected")]
+    return sorted(found, key=lambda item: item[0] != bundle.chosen)
+
+
+def _layers_section(plt: Any, bundle: Any, bundle_dir: Path, top: int) -> _Section:
+    from partition.cost import measure_costs
+    from partition.graph import load_named
+
+    measured: list[tuple[str, list[tuple[str, float]], float]] = []
+    for candidate, path in _onnx_candidates(bundle, bundle_dir)[:4]:
+        try:
+            costs = measure_costs(path, threads=1, runs=20)
+            ops = {n.name: n.op_type for n in load_named(path).graph.node}
+        except Exception as exc:  # noqa: BLE001 - one unmeasurable model must not sink the report
+            measured.append((f"{candidate}: not measured ({type(exc).__name__})", [], 0.0))
+            continue
+        ranked = sorted(costs.items(), key=lambda kv: -kv[1])
+        named = [(f"{_short(name)} ({ops.get(name, '?')})", ms) for name, ms in ranked[:top]]
+        measured.append((candidate, named, sum(costs.values())))
+    plots = [m for m in measured if m[1]]
+    if not plots:
+        return _Section("Per-layer time", _note(
+            "No ONNX candidate in this bundle: per-layer times are measured for ONNX Runtime "
+            "artifacts only."), "layers")
+    fig, axes = plt.subplots(1, len(plots), figsize=(4.2 * len(plots), 0.3 * top + 1.6),
+                             squeeze=False, layout="constrained")
+    for ax, (candidate, named, total) in zip(axes[0], plots, strict=True):
+        labels = [n for n, _ in named][::-1]
+        values = [ms for _, ms in named][::-1]
+        ax.barh(range(len(values)), values, color="#4c78a8")
+        ax.set_yticks(range(len(values)), labels, fontsize=7)
+        ax.set_xlabel("ms per inference")
+        ax.set_title(f"{candidate}\n(whole model {total:.3f} ms)", fontsize=9)
+        ax.grid(True, axis="x", alpha=0.3)
+    fig.suptitle("Per-layer time on ONNX Runtime, measured on this host", fontsize=11)
+    rows = [(c, i + 1, n, f"{ms:.4f}") for c, named, _ in plots for i, (n, ms) in enumerate(named)]
+    notes = [_note(c) for c, named, _ in measured if not named]
+    body = _figure(
+        _svg(fig, "plot-layers", "Per-layer time (measured on this host)"),
+        f"The {top} slowest nodes of each ONNX candidate, measured on this host with "
+        "onnxruntime (1 thread; per-node times from a profiled run without graph "
+        "optimizations, scaled to the optimized whole-model median). TFLite and other "
+        "runtimes are not broken down per layer yet.")
+    table = _table(("candidate", "rank", "node (op)", "ms"), rows, numeric=(1, 3))
+    return _Section("Per-layer time", body + "".join(notes) + "<details><summary>the "
+                    f"{len(rows)} nodes as a table</summary>{table}</details>", "layers")
+
+
+def _short(name: str, width: int = 36) -> str:
+    return name if len(name) <= width else "..." + name[-(width - 3):]
+
+
+def _bundle_history(bundle: Any, root: Path | None) -> dict[str, list[Any]]:
+    """Kept results of every device that measured one of the bundle's artifacts."""
+    from edge.results import kept_results
+
+    shas = {r.artifact.sha256 for r in bundle.candidates if r.artifact is not None}
+    return {device: kept for device, kept in kept_results(root).items()
+            if any(k.report.artifact_sha256 in shas for k in kept)}
+
+
+def _history_section(plt: Any, history: dict[str, list[Any]], bundle: Any = None) -> _Section:
+    if not history:
+        return _Section("Device history", _note(
+            "No measurements kept on this host for these artifacts yet: `edge deploy` and "
+            "`edge bench` keep every result in $EDGE_CACHE_DIR/results."), "history")
+    ids = {r.artifact.sha256: r.candidate.id for r in bundle.candidates
+           if r.artifact is not None} if bundle is not None else {}
+    latest = sorted(history, key=lambda d: max(
+        (k.kept_at.timestamp() for k in history[d] if k.kept_at), default=0), reverse=True)
+    body = []
+    for n, device in enumerate(latest[:MAX_DEVICES]):
+        body.append(_device_history(plt, n, device, history[device], ids))
+    if len(latest) > MAX_DEVICES:
+        body.append(_note(f"{len(latest) - MAX_DEVICES} more device(s) not shown."))
+    return _Section("Device history", "".join(body), "history")
+
+
+def _device_history(plt: Any, n: int, device: str, kept: list[Any], ids: dict[str, str]) -> str:
+    target = kept[-1].report.target or device
+    series: dict[str, list[tuple[int, Any]]] = {}
+    for i, k in enumerate(kept):
+        series.setdefault(k.report.artifact_sha256, []).append((i + 1, k))
+    fig, ax = plt.subplots(figsize=(8, 3.8))
+    flagged = False
+    for sha, points in series.items():
+        ours = sha in ids
+        label = (f"{ids[sha]} ({sha[:8]})" if ours
+                 else f"release {sha[:8]} ({points[-1][1].report.candidate})")
+        ax.plot([x for x, _ in points], [k.report.bench.p50_ms for _, k in points], marker="o",
+                ls="-" if ours else "--", label=label)
+        bad = [(x, k.report.bench.p50_ms) for x, k in points if k.regressed]
+        if bad:
+            ax.scatter([x for x, _ in bad], [y for _, y in bad], marker="X", s=90, c="#c62828",
+                       zorder=4, label=None if flagged else "failed baseline check")
+            flagged = True
+    ax.set_ylabel("p50 ms on the device")
+    ax.set_xlabel("measurement, oldest first")
+    ax.set_xlim(0.5, len(kept) + 0.5)
+    if len(kept) <= 16:
+        ax.set_xticks(range(1, len(kept) + 1), [
+            k.kept_at.strftime("%Y-%m-%d\n%H:%M") if k.kept_at else str(i + 1)
+            for i, k in enumerate(kept)], fontsize=7)
+    else:
+        ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.set_title(f"History on {target}")
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="best", fontsize=8)
+    ax.set_ylim(bottom=0)
+    svg = _svg(fig, f"plot-history-{n}", f"History on {target}")
+    rows = [(k.kept_at.strftime("%Y-%m-%d %H:%M:%S") if k.kept_at else "",
+             k.report.candidate, k.report.release, _ms(k.report.bench.p50_ms),
+             _ms(k.report.bench.p90_ms), k.report.bench.runs,
+             "REGRESSION" if k.regressed else "") for k in kept]
+    caption = (f"p50 latency measured on {target} by edge deploy / edge bench, per artifact; "
+               "dashed lines are artifacts of other bundles or releases.")
+    return _figure(svg, caption) + _table(
+        ("kept at", "candidate", "release", "p50 ms", "p90 ms", "runs", "check"),
+        rows, ["rejected" if k.regressed else "" for k in kept], numeric=(3, 4, 5))
+
+
+def _model_table(bundle: Any) -> str:
+    src = bundle.source
+    rows = [("model", src.path), ("sha256", src.sha256), ("size", _size(src.size_bytes)),
+            ("opset", src.opset), ("params", src.params), ("MACs", src.macs),
+            ("inputs", ", ".join(f"{t.name} {list(t.shape)} {t.dtype}" for t in src.inputs)),
+            ("outputs", ", ".join(f"{t.name} {list(t.shape)} {t.dtype}" for t in src.outputs)),
+            ("ops", ", ".join(f"{k} x{v}" for k, v in src.ops.items())),
+            ("profile", bundle.profile), ("calibration", bundle.calibration),
+            ("evaluation", bundle.evaluation)]
+    return _table(("key", "value"), rows)
+
+
+# ---------------------------------------------------------------- results folder
+def render_results_report(results: Path) -> str:
+    """The HTML report of a results folder: the history of every device in it."""
+    from edge.results import kept_results
+
+    history = kept_results(Path(results))
+    plt = _pyplot()
+    return _page("edge report: device history", str(Path(results).resolve()),
+                 [_history_section(plt, history)])
+
+
+# ---------------------------------------------------------------- split
+def render_partition_report(split_dir: Path) -> str:
+    """The HTML report of a split written by ``edge partition``."""
+    from partition.split import read_split_yaml
+
+    split_dir = Path(split_dir)
+    if split_dir.is_file():
+        split_dir = split_dir.parent
+    plan = read_split_yaml(split_dir)
+    predicted = plan.predicted
+    plt = _pyplot()
+    sections = [_partition_plot_section(plt, plan), _cuts_section(plan),
+                _Section("Prediction at the link", _table(
+                    ("key", "value"), [(k, v) for k, v in predicted.items()]), "predicted")]
+    subtitle = (f"{split_dir.resolve()}: chosen {predicted.get('kind', '?')} at "
+                f"{predicted.get('bandwidth_mbps', '?')} Mbit/s up, RTT "
+                f"{predicted.get('rtt_ms', '?')} ms; objective "
+                f"{predicted.get('objective', 'latency')}")
+    return _page(f"edge report: partition {split_dir.resolve().name}", subtitle, sections)
+
+
+def _link(plan: Any) -> tuple[float, float, float]:
+    p = plan.predicted
+    up = float(p.get("bandwidth_mbps") or 10.0)
+    return up, float(p.get("downlink_mbps") or up), float(p.get("rtt_ms") or 0.0)
+
+
+def _partition_plot_section(plt: Any, plan: Any) -> _Section:
+    import numpy as np
+
+    cuts = list(plan.cuts)
+    rows = plan.bandwidth_table
+    if not cuts:
+        return _Section("Latency vs bandwidth", _note(
+            "split.yaml lists no precomputed cuts (written by an older edge): nothing to plot."),
+            "latency")
+    up, down, rtt = _link(plan)
+    lo = min([float(r["min_mbps"]) for r in rows] + [up]) if rows else up / 100
+    hi = max([float(r["max_mbps"]) for r in rows] + [up]) if rows else up * 100
+    lo, hi = min(lo, hi / 10), max(hi, lo * 10)
+    xs = np.geomspace(lo, hi, 240)
+    curves = {c.id: np.array([c.predicted_ms(b, max(down, b), rtt) for b in xs]) for c in cuts}
+    best = np.min(np.vstack(list(curves.values())), axis=0)
+    fig, ax = plt.subplots(figsize=(9, 5))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    color = {c.id: colors[i % len(colors)] for i, c in enumerate(cuts)}
+    for i, (start, stop, row) in enumerate(_regimes(rows, lo, hi)):
+        cid = str(row.get("cut_id", "?"))
+        ax.axvspan(start, stop, color=color.get(cid, "#999"), alpha=0.10, lw=0)
+        ax.text(math.sqrt(start * stop), 0.98, f"{cid}\n{row.get('kind', '')}",
+                transform=ax.get_xaxis_transform(), ha="center", va="top", fontsize=8)
+        if i:
+            ax.axvline(start, color="#777", lw=0.8, ls=":")
+    for c in cuts:
+        ax.plot(xs, curves[c.id], color=color[c.id], lw=1.6,
+                label=f"{c.id} {c.kind} (edge {c.edge_ms:.3g} ms, up {_size(c.up_bytes)})")
+    ax.plot(xs, best, color="black", lw=2.6, ls="--", alpha=0.7, label="best cut (envelope)")
+    ax.axvline(up, color="#c62828", lw=1.2, label=f"link {up:g} Mbit/s, RTT {rtt:g} ms")
+    ax.set_xscale("log")
+    ax.set_xlim(lo, hi)
+    values = np.concatenate(list(curves.values()))
+    positive = values[values > 0]
+    if positive.size and positive.max() / positive.min() > 50:
+        ax.set_yscale("log")
+    ax.set_xlabel("uplink bandwidth, Mbit/s (downlink: max(split's downlink, uplink))")
+    ax.set_ylabel("predicted latency, ms")
+    ax.set_title("Partition: predicted latency vs bandwidth")
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(loc="upper right", bbox_to_anchor=(1.0, 0.86), fontsize=8)
+    objective = plan.predicted.get("objective", "latency")
+    caption = ("Predicted end-to-end latency of every precomputed cut (edge + RTT + transfer + "
+               "cloud; costs: " + str(plan.predicted.get("costs", "?")) + "). Shaded: the "
+               f"cut split.yaml picks per bandwidth range for the {objective} objective"
+               + ("" if objective == "latency" else " (so it need not be the latency "
+                  "envelope)") + "; the red line is the link it was partitioned for.")
+    body = _figure(_svg(fig, "plot-partition", "Partition: predicted latency vs bandwidth"),
+                   caption)
+    return _Section("Latency vs bandwidth", body, "latency")
+
+
+def _regimes(rows: Sequence[dict[str, Any]], lo: float, hi: float
+             ) -> list[tuple[float, float, dict[str, Any]]]:
+    """(start, stop, row) per bandwidth-table row; boundaries between the sweep points."""
+    spans = []
+    for i, row in enumerate(rows):
+        start = lo if i == 0 else math.sqrt(float(rows[i - 1]["max_mbps"]) *
+                                            float(row["min_mbps"]))
+        stop = hi if i == len(rows) - 1 else math.sqrt(float(row["max_mbps"]) *
+                                                       float(rows[i + 1]["min_mbps"]))
+        spans.append((start, stop, row))
+    return spans
+
+
+def _cuts_section(plan: Any) -> _Section:
+    up, down, rtt = _link(plan)
+    chosen = plan.split.cut_tensors
+    cut_rows, classes = [], []
+    for c in plan.cuts:
+        cut_rows.append((c.id, c.kind, c.model or "-", _ms(c.edge_ms), _ms(c.cloud_ms),
+                         _size(c.up_bytes), _size(c.down_bytes), _ms(c.predicted_ms(up, down, rtt)),
+                         ", ".join(c.split.cut_tensors) or "-"))
+        classes.append("chosen" if c.model == "tail" or (
+            c.split.cut_tensors == chosen and c.kind == plan.predicted.get("kind")) else "")
+    band_rows = [(f"{r['min_mbps']:g} - {r['max_mbps']:g}", r.get("cut_id", ""), r["kind"],
+                  _ms(r.get("predicted_ms")), ", ".join(r.get("cut") or ()) or "-")
+                 for r in plan.bandwidth_table]
+    tensors = [(t.get("name"), t.get("shape"), t.get("dtype"), _size(t.get("bytes")))
+               for t in plan.cut]
+    body = [_table(("cut", "kind", "server model", "edge ms", "cloud ms", "up", "down",
+                    f"ms at {up:g} Mbit/s", "cut tensors"), cut_rows, classes,
+                   numeric=(3, 4, 5, 6, 7)),
+            "<h3>Best cut per bandwidth</h3>",
+            _table(("Mbit/s", "cut", "kind", "ms at low end", "cut tensors"), band_rows,
+                   numeric=(3,)),
+            "<h3>Tensors sent at the chosen cut</h3>",
+            _table(("tensor", "shape", "dtype", "bytes"), tensors, numeric=(3,)) if tensors
+            else _note("None: the chosen placement runs entirely on one side."),
+            _note(f"wire compression: {plan.compression}")]
+    return _Section("Cuts", "".join(body), "cuts")
