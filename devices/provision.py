@@ -40,6 +40,7 @@ from typing import Any
 
 from devices.transport import Transport
 from edge.errors import DeviceError, UsageError
+from edge.model import sha256_file
 
 __all__ = ["NUMPY", "PIP", "RUNTIMES", "DevicePlatform", "ProvisionReport", "default_cache",
            "fetch_wheels", "parse_platform", "probe_platform", "provision_runtime",
@@ -274,7 +275,7 @@ def _fetch(platform: DevicePlatform, requirements: tuple[str, ...], cache: Path)
             _pip_download(platform, requirements, Path(tmp))
             wheels = {}
             for path in sorted(Path(tmp).glob("*.whl")):
-                wheels[path.name] = _sha256(path)
+                wheels[path.name] = sha256_file(path)
                 os.replace(path, folder / path.name)
         if not wheels:
             raise DeviceError(f"pip download fetched no wheels for {platform.tag}")
@@ -295,7 +296,7 @@ def _cached(folder: Path, manifest: Path, requirements: tuple[str, ...]) -> dict
         return None
     for name, sha in wheels.items():
         path = folder / name
-        if not _WHEEL.fullmatch(name) or not path.is_file() or _sha256(path) != sha:
+        if not _WHEEL.fullmatch(name) or not path.is_file() or sha256_file(path) != sha:
             return None
     return wheels
 
@@ -324,14 +325,6 @@ def _host_lock(path: Path) -> Iterator[None]:
     with open(path, "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         yield
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 # ---------------------------------------------------------------- provisioning
@@ -520,12 +513,9 @@ def _try_check(transport: Transport, venv_python: str, module: str, dist: str, *
                raise_error: bool = False) -> dict[str, Any] | None:
     """Import numpy and the runtime in the venv; its versions, or None (or a DeviceError)."""
     done = transport.run([venv_python, "-c", _CHECK, module, dist], timeout=600)
-    try:
-        reply = json.loads(done.stdout.strip().splitlines()[-1])
-        if done.status == 0 and isinstance(reply, dict):
-            return reply
-    except (ValueError, IndexError):
-        pass
+    reply = _last_json(done)
+    if reply is not None:
+        return reply
     if raise_error:
         raise DeviceError(f"{transport.label}: {module} was installed but does not import "
                           f"on the device: {_tail(done)}")
@@ -535,15 +525,21 @@ def _try_check(transport: Transport, venv_python: str, module: str, dist: str, *
 # ---------------------------------------------------------------- small helpers
 
 
+def _last_json(done: Any) -> dict[str, Any] | None:
+    """The JSON object a successful device command printed last, else None."""
+    try:
+        reply = json.loads(done.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return None
+    return reply if done.status == 0 and isinstance(reply, dict) else None
+
+
 def _json_run(transport: Transport, argv: list[str], what: str, *,
               timeout: float = 600.0) -> dict[str, Any]:
     done = transport.run(argv, timeout=timeout)
-    try:
-        reply = json.loads(done.stdout.strip().splitlines()[-1])
-        if done.status == 0 and isinstance(reply, dict):
-            return reply
-    except (ValueError, IndexError):
-        pass
+    reply = _last_json(done)
+    if reply is not None:
+        return reply
     hint = ""
     if done.status == 127 or "No such file" in done.stderr or "not found" in done.stderr:
         hint = " (is python3 installed there? set access.python or pass --device-python)"

@@ -30,6 +30,7 @@ from devices.provision import (
 )
 from devices.transport import Completed
 from edge.errors import DeviceError, UsageError
+from edge.model import sha256_file
 from tests.support.cli import run_edge
 from tests.support.digits import DigitsModel
 
@@ -139,7 +140,7 @@ def _fake_cache(root: Path, runtime: str) -> Path:
     wheels = {}
     for name in names:
         (folder / name).write_bytes(name.encode())
-        wheels[name] = provision._sha256(folder / name)
+        wheels[name] = sha256_file(folder / name)
     requirements = (*RUNTIMES[runtime][0], PIP)
     key = provision.hashlib.sha256("\n".join(sorted(requirements)).encode()).hexdigest()[:16]
     (folder / f"manifest-{key}.json").write_text(json.dumps(
