@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from devices.transport import Transport
+from edge import progress
 from edge.errors import DeviceError, UsageError
 from edge.model import sha256_file
 from edge.values import (
@@ -428,9 +429,11 @@ def _resolve(text: str, state: dict, label: str) -> str:
 
 def _bench(device: Device, model: str, artifact: Artifact, *, profile: str,
            bench: BenchOptions) -> DeployReport:
-    measured = device.call("bench", model, "--runs", str(bench.runs), "--warmup",
-                           str(bench.warmup), "--threads", str(bench.threads))
     transport = device.transport
+    with progress.step(f"{transport.label}: benchmarking {artifact.candidate.id} "
+                       f"({bench.runs} runs)"):
+        measured = device.call("bench", model, "--runs", str(bench.runs), "--warmup",
+                               str(bench.warmup), "--threads", str(bench.threads))
     return DeployReport(
         target=transport.label, transport=_kind(transport), profile=profile,
         candidate=artifact.candidate.id, artifact_sha256=artifact.sha256,
@@ -441,7 +444,8 @@ def _bench(device: Device, model: str, artifact: Artifact, *, profile: str,
 def _health(device: Device, model: str, release: str) -> HealthCheck:
     """The gate before a switch: the agent loads the model and runs it once."""
     try:
-        reply = device.call("health", "--model", model, timeout=300)
+        with progress.step(f"{device.transport.label}: health check of release {release}"):
+            reply = device.call("health", "--model", model, timeout=300)
     except DeviceError as exc:
         label = device.transport.label
         why = str(exc).removeprefix(f"{label}: ")
@@ -482,15 +486,17 @@ def profile_on_device(device: Device, model: Path, *, threads: int = 1, runs: in
     uploaded = not device.transport.exists(remote)
     if uploaded:
         _install_file(device, model, sha256, remote)
-    reply = device.call("profile", "--model", remote, "--threads", str(threads),
-                        "--runs", str(runs))
+    with progress.step(f"{device.transport.label}: profiling every node ({runs} runs)"):
+        reply = device.call("profile", "--model", remote, "--threads", str(threads),
+                            "--runs", str(runs))
     return {**reply, "uploaded": uploaded, "model": remote, "where": device.transport.label}
 
 
 def open_device(transport: Transport, *, python: str, work_dir: str) -> Device:
     """Prepare the work dir, push the agent if missing, check python, probe runtimes."""
-    device = _prepare(transport, python, work_dir)
-    probe = device.call("probe", timeout=120)
+    with progress.step(f"{transport.label}: preparing the device"):
+        device = _prepare(transport, python, work_dir)
+        probe = device.call("probe", timeout=120)
     return replace(device, runtimes=frozenset(probe.get("runtimes", {})))
 
 

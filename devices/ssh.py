@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from devices.transport import Completed
+from edge import progress
 from edge.errors import DeviceError, UsageError
 
 if TYPE_CHECKING:
@@ -166,9 +167,11 @@ class SSHTransport:
         return Completed(status=status, stdout=out, stderr=err)
 
     def put(self, local: Path, remote: str) -> None:
-        """Upload a file over SFTP."""
+        """Upload a file over SFTP (a bytes bar while progress is shown)."""
         try:
-            self._sftp_client().put(str(local), remote)
+            with progress.transfer(f"uploading {local.name} to {self.spec.host}",
+                                   local.stat().st_size) as bar:
+                self._sftp_client().put(str(local), remote, callback=bar.sent)
         except (OSError, _paramiko().SSHException) as exc:
             raise DeviceError(f"{self.label}: upload of {local.name} failed ({exc})") from None
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from edge import progress
 from edge.values import BenchResult
 
 __all__ = ["Rounds", "interleaved", "summarize", "host_label"]
@@ -34,9 +35,12 @@ def interleaved(
     """Milliseconds per call for every candidate; order alternates round by round."""
     samples: dict[str, list[float]] = {name: [] for name in calls}
     names = list(calls)
-    for index in range(rounds.rounds):
-        for name in names if index % 2 == 0 else names[::-1]:
-            samples[name] += _block(calls[name], rounds)
+    with progress.step("timing", total=rounds.rounds * len(names)) as bar:
+        for index in range(rounds.rounds):
+            for name in names if index % 2 == 0 else names[::-1]:
+                bar.update(f"timing round {index + 1}/{rounds.rounds} {name}")
+                samples[name] += _block(calls[name], rounds)
+                bar.advance()
     return samples
 
 

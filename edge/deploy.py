@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from edge import progress
 from edge.errors import CheckFailed, UsageError
 from edge.optimize import OptimizeOptions
 from edge.values import Bundle, DeployReport
@@ -67,7 +68,8 @@ def run_deploy_outcome(request: DeployRequest) -> tuple[Any, Bundle, Path]:
     _check_paths(request.device, profile)
     with _transport(request.device, profile) as transport:
         log.info("connecting to %s", transport.label)
-        transport.home()  # connect and authenticate before any work: fail fast, write nothing
+        with progress.step(f"connecting to {transport.label}"):
+            transport.home()  # connect and authenticate before any work: fail fast, write nothing
         transport.close()  # a long conversion must not hold an idle session open; reconnects
         bundle, bundle_dir = _bundle(request, profile)
         log.info("deploying %s to %s", bundle.chosen, transport.label)
@@ -162,8 +164,9 @@ def _provision(transport: Any, python: str, profile: Any, runtime: str) -> str:
     needs no internet); returns the venv's python, the device python from then on."""
     from devices.provision import provision_runtime
 
-    report = provision_runtime(transport, device_python=python,
-                               work_dir=profile.access.work_dir, runtime=runtime)
+    with progress.step(f"{transport.label}: provisioning {runtime}"):
+        report = provision_runtime(transport, device_python=python,
+                                   work_dir=profile.access.work_dir, runtime=runtime)
     log.info("provisioned %s %s into %s on %s (%d wheels sent, %d already there%s)", runtime,
              report.runtime_version, report.venv, transport.label, report.files_sent,
              report.files_reused, "" if report.installed else ", nothing to install")

@@ -24,6 +24,7 @@ comma (or colon) separated unions, ``&group`` intersections and ``!group`` exclu
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import ipaddress
 import logging
@@ -31,12 +32,13 @@ import re
 import shlex
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from edge import progress as bars
 from edge.deploy import DeployRequest, DeviceTarget
 from edge.errors import EdgeError, ExitStatus, UsageError, first_line
 from edge.optimize import OptimizeOptions
@@ -808,22 +810,43 @@ def _bundle_fields(outcome: tuple[Bundle, Path] | str) -> dict[str, Any]:
 
 
 class _Progress:
-    """Per-host progress lines through the ``edge`` logger, with running counts."""
+    """Per-host progress lines through the ``edge`` logger, with running counts; while bars
+    are shown, a hosts bar with the counts and a live status line per host being deployed."""
 
-    def __init__(self, total: int) -> None:
+    def __init__(self, total: int, bar: bars.Step | None = None) -> None:
         self.total = total
         self.done = 0
         self.failed = 0
         self.lock = threading.Lock()
+        self.bar = bar or bars.Step()
+        self.lines: dict[str, bars.Step] = {}
+
+    @contextlib.contextmanager
+    def host(self, job: _Job) -> Iterator[None]:
+        """A status line for this host while it deploys."""
+        with bars.step(f"{job.host.name}: starting") as line:
+            with self.lock:
+                self.lines[job.host.name] = line
+            try:
+                yield
+            finally:
+                with self.lock:
+                    self.lines.pop(job.host.name, None)
 
     def say(self, job: _Job, text: str) -> None:
         log.info("%s: %s", job.host.name, text)
+        with self.lock:
+            line = self.lines.get(job.host.name)
+        if line is not None:
+            line.update(f"{job.host.name}: {text}")
 
     def finished(self, result: HostResult) -> None:
         with self.lock:
             self.done += 1
             self.failed += not result.ok
             counts = f"[{self.done}/{self.total} done, {self.failed} failed]"
+            self.bar.update(f"hosts {self.done}/{self.total} done, {self.failed} failed",
+                            completed=self.done)
         if result.ok:
             log.info("%s: ok in %.1f s: %s, p50 %.3f ms %s", result.host, result.seconds,
                      result.candidate, result.p50_ms or 0.0, counts)
@@ -840,23 +863,24 @@ def _deploy_all(request: FleetRequest, jobs: list[_Job],
                 bundles: dict[str, tuple[Bundle, Path] | str]) -> tuple[HostResult, ...]:
     if not jobs:
         return ()
-    progress = _Progress(len(jobs))
     results: dict[str, HostResult] = {}
     workers = min(request.forks, len(jobs))
     log.info("deploying to %d host%s, %d at a time", len(jobs), "" if len(jobs) == 1 else "s",
              workers)
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="edge-fleet")
-    try:
-        futures = {pool.submit(_deploy_one, request, job, bundles[job.profile.id], progress):
-                   job for job in jobs}
-        for future in as_completed(futures):
-            result = future.result()  # _deploy_one never raises an Exception
-            results[result.host] = result
-            progress.finished(result)
-    except BaseException:
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    pool.shutdown(wait=True)
+    with bars.step(f"hosts 0/{len(jobs)} done", total=len(jobs)) as bar:
+        progress = _Progress(len(jobs), bar)
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="edge-fleet")
+        try:
+            futures = {pool.submit(_deploy_one, request, job, bundles[job.profile.id],
+                                   progress): job for job in jobs}
+            for future in as_completed(futures):
+                result = future.result()  # _deploy_one never raises an Exception
+                results[result.host] = result
+                progress.finished(result)
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
     return tuple(results[job.host.name] for job in jobs)
 
 
@@ -872,7 +896,8 @@ def _deploy_one(request: FleetRequest, job: _Job, bundle: tuple[Bundle, Path] | 
     if isinstance(bundle, str):
         return failed(bundle)
     try:
-        report = _deploy_to(request, job, bundle, lambda text: progress.say(job, text))
+        with progress.host(job):
+            report = _deploy_to(request, job, bundle, lambda text: progress.say(job, text))
     except EdgeError as exc:
         return failed(first_line(exc))
     except Exception as exc:  # noqa: BLE001 - one host's bug must not stop the others

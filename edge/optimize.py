@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from edge import progress
 from edge.bench import Rounds, interleaved, summarize
 from edge.bundle import FORMAT, check_writable, write_bundle
 from edge.data import dataset_digest, load_dataset, synthetic_dataset
@@ -101,13 +102,16 @@ def plan_for(profile: Profile, model: ModelInfo) -> tuple[Planned, ...]:
 def optimize(model_path: Path, profile: Profile, out: Path, options: OptimizeOptions) -> Bundle:
     """Run the whole optimize step and write the bundle to ``out``."""
     check_writable(out)
-    origin, reference = reference_model(model_path, shapes=options.shapes, dtypes=options.dtypes)
-    model = inspect_model(reference)
+    with progress.step(f"reading {model_path.name}"):
+        origin, reference = reference_model(model_path, shapes=options.shapes,
+                                            dtypes=options.dtypes)
+        model = inspect_model(reference)
     refuse_if_unfit(profile, model)
-    ctx = _context(model, options)
+    with progress.step("loading data and running the fp32 reference"):
+        ctx = _context(model, options)
     plan = plan_for(profile, ctx.model)
     with _background_conversions(plan, ctx):
-        outcomes = [_try(planned, ctx) for planned in plan]
+        outcomes = _converted(plan, ctx)
     outcomes = _measured(outcomes, profile, options, ctx)
     budget = options.latency_budget_ms if _host_is(profile) else None
     if options.latency_budget_ms is not None and budget is None:
@@ -224,6 +228,21 @@ def _background_conversions(plan: tuple[Planned, ...], ctx: _Context) -> Iterato
             thread.join()
 
 
+def _converted(plan: tuple[Planned, ...], ctx: _Context) -> list[_Outcome]:
+    """Every candidate of the plan tried in turn, under one bar over those it keeps."""
+    total = sum(1 for planned in plan if planned.keep)
+    outcomes: list[_Outcome] = []
+    done = 0
+    with progress.step("converting", total=total) as bar:
+        for planned in plan:
+            if planned.keep:
+                done += 1
+                bar.update(f"converting {done}/{total} {planned.candidate.id}")
+            outcomes.append(_try(planned, ctx))
+            bar.update(completed=done)
+    return outcomes
+
+
 def _try(planned: Planned, ctx: _Context) -> _Outcome:
     from targets import get_target
     from targets.base import ConversionError, ConvertSettings
@@ -236,15 +255,18 @@ def _try(planned: Planned, ctx: _Context) -> _Outcome:
     settings = ConvertSettings()
     log.info("converting and verifying %s", cand.id)
     shared = getattr(target, "converts_with", None) or cand.target
+    calibrating = f"calibrating on {len(ctx.calib)} samples, " if cand.precision == "int8" else ""
     try:
-        file, notes = target.convert(ctx.model, cand.precision, calib=ctx.calib,
-                                     workdir=ctx.workroot / f"{shared}-{settings.digest()}",
-                                     settings=settings)
+        with progress.step(f"{cand.id}: {calibrating}converting"):
+            file, notes = target.convert(ctx.model, cand.precision, calib=ctx.calib,
+                                         workdir=ctx.workroot / f"{shared}-{settings.digest()}",
+                                         settings=settings)
     except ConversionError as exc:
         return _failed(cand, str(exc))
     try:
-        runner = target.load(file, ctx.model, threads=os.cpu_count() or 1)
-        fidelity = measure(ctx.reference, run_all(runner, ctx.held_out), ctx.held_out)
+        with progress.step(f"{cand.id}: verifying on {len(ctx.held_out)} samples"):
+            runner = target.load(file, ctx.model, threads=os.cpu_count() or 1)
+            fidelity = measure(ctx.reference, run_all(runner, ctx.held_out), ctx.held_out)
     except Exception as exc:  # noqa: BLE001 - a runtime that cannot run it drops out, others go on
         return _failed(cand, f"{target.runtime} could not run the artifact: "
                              f"{type(exc).__name__}: {first_line(exc)}")
@@ -273,9 +295,10 @@ def _recover(target: Any, precision: str, ctx: _Context, settings: Any) -> Any:
     from edge.recover import recover
 
     log.info("%s-%s lost fidelity: searching for nodes to keep in float", target.name, precision)
-    return recover(target, ctx.model, precision, ctx.calib, ctx.held_out, ctx.reference,
-                   ctx.limits, lambda s: ctx.workroot / f"{target.name}-{s.digest()}",
-                   settings=settings)
+    with progress.step(f"{target.name}-{precision}: searching for nodes to keep in float"):
+        return recover(target, ctx.model, precision, ctx.calib, ctx.held_out, ctx.reference,
+                       ctx.limits, lambda s: ctx.workroot / f"{target.name}-{s.digest()}",
+                       settings=settings)
 
 
 def _failed(cand: Any, reason: str) -> _Outcome:

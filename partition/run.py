@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from edge import progress
 from edge.errors import CheckFailed, UsageError
 from edge.profile import Profile
 
@@ -134,7 +135,9 @@ def _partition(model_path: Path, edge: Profile, cloud: Profile, out: Path,
 
     objective = options.objective
     reference = _named_reference(model_path, options, out)
-    edge_costs, cloud_costs, costs = _costs(reference, edge, cloud, options)
+    measuring = options.measured or options.device is not None
+    with progress.step(f"{'measuring' if measuring else 'estimating'} per-node costs"):
+        edge_costs, cloud_costs, costs = _costs(reference, edge, cloud, options)
     graph = with_compression(build_graph(reference, edge_costs, cloud_costs),
                              options.compression)
     bandwidth = options.bandwidth_mbps or edge.link.uplink_mbps
@@ -209,10 +212,13 @@ def _build_cuts(reference: Path, graph: Any, best: Any, table: Sequence[dict[str
                               + [frozenset(r["edge_nodes"]) for r in table]
                               + [everything, frozenset()]))  # both baselines, always
     built = []
-    for index, edge in enumerate(sets):
-        where = out if index == 0 else out / CUTS_DIR / f"c{index}"
-        built.append(_build_cut(reference, graph, edge, f"c{index}", where, compression,
-                                samples))
+    with progress.step("writing cuts", total=len(sets)) as bar:
+        for index, edge in enumerate(sets):
+            bar.update(f"writing and verifying cut c{index} ({index + 1}/{len(sets)})")
+            where = out if index == 0 else out / CUTS_DIR / f"c{index}"
+            built.append(_build_cut(reference, graph, edge, f"c{index}", where, compression,
+                                    samples))
+            bar.advance()
     return built
 
 
@@ -342,8 +348,13 @@ def _device_costs(reference: Path, profile: Profile, target: Any) -> tuple[dict[
         threads = target.threads if target.threads is not None else (
             profile.compute.default_threads)
         runs = max(3, min(target.runs, 100) // DEVICE_REPEATS)
-        repeats = [measure_costs_on_device(reference, device, threads=threads, runs=runs)
-                   for _ in range(DEVICE_REPEATS)]
+        repeats = []
+        with progress.step(f"{transport.label}: measuring per-node costs",
+                           total=DEVICE_REPEATS) as bar:
+            for _ in range(DEVICE_REPEATS):
+                repeats.append(measure_costs_on_device(reference, device, threads=threads,
+                                                       runs=runs))
+                bar.advance()
         return _median_costs(repeats), transport.label
     finally:
         transport.close()

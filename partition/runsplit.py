@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from edge import progress
 from edge.errors import UsageError
 
 __all__ = ["RunSplitOptions", "render", "run"]
@@ -40,8 +41,13 @@ def run(split_dir: Path, options: RunSplitOptions) -> dict[str, Any]:
         for feed, _ in zip(_cycle(feeds), range(options.warmup), strict=False):
             client.infer(feed)
         # timed run i is input i (cycling), so saved output i belongs to input i
-        results = [client.infer(f) for f, _ in zip(_cycle(feeds), range(options.runs),
-                                                   strict=False)]
+        results: list[Any] = []
+        with progress.step("inferences", total=options.runs) as bar:
+            for index, (feed, _) in enumerate(zip(_cycle(feeds), range(options.runs),
+                                                  strict=False)):
+                bar.update(f"inference {index + 1}/{options.runs}")
+                results.append(client.infer(feed))
+                bar.advance()
         last_error = client.last_error
     if options.out is not None:
         _save(options.out, [r.outputs for r in results])

@@ -11,7 +11,7 @@ import pytest
 
 from tests.support.cli import run_cli
 
-HEAVY = ("tensorflow", "openvino", "torch", "onnx2tf", "onnxruntime", "paramiko")
+HEAVY = ("tensorflow", "openvino", "torch", "onnx2tf", "onnxruntime", "paramiko", "rich")
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["deploy", "--help"], ["optimize", "--help"],

@@ -1,0 +1,194 @@
+"""Progress bars and live status lines on stderr, drawn with rich (imported only when shown).
+
+Off by default, so a library caller sees nothing. ``edge.cli`` turns it on for a terminal's
+stderr, never under ``--json``. While a bar is shown, ``edge`` log lines and warnings are printed
+above it through the same console, so nothing tears. Safe to use from many threads at once.
+
+    with progress.step("converting", total=9) as bar:
+        bar.update("converting 1/9 tflite-int8")
+        bar.advance()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Iterator
+from typing import IO, Any
+
+__all__ = ["LogHandler", "Step", "disable", "enable", "enabled", "step", "transfer"]
+
+#: Redraws per second: low, so the display costs nothing measurable during benchmark rounds.
+REFRESH_PER_SECOND = 5
+_LOCK = threading.RLock()
+
+
+class _State:
+    """Where bars go (None: off), the console once rich is loaded, and the live display."""
+
+    stream: IO[str] | None = None
+    terminal: bool | None = None
+    console: Any = None
+    live: Any = None  # rich.progress.Progress while at least one step is shown
+    steps = 0
+
+
+_state = _State()
+
+
+def enable(stream: IO[str], *, terminal: bool | None = None) -> None:
+    """Show bars on ``stream`` from now on (``terminal`` forces rich's terminal detection)."""
+    with _LOCK:
+        _state.stream, _state.terminal, _state.console = stream, terminal, None
+
+
+def disable() -> None:
+    """Show nothing from now on (the default)."""
+    with _LOCK:
+        _state.stream = _state.console = None
+
+
+def enabled() -> bool:
+    """Whether bars are shown."""
+    return _state.stream is not None
+
+
+class Step:
+    """One shown step; every method does nothing when progress is off."""
+
+    def __init__(self, live: Any = None, task: Any = None) -> None:
+        self._live, self._task = live, task
+
+    def advance(self, amount: float = 1) -> None:
+        """Count ``amount`` more units done."""
+        if self._live is not None:
+            with contextlib.suppress(KeyError):  # used after its step ended: nothing to show
+                self._live.advance(self._task, amount)
+
+    def update(self, description: str | None = None, *, completed: float | None = None,
+               total: float | None = None) -> None:
+        """Change the description, the units done or the total."""
+        if self._live is not None:
+            with contextlib.suppress(KeyError):
+                self._live.update(self._task, description=description, completed=completed,
+                                  total=total)
+
+    def sent(self, done: int, total: int) -> None:
+        """A transfer callback (paramiko's ``callback(bytes_done, bytes_total)``)."""
+        self.update(completed=done, total=total)
+
+
+@contextlib.contextmanager
+def step(description: str, total: float | None = None, *, unit: str = "") -> Iterator[Step]:
+    """A bar over ``total`` units, or a spinner when the total is unknown."""
+    with _LOCK:
+        live = _start() if _state.stream is not None else None
+        task = live.add_task(description, total=total, unit=unit) if live is not None else None
+    try:
+        yield Step(live, task)
+    finally:
+        if live is not None:
+            _finish(live, task)
+
+
+def transfer(description: str, size: int) -> contextlib.AbstractContextManager[Step]:
+    """A bytes bar with size, speed and time left; feed it with ``Step.sent`` or ``advance``."""
+    return step(description, total=size, unit="bytes")
+
+
+def _start() -> Any:
+    """The live display, started for the first concurrent step (call with _LOCK held)."""
+    if _state.live is None:
+        _state.live = _progress(_console())
+        _state.live.start()
+    _state.steps += 1
+    return _state.live
+
+
+def _finish(live: Any, task: Any) -> None:
+    with _LOCK:
+        live.refresh()  # its last state is drawn at least once, however short the step
+        live.remove_task(task)
+        _state.steps -= 1
+        if _state.steps == 0 and _state.live is live:
+            live.stop()
+            _state.live = None
+
+
+def _console() -> Any:
+    if _state.console is None:
+        from rich.console import Console
+
+        _state.console = Console(file=_state.stream, force_terminal=_state.terminal,
+                                 highlight=False, soft_wrap=False)
+    return _state.console
+
+
+def _progress(console: Any) -> Any:
+    from rich.progress import Progress
+
+    return Progress(*_columns(), console=console, transient=True, redirect_stdout=False,
+                    refresh_per_second=REFRESH_PER_SECOND)
+
+
+def _columns() -> list[Any]:
+    """Spinner, description, bar, figures, time. A narrow terminal cuts the description short
+    (with an ellipsis) before anything else; nothing wraps onto a second line."""
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        ProgressColumn,
+        SpinnerColumn,
+        TaskProgressColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+    from rich.table import Column
+    from rich.text import Text
+
+    class Description(ProgressColumn):
+        def render(self, task: Any) -> Any:
+            return Text(task.description, no_wrap=True, overflow="ellipsis")
+
+    class Detail(ProgressColumn):
+        """Size, speed and time left of a transfer; else percentage done and time taken."""
+
+        def __init__(self) -> None:
+            super().__init__(table_column=Column(no_wrap=True))
+            self.bytes = (DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn())
+            self.count = (TaskProgressColumn(), TimeElapsedColumn())
+            self.spin = (TimeElapsedColumn(),)
+
+        def render(self, task: Any) -> Any:
+            columns = (self.spin if task.total is None else
+                       self.bytes if task.fields.get("unit") == "bytes" else self.count)
+            return Text(" ").join(column.render(task) for column in columns)
+
+    return [SpinnerColumn(table_column=Column(no_wrap=True)),
+            Description(table_column=Column(no_wrap=False)),  # the one that gives way
+            BarColumn(bar_width=20, table_column=Column(no_wrap=True)), Detail()]
+
+
+class LogHandler(logging.Handler):
+    """Log records as lines on the progress stream, above any bar being shown."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        super().__init__()
+        self.stream = stream
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Print above the live display when one is shown, else write the line as is."""
+        try:
+            line = self.format(record)
+            with _LOCK:
+                if _state.live is not None:
+                    from rich.text import Text
+
+                    _state.live.console.print(Text(line), soft_wrap=True)
+                else:
+                    self.stream.write(line + "\n")
+                    self.stream.flush()
+        except Exception:  # noqa: BLE001 - logging must never raise into the caller
+            self.handleError(record)
