@@ -13,7 +13,8 @@ from edge.errors import UsageError
 from edge.model import sha256_file
 from edge.values import Bundle
 
-__all__ = ["FORMAT", "MANIFEST", "check_writable", "is_bundle", "read_bundle", "write_bundle"]
+__all__ = ["FORMAT", "MANIFEST", "check_writable", "current_umask", "is_bundle", "read_bundle",
+           "write_bundle"]
 
 MANIFEST = "manifest.json"
 FORMAT = 1
@@ -44,7 +45,7 @@ def write_bundle(out: Path, bundle: Bundle, files: Mapping[str, Path]) -> Path:
     check_writable(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    staging.chmod(0o777 & ~_umask())  # mkdtemp makes 0700; a bundle is an ordinary directory
+    staging.chmod(0o777 & ~current_umask())  # mkdtemp makes 0700; a bundle is an ordinary directory
     try:
         for name, src in files.items():
             dst = staging / name
@@ -58,7 +59,8 @@ def write_bundle(out: Path, bundle: Bundle, files: Mapping[str, Path]) -> Path:
     return out
 
 
-def _umask() -> int:
+def current_umask() -> int:
+    """The process umask (reading it means setting it: set straight back)."""
     current = os.umask(0)
     os.umask(current)
     return current

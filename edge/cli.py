@@ -52,16 +52,21 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _log_progress(*, quiet: bool) -> None:
-    """Progress lines ('edge: converting ...') on a terminal's stderr; none under --json."""
+    """Progress bars and lines ('edge: converting ...') on a terminal's stderr; none under
+    --json. Log lines print above the bars, through the same console."""
     import logging
+
+    from edge import progress
 
     logger = logging.getLogger("edge")
     logger.handlers[:] = []
+    progress.disable()
     if quiet:
         logger.addHandler(logging.NullHandler())
         logger.propagate = False
         return
-    handler = logging.StreamHandler(sys.stderr)
+    progress.enable(sys.stderr)
+    handler = progress.LogHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("edge: %(message)s"))
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
@@ -97,6 +102,25 @@ def _emit(as_json: bool, document: Any, text: str) -> None:
 
 json_option = click.option("--json", "as_json", is_flag=True,
                            help="Print one JSON document on stdout, nothing else.")
+report_option = click.option(
+    "--report", "report_file", type=_PATH, metavar="FILE",
+    help="Also write the HTML report of the result to FILE (as `edge report` does).")
+
+
+def _check_report_file(path: Path | None) -> None:
+    """Refuse a --report FILE that cannot be written before any long work starts."""
+    if path is None:
+        return
+    from edge.report import check_report_target
+
+    check_report_target(path)
+
+
+def _write_report(render: Any, source: Path, out: Path) -> str:
+    """Render the report of ``source`` with ``render`` and write it atomically to ``out``."""
+    from edge.report import write_report
+
+    return str(write_report(render(source), out))
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -308,9 +332,10 @@ def _options(opts: dict[str, Any]) -> Any:
 @click.option("--profile", "profile_ref", required=True, help="Device profile id or file.")
 @_optimize_options
 @click.option("--dry-run", is_flag=True, help="Print the plan; convert nothing.")
+@report_option
 @json_option
 def optimize_cmd(model: Path, profile_ref: str, out: Path | None, dry_run: bool,
-                 as_json: bool, **opts: Any) -> int:
+                 report_file: Path | None, as_json: bool, **opts: Any) -> int:
     """Convert, quantize and verify a model for a device; write a bundle.
 
     MODEL may be ONNX, TFLite, Keras, a SavedModel folder or a PyTorch module (see inspect).
@@ -318,6 +343,7 @@ def optimize_cmd(model: Path, profile_ref: str, out: Path | None, dry_run: bool,
     \b
     Example:
       edge optimize model.onnx --profile rpi4 --calib calib.npy --eval eval.npz -o rpi4.bundle
+      edge optimize sample:digits --profile rpi4 --report digits-rpi4.html
     """
     from edge.optimize import optimize
     from edge.profile import load_profile
@@ -328,11 +354,20 @@ def optimize_cmd(model: Path, profile_ref: str, out: Path | None, dry_run: bool,
     options = _options(opts)
     if dry_run:
         return _print_plan(model, profile, options, as_json)
+    _check_report_file(report_file)
     where = out or Path(f"{model.stem}-{profile.id}.bundle")
     with _stdout_to_stderr(as_json):
         bundle = optimize(model, profile, where, options)
-    _emit(as_json, bundle.to_json() | {"bundle": str(where)}, render_bundle(bundle, str(where)))
+        html = _write_report(_bundle_report, where, report_file) if report_file else None
+    _emit(as_json, bundle.to_json() | {"bundle": str(where)} | ({"report": html} if html else {}),
+          render_bundle(bundle, str(where)) + (f"\nreport: {html}" if html else ""))
     return 0 if bundle.chosen else int(ExitStatus.CHECK_FAILED)
+
+
+def _bundle_report(bundle_dir: Path) -> str:
+    from edge.report import render_bundle_report
+
+    return render_bundle_report(bundle_dir)
 
 
 def _print_plan(model: Path, profile: Any, options: Any, as_json: bool) -> int:
@@ -354,7 +389,12 @@ def _print_plan(model: Path, profile: Any, options: Any, as_json: bool) -> int:
 # ---------------------------------------------------------------- devices
 @cli.group()
 def devices() -> None:
-    """Talk to devices: write a profile from a live one."""
+    """Talk to devices: write a profile from a live one.
+
+    \b
+    Example:
+      edge devices probe pi@raspberrypi.local -o kitchen-pi.yaml
+    """
 
 
 @devices.command("probe")
@@ -401,8 +441,10 @@ def _device_options(func: Any) -> Any:
         click.option("--trust-new-host", is_flag=True,
                      help="Accept and record an unknown host key (never a changed one)."),
         click.option("--device-python", help="Python on the device [profile access.python]."),
-        click.option("--runs", type=click.IntRange(1, 100000), default=50, show_default=True),
-        click.option("--warmup", type=click.IntRange(0, 10000), default=5, show_default=True),
+        click.option("--runs", type=click.IntRange(1, 100000), default=50, show_default=True,
+                     help="Timed inferences on the device (percentiles come from these)."),
+        click.option("--warmup", type=click.IntRange(0, 10000), default=5, show_default=True,
+                     help="Inferences run first on the device and left out of the timing."),
         click.option("--threads", type=click.IntRange(0, 1024), default=None,
                      help="Threads on the device [profile compute.threads or cores; 0: all]."),
         click.option("--provision", is_flag=True,
@@ -448,11 +490,13 @@ def _device(opts: dict[str, Any]) -> Any:
               help="Minimise latency, device energy per frame, or the slowest pipeline stage.")
 @_device_options
 @_SHAPE
+@report_option
 @json_option
 def partition_cmd(model: Path, profile_ref: str, cloud_ref: str, bandwidth: float | None,
                   rtt: float | None, out: Path | None, compress: str, calib: Path | None,
                   measure: bool, measure_on_device: bool, objective: str,
-                  shapes: tuple[str, ...], as_json: bool, **device: Any) -> int:
+                  shapes: tuple[str, ...], report_file: Path | None, as_json: bool,
+                  **device: Any) -> int:
     """Split a model between the edge device and the cloud at the optimal cut.
 
     The cut minimises --objective: end-to-end latency, device energy per frame (profile
@@ -471,20 +515,26 @@ def partition_cmd(model: Path, profile_ref: str, cloud_ref: str, bandwidth: floa
           --calib frames.npy
       edge partition model.onnx --profile rpi4 --cloud cloud-c7i --host pi@raspberrypi.local \\
           --measure --objective energy     # edge costs measured ON the Pi, cloud's here
+      edge partition sample:digits --profile rpi4 --cloud cloud-t4 --report split.html
     """
     from edge.profile import load_profile
+    from edge.report import render_partition_report
     from partition.run import PartitionOptions, partition
 
     edge, cloud = load_profile(profile_ref), load_profile(cloud_ref)
     model, calib, _ = _with_sample(model, calib, None)
     pins, _ = _parse_shapes(shapes)
     where = out or Path(f"{model.stem}-{edge.id}-split")
+    _check_report_file(report_file)
     with _stdout_to_stderr(as_json):
         report = partition(model, edge, cloud, where, PartitionOptions(
             bandwidth_mbps=bandwidth, rtt_ms=rtt, shapes=pins or None, compression=compress,
             samples=calib, measured=measure, objective=objective,
             device=_device(device) if measure_on_device or device.get("host") else None))
-    _emit(as_json, report.to_json(), _render_partition(report))
+        html = (_write_report(render_partition_report, where, report_file) if report_file
+                else None)
+    _emit(as_json, report.to_json() | ({"report": html} if html else {}),
+          _render_partition(report) + (f"\nreport: {html}" if html else ""))
     return 0
 
 
@@ -521,7 +571,8 @@ def _render_partition(report: Any) -> str:
 @click.argument("split_dir", type=_PATH)
 @click.option("--host", "address", default="127.0.0.1", show_default=True,
               help="Address to listen on.")
-@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
+              help="TCP port to listen on (0: any free port, printed at start).")
 @click.option("--token-file", type=_PATH, help="File with the bearer token [$EDGE_CLOUD_TOKEN].")
 @click.option("--insecure-no-auth", is_flag=True, help="Serve without a token (never in public).")
 @click.option("--max-body", type=click.IntRange(1), default=64 * 2**20, show_default=True,
@@ -562,7 +613,8 @@ def serve_cloud(split_dir: Path, address: str, port: int, token_file: Path | Non
 @click.option("--url", required=True, help="The cloud server, http://HOST:PORT.")
 @click.option("--input", "data", type=_PATH,
               help="Inputs (.npy/.npz/images, axis 0 = samples) [random].")
-@click.option("--runs", type=click.IntRange(1, 1000000), default=10, show_default=True)
+@click.option("--runs", type=click.IntRange(1, 1000000), default=10, show_default=True,
+              help="Inferences to run and report (cycling through --input samples).")
 @click.option("--warmup", type=click.IntRange(0, 10000), default=1, show_default=True,
               help="Inferences run first and left out of the report.")
 @click.option("--cut", default="auto", show_default=True,
@@ -623,8 +675,9 @@ def _read_token(path: Path | None) -> str | None:
 def report_cmd(source: Path, out: Path, no_layers: bool, as_json: bool) -> int:
     """Write one self-contained HTML report (inline SVG plots, no network needed to view).
 
-    A bundle: candidates on a latency x fidelity plane, per-layer time of its ONNX candidates
-    (measured on this host), each device's history from $EDGE_CACHE_DIR/results, the tables.
+    A bundle: candidates on a latency x fidelity plane, per-layer time of up to six candidates
+    on their own runtimes (ONNX Runtime and OpenVINO profilers, TFLite prefix timings; measured
+    on this host), each device's history from $EDGE_CACHE_DIR/results, the tables.
     A split: every cut's predicted latency against bandwidth, with the regimes of split.yaml.
     A results folder: the history of every device in it.
 
@@ -715,10 +768,13 @@ def _regressed(comparison: Any) -> int:
               help="Hosts deployed at once with --inventory.")
 @_optimize_options
 @click.option("--dry-run", is_flag=True, help="Say what would be done; touch nothing.")
+@click.option("--report", "report_file", type=_PATH, metavar="FILE",
+              help="Also write the HTML report of the deployed bundle, with the device's "
+                   "history, to FILE (--inventory: FILE-PROFILE.html per bundle when several).")
 @json_option
 def deploy(source: Path, profile_ref: str | None, measure_on_device: bool, keep: int,
            inventory: Path | None, limit: str | None, forks: int, out: Path | None,
-           dry_run: bool, as_json: bool, **opts: Any) -> int:
+           dry_run: bool, report_file: Path | None, as_json: bool, **opts: Any) -> int:
     """Optimize (if given a model), push to the device, benchmark ON the device, report.
 
     MODEL may be sample:digits, a CNN shipped with edge (with its calibration and labelled
@@ -730,15 +786,18 @@ def deploy(source: Path, profile_ref: str | None, measure_on_device: bool, keep:
       edge deploy model.onnx --profile rpi4 --host pi@raspberrypi.local --calib calib.npy
       edge deploy rpi4.bundle --host pi@10.0.0.7:2222 --identity ~/.ssh/id_ed25519
       edge deploy model.onnx --profile rpi4          # the embedded local device
+      edge deploy sample:digits --profile rpi4 --report deploy.html
     """
     from edge.deploy import DeployRequest, run_deploy_outcome
     from edge.render import render_bundle, render_deploy_outcome
     from edge.results import keep as keep_result
 
     source, opts["calib"], opts["eval_"] = _with_sample(source, opts["calib"], opts["eval_"])
+    if not dry_run:
+        _check_report_file(report_file)
     if inventory is not None:
         return _deploy_fleet(source, inventory, limit, forks, profile_ref, out,
-                             measure_on_device, dry_run, as_json, opts)
+                             measure_on_device, dry_run, as_json, opts, report_file, keep)
     if limit is not None:
         raise UsageError("--limit selects inventory hosts: give --inventory too")
     request = DeployRequest(source=source, profile=profile_ref, device=_device(opts),
@@ -752,28 +811,49 @@ def deploy(source: Path, profile_ref: str | None, measure_on_device: bool, keep:
     with _stdout_to_stderr(as_json):
         outcome, bundle, bundle_dir = run_deploy_outcome(request)
     keep_result(outcome.report)
+    with _stdout_to_stderr(as_json):
+        html = _write_report(_bundle_report, bundle_dir, report_file) if report_file else None
     text = render_bundle(bundle, str(bundle_dir)) + "\n\n" + render_deploy_outcome(outcome)
-    _emit(as_json, outcome.to_json() | {"bundle": str(bundle_dir)}, text)
+    text += f"\nreport: {html}" if html else ""
+    _emit(as_json, outcome.to_json() | {"bundle": str(bundle_dir)}
+          | ({"report": html} if html else {}), text)
     return 0
 
 
 def _deploy_fleet(source: Path, inventory: Path, limit: str | None, forks: int,
                   profile_ref: str | None, out: Path | None, measure_on_device: bool,
-                  dry_run: bool, as_json: bool, opts: dict[str, Any]) -> int:
+                  dry_run: bool, as_json: bool, opts: dict[str, Any],
+                  report_file: Path | None = None, keep: int = 3) -> int:
     """``edge deploy --inventory``: one bundle per profile, then every host in parallel."""
     from edge.fleet import FleetRequest, describe_fleet, render_fleet, run_fleet
+    from edge.results import keep as keep_result
 
     request = FleetRequest(source=source, inventory=inventory, limit=limit, forks=forks,
                            profile=profile_ref, device=_device(opts), options=_options(opts),
-                           out_dir=out, measure_on_device=measure_on_device)
+                           out_dir=out, measure_on_device=measure_on_device, keep=keep)
     if dry_run:
         plan = describe_fleet(request)
         _emit(as_json, plan, "\n".join(plan["steps"]))
         return 0
     with _stdout_to_stderr(as_json):
         report = run_fleet(request)
-    _emit(as_json, report.to_json(), render_fleet(report))
+    for host in report.hosts:  # each host's measurement joins its history, as a deploy's does
+        if host.report is not None:
+            keep_result(host.report)
+    with _stdout_to_stderr(as_json):
+        html = _fleet_reports(report, report_file) if report_file else []
+    _emit(as_json, report.to_json() | ({"reports": html} if report_file else {}),
+          render_fleet(report) + "".join(f"\nreport: {h}" for h in html))
     return int(report.exit_status)
+
+
+def _fleet_reports(report: Any, out: Path) -> list[str]:
+    """One HTML report per bundle the fleet deploy built: OUT, or OUT-PROFILE when several."""
+    built = [b for b in report.bundles if b.bundle]
+    names = ([out] if len(built) == 1
+             else [out.with_name(f"{out.stem}-{b.profile}{out.suffix or '.html'}") for b in built])
+    return [_write_report(_bundle_report, Path(b.bundle), name)
+            for b, name in zip(built, names, strict=True)]
 
 
 def _remote_options(func: Any) -> Any:

@@ -5,7 +5,8 @@ Security Policy forbids loading anything). Plots are drawn with matplotlib's Agg
 inlined as SVG (text kept as text). matplotlib is imported only while rendering.
 
 * Bundle (``edge optimize -o DIR``): candidates on a host-latency x fidelity plane with the
-  chosen one marked; per-layer time of the bundle's ONNX candidates, measured on this host;
+  chosen one marked; per-layer time of up to six candidates, each on its own runtime
+  (onnxruntime, OpenVINO, LiteRT; see ``edge.layers``), measured on this host;
   the p50 history of every device that measured one of the bundle's artifacts (from
   ``$EDGE_CACHE_DIR/results``); the candidate table with every reason.
 * Split (``edge partition -o DIR``): every precomputed cut's predicted latency against the
@@ -27,14 +28,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edge import __version__
+from edge import __version__, progress
 from edge.errors import UsageError
 
-__all__ = ["render_bundle_report", "render_partition_report", "render_report",
-           "render_results_report", "report_kind", "write_report"]
+__all__ = ["check_report_target", "render_bundle_report", "render_partition_report",
+           "render_report", "render_results_report", "report_kind", "write_report"]
 
-#: Nodes shown per ONNX candidate in the per-layer plot.
+#: Layers shown per candidate in the per-layer plot.
 TOP_LAYERS = 12
+#: Candidates broken down per layer (the chosen one first, then passed, then rejected).
+MAX_LAYER_PLOTS = 6
 #: Devices shown in the history section (the most recently measured first).
 MAX_DEVICES = 8
 
@@ -84,8 +87,24 @@ def render_report(path: Path, *, layers: bool = True) -> str:
     return render_results_report(path)
 
 
+def check_report_target(out: Path) -> None:
+    """Refuse, before any work, a report path that cannot be written or drawn."""
+    out = Path(out)
+    if out.is_dir():
+        raise UsageError(f"--report {out}: is a directory; give a file name such as report.html")
+    parent = next((p for p in (out.parent, *out.parent.parents) if p.exists()), Path("."))
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"--report {out}: cannot write in {parent}; choose another place")
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        raise UsageError("--report draws with matplotlib: pip install 'edge[report]'")
+
+
 def write_report(text: str, out: Path) -> Path:
     """Write the report atomically (a reader sees the old file or the new one)."""
+    from edge.bundle import current_umask
+
     out = Path(out)
     if out.is_dir():
         raise UsageError(f"-o {out}: is a directory; give a file name such as report.html")
@@ -94,18 +113,12 @@ def write_report(text: str, out: Path) -> Path:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
-        os.chmod(tmp, 0o666 & ~_umask())
+        os.chmod(tmp, 0o666 & ~current_umask())
         os.replace(tmp, out)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return out
-
-
-def _umask() -> int:
-    current = os.umask(0)
-    os.umask(current)
-    return current
 
 
 # ---------------------------------------------------------------- HTML pieces
@@ -246,9 +259,6 @@ def _candidates_section(plt: Any, bundle: Any) -> _Section:
             ax.scatter([r.bench.p50_ms for r in group], [fidelity(r) for r in group],
                        marker=marker, c=color, s=size, label=status, zorder=3,
                        edgecolors="black" if status == "chosen" else "none", linewidths=0.8)
-        for r in plotted:
-            ax.annotate(r.candidate.id, (r.bench.p50_ms, fidelity(r)), xytext=(6, 4),
-                        textcoords="offset points", fontsize=8)
         ref = next((r.fidelity.reference_accuracy for r in plotted
                     if r.fidelity.reference_accuracy is not None), None)
         if ref is not None and label.startswith("accuracy"):
@@ -264,6 +274,7 @@ def _candidates_section(plt: Any, bundle: Any) -> _Section:
         ax.grid(True, alpha=0.3)
         ax.legend(loc="best", fontsize=8)
         ax.margins(x=0.15, y=0.15)
+        _label_apart(ax, [(r.bench.p50_ms, fidelity(r), r.candidate.id) for r in plotted])
         body.append(_figure(
             _svg(fig, "plot-candidates", "Candidates: latency x fidelity"),
             "Each candidate that was verified and timed, at its p50 latency on the machine "
@@ -287,56 +298,115 @@ def _candidates_section(plt: Any, bundle: Any) -> _Section:
     return _Section("Candidates", "".join(body), "candidates")
 
 
-def _onnx_candidates(bundle: Any, bundle_dir: Path) -> list[tuple[str, Path]]:
-    """(candidate id, file) of every ONNX artifact, the chosen one first."""
-    found = [(r.candidate.id, bundle_dir / r.artifact.file) for r in bundle.candidates
-             if r.artifact is not None and r.artifact.file.endswith(".onnx")
-             and r.status in ("chosen", "passed", "rejected")]
-    return sorted(found, key=lambda item: item[0] != bundle.chosen)
+def _label_apart(ax: Any, points: Sequence[tuple[float, float, str]], size: float = 8) -> None:
+    """Label each point beside it; a label that would cover another moves up or down a line
+    (with a thin leader) instead, so candidates at nearly the same point stay readable."""
+    ax.figure.canvas.draw()  # settle limits and scales: label boxes are placed in points
+    to_pt = 72 / ax.figure.dpi
+    line, placed = size * 1.25, []
+    for x, y, text in sorted(points, key=lambda p: (-p[1], p[0])):
+        px, py = (v * to_pt for v in ax.transData.transform((x, y)))
+        width = 0.62 * size * len(text)
+        for dy in (4, *(sign * step * line + 4 for step in range(1, 9) for sign in (-1, 1))):
+            box = (px + 6, py + dy, px + 6 + width, py + dy + line)
+            if not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3]
+                       for b in placed):
+                break
+        placed.append(box)
+        ax.annotate(text, (x, y), xytext=(6, dy), textcoords="offset points", fontsize=size,
+                    arrowprops=None if dy == 4 else {"arrowstyle": "-", "lw": 0.5,
+                                                     "color": "#888", "shrinkA": 0,
+                                                     "shrinkB": 3})
+
+
+_LAYER_ORDER = {"chosen": 0, "passed": 1, "rejected": 2}
+_RUNTIME_COLOR = {"onnxruntime": "#4c78a8", "openvino": "#7b3294", "tflite": "#f58518",
+                  "nnapi": "#e45756"}
+
+
+def _layer_candidates(bundle: Any, bundle_dir: Path) -> list[tuple[str, str, Path]]:
+    """(candidate id, runtime, file) of every artifact to break down: chosen, passed, then
+    rejected; within a status, runtimes not listed yet come first (so six cover them all)."""
+    pool = [(_LAYER_ORDER[r.status], r.candidate.id, r.artifact.runtime,
+             bundle_dir / r.artifact.file) for r in bundle.candidates
+            if r.artifact is not None and r.status in _LAYER_ORDER]
+    picked: list[tuple[str, str, Path]] = []
+    seen: dict[str, int] = {}
+    while pool:
+        best = min(pool, key=lambda c: (c[0], seen.get(c[2], 0)))
+        pool.remove(best)
+        seen[best[2]] = seen.get(best[2], 0) + 1
+        picked.append(best[1:])
+    return picked
 
 
 def _layers_section(plt: Any, bundle: Any, bundle_dir: Path, top: int) -> _Section:
-    from partition.cost import measure_costs
-    from partition.graph import load_named
+    from edge.errors import first_line
+    from edge.layers import measure_layers
 
-    measured: list[tuple[str, list[tuple[str, float]], float]] = []
-    for candidate, path in _onnx_candidates(bundle, bundle_dir)[:4]:
-        try:
-            costs = measure_costs(path, threads=1, runs=20)
-            ops = {n.name: n.op_type for n in load_named(path).graph.node}
-        except Exception as exc:  # noqa: BLE001 - one unmeasurable model must not sink the report
-            measured.append((f"{candidate}: not measured ({type(exc).__name__})", [], 0.0))
-            continue
-        ranked = sorted(costs.items(), key=lambda kv: -kv[1])
-        named = [(f"{_short(name)} ({ops.get(name, '?')})", ms) for name, ms in ranked[:top]]
-        measured.append((candidate, named, sum(costs.values())))
-    plots = [m for m in measured if m[1]]
-    if not plots:
+    candidates = _layer_candidates(bundle, bundle_dir)
+    measured: list[tuple[str, str, Any]] = []
+    notes: list[str] = []
+    shown = candidates[:MAX_LAYER_PLOTS]
+    with progress.step("per-layer times", total=len(shown)) as bar:
+        for n, (candidate, runtime, path) in enumerate(shown, 1):
+            bar.update(f"per-layer times {n}/{len(shown)} {candidate}")
+            try:
+                measured.append((candidate, runtime, measure_layers(path, threads=1, runs=20)))
+            except Exception as exc:  # noqa: BLE001 - one unmeasurable artifact must not sink it
+                notes.append(f"{candidate} ({runtime}): not measured - {type(exc).__name__}: "
+                             f"{first_line(exc)}")
+            bar.advance()
+    if len(candidates) > MAX_LAYER_PLOTS:
+        notes.append(f"{len(candidates) - MAX_LAYER_PLOTS} more candidate(s) not broken down: "
+                     + ", ".join(c for c, _, _ in candidates[MAX_LAYER_PLOTS:]))
+    notes_html = "".join(_note(n) for n in notes)
+    if not measured:
         return _Section("Per-layer time", _note(
-            "No ONNX candidate in this bundle: per-layer times are measured for ONNX Runtime "
-            "artifacts only."), "layers")
-    fig, axes = plt.subplots(1, len(plots), figsize=(4.2 * len(plots), 0.3 * top + 1.6),
+            "No candidate of this bundle could be broken down per layer on this host.")
+            + notes_html, "layers")
+    svg = _svg(_layers_figure(plt, measured, top), "plot-layers",
+               "Per-layer time (measured on this host)")
+    how = "".join(f"<li>{_e(c)} - {_e(p.runtime)}: {_e(p.method)}"
+                  + (" (the NNAPI artifact on LiteRT's CPU kernels: no NNAPI accelerator "
+                     "here)" if runtime == "nnapi" else "") + "</li>"
+                  for c, runtime, p in measured)
+    caption = (f"The {top} slowest layers of each candidate, measured on this host (not the "
+               "device), 1 thread, with the runtime that runs the artifact; a candidate's "
+               "layers sum to its whole-model median. How each was measured:")
+    rows = [(c, p.runtime, i + 1, layer.name, layer.op, layer.detail, f"{layer.ms:.4f}",
+             f"{100 * layer.ms / p.total_ms:.1f}%" if p.total_ms > 0 else "")
+            for c, _, p in measured for i, layer in enumerate(p.layers[:top])]
+    table = _table(("candidate", "runtime", "rank", "layer", "op", "kernel / operators", "ms",
+                    "share"), rows, numeric=(2, 6, 7))
+    return _Section("Per-layer time", f"<figure>{svg}<figcaption>{_e(caption)}<ul>{how}</ul>"
+                    f"</figcaption></figure>{notes_html}<details><summary>the {len(rows)} "
+                    f"layers as a table</summary>{table}</details>", "layers")
+
+
+def _layers_figure(plt: Any, measured: Sequence[tuple[str, str, Any]], top: int) -> Any:
+    """One horizontal bar chart per candidate, three to a row."""
+    cols = min(3, len(measured))
+    rows = math.ceil(len(measured) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, rows * (0.28 * top + 1.9)),
                              squeeze=False, layout="constrained")
-    for ax, (candidate, named, total) in zip(axes[0], plots, strict=True):
-        labels = [n for n, _ in named][::-1]
-        values = [ms for _, ms in named][::-1]
-        ax.barh(range(len(values)), values, color="#4c78a8")
-        ax.set_yticks(range(len(values)), labels, fontsize=7)
+    flat = list(axes.flat)
+    for ax, (candidate, runtime, profile) in zip(flat, measured, strict=False):
+        shown = profile.layers[:top][::-1]
+        ax.barh(range(len(shown)), [layer.ms for layer in shown],
+                color=_RUNTIME_COLOR.get(runtime, "#4c78a8"))
+        ax.set_yticks(range(len(shown)),
+                      [f"{_short(layer.name.split(';')[0], 30)} ({layer.op[:18]})"
+                       for layer in shown], fontsize=7)
         ax.set_xlabel("ms per inference")
-        ax.set_title(f"{candidate}\n(whole model {total:.3f} ms)", fontsize=9)
+        ax.set_title(f"{candidate} \u2014 {profile.runtime}\n(whole model "
+                     f"{profile.total_ms:.3f} ms)", fontsize=9)
         ax.grid(True, axis="x", alpha=0.3)
-    fig.suptitle("Per-layer time on ONNX Runtime, measured on this host", fontsize=11)
-    rows = [(c, i + 1, n, f"{ms:.4f}") for c, named, _ in plots for i, (n, ms) in enumerate(named)]
-    notes = [_note(c) for c, named, _ in measured if not named]
-    body = _figure(
-        _svg(fig, "plot-layers", "Per-layer time (measured on this host)"),
-        f"The {top} slowest nodes of each ONNX candidate, measured on this host with "
-        "onnxruntime (1 thread; per-node times from a profiled run without graph "
-        "optimizations, scaled to the optimized whole-model median). TFLite and other "
-        "runtimes are not broken down per layer yet.")
-    table = _table(("candidate", "rank", "node (op)", "ms"), rows, numeric=(1, 3))
-    return _Section("Per-layer time", body + "".join(notes) + "<details><summary>the "
-                    f"{len(rows)} nodes as a table</summary>{table}</details>", "layers")
+    for ax in flat[len(measured):]:
+        ax.set_visible(False)
+    fig.suptitle("Per-layer time on each candidate's runtime, measured on this host",
+                 fontsize=11)
+    return fig
 
 
 def _short(name: str, width: int = 36) -> str:
@@ -371,9 +441,11 @@ def _history_section(plt: Any, history: dict[str, list[Any]], bundle: Any = None
 
 def _device_history(plt: Any, n: int, device: str, kept: list[Any], ids: dict[str, str]) -> str:
     target = kept[-1].report.target or device
-    series: dict[str, list[tuple[int, Any]]] = {}
+    dated = all(k.kept_at is not None for k in kept)
+    series: dict[str, list[tuple[Any, Any]]] = {}
     for i, k in enumerate(kept):
-        series.setdefault(k.report.artifact_sha256, []).append((i + 1, k))
+        when = k.kept_at.astimezone().replace(tzinfo=None) if dated else i + 1
+        series.setdefault(k.report.artifact_sha256, []).append((when, k))
     fig, ax = plt.subplots(figsize=(8, 3.8))
     flagged = False
     for sha, points in series.items():
@@ -388,18 +460,11 @@ def _device_history(plt: Any, n: int, device: str, kept: list[Any], ids: dict[st
                        zorder=4, label=None if flagged else "failed baseline check")
             flagged = True
     ax.set_ylabel("p50 ms on the device")
-    ax.set_xlabel("measurement, oldest first")
-    ax.set_xlim(0.5, len(kept) + 0.5)
-    if len(kept) <= 16:
-        ax.set_xticks(range(1, len(kept) + 1), [
-            k.kept_at.strftime("%Y-%m-%d\n%H:%M") if k.kept_at else str(i + 1)
-            for i, k in enumerate(kept)], fontsize=7)
-    else:
-        ax.xaxis.get_major_locator().set_params(integer=True)
+    _time_axis(ax, dated, len(kept))
     ax.set_title(f"History on {target}")
     ax.grid(True, alpha=0.3)
     ax.legend(loc="best", fontsize=8)
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(0, 1.15 * max(k.report.bench.p50_ms for k in kept))
     svg = _svg(fig, f"plot-history-{n}", f"History on {target}")
     rows = [(k.kept_at.strftime("%Y-%m-%d %H:%M:%S") if k.kept_at else "",
              k.report.candidate, k.report.release, _ms(k.report.bench.p50_ms),
@@ -410,6 +475,23 @@ def _device_history(plt: Any, n: int, device: str, kept: list[Any], ids: dict[st
     return _figure(svg, caption) + _table(
         ("kept at", "candidate", "release", "p50 ms", "p90 ms", "runs", "check"),
         rows, ["rejected" if k.regressed else "" for k in kept], numeric=(3, 4, 5))
+
+
+def _time_axis(ax: Any, dated: bool, n: int) -> None:
+    """When each result was kept (concise dates), or their order when a time is missing."""
+    if dated:
+        import matplotlib.dates as mdates
+
+        locator = mdates.AutoDateLocator(minticks=3, maxticks=8)
+        ax.xaxis.set_major_locator(locator)
+        ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+        ax.tick_params(axis="x", labelsize=7)
+        ax.set_xlabel("when measured (this host's local time)")
+        ax.margins(x=0.05)
+        return
+    ax.set_xlabel("measurement, oldest first")
+    ax.set_xlim(0.5, n + 0.5)
+    ax.xaxis.get_major_locator().set_params(integer=True)
 
 
 def _model_table(bundle: Any) -> str:

@@ -67,6 +67,15 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def openvino_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The digits bundle for cloud-c7i: OpenVINO and ONNX Runtime candidates (no TFLite)."""
+    out = tmp_path_factory.mktemp("report") / "digits-c7i.bundle"
+    result = run_cli("optimize", "sample:digits", "--profile", "cloud-c7i", "-o", str(out))
+    assert result.status == 0, result.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
 def split(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("report") / "digits-rpi4-split"
     result = run_cli("partition", "sample:digits", "--profile", "rpi4", "--cloud", "cloud-t4",
@@ -98,6 +107,37 @@ def assert_self_contained(text: str) -> None:
     assert "default-src 'none'" in text  # the CSP: a viewer would refuse any fetch anyway
 
 
+def _layer_panels(text: str) -> dict[str, int]:
+    """'candidate — runtime' title -> bars drawn, for every subplot of the per-layer plot."""
+    start = text.index('id="plot-layers"')
+    svg = text[start:text.index("</svg>", start)]
+    panels = {}
+    for body in re.split(r'<g id="axes_\d+">', svg)[1:]:
+        title = re.search(r">([^<>]+ \u2014 [^<>]+)</text>", body)
+        if title:  # bars are patches; so are an axes' background and its four spines
+            panels[title.group(1)] = len(re.findall(r'<g id="patch_\d+">', body)) - 5
+    return panels
+
+
+def _layer_rows(text: str) -> dict[str, int]:
+    """candidate -> rows in the per-layer table."""
+    table = text[text.index("layers as a table</summary>"):]
+    table = table[:table.index("</table>")]
+    rows: dict[str, int] = {}
+    for candidate in re.findall(r"<tr><td>([^<]+)</td>", table):
+        rows[candidate] = rows.get(candidate, 0) + 1
+    return rows
+
+
+def assert_layers_on(text: str, candidate: str, runtime: str, how: str) -> None:
+    """``candidate`` has its own subplot on ``runtime`` with one bar per table row."""
+    panels = {t.split(" \u2014 ")[0]: (t.split(" \u2014 ")[1], n)
+              for t, n in _layer_panels(text).items()}
+    assert panels[candidate][0].startswith(runtime), panels
+    assert panels[candidate][1] == _layer_rows(text)[candidate] > 0
+    assert f"<li>{candidate} - {runtime}" in text and how in text
+
+
 @pytest.mark.slow
 def test_bundle_report_plots_candidates_layers_and_history(bundle: Path) -> None:
     text = render_bundle_report(bundle)
@@ -117,6 +157,66 @@ def test_bundle_report_plots_candidates_layers_and_history(bundle: Path) -> None
     # both artifacts measured on the local device are in its history, by candidate
     assert "tflite-int8 (" in text and "onnxruntime-int8 (" in text
     assert "measured on this host" in text
+    # per-layer bars on each runtime: the chosen TFLite candidate first, ONNX Runtime too
+    assert next(iter(_layer_panels(text))).startswith(f"{target} \u2014 ")
+    assert_layers_on(text, "tflite-int8", "LiteRT", "derived from prefix timings")
+    assert_layers_on(text, "onnxruntime-int8", "onnxruntime", "onnxruntime CPU profiler")
+    assert "CONV_2D" in text and "FULLY_CONNECTED" in text  # TFLite operators, by name
+
+
+def test_bundle_report_breaks_down_openvino_candidates(openvino_bundle: Path) -> None:
+    text = render_bundle_report(openvino_bundle)
+    assert_self_contained(text)
+    assert _plots(text)["plot-layers"] == BUNDLE_PLOTS["plot-layers"]
+    for candidate in ("openvino-int8", "openvino-fp32"):
+        assert_layers_on(text, candidate, "OpenVINO", "performance counters (PERF_COUNT")
+    assert_layers_on(text, "onnxruntime-int8", "onnxruntime", "onnxruntime CPU profiler")
+    assert ">Convolution<" in text or "(Convolution)" in text  # OpenVINO's node types
+    assert len(_layer_panels(text)) == 5  # every measurable candidate: under the cap of six
+
+
+def test_a_candidate_that_cannot_be_measured_is_a_note(openvino_bundle: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import edge.layers
+
+    real = edge.layers.measure_layers
+
+    def refuse_openvino(path: Path, **kwargs: int) -> edge.layers.LayerProfile:
+        if path.suffix == ".xml":
+            raise RuntimeError("no CPU plugin <here>\nsecond line")
+        return real(path, **kwargs)
+
+    monkeypatch.setattr(edge.layers, "measure_layers", refuse_openvino)
+    text = render_bundle_report(openvino_bundle)
+    assert "openvino-int8 (openvino): not measured - RuntimeError: no CPU plugin &lt;here&gt;" \
+        in text and "second line" not in text
+    assert {t.split(" \u2014 ")[0] for t in _layer_panels(text)} == {
+        "onnxruntime-int8", "onnxruntime-int8-dynamic", "onnxruntime-fp32"}
+    monkeypatch.setattr(edge.layers, "measure_layers", lambda path, **kw: 1 / 0)
+    text = render_bundle_report(openvino_bundle)
+    assert "plot-layers" not in _plots(text) and "could be broken down" in text
+    assert text.count("not measured - ZeroDivisionError") == 5
+
+
+def test_layer_candidates_put_the_chosen_first_then_new_runtimes() -> None:
+    from types import SimpleNamespace as NS
+
+    from edge.report import _layer_candidates
+
+    def result(cid: str, status: str, runtime: str | None) -> NS:
+        artifact = NS(runtime=runtime, file=f"artifacts/{cid}.x") if runtime else None
+        return NS(candidate=NS(id=cid), status=status, artifact=artifact)
+
+    bundle = NS(candidates=[
+        result("ort-fp32", "passed", "onnxruntime"), result("ort-int8", "passed", "onnxruntime"),
+        result("tfl-fp32", "passed", "tflite"), result("ov-int8", "passed", "openvino"),
+        result("tfl-int8", "chosen", "tflite"), result("ov-fp16", "rejected", "openvino"),
+        result("ov-fp32", "failed", "openvino"), result("ort-fp16", "skipped", None)])
+    picked = _layer_candidates(bundle, Path("/b"))
+    # chosen; passed, a runtime not shown yet before a second of one shown; rejected last
+    assert [c for c, _, _ in picked] == ["tfl-int8", "ort-fp32", "ov-int8", "ort-int8",
+                                         "tfl-fp32", "ov-fp16"]
+    assert picked[0] == ("tfl-int8", "tflite", Path("/b/artifacts/tfl-int8.x"))
 
 
 @pytest.mark.slow

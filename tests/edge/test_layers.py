@@ -1,0 +1,200 @@
+"""Per-layer time on onnxruntime, OpenVINO and LiteRT: real layer names, times that add up to
+the whole model, and a model with one clearly heavy layer ranks that layer first everywhere."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edge import layers
+from edge.errors import UsageError
+from edge.layers import LayerProfile, measure_layers
+from edge.model import inspect_model
+from edge.values import Dataset, ModelInfo
+from targets import get_target
+
+#: The heavy model: a tiny conv, a wide fully connected layer (1024 x 2048 fp32, 8 MB of
+#: weights: about 100x the MACs and bytes of everything else together), a tiny head.
+HEAVY = "wide_fc"
+
+
+def _heavy_onnx(path: Path) -> Path:
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+
+    def weight(name: str, *shape: int) -> onnx.TensorProto:
+        return numpy_helper.from_array(
+            (rng.standard_normal(shape) / math.sqrt(shape[-1])).astype(np.float32), name)
+
+    nodes = [
+        helper.make_node("Conv", ["input", "conv_w", "conv_b"], ["conv"], name="small_conv",
+                         pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["conv"], ["conv_relu"], name="conv_relu"),
+        helper.make_node("Flatten", ["conv_relu"], ["flat"], name="flatten"),
+        helper.make_node("Gemm", ["flat", "fc_w", "fc_b"], ["fc"], name=HEAVY, transB=1),
+        helper.make_node("Relu", ["fc"], ["fc_relu"], name="fc_relu"),
+        helper.make_node("Gemm", ["fc_relu", "head_w", "head_b"], ["logits"], name="head",
+                         transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes, "heavy", [helper.make_tensor_value_info("input", TensorProto.FLOAT,
+                                                       [1, 1, 16, 16])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 10])],
+        initializer=[weight("conv_w", 4, 1, 3, 3), weight("conv_b", 4),
+                     weight("fc_w", 2048, 1024), weight("fc_b", 2048),
+                     weight("head_w", 10, 2048), weight("head_b", 10)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def heavy(tmp_path_factory: pytest.TempPathFactory) -> ModelInfo:
+    return inspect_model(_heavy_onnx(tmp_path_factory.mktemp("heavy") / "heavy.onnx"))
+
+
+@pytest.fixture(scope="module")
+def calib() -> Dataset:
+    x = np.random.default_rng(1).standard_normal((16, 1, 1, 16, 16)).astype(np.float32)
+    return Dataset(feeds=tuple({"input": sample} for sample in x))
+
+
+@pytest.fixture(scope="module")
+def openvino_ir(heavy: ModelInfo, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path, _ = get_target("openvino").convert(heavy, "fp32", calib=Dataset(feeds=()),
+                                             workdir=tmp_path_factory.mktemp("ov"))
+    return path
+
+
+@pytest.fixture(scope="module")
+def tflite_files(heavy: ModelInfo, calib: Dataset,
+                 tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """fp32 and int8 (float I/O) .tflite files of the heavy model, from one onnx2tf run."""
+    target, workdir = get_target("tflite"), tmp_path_factory.mktemp("tflite")
+    return {p: target.convert(heavy, p, calib=calib, workdir=workdir)[0]
+            for p in ("fp32", "int8")}
+
+
+def check_profile(profile: LayerProfile, names: set[str]) -> None:
+    """Layers are named as in the artifact, times are >= 0, slowest first and add up."""
+    assert profile.layers and {layer.name for layer in profile.layers} <= names
+    times = [layer.ms for layer in profile.layers]
+    assert min(times) >= 0 and times == sorted(times, reverse=True)
+    assert profile.total_ms > 0 and math.isclose(sum(times), profile.total_ms, rel_tol=1e-6)
+    assert "1 thread" in profile.method and profile.runtime.endswith(" CPU")
+
+
+def assert_heavy_first(profile: LayerProfile) -> None:
+    top, second = profile.layers[:2]
+    assert top.ms > 0.5 * profile.total_ms and top.ms > 3 * second.ms, profile.layers[:4]
+
+
+# ---------------------------------------------------------------- onnxruntime
+def test_onnx_layers_are_the_graph_nodes(heavy: ModelInfo) -> None:
+    profile = measure_layers(Path(heavy.path), runs=10)
+    check_profile(profile, {"small_conv", "conv_relu", "flatten", HEAVY, "fc_relu", "head"})
+    assert {layer.name: layer.op for layer in profile.layers}[HEAVY] == "Gemm"
+    assert profile.runtime.startswith("onnxruntime ")
+    assert profile.layers[0].name == HEAVY
+    assert_heavy_first(profile)
+
+
+# ---------------------------------------------------------------- OpenVINO
+def test_openvino_layers_are_executed_nodes_of_the_compiled_model(openvino_ir: Path) -> None:
+    import openvino as ov
+
+    compiled = ov.Core().compile_model(str(openvino_ir), "CPU", {"INFERENCE_NUM_THREADS": 1})
+    executed = {op.get_friendly_name() for op in compiled.get_runtime_model().get_ops()}
+    profile = measure_layers(openvino_ir, runs=10)
+    check_profile(profile, executed)
+    assert profile.runtime.startswith("OpenVINO ") and "PERF_COUNT" in profile.method
+    assert all(layer.detail for layer in profile.layers)  # the CPU kernel that ran it
+    assert profile.layers[0].name.startswith(HEAVY)
+    assert_heavy_first(profile)
+
+
+def test_openvino_ir_without_its_weights_is_refused(openvino_ir: Path, tmp_path: Path) -> None:
+    lone = tmp_path / "model.xml"
+    lone.write_bytes(openvino_ir.read_bytes())
+    with pytest.raises(UsageError, match=r"model\.bin is missing"):
+        measure_layers(lone)
+
+
+# ---------------------------------------------------------------- LiteRT
+def _operators(path: Path) -> list[tuple[str, str, list[int]]]:
+    """(builtin name, first output's name, first output's shape) of every operator."""
+    from ai_edge_litert.tools import flatbuffer_utils as fb
+
+    model = fb.read_model(str(path))
+    graph = model.subgraphs[0]
+    out = []
+    for op in graph.operators:
+        tensor = graph.tensors[op.outputs[0]]
+        out.append((fb.opcode_to_name(model, op.opcodeIndex), tensor.name.decode(),
+                    list(tensor.shape)))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_tflite_layers_are_the_operators(tflite_files: dict[str, Path], precision: str) -> None:
+    path = tflite_files[precision]
+    operators = _operators(path)
+    profile = measure_layers(path, runs=10)
+    check_profile(profile, {name for _, name, _ in operators})
+    assert len(profile.layers) == len(operators)  # one layer per operator, none grouped
+    by_index = {int(layer.detail.removeprefix("op ")): layer for layer in profile.layers}
+    assert [(by_index[i].op, by_index[i].name) for i in range(len(operators))] == [
+        (op, name) for op, name, _ in operators]
+    assert profile.runtime.startswith("LiteRT ") and "derived from prefix timings" in \
+        profile.method
+    top = profile.layers[0]
+    heavy_outputs = [name for op, name, shape in operators
+                     if op == "FULLY_CONNECTED" and shape[-1] == 2048]
+    assert top.op == "FULLY_CONNECTED" and [top.name] == heavy_outputs
+    assert_heavy_first(profile)
+
+
+@pytest.mark.slow
+def test_tflite_groups_consecutive_operators_past_the_limit(
+        tflite_files: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    operators = _operators(tflite_files["int8"])
+    monkeypatch.setattr(layers, "MAX_PREFIXES", 3)
+    profile = measure_layers(tflite_files["int8"], runs=5)
+    assert len(operators) > 3 and len(profile.layers) == 3
+    spans = sorted(tuple(int(i) for i in layer.detail.removeprefix("ops ").split("-"))
+                   for layer in profile.layers)
+    assert spans[0][0] == 0 and spans[-1][1] == len(operators) - 1
+    assert all(b[0] == a[1] + 1 for a, b in zip(spans, spans[1:], strict=False))
+    assert "group" in profile.method
+    assert math.isclose(sum(layer.ms for layer in profile.layers), profile.total_ms,
+                        rel_tol=1e-6)
+
+
+def test_a_tflite_model_too_large_for_the_prefix_budget_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    big = tmp_path / "big.tflite"
+    big.write_bytes(b"\0" * 4096)
+    monkeypatch.setattr(layers, "PREFIX_BUDGET_BYTES", 4096 * (layers.MIN_PREFIXES - 1))
+    with pytest.raises(UsageError, match="too large to time by prefixes"):
+        layers._prefix_limit(big)
+
+
+# ---------------------------------------------------------------- refusals
+@pytest.mark.parametrize(("name", "kwargs", "match"), [
+    ("model.pb", {}, r"no per-layer timing for '\.pb' files; choose one of \.onnx, \.xml"),
+    ("missing.onnx", {}, "no such file"),
+    ("model.onnx", {"runs": 0}, "must be at least 1"),
+])
+def test_what_cannot_be_measured_is_a_usage_error(tmp_path: Path, name: str, kwargs: dict,
+                                                  match: str) -> None:
+    if name != "missing.onnx":
+        (tmp_path / name).write_bytes(b"x")
+    with pytest.raises(UsageError, match=match):
+        measure_layers(tmp_path / name, **kwargs)
