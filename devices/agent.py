@@ -122,10 +122,10 @@ def cmd_install(args):
     if actual != args.sha256:
         os.unlink(args.src)
         raise AgentError(f"checksum mismatch for {args.src}: got {actual}", status=3)
-    _fsync_file(args.src)  # the bytes are on disk before the name is
+    _fsync(args.src)  # the bytes are on disk before the name is
     os.makedirs(os.path.dirname(args.dest) or ".", exist_ok=True)
     os.replace(args.src, args.dest)
-    _fsync_dir(os.path.dirname(args.dest) or ".")
+    _fsync(os.path.dirname(args.dest) or ".")
     return {"installed": args.dest, "sha256": actual}
 
 
@@ -237,7 +237,7 @@ def cmd_prune(args):
             shutil.rmtree(os.path.join(args.work_dir, "releases", name))
             removed.append(name)
         if removed:
-            _fsync_dir(os.path.join(args.work_dir, "releases"))
+            _fsync(os.path.join(args.work_dir, "releases"))
         stale = _remove_stale(args.work_dir)
     return {"kept": kept, "removed": removed, "stale_removed": stale}
 
@@ -317,7 +317,7 @@ def _switch(work_dir, release, action, artifact):
     except BaseException:
         _unlink_quietly(tmp)
         raise
-    _fsync_dir(work_dir)
+    _fsync(work_dir)
     if previous != release:
         now = time.time()
         history.append({"release": release, "artifact": artifact, "action": action,
@@ -406,7 +406,7 @@ def _write_json_atomic(path, document):
     except BaseException:
         _unlink_quietly(tmp)
         raise
-    _fsync_dir(os.path.dirname(path) or ".")
+    _fsync(os.path.dirname(path) or ".")
 
 
 def _remove_stale_links(work_dir):
@@ -970,15 +970,8 @@ def sha256_file(path):
     return digest.hexdigest()
 
 
-def _fsync_file(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(path):
+def _fsync(path):
+    """Flush a file or a directory entry to disk."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)

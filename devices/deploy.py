@@ -330,7 +330,9 @@ def measure_on_device(
     report = _bench(device, model, artifact, profile=profile, bench=bench)
     if activate:
         _activate(device, release, artifact.candidate.id)
-    return replace(report, active=activate)
+        return replace(report, active=True)
+    # measured without a switch: it is active only if it already was the current release
+    return replace(report, active=device.call("releases", device.work).get("active") == release)
 
 
 def rollback(transport: Transport, *, python: str, work_dir: str,

@@ -547,6 +547,7 @@ class FleetRequest:
     options: OptimizeOptions = OptimizeOptions()
     out_dir: Path | None = None
     measure_on_device: bool = False
+    keep: int = 3  # releases kept on each host (devices.deploy.DEFAULT_KEEP)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -683,8 +684,14 @@ def describe_fleet(request: FleetRequest) -> dict[str, Any]:
         else:
             steps.append(f"optimize {request.source} for {profile_id} into "
                          f"{_bundle_out(request, profile_id)}")
-    steps += [f"deploy to {len(jobs)} host(s), at most {request.forks} at once: push, benchmark "
-              "on the device, switch its current release", "print a per-host table"]
+    if request.device.provision:
+        steps.append("install each bundle's runtime into WORK/venv on every host from wheels "
+                     "fetched on this host (pip --no-index on the device)")
+    what = ("benchmark every faithful candidate on the device, switch to the fastest"
+            if request.measure_on_device else "benchmark on the device, switch its current "
+            "release")
+    steps += [f"deploy to {len(jobs)} host(s), at most {request.forks} at once: push, {what}; "
+              f"keep {request.keep} releases per host", "print a per-host table"]
     return {"inventory": str(inventory.path), "limit": request.limit, "forks": request.forks,
             "hosts": hosts, "steps": steps}
 
@@ -910,7 +917,7 @@ def _deploy_one(request: FleetRequest, job: _Job, bundle: tuple[Bundle, Path] | 
 
 def _deploy_to(request: FleetRequest, job: _Job, bundle: tuple[Bundle, Path],
                say: Callable[[str], None]) -> DeployReport:
-    from devices.deploy import BenchOptions, deploy_bundle, deploy_fastest
+    from devices.deploy import BenchOptions, deploy
     from devices.ssh import HostSpec, SSHTransport
 
     device = request.device
@@ -924,12 +931,23 @@ def _deploy_to(request: FleetRequest, job: _Job, bundle: tuple[Bundle, Path],
         else:
             transport.home()  # connect and authenticate before any work
         manifest, bundle_dir = bundle
+        python = job.python
+        if device.provision:
+            say("provisioning the runtime from wheels fetched on this host")
+            python = _provision(transport, job, manifest)
         say("pushing the artifact and benchmarking it on the device")
-        deploy = deploy_fastest if request.measure_on_device else deploy_bundle
-        return deploy(bundle_dir, manifest, transport, python=job.python,
-                      work_dir=job.work_dir,
+        return deploy(bundle_dir, manifest, transport, python=python, work_dir=job.work_dir,
                       bench=BenchOptions(runs=device.runs, warmup=device.warmup,
-                                         threads=job.threads))
+                                         threads=job.threads),
+                      keep=request.keep, fastest=request.measure_on_device).report
+
+
+def _provision(transport: Any, job: _Job, manifest: Bundle) -> str:
+    """--provision on one host: the bundle's runtime into WORK/venv; its python from then on."""
+    from devices.provision import provision_runtime, runtime_for_bundle
+
+    return provision_runtime(transport, device_python=job.python, work_dir=job.work_dir,
+                             runtime=runtime_for_bundle(manifest)).python
 
 
 # ============================================================================ rendering

@@ -87,6 +87,9 @@ def test_bench_installs_without_activating(tmp_path: Path) -> None:
     assert report["active"] is False and report["candidate"] == "onnxruntime-fp32"
     assert report["bench"]["runs"] == 7 and report["bench"]["runtime"] == "onnxruntime"
     assert (Path(os.environ["EDGE_LOCAL_DEVICE"]) / ".edge" / "current").resolve() == current
+    again = run_cli("bench", str(out), "--runs", "3")  # the chosen one: the current release
+    assert again.status == 0, again.stderr
+    assert f"{deployed.json()['release']}  (active)" in again.stdout
     missing = run_cli("bench", str(out), "--candidate", "tflite-fp16")
     assert missing.status == 2 and "choose one of" in missing.stderr
 
