@@ -119,20 +119,28 @@ def _params(model: onnx.ModelProto, name: str, value_range: tuple[float, float])
     return names
 
 
+def _coder(model: onnx.ModelProto, src: str, dst: str, *, encode: bool, mode: str,
+           name: str, value_range: tuple[float, float] | None) -> tuple[onnx.NodeProto, int]:
+    """The node turning ``src`` into ``dst`` (fp16: a Cast; int8: (De)QuantizeLinear with its
+    scale and zero point added to ``model``) and the wire's element type."""
+    import onnx
+
+    label = f"{dst if encode else src}::{'encode' if encode else 'decode'}"
+    if mode == "fp16":
+        to = onnx.TensorProto.FLOAT16 if encode else onnx.TensorProto.FLOAT
+        return (onnx.helper.make_node("Cast", [src], [dst], to=to, name=label),
+                onnx.TensorProto.FLOAT16)
+    assert value_range is not None
+    op = "QuantizeLinear" if encode else "DequantizeLinear"
+    return (onnx.helper.make_node(op, [src, *_params(model, name, value_range)], [dst],
+                                  name=label), onnx.TensorProto.UINT8)
+
+
 def _encode(head: onnx.ModelProto, name: str, wire: str, mode: str,
             value_range: tuple[float, float] | None) -> None:
     """Append the encoder node and the wire output to the head."""
-    import onnx
-
-    if mode == "fp16":
-        node = onnx.helper.make_node("Cast", [name], [wire], to=onnx.TensorProto.FLOAT16,
-                                     name=f"{wire}::encode")
-        elem = onnx.TensorProto.FLOAT16
-    else:
-        assert value_range is not None
-        node = onnx.helper.make_node("QuantizeLinear", [name, *_params(head, name, value_range)],
-                                     [wire], name=f"{wire}::encode")
-        elem = onnx.TensorProto.UINT8
+    node, elem = _coder(head, name, wire, encode=True, mode=mode, name=name,
+                        value_range=value_range)
     head.graph.node.append(node)
     head.graph.output.append(_retyped(_output(head, name), wire, elem))
 
@@ -140,18 +148,9 @@ def _encode(head: onnx.ModelProto, name: str, wire: str, mode: str,
 def _decode(tail: onnx.ModelProto, name: str, wire: str, mode: str,
             value_range: tuple[float, float] | None) -> None:
     """Turn the tail's input ``name`` into wire input plus a decoder node in front."""
-    import onnx
-
     value = next(i for i in tail.graph.input if i.name == name)
-    if mode == "fp16":
-        node = onnx.helper.make_node("Cast", [wire], [name], to=onnx.TensorProto.FLOAT,
-                                     name=f"{wire}::decode")
-        elem = onnx.TensorProto.FLOAT16
-    else:
-        assert value_range is not None
-        node = onnx.helper.make_node("DequantizeLinear", [wire, *_params(tail, name, value_range)],
-                                     [name], name=f"{wire}::decode")
-        elem = onnx.TensorProto.UINT8
+    node, elem = _coder(tail, wire, name, encode=False, mode=mode, name=name,
+                        value_range=value_range)
     index = list(tail.graph.input).index(value)
     tail.graph.input.insert(index, _retyped(value, wire, elem))
     tail.graph.input.remove(value)
