@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from devices.transport import Transport
+from devices.transport import Transport, check_device_path, expand_home
 from edge import progress
 from edge.errors import DeviceError, UsageError
 from edge.model import sha256_file
@@ -506,15 +506,15 @@ def check_paths(*, python: str, work_dir: str) -> None:
     """Refuse a work dir or device python that is empty, has control characters (newline,
     tab, ...) or starts with ``~user``. Anything else is used literally: every remote command
     is quoted, so ``;``, ``$(...)``, backticks, quotes and spaces are just characters."""
-    _check_text("work_dir", work_dir)
-    _check_text("device python", python)
+    check_device_path("work_dir", work_dir)
+    check_device_path("device python", python)
 
 
 def _prepare(transport: Transport, python: str, work_dir: str) -> Device:
     check_paths(python=python, work_dir=work_dir)
     home = transport.home()
-    work = _expand(work_dir, home, relative=True)
-    python = _expand(python, home)
+    work = expand_home(work_dir, home, relative=True)
+    python = expand_home(python, home)
     for sub in ("agent", "incoming", "releases"):
         transport.mkdir(f"{work}/{sub}")
     agent = f"{work}/agent/edge_agent-{sha256_file(AGENT_PATH)[:12]}.py"
@@ -522,25 +522,6 @@ def _prepare(transport: Transport, python: str, work_dir: str) -> Device:
         _upload_atomic(transport, AGENT_PATH, agent, work)
     _check_python(transport, python)
     return Device(transport=transport, python=python, work=work, agent=agent)
-
-
-def _check_text(what: str, text: str) -> None:
-    """Paths and commands go to the device quoted; control characters are refused outright."""
-    if not text or any(ord(c) < 32 or ord(c) == 127 for c in text):
-        raise UsageError(f"{what} {text!r}: empty or contains control characters (newline, "
-                         "tab, ...); give a plain path")
-    if text.startswith("~") and not (text == "~" or text.startswith("~/")):
-        raise UsageError(f"{what} {text!r}: only ~ and ~/... are expanded; give ~/... or an "
-                         "absolute path")
-
-
-def _expand(path: str, home: str, *, relative: bool = False) -> str:
-    """``~`` is the device user's home; with ``relative``, a relative path is under it too."""
-    if path == "~" or path.startswith("~/"):
-        return home.rstrip("/") + path[1:]
-    if relative and not path.startswith("/"):
-        return f"{home.rstrip('/')}/{path}"
-    return path
 
 
 def _check_python(transport: Transport, python: str) -> None:

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from devices.transport import Transport
+from devices.transport import Transport, check_device_path, expand_home
 from edge.errors import DeviceError, UsageError
 from edge.model import sha256_file
 
@@ -381,10 +381,10 @@ def provision_runtime(
     requirements, module, dist = RUNTIMES[runtime]
     label = transport.label
     for what, text in (("work_dir", work_dir), ("device python", device_python)):
-        _check_text(what, text)
+        check_device_path(what, text)
     home = transport.home()
-    work = _expand(work_dir, home, relative=True)
-    python = _expand(device_python, home)
+    work = expand_home(work_dir, home, relative=True)
+    python = expand_home(device_python, home)
     platform, _ = probe_platform(transport, python)
     wanted = (*requirements, PIP)
     got = _fetch(platform, wanted, host_cache or default_cache())
@@ -550,19 +550,3 @@ def _json_run(transport: Transport, argv: list[str], what: str, *,
 def _tail(done: Any) -> str:
     lines = [ln.strip() for ln in (done.stderr or done.stdout or "").splitlines() if ln.strip()]
     return (lines[-1] if lines else f"exit {done.status}")[:300]
-
-
-def _check_text(what: str, text: str) -> None:
-    if not text or any(ord(c) < 32 or ord(c) == 127 for c in text):
-        raise UsageError(f"{what} {text!r}: empty or contains control characters; give a "
-                         "plain path")
-    if text.startswith("~") and not (text == "~" or text.startswith("~/")):
-        raise UsageError(f"{what} {text!r}: only ~ and ~/... are expanded")
-
-
-def _expand(path: str, home: str, *, relative: bool = False) -> str:
-    if path == "~" or path.startswith("~/"):
-        return home.rstrip("/") + path[1:]
-    if relative and not path.startswith("/"):
-        return f"{home.rstrip('/')}/{path}"
-    return path

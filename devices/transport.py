@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from edge.errors import DeviceError
+from edge.errors import DeviceError, UsageError
 
-__all__ = ["Completed", "LocalTransport", "Transport", "default_local_dir"]
+__all__ = ["Completed", "LocalTransport", "Transport", "check_device_path",
+           "default_local_dir", "expand_home"]
 
 
 def default_local_dir() -> Path:
@@ -110,3 +111,22 @@ class LocalTransport:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def check_device_path(what: str, text: str) -> None:
+    """Paths and commands go to the device quoted; control characters are refused outright."""
+    if not text or any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise UsageError(f"{what} {text!r}: empty or contains control characters (newline, "
+                         "tab, ...); give a plain path")
+    if text.startswith("~") and not (text == "~" or text.startswith("~/")):
+        raise UsageError(f"{what} {text!r}: only ~ and ~/... are expanded; give ~/... or an "
+                         "absolute path")
+
+
+def expand_home(path: str, home: str, *, relative: bool = False) -> str:
+    """``~`` is the device user's home; with ``relative``, a relative path is under it too."""
+    if path == "~" or path.startswith("~/"):
+        return home.rstrip("/") + path[1:]
+    if relative and not path.startswith("/"):
+        return f"{home.rstrip('/')}/{path}"
+    return path
