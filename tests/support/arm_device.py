@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import fcntl
 import hashlib
 import os
-import queue
 import secrets
 import shutil
 import signal
@@ -34,10 +32,20 @@ import socket
 import subprocess
 import threading
 import time
-from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.support.sshd import (
+    DEVICE_USER,
+    SSHDaemon,
+    SSHDError,
+    flock,
+    keygen,
+    sshd_config_text,
+    write_authorized_keys,
+    write_known_hosts,
+)
 
 ARM_ROOT = Path(os.environ.get("EDGE_TEST_ARM_ROOT", "/var/cache/edge-test-arm"))
 MIRROR = os.environ.get("EDGE_TEST_ARM_MIRROR", "http://deb.debian.org/debian")
@@ -46,7 +54,6 @@ SUITE = "bookworm"
 # python3-venv's ensurepip, so the device is as bare as a stock image.
 PACKAGES = ("python3", "openssh-server")
 HOST_PACKAGES = ("debootstrap", "qemu-user-static")
-DEVICE_USER = "edgeuser"
 DEVICE_PYTHON = "/usr/bin/python3"
 BUILD_TIMEOUT = float(os.environ.get("EDGE_TEST_ARM_BUILD_TIMEOUT", "2400"))
 LOCK_TIMEOUT = float(os.environ.get("EDGE_TEST_ARM_LOCK_TIMEOUT", "2700"))
@@ -63,24 +70,29 @@ ROOTFS = ARM_ROOT / f"rootfs-{SUITE}-arm64-{VERSION}"
 MARKER = ARM_ROOT / f"rootfs-{SUITE}-arm64-{VERSION}.complete"
 SESSIONS = ARM_ROOT / "sessions"
 CLONE_NEWNET = 0x40000000
-PR_SET_PDEATHSIG = 1
-_LIBC = ctypes.CDLL(None, use_errno=True)  # loaded up front: preexec_fn must not dlopen
+_LIBC = ctypes.CDLL(None, use_errno=True)  # for setns(2)
+# Fresh mount, PID and network namespaces that die with the ``unshare`` process.
+_UNSHARE = ("unshare", "--mount", "--pid", "--net", "--fork", "--kill-child", "--")
+DEVICE_SSHD = "/usr/sbin/sshd"  # the rootfs's own (aarch64)
+DEVICE_SSHD_CONFIG = "/etc/ssh/edge/sshd_config"
 
-# Runs as PID 1 of the device's namespaces: loopback up, overlay + /proc, then the
-# rootfs's own sshd (aarch64, under qemu) replaces the shell. Arguments: SESSION ROOTFS.
+# Runs as PID 1 of the device's namespaces: loopback up, overlay + /proc, then the command
+# (the rootfs's own sshd: aarch64, under qemu), chrooted, replaces the shell.
+# Arguments: SESSION ROOTFS COMMAND...
 _START = r"""set -eu
 session=$1 lower=$2 merged=$1/merged
+shift 2
 ip link set lo up
 mount -t overlay overlay -o "lowerdir=$lower,upperdir=$session/upper,workdir=$session/work" \
     "$merged"
 mount -t proc proc "$merged/proc"
 mount -t tmpfs -o mode=1777,size=64m tmpfs "$merged/dev/shm"
 mount -t tmpfs -o mode=1777 tmpfs "$merged/tmp"
-exec chroot "$merged" /usr/sbin/sshd -D -e -f /etc/ssh/edge/sshd_config
+exec chroot "$merged" "$@"
 """
 
 
-class ArmDeviceError(RuntimeError):
+class ArmDeviceError(SSHDError):
     """The emulated aarch64 device (or something it needs) could not be set up."""
 
 
@@ -124,33 +136,10 @@ def _run(cmd: list[str], *, timeout: float = 120.0, what: str | None = None
     return proc
 
 
-@contextlib.contextmanager
-def _flock(path: Path, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
+def _flock(path: Path, timeout: float = LOCK_TIMEOUT) -> contextlib.AbstractContextManager[None]:
     """An exclusive lock on ``path`` (released when we exit or die)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    holder = Path(path).read_text().strip() or "?"
-                    raise ArmDeviceError(f"waited {timeout:.0f}s for pid {holder} to release "
-                                         f"{path}") from None
-                time.sleep(1.0)
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        yield
-    finally:
-        os.close(fd)
-
-
-def _die_with_parent() -> None:
-    """In the child: get SIGKILL if the test process dies, so no device outlives it."""
-    _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    return flock(path, timeout, poll=1.0, timeout_error=lambda holder: ArmDeviceError(
+        f"waited {timeout:.0f}s for pid {holder} to release {path}"))
 
 
 # ---------------------------------------------------------------- host tools and binfmt
@@ -291,17 +280,10 @@ _ROOTFS_CHECK = (
 def _isolated(root: Path, argv: list[str], *, timeout: float = 300.0,
               what: str) -> subprocess.CompletedProcess[str]:
     """Run argv chrooted into ``root`` in new mount, PID and network namespaces."""
-    return _run(["unshare", "--mount", "--pid", "--net", "--fork", "--kill-child", "--",
-                 "chroot", str(root), *argv], timeout=timeout, what=what)
+    return _run([*_UNSHARE, "chroot", str(root), *argv], timeout=timeout, what=what)
 
 
 # ---------------------------------------------------------------- a session
-
-
-def _keygen(path: Path) -> str:
-    _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", path.name, "-f", str(path)])
-    kind, blob = path.with_suffix(".pub").read_text().split()[:2]
-    return f"{kind} {blob}"
 
 
 def _remove_stale_sessions() -> None:
@@ -319,76 +301,42 @@ def _prepare_session(session: Path) -> tuple[Path, str]:
     for sub in ("upper", "work", "merged", "keys"):
         (session / sub).mkdir(parents=True)
     keys = session / "keys"
-    host_key = _keygen(keys / "host_ed25519")
-    client_key = _keygen(keys / "id_ed25519")
+    host_key = keygen(keys / "host_ed25519")
+    client_key = keygen(keys / "id_ed25519")
     conf = session / "upper/etc/ssh/edge"
     conf.mkdir(parents=True)
     shutil.copyfile(keys / "host_ed25519", conf / "host_ed25519")
     (conf / "host_ed25519").chmod(0o600)
-    (conf / "authorized_keys").write_text(f"{client_key} edge-test-client\n")
-    (conf / "authorized_keys").chmod(0o644)
-    (conf / "sshd_config").write_text(
-        "ListenAddress 127.0.0.1\nPort 22\nHostKey /etc/ssh/edge/host_ed25519\n"
-        "PidFile none\nAuthorizedKeysFile /etc/ssh/edge/authorized_keys\n"
-        "PubkeyAuthentication yes\nPasswordAuthentication no\n"
-        "KbdInteractiveAuthentication no\nUsePAM no\nPermitRootLogin no\n"
-        f"AllowUsers {DEVICE_USER}\nStrictModes no\nPrintMotd no\nX11Forwarding no\n"
-        "UseDNS no\nLoginGraceTime 120\nSubsystem sftp internal-sftp\n")
+    write_authorized_keys(conf / "authorized_keys", client_key)
+    (conf / "sshd_config").write_text(sshd_config_text(
+        address="127.0.0.1", port=22, host_key="/etc/ssh/edge/host_ed25519", pid_file="none",
+        authorized_keys="/etc/ssh/edge/authorized_keys",
+        extra=("UseDNS no", "LoginGraceTime 120")))
     return keys, host_key
 
 
-class _Namespaced:
-    """``unshare ... sshd`` with its stderr drained by a thread."""
+def _start_device(session: Path, rootfs: Path) -> SSHDaemon:
+    """The rootfs's sshd in the device's namespaces, listening on 127.0.0.1:22 in there."""
+    daemon = SSHDaemon(
+        DEVICE_SSHD_CONFIG, sshd=DEVICE_SSHD, death_signal=signal.SIGKILL, log_lines=300,
+        prefix=[*_UNSHARE, "/bin/sh", "-c", _START, "edge-arm-device", str(session), str(rootfs)])
+    if not daemon.listening("127.0.0.1", 22, READY_TIMEOUT):
+        _stop_device(daemon)
+        raise ArmDeviceError("the aarch64 sshd did not start:\n" + "\n".join(daemon.log))
+    return daemon
 
-    def __init__(self, session: Path, rootfs: Path) -> None:
-        self.log: deque[str] = deque(maxlen=300)
-        self._lines: queue.Queue[str | None] = queue.Queue()
-        self.proc = subprocess.Popen(
-            ["unshare", "--mount", "--pid", "--net", "--fork", "--kill-child", "--",
-             "/bin/sh", "-c", _START, "edge-arm-device", str(session), str(rootfs)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            text=True, preexec_fn=_die_with_parent)
-        threading.Thread(target=self._drain, daemon=True).start()
 
-    def _drain(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.log.append(line.rstrip())
-            self._lines.put(line)
-        self._lines.put(None)
-
-    def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
-        """Until sshd listens on 127.0.0.1:22 inside the device's network namespace."""
-        deadline = time.monotonic() + timeout
-        while (left := deadline - time.monotonic()) > 0:
-            try:
-                line = self._lines.get(timeout=left)
-            except queue.Empty:
-                break
-            if line is None:
-                break
-            if "Server listening on 127.0.0.1 port 22" in line:
-                return
-        raise ArmDeviceError("the aarch64 sshd did not start:\n" + "\n".join(self.log))
-
-    def netns(self) -> str:
-        """The network namespace's identity, e.g. net:[4026532841]."""
-        return os.readlink(f"/proc/{self.proc.pid}/ns/net")
-
-    def stop(self) -> None:
-        """SIGKILL unshare: --kill-child kills PID 1 of the device, and with it every process
-        in its PID namespace; then wait until no process is left in its network namespace."""
-        try:
-            netns = self.netns()
-        except OSError:
-            netns = None
-        if self.proc.poll() is None:
-            self.proc.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=10)
-        deadline = time.monotonic() + 10
-        while netns and time.monotonic() < deadline and _pids_in(netns):
-            time.sleep(0.05)
+def _stop_device(daemon: SSHDaemon) -> None:
+    """SIGKILL unshare: --kill-child kills PID 1 of the device, and with it every process
+    in its PID namespace; then wait until no process is left in its network namespace."""
+    try:
+        netns = os.readlink(f"/proc/{daemon.proc.pid}/ns/net")  # e.g. net:[4026532841]
+    except OSError:
+        netns = None
+    daemon.kill(timeout=10)
+    deadline = time.monotonic() + 10
+    while netns and time.monotonic() < deadline and _pids_in(netns):
+        time.sleep(0.05)
 
 
 def _pids_in(netns: str) -> set[int]:
@@ -485,15 +433,13 @@ def running_arm_device() -> Iterator[ArmDevice]:
         _remove_stale_sessions()
         session = SESSIONS / f"{os.getpid()}-{secrets.token_hex(4)}"
         session.mkdir(parents=True)
-    device: _Namespaced | None = None
+    device: SSHDaemon | None = None
     forwarder: _Forwarder | None = None
     try:
         keys, host_key = _prepare_session(session)
-        device = _Namespaced(session, rootfs)
-        device.wait_ready()
+        device = _start_device(session, rootfs)
         forwarder = _Forwarder(f"/proc/{device.proc.pid}/ns/net")
-        known = keys / "known_hosts"
-        known.write_text(f"[127.0.0.1]:{forwarder.port} {host_key}\n")
+        known = write_known_hosts(keys / "known_hosts", forwarder.port, host_key)
         yield ArmDevice(host="127.0.0.1", port=forwarder.port, user=DEVICE_USER,
                         identity=keys / "id_ed25519", known_hosts=known, python=DEVICE_PYTHON,
                         upper=session / "upper", rootfs=rootfs, pid=device.proc.pid)
@@ -501,7 +447,7 @@ def running_arm_device() -> Iterator[ArmDevice]:
         if forwarder is not None:
             forwarder.close()
         if device is not None:
-            device.stop()
+            _stop_device(device)
         if not os.environ.get("EDGE_TEST_ARM_KEEP"):
             shutil.rmtree(session, ignore_errors=True)
 

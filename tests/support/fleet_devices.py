@@ -25,19 +25,15 @@ memory controllers: :func:`unavailable` says why not.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import ipaddress
 import os
-import queue
 import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,20 +42,19 @@ from typing import Any
 from tests.support.sshd import (
     DEVICE_USER,
     DEVICE_VENV,
-    LOCK_FILE,
-    PR_SET_CHILD_SUBREAPER,
     SSH_KEYGEN,
     SSHD_BIN,
+    SSHDaemon,
     SSHDError,
-    _die_with_parent,
-    _lock_holder,
-    _prctl,
-    _reap,
     device_lock,
     ensure_device_venv,
     ensure_user,
     keygen,
+    reap,
     require_root_and_sshd,
+    sshd_config_text,
+    subreaper,
+    write_authorized_keys,
 )
 
 PREFIX = "edge-fleet-"
@@ -264,29 +259,6 @@ def _rmdir_cgroup(group: Path, timeout: float = 5.0) -> None:
             time.sleep(0.05)
 
 
-@contextlib.contextmanager
-def _device_lock_once() -> Iterator[None]:
-    """tests/support/sshd.py's lock, unless this very process already holds it (the session's
-    ``ssh_device`` fixture): one process at a time owns edgeuser and the device venv."""
-    fd = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        if _lock_holder() == str(os.getpid()):
-            yield
-            return
-        with device_lock():
-            yield
-        return
-    try:
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        yield
-    finally:
-        os.close(fd)
-
-
 # ---------------------------------------------------------------- stale leftovers
 
 
@@ -332,58 +304,6 @@ def remove_stale() -> list[str]:
 # ---------------------------------------------------------------- one device's sshd
 
 
-class _Daemon:
-    """A device's ``sshd -D -e`` (joined to its cgroups, inside its namespace)."""
-
-    def __init__(self, argv: list[str]) -> None:
-        self.log: deque[str] = deque(maxlen=200)
-        self._lines: queue.Queue[str | None] = queue.Queue()
-        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True,
-                                     preexec_fn=_die_with_parent)
-        threading.Thread(target=self._drain, daemon=True).start()
-
-    def _drain(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.log.append(line.rstrip())
-            self._lines.put(line)
-        self._lines.put(None)
-
-    def wait_ready(self, address: str, port: int, timeout: float = READY_TIMEOUT) -> None:
-        want = f"Server listening on {address} port {port}"
-        deadline = time.monotonic() + timeout
-        while (left := deadline - time.monotonic()) > 0:
-            try:
-                line = self._lines.get(timeout=left)
-            except queue.Empty:
-                break
-            if line is None:
-                break
-            if want in line:
-                return
-        raise SSHDError(f"sshd did not start listening on {address}:{port}:\n"
-                        + "\n".join(self.log))
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=5)
-
-
-def _sshd_config(path: Path, address: str, port: int, host_key: Path,
-                 authorized: Path) -> Path:
-    path.write_text(
-        f"ListenAddress {address}\nPort {port}\nHostKey {host_key}\n"
-        f"PidFile {path.parent / 'sshd.pid'}\nAuthorizedKeysFile {authorized}\n"
-        "PubkeyAuthentication yes\nPasswordAuthentication no\n"
-        "KbdInteractiveAuthentication no\nUsePAM no\nPermitRootLogin no\n"
-        f"AllowUsers {DEVICE_USER}\nStrictModes no\nPrintMotd no\nX11Forwarding no\n"
-        "UseDNS no\nMaxStartups 100\nSubsystem sftp internal-sftp\n")
-    return path
-
-
 def _passwd_with_home(path: Path, home: Path) -> Path:
     """A copy of /etc/passwd in which edgeuser's home is ``home``."""
     lines = []
@@ -410,7 +330,7 @@ class _Builder:
         self.netns: list[str] = []
         self.veths: list[str] = []
         self.cgroups: list[Path] = []
-        self.daemons: list[_Daemon] = []
+        self.daemons: list[SSHDaemon] = []
 
     def cgroup(self, controller: str, name: str) -> Path:
         parent = _cgroup_parent(controller)
@@ -442,7 +362,7 @@ class _Builder:
         return ns
 
     def device(self, index: int, subnet: ipaddress.IPv4Network, authorized: Path
-               ) -> tuple[EmulatedDevice, _Daemon]:
+               ) -> tuple[EmulatedDevice, SSHDaemon]:
         name = f"dev{index}"
         base = subnet.network_address + 4 * index
         host_ip, device_ip = str(base + 1), str(base + 2)
@@ -452,8 +372,11 @@ class _Builder:
         home.mkdir(mode=0o755)
         os.chown(home, self.uid, self.gid)
         host_key = keygen(folder / "host_ed25519")
-        config = _sshd_config(folder / "sshd_config", device_ip, 22, folder / "host_ed25519",
-                              authorized)
+        config = folder / "sshd_config"
+        config.write_text(sshd_config_text(
+            address=device_ip, port=22, host_key=folder / "host_ed25519",
+            pid_file=folder / "sshd.pid", authorized_keys=authorized,
+            extra=("UseDNS no", "MaxStartups 100")))
         passwd = _passwd_with_home(folder / "passwd", home)
         ns = self.network(index, host_ip, device_ip)
         group = f"{PREFIX}{self.owner}-{index}"
@@ -462,10 +385,10 @@ class _Builder:
         cpuacct = (None if accounting is None else cpu if accounting == _cgroup_parent("cpu")
                    else self.cgroup("cpuacct", group))  # co-mounted cpu,cpuacct: one group
         groups = [cpu, memory] + ([cpuacct] if cpuacct not in (None, cpu) else [])
-        daemon = _Daemon(["sh", "-c", _JOIN_CGROUPS_SH, "sh", str(len(groups)),
-                          *(str(g / "cgroup.procs") for g in groups), "ip", "netns", "exec", ns,
-                          "sh", "-c", _OWN_PASSWD_SH, "sh", str(passwd),
-                          str(SSHD_BIN), "-D", "-e", "-f", str(config)])
+        daemon = SSHDaemon(config, log_lines=200, prefix=[
+            "sh", "-c", _JOIN_CGROUPS_SH, "sh", str(len(groups)),
+            *(str(g / "cgroup.procs") for g in groups), "ip", "netns", "exec", ns,
+            "sh", "-c", _OWN_PASSWD_SH, "sh", str(passwd)])
         self.daemons.append(daemon)
         return EmulatedDevice(name=name, netns=ns, address=device_ip, port=22, home=home,
                               host_key=host_key, sshd_pid=daemon.proc.pid, cpu_cgroup=cpu,
@@ -481,16 +404,13 @@ class _Builder:
             except Exception as exc:  # noqa: BLE001 - keep tearing down, report at the end
                 errors.append(f"{what}: {exc}")
 
-        _prctl(PR_SET_CHILD_SUBREAPER, 1)  # orphans of killed sessions come to us, not init
-        try:
+        with subreaper():  # orphans of killed sessions come to us, not init
             killed: set[int] = set()
             for group in self.cgroups:
                 killed |= _cgroup_kill(group)
             for daemon in self.daemons:
-                step("sshd", daemon.stop)
-            _reap(killed)
-        finally:
-            _prctl(PR_SET_CHILD_SUBREAPER, 0)
+                step("sshd", daemon.kill)
+            reap(killed)
         for group in self.cgroups:
             step(f"cgroup {group}", _rmdir_cgroup, group)
         for veth in self.veths:
@@ -513,7 +433,8 @@ def running_fleet(count: int = 8, *, cpus: float = 1.0, memory_mb: int = 1024,
     if reason is not None:
         raise FleetUnavailable(reason)
     require_root_and_sshd()
-    with _device_lock_once():
+    # reentrant: this very process may hold it already (the session's ``ssh_device`` fixture)
+    with device_lock(reentrant=True):
         python = ensure_device_venv(venv)
         ensure_user()
         user = pwd.getpwnam(DEVICE_USER)
@@ -527,12 +448,13 @@ def running_fleet(count: int = 8, *, cpus: float = 1.0, memory_mb: int = 1024,
             keys.mkdir(mode=0o755)
             client = keygen(keys / "id_ed25519")
             keygen(keys / "wrong_id_ed25519")
-            authorized = keys / "authorized_keys"
-            authorized.write_text(f"{client} edge-fleet-client\n")
-            authorized.chmod(0o644)
+            authorized = write_authorized_keys(keys / "authorized_keys", client,
+                                               comment="edge-fleet-client")
             started = [builder.device(i, subnet, authorized) for i in range(count)]
             for device, daemon in started:
-                daemon.wait_ready(device.address, device.port)
+                if not daemon.listening(device.address, device.port, READY_TIMEOUT):
+                    raise SSHDError(f"sshd did not start listening on {device.address}:"
+                                    f"{device.port}:\n" + "\n".join(daemon.log))
             devices = tuple(device for device, _ in started)
             known_hosts = keys / "known_hosts"
             known_hosts.write_text("".join(f"{d.address} {d.host_key}\n" for d in devices))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
+import functools
 import os
 import pwd
 import queue
@@ -24,7 +25,7 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -171,7 +172,18 @@ def _prctl(option: int, value: int) -> None:
     _LIBC.prctl(option, value, 0, 0, 0)
 
 
-def _reap(pids: set[int], timeout: float = 2.0) -> None:
+@contextlib.contextmanager
+def subreaper() -> Iterator[None]:
+    """Make this process a child subreaper meanwhile: orphans of killed sessions come to us (for
+    :func:`reap`), not to init."""
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    try:
+        yield
+    finally:
+        _prctl(PR_SET_CHILD_SUBREAPER, 0)
+
+
+def reap(pids: set[int], timeout: float = 2.0) -> None:
     """Wait for ``pids`` to leave /proc, reaping sshd zombies orphaned to us (a subreaper)."""
     me, deadline = os.getpid(), time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -237,18 +249,32 @@ def write_known_hosts(path: Path, port: int, host_key: str) -> Path:
     return path
 
 
+def write_authorized_keys(path: Path, public_key: str, comment: str = "edge-test-client") -> Path:
+    """Authorize one client key ("ssh-ed25519 AAAA..."): 0644, as sshd reads it as edgeuser."""
+    path.write_text(f"{public_key} {comment}\n")
+    path.chmod(0o644)
+    return path
+
+
+def sshd_config_text(*, address: str, port: int, host_key: Path | str, pid_file: Path | str,
+                     authorized_keys: Path | str, extra: Sequence[str] = ()) -> str:
+    """An sshd_config for a key-only sshd serving only edgeuser (``extra``: more directives)."""
+    return "".join(f"{line}\n" for line in (
+        f"ListenAddress {address}", f"Port {port}", f"HostKey {host_key}", f"PidFile {pid_file}",
+        f"AuthorizedKeysFile {authorized_keys}",
+        "PubkeyAuthentication yes", "PasswordAuthentication no",
+        "KbdInteractiveAuthentication no", "UsePAM no", "PermitRootLogin no",
+        f"AllowUsers {DEVICE_USER}", "StrictModes no", "PrintMotd no", "X11Forwarding no",
+        *extra, "Subsystem sftp internal-sftp",
+    ))
+
+
 def write_sshd_config(workdir: Path, port: int) -> Path:
     """Write sshd_config for a loopback-only, key-only sshd serving edgeuser."""
     config = workdir / "sshd_config"
-    config.write_text(
-        f"ListenAddress 127.0.0.1\nPort {port}\n"
-        f"HostKey {workdir / 'host_ed25519'}\nPidFile {workdir / 'sshd.pid'}\n"
-        f"AuthorizedKeysFile {workdir / 'authorized_keys'}\n"
-        "PubkeyAuthentication yes\nPasswordAuthentication no\n"
-        "KbdInteractiveAuthentication no\nUsePAM no\nPermitRootLogin no\n"
-        f"AllowUsers {DEVICE_USER}\nStrictModes no\nPrintMotd no\nX11Forwarding no\n"
-        "Subsystem sftp internal-sftp\n"
-    )
+    config.write_text(sshd_config_text(
+        address="127.0.0.1", port=port, host_key=workdir / "host_ed25519",
+        pid_file=workdir / "sshd.pid", authorized_keys=workdir / "authorized_keys"))
     return config
 
 
@@ -258,35 +284,54 @@ def remove_stale_sessions() -> None:
         shutil.rmtree(session, ignore_errors=True)
 
 
-def _lock_holder() -> str:
-    """The PID written into the lock file by the session holding it."""
+def _lock_holder(path: Path) -> str:
+    """The PID written into the lock file ``path`` by the process holding it, or "?"."""
     with contextlib.suppress(OSError):
-        return LOCK_FILE.read_text().strip() or "?"
+        return path.read_text().strip() or "?"
     return "?"
 
 
 @contextlib.contextmanager
-def device_lock(timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
-    """Hold an exclusive lock: one test session at a time owns edgeuser, its home and the venv."""
-    fd = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+def flock(path: Path, timeout: float, *, poll: float = 0.5, reentrant: bool = False,
+          timeout_error: Callable[[str], Exception] | None = None) -> Iterator[None]:
+    """Hold an exclusive flock(2) on ``path`` (created, with its parents, if missing), our PID
+    written into it; released on exit, as on our death.
+
+    Retries every ``poll`` seconds; after ``timeout`` raises ``timeout_error(holder)`` (holder: the
+    PID in the file, or "?"), by default an SSHDError naming it. ``reentrant``: if the PID in the
+    file is ours (this process holds the lock through another open file), go on without it.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         deadline = time.monotonic() + timeout
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
             except BlockingIOError:
+                if reentrant and _lock_holder(path) == str(os.getpid()):
+                    break  # already ours: do not write into the file, do not release it
                 if time.monotonic() > deadline:
-                    raise SSHDError(
-                        f"waited {timeout:.0f}s for another test session (pid {_lock_holder()}) "
-                        f"to release {LOCK_FILE}: one session at a time owns {DEVICE_USER}"
-                    ) from None
-                time.sleep(0.5)
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+                    holder = _lock_holder(path)
+                    raise (timeout_error(holder) if timeout_error is not None else SSHDError(
+                        f"waited {timeout:.0f}s for pid {holder} to release {path}")) from None
+                time.sleep(poll)
+            else:
+                os.ftruncate(fd, 0)
+                os.write(fd, f"{os.getpid()}\n".encode())
+                break
         yield
     finally:
-        os.close(fd)  # releases the lock, as does our death
+        os.close(fd)  # releases the lock (if we took it), as does our death
+
+
+def device_lock(timeout: float = LOCK_TIMEOUT, *, reentrant: bool = False
+                ) -> contextlib.AbstractContextManager[None]:
+    """Hold an exclusive lock: one test session at a time owns edgeuser, its home and the venv.
+    ``reentrant``: go on if this very process already holds it (the ``ssh_device`` fixture)."""
+    return flock(LOCK_FILE, timeout, reentrant=reentrant, timeout_error=lambda holder: SSHDError(
+        f"waited {timeout:.0f}s for another test session (pid {holder}) "
+        f"to release {LOCK_FILE}: one session at a time owns {DEVICE_USER}"))
 
 
 # ---------------------------------------------------------------- device python
@@ -319,22 +364,24 @@ def ensure_device_venv(venv: Path = DEVICE_VENV) -> str:
 # ---------------------------------------------------------------- the daemon
 
 
-def _die_with_parent() -> None:
-    """In the child: get SIGTERM if pytest dies, so a killed session leaves no sshd behind."""
-    _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
 class SSHDaemon:
-    """A running ``sshd -D -e`` whose stderr is drained by a thread so it never blocks."""
+    """A running ``sshd -D -e`` whose stderr is drained by a thread so it never blocks.
 
-    def __init__(self, config: Path) -> None:
-        """Start sshd with ``config``; call wait_ready() next."""
-        self.log: deque[str] = deque(maxlen=500)
+    ``prefix`` is an argv that ends by exec'ing the rest (``ip netns exec NS``, a script that
+    joins cgroups or mounts and chroots, ...); ``sshd`` is the daemon's path as seen there. The
+    launched process gets ``death_signal`` when we die, so a killed session leaves no sshd behind.
+    """
+
+    def __init__(self, config: Path | str, *, prefix: Sequence[str] = (),
+                 sshd: Path | str = SSHD_BIN, death_signal: int = signal.SIGTERM,
+                 log_lines: int = 500) -> None:
+        """Start sshd with ``config``; call wait_ready() or listening() next."""
+        self.log: deque[str] = deque(maxlen=log_lines)
         self._lines: queue.Queue[str | None] = queue.Queue()
         self.proc = subprocess.Popen(
-            [str(SSHD_BIN), "-D", "-e", "-f", str(config)],
+            [*prefix, str(sshd), "-D", "-e", "-f", str(config)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            text=True, preexec_fn=_die_with_parent,
+            text=True, preexec_fn=functools.partial(_prctl, PR_SET_PDEATHSIG, death_signal),
         )
         threading.Thread(target=self._drain, daemon=True).start()
 
@@ -346,9 +393,10 @@ class SSHDaemon:
             self._lines.put(line)
         self._lines.put(None)
 
-    def wait_ready(self, port: int, timeout: float = READY_TIMEOUT) -> None:
-        """Block until sshd says it listens on ``port``; raise with its stderr otherwise."""
-        want = f"Server listening on 127.0.0.1 port {port}"
+    def listening(self, address: str, port: int, timeout: float) -> bool:
+        """Block until sshd says it listens on ``address`` ``port``: False if it exits or
+        ``timeout`` seconds pass first (``log`` then holds its stderr)."""
+        want = f"Server listening on {address} port {port}"
         deadline = time.monotonic() + timeout
         while (left := deadline - time.monotonic()) > 0:
             try:
@@ -358,21 +406,32 @@ class SSHDaemon:
             if line is None:
                 break
             if want in line:
-                return
-        self.stop()
-        raise SSHDError(f"sshd did not start listening on port {port}:\n" + "\n".join(self.log))
+                return True
+        return False
+
+    def wait_ready(self, port: int, timeout: float = READY_TIMEOUT) -> None:
+        """Block until sshd says it listens on 127.0.0.1 ``port``; stop it and raise with its
+        stderr otherwise."""
+        if not self.listening("127.0.0.1", port, timeout):
+            self.stop()
+            raise SSHDError(
+                f"sshd did not start listening on port {port}:\n" + "\n".join(self.log))
+
+    def kill(self, timeout: float = 5.0) -> None:
+        """SIGKILL the launched process (sshd or its prefix) and wait up to ``timeout`` for it."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=timeout)
 
     def stop(self, uid: int | None = None) -> None:
         """Kill sshd, its session children and ``uid``'s processes by PID, leaving no zombies."""
-        _prctl(PR_SET_CHILD_SUBREAPER, 1)  # orphans of killed sessions come to us, not init
-        try:
+        with subreaper():
             pids = _descendants(self.proc.pid) | (_user_pids(uid) if uid is not None else set())
             _kill_pids(pids)
             self._stop_main()
-            _reap(pids)
+            reap(pids)
             _wait_orphans_reaped()
-        finally:
-            _prctl(PR_SET_CHILD_SUBREAPER, 0)
 
     def _stop_main(self) -> None:
         """Terminate the listening sshd, then kill it if it lingers."""
@@ -407,9 +466,7 @@ def _write_keys(workdir: Path) -> dict[str, str]:
     """Generate host, client, wrong-client and other-host keys; authorize the client key."""
     keys = {name: keygen(workdir / name) for name in
             ("host_ed25519", "id_ed25519", "wrong_id_ed25519", "other_host_ed25519")}
-    authorized = workdir / "authorized_keys"
-    authorized.write_text(keys["id_ed25519"] + " edge-test-client\n")
-    authorized.chmod(0o644)  # sshd reads it as edgeuser
+    write_authorized_keys(workdir / "authorized_keys", keys["id_ed25519"])
     return keys
 
 
