@@ -634,3 +634,30 @@ def test_cli_fleet_dry_run_and_flag_errors(tmp_path: Path) -> None:
     nothing = run_cli("deploy", "sample:digits", "--inventory", str(inventory), "--limit",
                       "nowhere", "--dry-run")
     assert nothing.status == 2 and nothing.stderr.count("\n") == 1
+
+
+@pytest.mark.slow
+def test_keep_reaches_every_host(deployed, emulated, fleet_dir: Path) -> None:
+    """--keep is applied on each host: many releases from a measure-on-device deploy, then a
+    deploy with keep=1 leaves only the active one and its rollback target."""
+    report, _ = deployed
+    bundle = Path(report.bundles[0].bundle)
+    emulated.wipe()
+    device = DeviceTarget(known_hosts=emulated.known_hosts, runs=3, warmup=0)
+
+    def releases(name: str) -> set[str]:
+        home = next(d.home for d in emulated.devices if d.name == name)
+        return {p.name for p in (home / ".edge" / "releases").iterdir()}
+
+    many = run_fleet(FleetRequest(source=bundle, inventory=fleet_dir / "hosts.yml",
+                                  limit="dev1,dev2", device=device, measure_on_device=True,
+                                  keep=50))
+    assert many.exit_status == 0, render_fleet(many)
+    before = {h.host: releases(h.host) for h in many.hosts}
+    assert all(len(r) >= 3 for r in before.values()), before
+    pruned = run_fleet(FleetRequest(source=bundle, inventory=fleet_dir / "hosts.yml",
+                                    limit="dev1,dev2", device=device, keep=1))
+    assert pruned.exit_status == 0, render_fleet(pruned)
+    for host in pruned.hosts:
+        left = releases(host.host)
+        assert host.release in left and len(left) <= 2 < len(before[host.host]), left
