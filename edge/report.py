@@ -466,15 +466,27 @@ def _device_history(plt: Any, n: int, device: str, kept: list[Any], ids: dict[st
     ax.legend(loc="best", fontsize=8)
     ax.set_ylim(0, 1.15 * max(k.report.bench.p50_ms for k in kept))
     svg = _svg(fig, f"plot-history-{n}", f"History on {target}")
-    rows = [(k.kept_at.strftime("%Y-%m-%d %H:%M:%S") if k.kept_at else "",
-             k.report.candidate, k.report.release, _ms(k.report.bench.p50_ms),
-             _ms(k.report.bench.p90_ms), k.report.bench.runs,
-             "REGRESSION" if k.regressed else "") for k in kept]
+    rows = [_history_row(k) for k in kept]
     caption = (f"p50 latency measured on {target} by edge deploy / edge bench, per artifact; "
-               "dashed lines are artifacts of other bundles or releases.")
+               "dashed lines are artifacts of other bundles or releases. Load time, peak "
+               "memory and power are the agent's, on the device (power: a sensor, or "
+               "'est.' when estimated from the profile).")
     return _figure(svg, caption) + _table(
-        ("kept at", "candidate", "release", "p50 ms", "p90 ms", "runs", "check"),
-        rows, ["rejected" if k.regressed else "" for k in kept], numeric=(3, 4, 5))
+        ("kept at", "candidate", "release", "p50 ms", "p90 ms", "p99 ms", "runs", "load ms",
+         "peak RSS MB", "power W", "check"),
+        rows, ["rejected" if k.regressed else "" for k in kept], numeric=(3, 4, 5, 6, 7, 8, 9))
+
+
+def _history_row(k: Any) -> tuple[Any, ...]:
+    b = k.report.bench
+    power = (b.metrics or {}).get("power_w")
+    estimated = "estimate" in str((b.metrics or {}).get("power_source", ""))
+    return (k.kept_at.strftime("%Y-%m-%d %H:%M:%S") if k.kept_at else "", k.report.candidate,
+            k.report.release, _ms(b.p50_ms), _ms(b.p90_ms), _ms(b.p99_ms), b.runs,
+            "" if b.load_ms is None else f"{b.load_ms:.1f}",
+            "" if b.peak_rss_mb is None else f"{b.peak_rss_mb:.1f}",
+            "" if power is None else f"{power:.2f}" + (" est." if estimated else ""),
+            "REGRESSION" if k.regressed else "")
 
 
 def _time_axis(ax: Any, dated: bool, n: int) -> None:

@@ -49,6 +49,10 @@ def test_deploy_report_shows_the_measurement_it_just_made(
     text = html.read_text()
     assert f"{document['bench']['p50_ms']:.3f}" in text, "the deploy's p50 is not in the history"
     assert document["release"] in text
+    bench = document["bench"]  # what the agent measured on the device is in the history table
+    assert f"<td class=\"num\">{bench['load_ms']:.1f}</td>" in text
+    assert f"<td class=\"num\">{bench['peak_rss_mb']:.1f}</td>" in text
+    assert f"{bench['metrics']['power_w']:.2f} est." in text  # the embedded device: estimated
 
 
 def test_partition_writes_the_split_report(tmp_path: Path) -> None:
