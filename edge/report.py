@@ -399,6 +399,7 @@ def _layers_figure(plt: Any, measured: Sequence[tuple[str, str, Any]], top: int)
                       [f"{_short(layer.name.split(';')[0], 30)} ({layer.op[:18]})"
                        for layer in shown], fontsize=7)
         ax.set_xlabel("ms per inference")
+        ax.xaxis.get_major_locator().set_params(nbins=4)  # narrow panels: few, readable ticks
         ax.set_title(f"{candidate} \u2014 {profile.runtime}\n(whole model "
                      f"{profile.total_ms:.3f} ms)", fontsize=9)
         ax.grid(True, axis="x", alpha=0.3)
