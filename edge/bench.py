@@ -39,7 +39,8 @@ def interleaved(
         for index in range(rounds.rounds):
             for name in names if index % 2 == 0 else names[::-1]:
                 bar.update(f"timing round {index + 1}/{rounds.rounds} {name}")
-                samples[name] += _block(calls[name], rounds)
+                with progress.hold():  # no redraw of the bars inside a timed block
+                    samples[name] += _block(calls[name], rounds)
                 bar.advance()
     return samples
 

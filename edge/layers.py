@@ -23,6 +23,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from edge import progress
 from edge.errors import UsageError, first_line
 
 __all__ = ["LayerProfile", "LayerTime", "measure_layers"]
@@ -153,9 +154,10 @@ def _openvino_rounds(plain: Any, profiled: Any,
     times: list[float] = []
     nodes: dict[str, tuple[str, str, list[float]]] = {}
     for _ in range(runs):
-        start = time.perf_counter()
-        plain.infer()
-        times.append((time.perf_counter() - start) * 1e3)
+        with progress.hold():
+            start = time.perf_counter()
+            plain.infer()
+            times.append((time.perf_counter() - start) * 1e3)
         profiled.infer()
         for info in profiled.get_profiling_info():
             if info.status.name != "EXECUTED":
@@ -303,12 +305,13 @@ def _tflite_rounds(contents: Sequence[bytes], threads: int,
 def _one_round(interpreters: Sequence[Any], untimed: int) -> list[float]:
     """Ms of one timed invoke per interpreter, each after ``untimed`` invokes."""
     out = []
-    for interpreter in interpreters:
-        for _ in range(untimed):
+    with progress.hold():
+        for interpreter in interpreters:
+            for _ in range(untimed):
+                interpreter.invoke()
+            start = time.perf_counter()
             interpreter.invoke()
-        start = time.perf_counter()
-        interpreter.invoke()
-        out.append((time.perf_counter() - start) * 1e3)
+            out.append((time.perf_counter() - start) * 1e3)
     return out
 
 

@@ -17,11 +17,13 @@ import threading
 from collections.abc import Iterator
 from typing import IO, Any
 
-__all__ = ["LogHandler", "Step", "disable", "enable", "enabled", "step", "transfer"]
+__all__ = ["LogHandler", "Step", "disable", "enable", "enabled", "hold", "step", "transfer"]
 
-#: Redraws per second: low, so the display costs nothing measurable during benchmark rounds.
+#: Redraws per second (never while a timing block holds the display: see ``hold``).
 REFRESH_PER_SECOND = 5
 _LOCK = threading.RLock()
+#: Held by code that times something on this host: no redraw runs meanwhile.
+_HOLD = threading.Lock()
 
 
 class _State:
@@ -32,6 +34,7 @@ class _State:
     console: Any = None
     live: Any = None  # rich.progress.Progress while at least one step is shown
     steps = 0
+    redraws: Any = None  # the _Redraws thread of ``live``
 
 
 _state = _State()
@@ -97,11 +100,50 @@ def transfer(description: str, size: int) -> contextlib.AbstractContextManager[S
     return step(description, total=size, unit="bytes")
 
 
+@contextlib.contextmanager
+def hold() -> Iterator[None]:
+    """Keep the display still while timing on this host: the bars are redrawn by a thread of
+    this process, and a redraw inside a timed block would be measured as the model's time."""
+    if _state.live is None:
+        yield
+        return
+    with _HOLD:
+        yield
+
+
+class _Redraws(threading.Thread):
+    """Redraws the display REFRESH_PER_SECOND times a second, waiting out any ``hold``."""
+
+    def __init__(self, live: Any) -> None:
+        super().__init__(name="edge-progress", daemon=True)
+        self.live, self.done = live, threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(1 / REFRESH_PER_SECOND):
+            if not _HOLD.acquire(blocking=False):
+                continue  # something is being timed: skip this redraw
+            try:
+                if _LOCK.acquire(blocking=False):  # never wait: stop() may hold it
+                    try:
+                        if not self.done.is_set():
+                            self.live.refresh()
+                    finally:
+                        _LOCK.release()
+            finally:
+                _HOLD.release()
+
+    def stop(self) -> None:
+        self.done.set()
+        self.join(timeout=2)
+
+
 def _start() -> Any:
     """The live display, started for the first concurrent step (call with _LOCK held)."""
     if _state.live is None:
         _state.live = _progress(_console())
         _state.live.start()
+        _state.redraws = _Redraws(_state.live)
+        _state.redraws.start()
     _state.steps += 1
     return _state.live
 
@@ -112,8 +154,9 @@ def _finish(live: Any, task: Any) -> None:
         live.remove_task(task)
         _state.steps -= 1
         if _state.steps == 0 and _state.live is live:
+            _state.redraws.stop()  # it never waits for _LOCK, so this cannot deadlock
             live.stop()
-            _state.live = None
+            _state.live = _state.redraws = None
 
 
 def _console() -> Any:
@@ -129,7 +172,7 @@ def _progress(console: Any) -> Any:
     from rich.progress import Progress
 
     return Progress(*_columns(), console=console, transient=True, redirect_stdout=False,
-                    refresh_per_second=REFRESH_PER_SECOND)
+                    auto_refresh=False)  # redrawn by _Redraws, which respects ``hold``
 
 
 def _columns() -> list[Any]:

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from edge import progress
 from edge.errors import DeviceError, UsageError
 from partition.split import CutOption, SplitPlan, read_split_yaml
 
@@ -170,8 +171,12 @@ class SplitClient:
         self._rtt_at = time.monotonic()
 
     def _infer(self, cut: CutOption, feeds: Mapping[str, np.ndarray]) -> SplitResult:
-        predicted = self._predicted(cut)
         self._head(cut)  # load it outside the timed region (first use of a cut)
+        with progress.hold():  # no redraw of the bars inside the timed inference
+            return self._timed_infer(cut, feeds)
+
+    def _timed_infer(self, cut: CutOption, feeds: Mapping[str, np.ndarray]) -> SplitResult:
+        predicted = self._predicted(cut)
         wall = time.time()
         start = time.perf_counter()
         values = dict(feeds) | self._run_head(cut, feeds)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from devices.agent import kernel_ms, profile_feeds
+from edge import progress
 from edge.errors import UsageError
 from partition.graph import load_named, tensor_bytes
 
@@ -178,10 +179,11 @@ def _whole_model_ms(path: Path, feeds: Mapping[str, np.ndarray], threads: int, r
     session = _session(path, threads, optimize=True)
     session.run(None, dict(feeds))
     times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        session.run(None, dict(feeds))
-        times.append((time.perf_counter() - start) * 1e3)
+    with progress.hold():
+        for _ in range(runs):
+            start = time.perf_counter()
+            session.run(None, dict(feeds))
+            times.append((time.perf_counter() - start) * 1e3)
     return statistics.median(times)
 
 

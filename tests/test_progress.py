@@ -154,6 +154,25 @@ def shown() -> Iterator[io.StringIO]:
         progress.disable()
 
 
+def test_no_redraw_while_something_is_timed(shown: io.StringIO) -> None:
+    """The bars are redrawn by a thread of this process: inside ``hold`` (a timed block on this
+    host) it must not draw, or the drawing would be measured as the model's time."""
+    import time
+
+    with progress.step("timing", total=3) as bar:
+        time.sleep(0.5)
+        assert shown.tell() > 0, "the display is not being redrawn at all"
+        with progress.hold():
+            bar.advance()
+            before = shown.tell()
+            time.sleep(3 / progress.REFRESH_PER_SECOND)
+            assert shown.tell() == before, "redrawn inside a timed block"
+        time.sleep(3 / progress.REFRESH_PER_SECOND)
+        assert shown.tell() > before, "redraws did not resume after the timed block"
+    with progress.hold():  # nothing shown: a no-op
+        pass
+
+
 def test_threads_share_one_display_and_log_lines_stay_whole(shown: io.StringIO) -> None:
     logger = logging.getLogger("edge.test-progress")
     handler = progress.LogHandler(shown)
