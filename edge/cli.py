@@ -468,6 +468,44 @@ def _device(opts: dict[str, Any]) -> Any:
         provision=opts.pop("provision"))
 
 
+def _remote_options(func: Any) -> Any:
+    """How to reach a device, for commands that only talk to it."""
+    options = [
+        click.option("--profile", "profile_ref",
+                     help="Device profile (access settings, work dir) [~/.edge, no user]."),
+        click.option("--host", help=_HOST_HELP),
+        click.option("--identity", type=_PATH, help="SSH private key."),
+        click.option("--known-hosts", type=_PATH, help="known_hosts file [~/.ssh/known_hosts]."),
+        click.option("--trust-new-host", is_flag=True,
+                     help="Accept and record an unknown host key (never a changed one)."),
+        click.option("--device-python", help="Python on the device [profile access.python]."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+@contextlib.contextmanager
+def _report_device(on_device: bool, device: Any, profile_ref: str | None) -> Iterator[Any]:
+    """The opened device the report measures on, or None."""
+    if not on_device:
+        yield None
+        return
+    from edge.deploy import opened_device
+
+    with opened_device(device, profile_ref) as opened:
+        yield opened
+
+
+def _remote(opts: dict[str, Any]) -> Any:
+    from edge.deploy import DeviceTarget
+
+    return DeviceTarget(host=opts.pop("host"), identity=opts.pop("identity"),
+                        known_hosts=opts.pop("known_hosts"),
+                        trust_new_host=opts.pop("trust_new_host"),
+                        python=opts.pop("device_python"))
+
+
 # ---------------------------------------------------------------- partition
 @cli.command("partition")
 @click.argument("model", type=_PATH)
@@ -670,9 +708,15 @@ def _read_token(path: Path | None) -> str | None:
 @click.argument("source", metavar="BUNDLE|SPLIT_DIR|RESULTS", type=_PATH)
 @click.option("-o", "--out", type=_PATH, required=True, help="HTML file to write.")
 @click.option("--no-layers", is_flag=True,
-              help="Bundle: skip measuring per-layer times on this host.")
+              help="Bundle: skip measuring per-layer times.")
+@click.option("--on-device", is_flag=True,
+              help="Bundle: measure the ONNX Runtime candidates' per-layer times ON the device "
+                   "(--host, else the profile's access.host, else the embedded local device) "
+                   "with its agent; the others on this host. Implied by --host.")
+@_remote_options
 @json_option
-def report_cmd(source: Path, out: Path, no_layers: bool, as_json: bool) -> int:
+def report_cmd(source: Path, out: Path, no_layers: bool, on_device: bool,
+               profile_ref: str | None, as_json: bool, **opts: Any) -> int:
     """Write one self-contained HTML report (inline SVG plots, no network needed to view).
 
     A bundle: candidates on a latency x fidelity plane, per-layer time of up to six candidates
@@ -685,12 +729,19 @@ def report_cmd(source: Path, out: Path, no_layers: bool, as_json: bool) -> int:
     Examples:
       edge report digits-rpi4.bundle -o report.html
       edge report digits-rpi4-split -o split.html
+      edge report digits-rpi4.bundle -o pi.html --host pi@raspberrypi.local --profile rpi4
     """
-    from edge.report import render_report, report_kind, write_report
+    from edge.report import check_report_target, render_report, report_kind, write_report
 
     kind = report_kind(source)
-    with _stdout_to_stderr(as_json):
-        text = render_report(source, layers=not no_layers)
+    check_report_target(out)
+    device = _remote(opts)
+    on_device = on_device or device.host is not None
+    if on_device and (kind != "bundle" or no_layers):
+        raise UsageError("--on-device/--host measure a bundle's per-layer times: give a bundle "
+                         "and drop --no-layers")
+    with _stdout_to_stderr(as_json), _report_device(on_device, device, profile_ref) as opened:
+        text = render_report(source, layers=not no_layers, device=opened)
     path = write_report(text, out)
     plots = text.count('class="plot"')
     _emit(as_json, {"report": str(path), "kind": kind, "plots": plots, "bytes": len(text)},
@@ -854,32 +905,6 @@ def _fleet_reports(report: Any, out: Path) -> list[str]:
              else [out.with_name(f"{out.stem}-{b.profile}{out.suffix or '.html'}") for b in built])
     return [_write_report(_bundle_report, Path(b.bundle), name)
             for b, name in zip(built, names, strict=True)]
-
-
-def _remote_options(func: Any) -> Any:
-    """How to reach a device, for commands that only talk to it."""
-    options = [
-        click.option("--profile", "profile_ref",
-                     help="Device profile (access settings, work dir) [~/.edge, no user]."),
-        click.option("--host", help=_HOST_HELP),
-        click.option("--identity", type=_PATH, help="SSH private key."),
-        click.option("--known-hosts", type=_PATH, help="known_hosts file [~/.ssh/known_hosts]."),
-        click.option("--trust-new-host", is_flag=True,
-                     help="Accept and record an unknown host key (never a changed one)."),
-        click.option("--device-python", help="Python on the device [profile access.python]."),
-    ]
-    for option in reversed(options):
-        func = option(func)
-    return func
-
-
-def _remote(opts: dict[str, Any]) -> Any:
-    from edge.deploy import DeviceTarget
-
-    return DeviceTarget(host=opts.pop("host"), identity=opts.pop("identity"),
-                        known_hosts=opts.pop("known_hosts"),
-                        trust_new_host=opts.pop("trust_new_host"),
-                        python=opts.pop("device_python"))
 
 
 @cli.command()

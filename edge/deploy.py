@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -126,6 +128,19 @@ def run_releases(request: ReleasesRequest) -> Any:
     with _transport(request.device, profile) as transport:
         return list_releases(transport, python=_python(request.device, profile, transport),
                              work_dir=profile.access.work_dir, prune_keep=request.prune_keep)
+
+
+@contextlib.contextmanager
+def opened_device(target: DeviceTarget, profile_ref: str | None) -> Iterator[Any]:
+    """A ``devices.deploy.Device`` (agent pushed, runtimes probed) for commands that measure
+    on it: --host, else the profile's access.host, else the embedded local device."""
+    from devices.deploy import open_device
+
+    profile = _access_profile(profile_ref)
+    _check_paths(target, profile)
+    with _transport(target, profile) as transport:
+        yield open_device(transport, python=_python(target, profile, transport),
+                          work_dir=profile.access.work_dir)
 
 
 def _check_paths(device: DeviceTarget, profile: Any) -> None:

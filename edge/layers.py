@@ -26,7 +26,7 @@ from typing import Any
 from edge import progress
 from edge.errors import UsageError, first_line
 
-__all__ = ["LayerProfile", "LayerTime", "measure_layers"]
+__all__ = ["LayerProfile", "LayerTime", "measure_layers", "measure_layers_on_device"]
 
 #: TFLite: most prefixes timed; more operators are grouped into this many consecutive runs.
 MAX_PREFIXES = 128
@@ -112,6 +112,27 @@ def _onnx(path: Path, threads: int, runs: int) -> LayerProfile:
               "of the optimized model")
     return _profile(f"onnxruntime {version('onnxruntime')} CPU", method, sum(costs.values()),
                     layers)
+
+
+def measure_layers_on_device(path: Path, device: Any, *, threads: int = 1,
+                             runs: int = 20) -> LayerProfile:
+    """Per-node time of an .onnx artifact measured ON a device (an opened
+    ``devices.deploy.Device``) by its agent with onnxruntime's profiler."""
+    from partition.cost import measure_costs_on_device
+    from partition.graph import load_named
+
+    path = Path(path)
+    if path.suffix.lower() != ".onnx":
+        raise UsageError(f"{path.name}: per-layer times on the device are measured for ONNX "
+                         "Runtime artifacts only")
+    costs = measure_costs_on_device(path, device, threads=threads, runs=runs)
+    ops = {node.name: node.op_type for node in load_named(path).graph.node}
+    layers = [LayerTime(name=name, op=ops.get(name, "?"), ms=ms) for name, ms in costs.items()]
+    where = device.transport.label
+    method = (f"measured ON {where} by the edge agent with onnxruntime's profiler "
+              f"({_threads(threads)}): mean kernel time per node over {runs} runs without graph "
+              "optimizations, scaled to the median of the optimized model there")
+    return _profile(f"onnxruntime on {where}", method, sum(costs.values()), layers)
 
 
 # ---------------------------------------------------------------- OpenVINO

@@ -77,11 +77,11 @@ def report_kind(path: Path) -> str:
                      "folder ($EDGE_CACHE_DIR/results)")
 
 
-def render_report(path: Path, *, layers: bool = True) -> str:
+def render_report(path: Path, *, layers: bool = True, device: Any = None) -> str:
     """The HTML report of a bundle, a split or a results folder (see ``report_kind``)."""
     kind = report_kind(path)
     if kind == "bundle":
-        return render_bundle_report(path, layers=layers)
+        return render_bundle_report(path, layers=layers, device=device)
     if kind == "split":
         return render_partition_report(path)
     return render_results_report(path)
@@ -215,8 +215,11 @@ def _size(n: int | None) -> str:
 
 # ---------------------------------------------------------------- bundle
 def render_bundle_report(bundle_dir: Path, *, layers: bool = True,
-                         results: Path | None = None, top: int = TOP_LAYERS) -> str:
-    """The HTML report of a bundle (``results``: the results folder, default the cache's)."""
+                         results: Path | None = None, top: int = TOP_LAYERS,
+                         device: Any = None) -> str:
+    """The HTML report of a bundle (``results``: the results folder, default the cache's;
+    ``device``: an opened ``devices.deploy.Device`` on which the ONNX Runtime candidates'
+    per-layer times are measured, the others' on this host)."""
     from edge.bundle import read_bundle
 
     bundle_dir = Path(bundle_dir)
@@ -224,7 +227,7 @@ def render_bundle_report(bundle_dir: Path, *, layers: bool = True,
     plt = _pyplot()
     sections = [_candidates_section(plt, bundle)]
     if layers:
-        sections.append(_layers_section(plt, bundle, bundle_dir, top))
+        sections.append(_layers_section(plt, bundle, bundle_dir, top, device))
     sections.append(_history_section(plt, _bundle_history(bundle, results), bundle))
     sections.append(_Section("Model", _model_table(bundle), "model"))
     chosen = bundle.chosen or "none"
@@ -340,9 +343,18 @@ def _layer_candidates(bundle: Any, bundle_dir: Path) -> list[tuple[str, str, Pat
     return picked
 
 
-def _layers_section(plt: Any, bundle: Any, bundle_dir: Path, top: int) -> _Section:
+def _measure_layers(path: Path, device: Any) -> Any:
+    """On the device when one is given and the artifact is ONNX Runtime's, else here."""
+    from edge.layers import measure_layers, measure_layers_on_device
+
+    if device is not None and path.suffix == ".onnx" and "onnxruntime" in device.runtimes:
+        return measure_layers_on_device(path, device, threads=1, runs=20)
+    return measure_layers(path, threads=1, runs=20)
+
+
+def _layers_section(plt: Any, bundle: Any, bundle_dir: Path, top: int,
+                    device: Any = None) -> _Section:
     from edge.errors import first_line
-    from edge.layers import measure_layers
 
     candidates = _layer_candidates(bundle, bundle_dir)
     measured: list[tuple[str, str, Any]] = []
@@ -352,7 +364,7 @@ def _layers_section(plt: Any, bundle: Any, bundle_dir: Path, top: int) -> _Secti
         for n, (candidate, runtime, path) in enumerate(shown, 1):
             bar.update(f"per-layer times {n}/{len(shown)} {candidate}")
             try:
-                measured.append((candidate, runtime, measure_layers(path, threads=1, runs=20)))
+                measured.append((candidate, runtime, _measure_layers(path, device)))
             except Exception as exc:  # noqa: BLE001 - one unmeasurable artifact must not sink it
                 notes.append(f"{candidate} ({runtime}): not measured - {type(exc).__name__}: "
                              f"{first_line(exc)}")
@@ -365,15 +377,17 @@ def _layers_section(plt: Any, bundle: Any, bundle_dir: Path, top: int) -> _Secti
         return _Section("Per-layer time", _note(
             "No candidate of this bundle could be broken down per layer on this host.")
             + notes_html, "layers")
-    svg = _svg(_layers_figure(plt, measured, top), "plot-layers",
-               "Per-layer time (measured on this host)")
+    where = _layers_where(measured, device)
+    svg = _svg(_layers_figure(plt, measured, top, where), "plot-layers",
+               f"Per-layer time (measured on {where})")
     how = "".join(f"<li>{_e(c)} - {_e(p.runtime)}: {_e(p.method)}"
                   + (" (the NNAPI artifact on LiteRT's CPU kernels: no NNAPI accelerator "
                      "here)" if runtime == "nnapi" else "") + "</li>"
                   for c, runtime, p in measured)
-    caption = (f"The {top} slowest layers of each candidate, measured on this host (not the "
-               "device), 1 thread, with the runtime that runs the artifact; a candidate's "
-               "layers sum to its whole-model median. How each was measured:")
+    where_text = where + (" (not the device)" if where == "this host" else "")
+    caption = (f"The {top} slowest layers of each candidate, measured on {where_text}, 1 thread, "
+               "with the runtime that runs the artifact; a candidate's layers sum to its "
+               "whole-model median. How each was measured:")
     rows = [(c, p.runtime, i + 1, layer.name, layer.op, layer.detail, f"{layer.ms:.4f}",
              f"{100 * layer.ms / p.total_ms:.1f}%" if p.total_ms > 0 else "")
             for c, _, p in measured for i, layer in enumerate(p.layers[:top])]
@@ -384,7 +398,17 @@ def _layers_section(plt: Any, bundle: Any, bundle_dir: Path, top: int) -> _Secti
                     f"layers as a table</summary>{table}</details>", "layers")
 
 
-def _layers_figure(plt: Any, measured: Sequence[tuple[str, str, Any]], top: int) -> Any:
+def _layers_where(measured: Sequence[tuple[str, str, Any]], device: Any) -> str:
+    """'this host', or the device (and this host) when some candidates were measured there."""
+    on_device = sum(" on " in p.runtime for _, _, p in measured)
+    if device is None or not on_device:
+        return "this host"
+    label = device.transport.label
+    return label if on_device == len(measured) else f"{label} (ONNX Runtime) and this host"
+
+
+def _layers_figure(plt: Any, measured: Sequence[tuple[str, str, Any]], top: int,
+                   where: str = "this host") -> Any:
     """One horizontal bar chart per candidate, three to a row."""
     cols = min(3, len(measured))
     rows = math.ceil(len(measured) / cols)
@@ -405,7 +429,7 @@ def _layers_figure(plt: Any, measured: Sequence[tuple[str, str, Any]], top: int)
         ax.grid(True, axis="x", alpha=0.3)
     for ax in flat[len(measured):]:
         ax.set_visible(False)
-    fig.suptitle("Per-layer time on each candidate's runtime, measured on this host",
+    fig.suptitle(f"Per-layer time on each candidate's runtime, measured on {where}",
                  fontsize=11)
     return fig
 

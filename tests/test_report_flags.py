@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import run_cli
+from tests.support.sshd import SSHDevice
 
 
 def _plot_ids(path: Path) -> set[str]:
@@ -101,3 +102,32 @@ def test_fleet_reports_one_file_per_bundle(optimized: tuple[Path, Path, dict],
     written = _fleet_reports(two, tmp_path / "fleet.html")
     assert written == [str(tmp_path / "fleet-rpi4.html"), str(tmp_path / "fleet-pi-zero.html")]
     assert all("plot-candidates" in _plot_ids(Path(p)) for p in written)
+
+
+def test_report_measures_onnx_layers_on_the_device(optimized: tuple[Path, Path, dict],
+                                                   ssh_device: SSHDevice,
+                                                   tmp_path: Path) -> None:
+    """`edge report BUNDLE --host`: the ONNX Runtime candidates' per-layer times come from the
+    device's agent over a real sshd; the other runtimes are measured here, and say so."""
+    bundle, _, _ = optimized
+    html = tmp_path / "device.html"
+    before = set((ssh_device.home / ".edge").rglob("*.onnx"))
+    result = run_cli("report", str(bundle), "-o", str(html), "--host", ssh_device.target,
+                     "--identity", str(ssh_device.identity), "--known-hosts",
+                     str(ssh_device.known_hosts), "--device-python", ssh_device.python, "--json")
+    assert result.status == 0, result.stderr
+    text = html.read_text()
+    label = f"ssh://{ssh_device.target}"
+    assert f"onnxruntime on {label}" in text and f"measured ON {label} by the edge agent" in text
+    assert f"measured on {label} (ONNX Runtime) and this host" in text
+    assert "LiteRT" in text  # the TFLite candidates: measured on this host
+    assert set((ssh_device.home / ".edge").rglob("*.onnx")) - before, "nothing was profiled there"
+
+
+def test_on_device_needs_a_bundle(tmp_path: Path) -> None:
+    split = tmp_path / "split"
+    split.mkdir()
+    (split / "split.yaml").write_text("version: 2\n")
+    result = run_cli("report", str(split), "-o", str(tmp_path / "r.html"), "--on-device")
+    assert result.status == 2 and "give a bundle" in result.error_lines[0]
+    assert not (tmp_path / "r.html").exists()
