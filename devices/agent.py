@@ -102,6 +102,13 @@ def _parser():
     bench.add_argument("--warmup", type=int, default=5)
     bench.add_argument("--threads", type=int, default=0)
     bench.set_defaults(func=cmd_bench)
+    rounds = sub.add_parser("rounds")
+    rounds.add_argument("models", nargs="+")
+    rounds.add_argument("--rounds", type=int, default=20)
+    rounds.add_argument("--min-rounds", type=int, default=5)
+    rounds.add_argument("--budget-s", type=float, default=60.0)
+    rounds.add_argument("--threads", type=int, default=1)
+    rounds.set_defaults(func=cmd_rounds)
     profile = sub.add_parser("profile")
     profile.add_argument("--model", required=True)
     profile.add_argument("--threads", type=int, default=1)
@@ -497,6 +504,44 @@ def cmd_bench(args):
         "throughput_fps": args.runs / total_s if total_s > 0 else None,
         "metrics": {"before": before, "during": during, "after": after},
     }
+
+
+def cmd_rounds(args):
+    """Time several models of one runtime in interleaved rounds: each round runs every model
+    once untimed, then once timed. The median ms of each; fewer rounds (not fewer than
+    --min-rounds) when --rounds would take longer than --budget-s. Edge times the operator
+    prefixes of a TFLite model this way to find each operator's share."""
+    if args.rounds < 1 or args.min_rounds < 1 or args.threads < 1 or args.budget_s <= 0:
+        raise AgentError("--rounds, --min-rounds and --threads must be >= 1 and --budget-s > 0",
+                         status=2)
+    runtimes = {_model_runtime(model) for model in args.models}
+    if len(runtimes) != 1:
+        raise AgentError(f"models of one runtime only, got {sorted(runtimes)}", status=2)
+    runtime = runtimes.pop()
+    _numpy()
+    _import(*RUNTIME_MODULES[runtime])
+    loaded = [LOADERS[runtime](model, args.threads) for model in args.models]
+    runs, version = [run for run, _ in loaded], loaded[0][1]
+    times = [[t] for t in _timed_round(runs)]  # the first round also warms up
+    per_round = 2 * sum(row[0] for row in times) / 1e3
+    rounds = min(args.rounds, max(args.min_rounds, int(args.budget_s / max(per_round, 1e-9))))
+    for _ in range(rounds - 1):
+        for k, t in enumerate(_timed_round(runs)):  # no zip(strict=): python 3.8 devices
+            times[k].append(t)
+    return {"runtime": runtime, "runtime_version": version, "threads": args.threads,
+            "rounds": rounds, "medians_ms": [percentile(row, 50) for row in times],
+            "device": device_info()}
+
+
+def _timed_round(runs):
+    """Ms of one timed run per model, each right after an untimed one."""
+    out = []
+    for run in runs:
+        run()
+        t0 = time.perf_counter()
+        run()
+        out.append((time.perf_counter() - t0) * 1e3)
+    return out
 
 
 def _sysfs(*parts):

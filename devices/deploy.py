@@ -42,7 +42,7 @@ __all__ = ["AGENT_PATH", "DEFAULT_KEEP", "BenchOptions", "DeployOutcome", "Devic
            "HealthCheck", "ReleaseInfo", "ReleasesReport", "RollbackReport", "Transfer",
            "check_paths", "deploy", "deploy_artifact", "deploy_bundle", "deploy_fastest",
            "list_releases", "measure_on_device", "open_device", "profile_on_device",
-           "prune_releases", "rollback"]
+           "prune_releases", "rollback", "time_models_on_device"]
 
 AGENT_PATH = Path(__file__).with_name("agent.py")
 DEFAULT_KEEP = 3  # releases kept on the device after a deploy (active and previous always)
@@ -492,6 +492,26 @@ def profile_on_device(device: Device, model: Path, *, threads: int = 1, runs: in
         reply = device.call("profile", "--model", remote, "--threads", str(threads),
                             "--runs", str(runs))
     return {**reply, "uploaded": uploaded, "model": remote, "where": device.transport.label}
+
+
+def time_models_on_device(device: Device, models: list[Path], *, threads: int = 1,
+                          rounds: int = 20, budget_s: float = 60.0) -> dict:
+    """Median ms of each model (one runtime) ON the device, timed in interleaved rounds by the
+    agent. Each file goes to ``models/<sha16><suffix>`` under the work dir (sha256-checked)
+    unless already there; the agent's JSON comes back with ``where``."""
+    remote = []
+    for model in map(Path, models):
+        sha256 = sha256_file(model)
+        path = f"{device.work}/models/{sha256[:16]}{model.suffix}"
+        if not device.transport.exists(path):
+            _install_file(device, model, sha256, path)
+        remote.append(path)
+    with progress.step(f"{device.transport.label}: timing {len(remote)} models "
+                       f"(up to {rounds} interleaved rounds)"):
+        reply = device.call("rounds", *remote, "--rounds", str(rounds), "--threads",
+                            str(threads), "--budget-s", str(budget_s),
+                            timeout=max(600.0, 4 * budget_s))
+    return {**reply, "where": device.transport.label}
 
 
 def open_device(transport: Transport, *, python: str, work_dir: str) -> Device:

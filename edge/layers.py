@@ -116,15 +116,18 @@ def _onnx(path: Path, threads: int, runs: int) -> LayerProfile:
 
 def measure_layers_on_device(path: Path, device: Any, *, threads: int = 1,
                              runs: int = 20) -> LayerProfile:
-    """Per-node time of an .onnx artifact measured ON a device (an opened
-    ``devices.deploy.Device``) by its agent with onnxruntime's profiler."""
+    """Per-layer time of an .onnx or .tflite artifact measured ON a device (an opened
+    ``devices.deploy.Device``) by its agent: onnxruntime's profiler there, or the TFLite
+    operator prefixes (built here) timed there in interleaved rounds."""
     from partition.cost import measure_costs_on_device
     from partition.graph import load_named
 
     path = Path(path)
+    if path.suffix.lower() == ".tflite":
+        return _tflite(path, threads, runs, _device_timer(device))
     if path.suffix.lower() != ".onnx":
         raise UsageError(f"{path.name}: per-layer times on the device are measured for ONNX "
-                         "Runtime artifacts only")
+                         "Runtime and TFLite artifacts")
     costs = measure_costs_on_device(path, device, threads=threads, runs=runs)
     ops = {node.name: node.op_type for node in load_named(path).graph.node}
     layers = [LayerTime(name=name, op=ops.get(name, "?"), ms=ms) for name, ms in costs.items()]
@@ -133,6 +136,29 @@ def measure_layers_on_device(path: Path, device: Any, *, threads: int = 1,
               f"({_threads(threads)}): mean kernel time per node over {runs} runs without graph "
               "optimizations, scaled to the median of the optimized model there")
     return _profile(f"onnxruntime on {where}", method, sum(costs.values()), layers)
+
+
+def _device_timer(device: Any) -> _Timer:
+    """Times the prefixes ON the device: files pushed, interleaved rounds run by its agent."""
+    import tempfile
+
+    from devices.deploy import time_models_on_device
+
+    def timer(contents: Sequence[bytes], threads: int, runs: int
+              ) -> tuple[list[float], int, str, str]:
+        with tempfile.TemporaryDirectory(prefix="edge-layers-") as tmp:
+            files = []
+            for k, content in enumerate(contents):
+                files.append(Path(tmp) / f"prefix{k}.tflite")
+                files[-1].write_bytes(content)
+            reply = time_models_on_device(device, files, threads=threads, rounds=runs,
+                                          budget_s=ROUNDS_BUDGET_S * 4)
+        where = reply["where"]
+        return (list(map(float, reply["medians_ms"])), int(reply["rounds"]),
+                f"tflite {reply.get('runtime_version', '')} on {where}".replace("  ", " "),
+                f"timed ON {where} by the edge agent with the device's TFLite runtime "
+                f"({_threads(threads)})")
+    return timer
 
 
 # ---------------------------------------------------------------- OpenVINO
@@ -199,7 +225,19 @@ class _Step:
     op: str
 
 
-def _tflite(path: Path, threads: int, runs: int) -> LayerProfile:
+#: Times model contents in interleaved rounds: (contents, threads, runs) -> (medians, rounds,
+#: runtime label, where it ran).
+_Timer = Callable[[Sequence[bytes], int, int], tuple[list[float], int, str, str]]
+
+
+def _host_timer(contents: Sequence[bytes], threads: int, runs: int
+                ) -> tuple[list[float], int, str, str]:
+    medians, rounds = _tflite_rounds(contents, threads, runs)
+    return (medians, rounds, f"LiteRT {version('ai-edge-litert')} CPU",
+            f"timed with the LiteRT interpreter ({_threads(threads)}, default XNNPACK delegate)")
+
+
+def _tflite(path: Path, threads: int, runs: int, timer: _Timer = _host_timer) -> LayerProfile:
     from ai_edge_litert.tools import flatbuffer_utils as fb
 
     model = fb.read_model(str(path))
@@ -208,7 +246,7 @@ def _tflite(path: Path, threads: int, runs: int) -> LayerProfile:
         raise UsageError(f"{path.name}: the model has no operators to time")
     steps = _tflite_steps(model, fb, _prefix_limit(path))
     contents = [_prefix(model, fb, 0)] + [_prefix(model, fb, s.end) for s in steps[:-1]]
-    medians, rounds = _tflite_rounds([*contents, path.read_bytes()], threads, runs)
+    medians, rounds, runtime, how = timer([*contents, path.read_bytes()], threads, runs)
     deltas = [max(0.0, b - a) for a, b in itertools.pairwise(medians)]
     scaled = _scaled(deltas, medians[-1])
     layers = [LayerTime(name=s.name, op=s.op, ms=ms,
@@ -219,11 +257,10 @@ def _tflite(path: Path, threads: int, runs: int) -> LayerProfile:
     method = ("derived from prefix timings (LiteRT has no per-operator profiler in Python): "
               f"the model cut after every {'group of operators' if grouped else 'operator'} "
               f"({len(steps)} prefixes{' of consecutive operators' if grouped else ''}) and "
-              f"the whole model, timed with the LiteRT interpreter ({_threads(threads)}, default "
-              f"XNNPACK delegate) in {rounds} interleaved rounds; a layer's time is the "
+              f"the whole model, {how} in {rounds} interleaved rounds; a layer's time is the "
               "difference between the medians of consecutive prefixes, clamped at 0 and scaled "
               "to the whole-model median")
-    return _profile(f"LiteRT {version('ai-edge-litert')} CPU", method, medians[-1], layers)
+    return _profile(runtime, method, medians[-1], layers)
 
 
 def _prefix_limit(path: Path) -> int:

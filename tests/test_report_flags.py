@@ -107,11 +107,12 @@ def test_fleet_reports_one_file_per_bundle(optimized: tuple[Path, Path, dict],
 def test_report_measures_onnx_layers_on_the_device(optimized: tuple[Path, Path, dict],
                                                    ssh_device: SSHDevice,
                                                    tmp_path: Path) -> None:
-    """`edge report BUNDLE --host`: the ONNX Runtime candidates' per-layer times come from the
-    device's agent over a real sshd; the other runtimes are measured here, and say so."""
+    """`edge report BUNDLE --host`: the ONNX Runtime and TFLite candidates' per-layer times come
+    from the device's agent over a real sshd (the device's venv has both runtimes)."""
     bundle, _, _ = optimized
     html = tmp_path / "device.html"
-    before = set((ssh_device.home / ".edge").rglob("*.onnx"))
+    models = ssh_device.home / ".edge" / "models"
+    before = set(models.glob("*")) if models.is_dir() else set()
     result = run_cli("report", str(bundle), "-o", str(html), "--host", ssh_device.target,
                      "--identity", str(ssh_device.identity), "--known-hosts",
                      str(ssh_device.known_hosts), "--device-python", ssh_device.python, "--json")
@@ -119,9 +120,12 @@ def test_report_measures_onnx_layers_on_the_device(optimized: tuple[Path, Path, 
     text = html.read_text()
     label = f"ssh://{ssh_device.target}"
     assert f"onnxruntime on {label}" in text and f"measured ON {label} by the edge agent" in text
-    assert f"measured on {label} (ONNX Runtime) and this host" in text
-    assert "LiteRT" in text  # the TFLite candidates: measured on this host
-    assert set((ssh_device.home / ".edge").rglob("*.onnx")) - before, "nothing was profiled there"
+    assert f"timed ON {label} by the edge agent with the device&#x27;s TFLite runtime" in text
+    assert re.search(rf"tflite-int8 - tflite [0-9.]+ on {re.escape(label)}", text), "chosen"
+    assert f"measured on {label}," in text  # every candidate: none fell back to this host
+    assert "LiteRT 2" not in text
+    pushed = set(models.glob("*")) - before
+    assert {p.suffix for p in pushed} == {".onnx", ".tflite"}, pushed  # profiled / timed there
 
 
 def test_on_device_needs_a_bundle(tmp_path: Path) -> None:

