@@ -109,6 +109,11 @@ def _parser():
     rounds.add_argument("--budget-s", type=float, default=60.0)
     rounds.add_argument("--threads", type=int, default=1)
     rounds.set_defaults(func=cmd_rounds)
+    perf = sub.add_parser("perf")
+    perf.add_argument("--model", required=True)
+    perf.add_argument("--threads", type=int, default=1)
+    perf.add_argument("--runs", type=int, default=20)
+    perf.set_defaults(func=cmd_perf)
     profile = sub.add_parser("profile")
     profile.add_argument("--model", required=True)
     profile.add_argument("--threads", type=int, default=1)
@@ -530,6 +535,46 @@ def cmd_rounds(args):
             times[k].append(t)
     return {"runtime": runtime, "runtime_version": version, "threads": args.threads,
             "rounds": rounds, "medians_ms": [percentile(row, 50) for row in times],
+            "device": device_info()}
+
+
+def cmd_perf(args):
+    """Per-node times of an OpenVINO IR from the CPU plugin's performance counters: each
+    executed node's median real time over --runs, and the median of an unprofiled compile
+    of the same IR, run alternately."""
+    if args.runs < 1 or args.threads < 1:
+        raise AgentError("--runs and --threads must be >= 1", status=2)
+    if _model_runtime(args.model) != "openvino":
+        raise AgentError(f"perf reads OpenVINO performance counters: {args.model} is not an "
+                         "OpenVINO IR (.xml)", status=2)
+    np = _numpy()
+    ov = _import("openvino")
+    core = ov.Core()
+    config = {"INFERENCE_NUM_THREADS": args.threads, "INFERENCE_PRECISION_HINT": "f32",
+              "PERFORMANCE_HINT": "LATENCY"}
+    plain = core.compile_model(args.model, "CPU", config).create_infer_request()
+    profiled = core.compile_model(args.model, "CPU", dict(config, PERF_COUNT=True)
+                                  ).create_infer_request()
+    feeds = [_random_input(np, list(p.get_partial_shape().get_min_shape()),
+                           p.get_element_type().to_dtype()) for p in plain.model_inputs]
+    for _ in range(2):
+        plain.infer(feeds)
+        profiled.infer(feeds)
+    times, nodes = [], {}
+    for _ in range(args.runs):
+        t0 = time.perf_counter()
+        plain.infer(feeds)
+        times.append((time.perf_counter() - t0) * 1e3)
+        profiled.infer(feeds)
+        for info in profiled.get_profiling_info():
+            if info.status.name != "EXECUTED":
+                continue
+            entry = nodes.setdefault(info.node_name, [info.node_type, info.exec_type, []])
+            entry[2].append(info.real_time.total_seconds() * 1e3)
+    return {"runtime": "openvino", "runtime_version": ov.__version__, "threads": args.threads,
+            "runs": args.runs, "whole_ms": percentile(times, 50),
+            "nodes": {name: {"op": op, "kernel": kernel, "ms": percentile(ms, 50)}
+                      for name, (op, kernel, ms) in nodes.items()},
             "device": device_info()}
 
 

@@ -42,7 +42,7 @@ __all__ = ["AGENT_PATH", "DEFAULT_KEEP", "BenchOptions", "DeployOutcome", "Devic
            "HealthCheck", "ReleaseInfo", "ReleasesReport", "RollbackReport", "Transfer",
            "check_paths", "deploy", "deploy_artifact", "deploy_bundle", "deploy_fastest",
            "list_releases", "measure_on_device", "open_device", "profile_on_device",
-           "prune_releases", "rollback", "time_models_on_device"]
+           "perf_on_device", "prune_releases", "rollback", "time_models_on_device"]
 
 AGENT_PATH = Path(__file__).with_name("agent.py")
 DEFAULT_KEEP = 3  # releases kept on the device after a deploy (active and previous always)
@@ -511,6 +511,23 @@ def time_models_on_device(device: Device, models: list[Path], *, threads: int = 
         reply = device.call("rounds", *remote, "--rounds", str(rounds), "--threads",
                             str(threads), "--budget-s", str(budget_s),
                             timeout=max(600.0, 4 * budget_s))
+    return {**reply, "where": device.transport.label}
+
+
+def perf_on_device(device: Device, ir: Path, *, threads: int = 1, runs: int = 20) -> dict:
+    """Per-node times of an OpenVINO IR from the CPU plugin's counters ON the device. The .xml
+    and its .bin go to ``models/<sha16 of the xml>.xml|.bin`` (sha256-checked) unless there."""
+    ir = Path(ir)
+    weights = ir.with_suffix(".bin")
+    if ir.suffix != ".xml" or not ir.is_file() or not weights.is_file():
+        raise UsageError(f"{ir}: an OpenVINO IR needs its .xml and .bin side by side")
+    stem = f"{device.work}/models/{sha256_file(ir)[:16]}"
+    for local, remote in ((weights, f"{stem}.bin"), (ir, f"{stem}.xml")):
+        if not device.transport.exists(remote):
+            _install_file(device, local, sha256_file(local), remote)
+    with progress.step(f"{device.transport.label}: reading OpenVINO counters ({runs} runs)"):
+        reply = device.call("perf", "--model", f"{stem}.xml", "--threads", str(threads),
+                            "--runs", str(runs))
     return {**reply, "where": device.transport.label}
 
 

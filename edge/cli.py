@@ -710,10 +710,9 @@ def _read_token(path: Path | None) -> str | None:
 @click.option("--no-layers", is_flag=True,
               help="Bundle: skip measuring per-layer times.")
 @click.option("--on-device", is_flag=True,
-              help="Bundle: measure the ONNX Runtime and TFLite candidates' per-layer times "
-                   "ON the device (--host, else the profile's access.host, else the embedded "
-                   "local device) with its agent; OpenVINO ones on this host. Implied by "
-                   "--host.")
+              help="Bundle: measure the per-layer times ON the device (--host, else the "
+                   "profile's access.host, else the embedded local device) with its agent; "
+                   "candidates of a runtime the device lacks on this host. Implied by --host.")
 @_remote_options
 @json_option
 def report_cmd(source: Path, out: Path, no_layers: bool, on_device: bool,

@@ -116,18 +116,21 @@ def _onnx(path: Path, threads: int, runs: int) -> LayerProfile:
 
 def measure_layers_on_device(path: Path, device: Any, *, threads: int = 1,
                              runs: int = 20) -> LayerProfile:
-    """Per-layer time of an .onnx or .tflite artifact measured ON a device (an opened
-    ``devices.deploy.Device``) by its agent: onnxruntime's profiler there, or the TFLite
-    operator prefixes (built here) timed there in interleaved rounds."""
+    """Per-layer time of an .onnx, .tflite or OpenVINO .xml artifact measured ON a device (an
+    opened ``devices.deploy.Device``) by its agent: onnxruntime's profiler there, the TFLite
+    operator prefixes (built here) timed there in interleaved rounds, or the OpenVINO CPU
+    plugin's performance counters there."""
     from partition.cost import measure_costs_on_device
     from partition.graph import load_named
 
     path = Path(path)
     if path.suffix.lower() == ".tflite":
         return _tflite(path, threads, runs, _device_timer(device))
+    if path.suffix.lower() == ".xml":
+        return _openvino_on_device(path, device, threads, runs)
     if path.suffix.lower() != ".onnx":
         raise UsageError(f"{path.name}: per-layer times on the device are measured for ONNX "
-                         "Runtime and TFLite artifacts")
+                         "Runtime, TFLite and OpenVINO artifacts")
     costs = measure_costs_on_device(path, device, threads=threads, runs=runs)
     ops = {node.name: node.op_type for node in load_named(path).graph.node}
     layers = [LayerTime(name=name, op=ops.get(name, "?"), ms=ms) for name, ms in costs.items()]
@@ -190,6 +193,23 @@ def _openvino(path: Path, threads: int, runs: int) -> LayerProfile:
               f"precision hint as edge runs it): median real time per executed node over "
               f"{runs} runs, scaled to the median of {runs} unprofiled runs")
     return _profile(f"OpenVINO {version('openvino')} CPU", method, whole, layers)
+
+
+def _openvino_on_device(path: Path, device: Any, threads: int, runs: int) -> LayerProfile:
+    from devices.deploy import perf_on_device
+
+    reply = perf_on_device(device, path, threads=threads, runs=runs)
+    nodes = {name: n for name, n in reply["nodes"].items() if float(n["ms"]) > 0}
+    scaled = _scaled([float(n["ms"]) for n in nodes.values()], float(reply["whole_ms"]))
+    layers = [LayerTime(name=name, op=n["op"], detail=n["kernel"], ms=ms)
+              for (name, n), ms in zip(nodes.items(), scaled, strict=True)]
+    where = reply["where"]
+    method = (f"measured ON {where} by the edge agent from the OpenVINO CPU performance "
+              f"counters (PERF_COUNT, {_threads(threads)}, f32 precision hint): median real "
+              f"time per executed node over {runs} runs, scaled to the median of {runs} "
+              "unprofiled runs there")
+    return _profile(f"OpenVINO {reply.get('runtime_version', '')} on {where}", method,
+                    float(reply["whole_ms"]), layers)
 
 
 def _openvino_rounds(plain: Any, profiled: Any,

@@ -218,8 +218,8 @@ def render_bundle_report(bundle_dir: Path, *, layers: bool = True,
                          results: Path | None = None, top: int = TOP_LAYERS,
                          device: Any = None) -> str:
     """The HTML report of a bundle (``results``: the results folder, default the cache's;
-    ``device``: an opened ``devices.deploy.Device`` on which the ONNX Runtime and TFLite
-    candidates' per-layer times are measured, the others' on this host)."""
+    ``device``: an opened ``devices.deploy.Device`` on which the per-layer times of the
+    candidates it can run are measured, the others' on this host)."""
     from edge.bundle import read_bundle
 
     bundle_dir = Path(bundle_dir)
@@ -344,11 +344,11 @@ def _layer_candidates(bundle: Any, bundle_dir: Path) -> list[tuple[str, str, Pat
 
 
 def _measure_layers(path: Path, device: Any) -> Any:
-    """On the device when one is given and runs the artifact (ONNX Runtime, TFLite), else
-    here (OpenVINO, or a runtime the device lacks)."""
+    """On the device when one is given and runs the artifact, else here (a runtime the device
+    lacks)."""
     from edge.layers import measure_layers, measure_layers_on_device
 
-    runtime = {".onnx": "onnxruntime", ".tflite": "tflite"}.get(path.suffix)
+    runtime = {".onnx": "onnxruntime", ".tflite": "tflite", ".xml": "openvino"}.get(path.suffix)
     if device is not None and runtime in device.runtimes:
         return measure_layers_on_device(path, device, threads=1, runs=20)
     return measure_layers(path, threads=1, runs=20)

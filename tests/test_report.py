@@ -198,6 +198,23 @@ def test_a_candidate_that_cannot_be_measured_is_a_note(openvino_bundle: Path,
     assert text.count("not measured - ZeroDivisionError") == 5
 
 
+def test_every_runtime_broken_down_on_the_embedded_device(openvino_bundle: Path,
+                                                          tmp_path: Path) -> None:
+    """`--on-device` without --host: the embedded local device's agent measures OpenVINO (its
+    CPU plugin's counters) and ONNX Runtime (its profiler) itself; nothing falls back here."""
+    html = tmp_path / "on-device.html"
+    result = run_cli("report", str(openvino_bundle), "-o", str(html), "--on-device")
+    assert result.status == 0, result.stderr
+    text = html.read_text()
+    label = "local:" + os.environ["EDGE_LOCAL_DEVICE"]
+    assert f"Per-layer time (measured on {label})" in _plots(text).values()
+    assert "by the edge agent from the OpenVINO CPU performance counters" in text
+    assert re.search(rf"openvino-fp32 - OpenVINO [0-9.]+\S* on {re.escape(label)}", text), text
+    assert re.search(rf"onnxruntime-fp32 - onnxruntime on {re.escape(label)}", text)
+    models = Path(os.environ["EDGE_LOCAL_DEVICE"]) / ".edge" / "models"
+    assert {p.suffix for p in models.iterdir()} >= {".xml", ".bin", ".onnx"}
+
+
 def test_layer_candidates_put_the_chosen_first_then_new_runtimes() -> None:
     from types import SimpleNamespace as NS
 

@@ -112,3 +112,18 @@ def test_rounds_refuses_mixed_runtimes_and_bad_counts(tmp_path: Path) -> None:
     assert status == 2 and "one runtime" in reply["error"]
     status, reply = _agent("rounds", str(model), "--rounds", "0")
     assert status == 2 and "--rounds" in reply["error"]
+
+
+def test_perf_reads_openvino_counters_and_refuses_other_models(tmp_path: Path) -> None:
+    import openvino as ov
+
+    onnx_model = _matmul_model(tmp_path / "m.onnx", 256)
+    xml = tmp_path / "m.xml"
+    ov.save_model(ov.convert_model(str(onnx_model)), str(xml), compress_to_fp16=False)
+    status, reply = _agent("perf", "--model", str(xml), "--runs", "5")
+    assert status == 0, reply
+    assert reply["whole_ms"] > 0 and reply["runs"] == 5
+    assert any(node["op"] in ("MatMul", "FullyConnected") and node["ms"] > 0  # CPU plugin op
+               for node in reply["nodes"].values()), reply["nodes"]
+    status, reply = _agent("perf", "--model", str(onnx_model))
+    assert status == 2 and "not an OpenVINO IR" in reply["error"]
