@@ -512,48 +512,60 @@ def cmd_bench(args):
 
 
 def cmd_rounds(args):
-    """Time several models of one runtime in interleaved rounds: each round runs every model
-    once untimed, then once timed. The median ms of each; fewer rounds (not fewer than
-    --min-rounds) when --rounds would take longer than --budget-s. Edge times the operator
-    prefixes of a TFLite model this way to find each operator's share."""
+    """Time several models of one runtime in interleaved rounds (see ``time_rounds``)."""
     if args.rounds < 1 or args.min_rounds < 1 or args.threads < 1 or args.budget_s <= 0:
         raise AgentError("--rounds, --min-rounds and --threads must be >= 1 and --budget-s > 0",
                          status=2)
-    runtimes = {_model_runtime(model) for model in args.models}
+    return dict(time_rounds(args.models, threads=args.threads, rounds=args.rounds,
+                            min_rounds=args.min_rounds, budget_s=args.budget_s),
+                device=device_info())
+
+
+def time_rounds(models, threads, rounds, min_rounds, budget_s):
+    """Each round runs every model once untimed, then once timed; the median ms of each.
+    Fewer rounds (not fewer than ``min_rounds``) when ``rounds`` would take longer than
+    ``budget_s``. Edge times a TFLite model's operator prefixes this way, on the device and,
+    importing this module, on its own host."""
+    runtimes = {_model_runtime(model) for model in models}
     if len(runtimes) != 1:
         raise AgentError(f"models of one runtime only, got {sorted(runtimes)}", status=2)
     runtime = runtimes.pop()
     _numpy()
     _import(*RUNTIME_MODULES[runtime])
-    loaded = [LOADERS[runtime](model, args.threads) for model in args.models]
+    loaded = [LOADERS[runtime](model, threads) for model in models]
     runs, version = [run for run, _ in loaded], loaded[0][1]
     times = [[t] for t in _timed_round(runs)]  # the first round also warms up
     per_round = 2 * sum(row[0] for row in times) / 1e3
-    rounds = min(args.rounds, max(args.min_rounds, int(args.budget_s / max(per_round, 1e-9))))
+    rounds = min(rounds, max(min_rounds, int(budget_s / max(per_round, 1e-9))))
     for _ in range(rounds - 1):
         for k, t in enumerate(_timed_round(runs)):  # no zip(strict=): python 3.8 devices
             times[k].append(t)
-    return {"runtime": runtime, "runtime_version": version, "threads": args.threads,
-            "rounds": rounds, "medians_ms": [percentile(row, 50) for row in times],
-            "device": device_info()}
+    return {"runtime": runtime, "runtime_version": version, "threads": threads,
+            "rounds": rounds, "medians_ms": [percentile(row, 50) for row in times]}
 
 
 def cmd_perf(args):
-    """Per-node times of an OpenVINO IR from the CPU plugin's performance counters: each
-    executed node's median real time over --runs, and the median of an unprofiled compile
-    of the same IR, run alternately."""
+    """Per-node times of an OpenVINO IR from its performance counters (see ``openvino_perf``)."""
     if args.runs < 1 or args.threads < 1:
         raise AgentError("--runs and --threads must be >= 1", status=2)
-    if _model_runtime(args.model) != "openvino":
-        raise AgentError(f"perf reads OpenVINO performance counters: {args.model} is not an "
+    return dict(openvino_perf(args.model, threads=args.threads, runs=args.runs),
+                device=device_info())
+
+
+def openvino_perf(model, threads, runs):
+    """Each executed node's median real time over ``runs`` from the OpenVINO CPU plugin's
+    performance counters, and the median of an unprofiled compile of the same IR, the two run
+    alternately. Edge reads them this way on the device and, importing this module, here."""
+    if _model_runtime(model) != "openvino":
+        raise AgentError(f"perf reads OpenVINO performance counters: {model} is not an "
                          "OpenVINO IR (.xml)", status=2)
     np = _numpy()
     ov = _import("openvino")
     core = ov.Core()
-    config = {"INFERENCE_NUM_THREADS": args.threads, "INFERENCE_PRECISION_HINT": "f32",
+    config = {"INFERENCE_NUM_THREADS": threads, "INFERENCE_PRECISION_HINT": "f32",
               "PERFORMANCE_HINT": "LATENCY"}
-    plain = core.compile_model(args.model, "CPU", config).create_infer_request()
-    profiled = core.compile_model(args.model, "CPU", dict(config, PERF_COUNT=True)
+    plain = core.compile_model(model, "CPU", config).create_infer_request()
+    profiled = core.compile_model(model, "CPU", dict(config, PERF_COUNT=True)
                                   ).create_infer_request()
     feeds = [_random_input(np, list(p.get_partial_shape().get_min_shape()),
                            p.get_element_type().to_dtype()) for p in plain.model_inputs]
@@ -561,7 +573,7 @@ def cmd_perf(args):
         plain.infer(feeds)
         profiled.infer(feeds)
     times, nodes = [], {}
-    for _ in range(args.runs):
+    for _ in range(runs):
         t0 = time.perf_counter()
         plain.infer(feeds)
         times.append((time.perf_counter() - t0) * 1e3)
@@ -571,11 +583,10 @@ def cmd_perf(args):
                 continue
             entry = nodes.setdefault(info.node_name, [info.node_type, info.exec_type, []])
             entry[2].append(info.real_time.total_seconds() * 1e3)
-    return {"runtime": "openvino", "runtime_version": ov.__version__, "threads": args.threads,
-            "runs": args.runs, "whole_ms": percentile(times, 50),
+    return {"runtime": "openvino", "runtime_version": ov.__version__, "threads": threads,
+            "runs": runs, "whole_ms": percentile(times, 50),
             "nodes": {name: {"op": op, "kernel": kernel, "ms": percentile(ms, 50)}
-                      for name, (op, kernel, ms) in nodes.items()},
-            "device": device_info()}
+                      for name, (op, kernel, ms) in nodes.items()}}
 
 
 def _timed_round(runs):

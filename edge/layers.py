@@ -1,22 +1,24 @@
-"""Per-layer time of one artifact, measured on this host by the runtime that runs it.
+"""Per-layer time of one artifact, measured by the runtime that runs it: on this host, or ON
+a device by its edge agent (``device``: an opened ``devices.deploy.Device``).
 
 * ONNX (``.onnx``): onnxruntime's profiler, per node, scaled to the optimized whole-model
-  median (``partition.cost.measure_costs``).
+  median (``partition.cost.measure_costs`` / ``measure_costs_on_device``).
 * OpenVINO IR (``.xml`` + ``.bin``): the CPU plugin's performance counters (PERF_COUNT), the
-  median real time per executed node, scaled to the median of an unprofiled compile.
-* TFLite (``.tflite``, NNAPI-ready ones too, run here on the CPU): LiteRT's Python API has no
+  median real time per executed node, scaled to the median of an unprofiled compile
+  (the agent's ``openvino_perf``, imported here or run on the device).
+* TFLite (``.tflite``, NNAPI-ready ones too, run on the CPU): LiteRT's Python API has no
   per-operator profiler, so the time is derived from prefixes: the model cut after every
-  operator is timed, in interleaved rounds, and an operator costs the difference between the
-  medians of consecutive prefixes (clamped at 0), scaled to the whole-model median.
+  operator is timed, in interleaved rounds (the agent's ``time_rounds``), and an operator
+  costs the difference between the medians of consecutive prefixes (clamped at 0), scaled to
+  the whole-model median.
 
-Random inputs: float inputs standard normal, everything else zeros; unknown dims 1.
+Random inputs as the agent makes them: float standard normal, everything else zeros.
 """
 
 from __future__ import annotations
 
 import itertools
-import statistics
-import time
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import version
@@ -24,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from edge import progress
-from edge.errors import UsageError, first_line
+from edge.errors import UsageError
 
-__all__ = ["LayerProfile", "LayerTime", "measure_layers", "measure_layers_on_device"]
+__all__ = ["LayerProfile", "LayerTime", "measure_layers"]
 
 #: TFLite: most prefixes timed; more operators are grouped into this many consecutive runs.
 MAX_PREFIXES = 128
@@ -34,10 +36,10 @@ MAX_PREFIXES = 128
 MIN_PREFIXES = 8
 #: TFLite: bytes the prefix interpreters held at once may take (weights, about twice).
 PREFIX_BUDGET_BYTES = 1 << 30
-#: TFLite: seconds the timed rounds may take; fewer rounds (not fewer than MIN_ROUNDS) if more.
+#: TFLite: seconds the timed rounds may take here (on a device: four times as long); fewer
+#: rounds (not fewer than MIN_ROUNDS) if more.
 ROUNDS_BUDGET_S = 15.0
 MIN_ROUNDS = 5
-WARMUP = 2
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -60,8 +62,10 @@ class LayerProfile:
     layers: tuple[LayerTime, ...]
 
 
-def measure_layers(path: Path, *, threads: int = 1, runs: int = 20) -> LayerProfile:
-    """Measure the time per layer of an .onnx, OpenVINO .xml or .tflite file on this host."""
+def measure_layers(path: Path, *, threads: int = 1, runs: int = 20,
+                   device: Any = None) -> LayerProfile:
+    """Measure the time per layer of an .onnx, OpenVINO .xml or .tflite file on this host, or
+    ON ``device`` (an opened ``devices.deploy.Device``) by its agent."""
     path = Path(path)
     if threads < 1 or runs < 1:
         raise UsageError(f"threads ({threads}) and runs ({runs}) must be at least 1")
@@ -71,7 +75,7 @@ def measure_layers(path: Path, *, threads: int = 1, runs: int = 20) -> LayerProf
     if backend is None:
         raise UsageError(f"{path.name}: no per-layer timing for '{path.suffix}' files; "
                          f"choose one of {', '.join(_BACKENDS)}")
-    return backend(path, threads, runs)
+    return backend(path, threads, runs, device)
 
 
 def _profile(runtime: str, method: str, total_ms: float,
@@ -86,152 +90,59 @@ def _scaled(raw: Sequence[float], whole_ms: float) -> list[float]:
     return [ms * whole_ms / total if total > 0 else 0.0 for ms in raw]
 
 
-def _random(np: Any, rng: Any, shape: Sequence[Any], dtype: Any) -> Any:
-    """Standard normal for float, zeros otherwise; dims that are not positive ints become 1."""
-    dims = [d if isinstance(d, int) and d > 0 else 1 for d in shape]
-    dtype = np.dtype(dtype)
-    if dtype.kind == "f":
-        return rng.standard_normal(dims).astype(dtype)
-    return np.zeros(dims, dtype)
-
-
 def _threads(threads: int) -> str:
     return f"{threads} thread{'s' if threads > 1 else ''}"
 
 
+def _where(device: Any) -> str:
+    """How a method sentence names where it ran."""
+    return "this host" if device is None else f"ON {device.transport.label} by the edge agent"
+
+
 # ---------------------------------------------------------------- ONNX Runtime
-def _onnx(path: Path, threads: int, runs: int) -> LayerProfile:
-    from partition.cost import measure_costs
+def _onnx(path: Path, threads: int, runs: int, device: Any) -> LayerProfile:
+    from partition.cost import measure_costs, measure_costs_on_device
     from partition.graph import load_named
 
-    costs = measure_costs(path, threads=threads, runs=runs)
+    if device is None:
+        costs = measure_costs(path, threads=threads, runs=runs)
+        runtime = f"onnxruntime {version('onnxruntime')} CPU"
+    else:
+        costs = measure_costs_on_device(path, device, threads=threads, runs=runs)
+        runtime = f"onnxruntime on {device.transport.label}"
     ops = {node.name: node.op_type for node in load_named(path).graph.node}
     layers = [LayerTime(name=name, op=ops.get(name, "?"), ms=ms) for name, ms in costs.items()]
-    method = (f"onnxruntime CPU profiler ({_threads(threads)}): mean kernel time per node over "
-              f"{runs} runs without graph optimizations, scaled to the median of {runs} runs "
-              "of the optimized model")
-    return _profile(f"onnxruntime {version('onnxruntime')} CPU", method, sum(costs.values()),
-                    layers)
-
-
-def measure_layers_on_device(path: Path, device: Any, *, threads: int = 1,
-                             runs: int = 20) -> LayerProfile:
-    """Per-layer time of an .onnx, .tflite or OpenVINO .xml artifact measured ON a device (an
-    opened ``devices.deploy.Device``) by its agent: onnxruntime's profiler there, the TFLite
-    operator prefixes (built here) timed there in interleaved rounds, or the OpenVINO CPU
-    plugin's performance counters there."""
-    from partition.cost import measure_costs_on_device
-    from partition.graph import load_named
-
-    path = Path(path)
-    if path.suffix.lower() == ".tflite":
-        return _tflite(path, threads, runs, _device_timer(device))
-    if path.suffix.lower() == ".xml":
-        return _openvino_on_device(path, device, threads, runs)
-    if path.suffix.lower() != ".onnx":
-        raise UsageError(f"{path.name}: per-layer times on the device are measured for ONNX "
-                         "Runtime, TFLite and OpenVINO artifacts")
-    costs = measure_costs_on_device(path, device, threads=threads, runs=runs)
-    ops = {node.name: node.op_type for node in load_named(path).graph.node}
-    layers = [LayerTime(name=name, op=ops.get(name, "?"), ms=ms) for name, ms in costs.items()]
-    where = device.transport.label
-    method = (f"measured ON {where} by the edge agent with onnxruntime's profiler "
+    method = (f"measured {_where(device)} with the onnxruntime CPU profiler "
               f"({_threads(threads)}): mean kernel time per node over {runs} runs without graph "
-              "optimizations, scaled to the median of the optimized model there")
-    return _profile(f"onnxruntime on {where}", method, sum(costs.values()), layers)
-
-
-def _device_timer(device: Any) -> _Timer:
-    """Times the prefixes ON the device: files pushed, interleaved rounds run by its agent."""
-    import tempfile
-
-    from devices.deploy import time_models_on_device
-
-    def timer(contents: Sequence[bytes], threads: int, runs: int
-              ) -> tuple[list[float], int, str, str]:
-        with tempfile.TemporaryDirectory(prefix="edge-layers-") as tmp:
-            files = []
-            for k, content in enumerate(contents):
-                files.append(Path(tmp) / f"prefix{k}.tflite")
-                files[-1].write_bytes(content)
-            reply = time_models_on_device(device, files, threads=threads, rounds=runs,
-                                          budget_s=ROUNDS_BUDGET_S * 4)
-        where = reply["where"]
-        return (list(map(float, reply["medians_ms"])), int(reply["rounds"]),
-                f"tflite {reply.get('runtime_version', '')} on {where}".replace("  ", " "),
-                f"timed ON {where} by the edge agent with the device's TFLite runtime "
-                f"({_threads(threads)})")
-    return timer
+              f"optimizations, scaled to the median of {runs} runs of the optimized model")
+    return _profile(runtime, method, sum(costs.values()), layers)
 
 
 # ---------------------------------------------------------------- OpenVINO
-def _openvino(path: Path, threads: int, runs: int) -> LayerProfile:
-    import numpy as np
-    import openvino as ov
-
+def _openvino(path: Path, threads: int, runs: int, device: Any) -> LayerProfile:
     if not path.with_suffix(".bin").is_file():
         raise UsageError(f"{path.with_suffix('.bin')} is missing: an OpenVINO IR needs its "
                          ".bin beside the .xml")
-    core = ov.Core()
-    config = {"INFERENCE_NUM_THREADS": threads, "INFERENCE_PRECISION_HINT": "f32",
-              "PERFORMANCE_HINT": "LATENCY"}
-    plain = core.compile_model(str(path), "CPU", config).create_infer_request()
-    profiled = core.compile_model(str(path), "CPU", config | {"PERF_COUNT": True}
-                                  ).create_infer_request()
-    feeds = [_random(np, np.random.default_rng(0),
-                     [d.get_length() if d.is_static else 1 for d in port.get_partial_shape()],
-                     port.get_element_type().to_dtype()) for port in plain.model_inputs]
-    for request in (plain, profiled):
-        for i, value in enumerate(feeds):
-            request.set_input_tensor(i, ov.Tensor(value))
-    whole, nodes = _openvino_rounds(plain, profiled, runs)
-    names = [n for n in nodes if statistics.median(nodes[n][2]) > 0]
-    scaled = _scaled([statistics.median(nodes[n][2]) for n in names], whole)
-    layers = [LayerTime(name=n, op=nodes[n][0], detail=nodes[n][1], ms=ms)
-              for n, ms in zip(names, scaled, strict=True)]
-    method = (f"OpenVINO CPU performance counters (PERF_COUNT, {_threads(threads)}, f32 "
-              f"precision hint as edge runs it): median real time per executed node over "
-              f"{runs} runs, scaled to the median of {runs} unprofiled runs")
-    return _profile(f"OpenVINO {version('openvino')} CPU", method, whole, layers)
+    if device is None:
+        from devices.agent import openvino_perf
 
+        with progress.hold():  # one process times and draws: no redraw meanwhile
+            reply = openvino_perf(str(path), threads, runs)
+        runtime = f"OpenVINO {version('openvino')} CPU"
+    else:
+        from devices.deploy import perf_on_device
 
-def _openvino_on_device(path: Path, device: Any, threads: int, runs: int) -> LayerProfile:
-    from devices.deploy import perf_on_device
-
-    reply = perf_on_device(device, path, threads=threads, runs=runs)
+        reply = perf_on_device(device, path, threads=threads, runs=runs)
+        runtime = f"OpenVINO {reply['runtime_version']} on {device.transport.label}"
     nodes = {name: n for name, n in reply["nodes"].items() if float(n["ms"]) > 0}
     scaled = _scaled([float(n["ms"]) for n in nodes.values()], float(reply["whole_ms"]))
     layers = [LayerTime(name=name, op=n["op"], detail=n["kernel"], ms=ms)
               for (name, n), ms in zip(nodes.items(), scaled, strict=True)]
-    where = reply["where"]
-    method = (f"measured ON {where} by the edge agent from the OpenVINO CPU performance "
-              f"counters (PERF_COUNT, {_threads(threads)}, f32 precision hint): median real "
-              f"time per executed node over {runs} runs, scaled to the median of {runs} "
-              "unprofiled runs there")
-    return _profile(f"OpenVINO {reply.get('runtime_version', '')} on {where}", method,
-                    float(reply["whole_ms"]), layers)
-
-
-def _openvino_rounds(plain: Any, profiled: Any,
-                     runs: int) -> tuple[float, dict[str, tuple[str, str, list[float]]]]:
-    """Whole-model median ms, and node -> (type, kernel, real ms per run) of executed nodes."""
-    for _ in range(WARMUP):
-        plain.infer()
-        profiled.infer()
-    times: list[float] = []
-    nodes: dict[str, tuple[str, str, list[float]]] = {}
-    for _ in range(runs):
-        with progress.hold():
-            start = time.perf_counter()
-            plain.infer()
-            times.append((time.perf_counter() - start) * 1e3)
-        profiled.infer()
-        for info in profiled.get_profiling_info():
-            if info.status.name != "EXECUTED":
-                continue
-            entry = nodes.setdefault(info.node_name, (info.node_type, info.exec_type, []))
-            entry[2].append(info.real_time.total_seconds() * 1e3)
-    return statistics.median(times), nodes
+    method = (f"measured {_where(device)} from the OpenVINO CPU performance counters "
+              f"(PERF_COUNT, {_threads(threads)}, f32 precision hint as edge runs it): median "
+              f"real time per executed node over {runs} runs, scaled to the median of {runs} "
+              "unprofiled runs")
+    return _profile(runtime, method, float(reply["whole_ms"]), layers)
 
 
 # ---------------------------------------------------------------- TFLite (LiteRT)
@@ -245,19 +156,7 @@ class _Step:
     op: str
 
 
-#: Times model contents in interleaved rounds: (contents, threads, runs) -> (medians, rounds,
-#: runtime label, where it ran).
-_Timer = Callable[[Sequence[bytes], int, int], tuple[list[float], int, str, str]]
-
-
-def _host_timer(contents: Sequence[bytes], threads: int, runs: int
-                ) -> tuple[list[float], int, str, str]:
-    medians, rounds = _tflite_rounds(contents, threads, runs)
-    return (medians, rounds, f"LiteRT {version('ai-edge-litert')} CPU",
-            f"timed with the LiteRT interpreter ({_threads(threads)}, default XNNPACK delegate)")
-
-
-def _tflite(path: Path, threads: int, runs: int, timer: _Timer = _host_timer) -> LayerProfile:
+def _tflite(path: Path, threads: int, runs: int, device: Any) -> LayerProfile:
     from ai_edge_litert.tools import flatbuffer_utils as fb
 
     model = fb.read_model(str(path))
@@ -266,7 +165,8 @@ def _tflite(path: Path, threads: int, runs: int, timer: _Timer = _host_timer) ->
         raise UsageError(f"{path.name}: the model has no operators to time")
     steps = _tflite_steps(model, fb, _prefix_limit(path))
     contents = [_prefix(model, fb, 0)] + [_prefix(model, fb, s.end) for s in steps[:-1]]
-    medians, rounds, runtime, how = timer([*contents, path.read_bytes()], threads, runs)
+    reply = _time_prefixes([*contents, path.read_bytes()], threads, runs, device)
+    medians, rounds = [float(ms) for ms in reply["medians_ms"]], int(reply["rounds"])
     deltas = [max(0.0, b - a) for a, b in itertools.pairwise(medians)]
     scaled = _scaled(deltas, medians[-1])
     layers = [LayerTime(name=s.name, op=s.op, ms=ms,
@@ -277,10 +177,32 @@ def _tflite(path: Path, threads: int, runs: int, timer: _Timer = _host_timer) ->
     method = ("derived from prefix timings (LiteRT has no per-operator profiler in Python): "
               f"the model cut after every {'group of operators' if grouped else 'operator'} "
               f"({len(steps)} prefixes{' of consecutive operators' if grouped else ''}) and "
-              f"the whole model, {how} in {rounds} interleaved rounds; a layer's time is the "
+              f"the whole model, timed {_where(device)} with the TFLite interpreter "
+              f"({_threads(threads)}) in {rounds} interleaved rounds; a layer's time is the "
               "difference between the medians of consecutive prefixes, clamped at 0 and scaled "
               "to the whole-model median")
+    runtime = (f"LiteRT {version('ai-edge-litert')} CPU" if device is None else
+               f"tflite {reply['runtime_version']} on {device.transport.label}")
     return _profile(runtime, method, medians[-1], layers)
+
+
+def _time_prefixes(contents: Sequence[bytes], threads: int, runs: int,
+                   device: Any) -> dict[str, Any]:
+    """The agent's interleaved rounds over the prefix models: imported here, or on the device
+    (the files pushed there sha256-checked)."""
+    from devices.agent import time_rounds
+    from devices.deploy import time_models_on_device
+
+    with tempfile.TemporaryDirectory(prefix="edge-layers-") as tmp:
+        files = [Path(tmp) / f"prefix{k}.tflite" for k in range(len(contents))]
+        for file, content in zip(files, contents, strict=True):
+            file.write_bytes(content)
+        if device is not None:
+            return time_models_on_device(device, files, threads=threads, rounds=runs,
+                                         budget_s=4 * ROUNDS_BUDGET_S)
+        with progress.hold():  # one process times and draws: no redraw meanwhile
+            return time_rounds([str(f) for f in files], threads, runs, MIN_ROUNDS,
+                               ROUNDS_BUDGET_S)
 
 
 def _prefix_limit(path: Path) -> int:
@@ -350,48 +272,5 @@ def _used_buffers(model: Any, ops: Sequence[Any], fb: Any) -> list[Any]:
     return [b if k in used else fb.BufferT() for k, b in enumerate(model.buffers)]
 
 
-def _tflite_rounds(contents: Sequence[bytes], threads: int,
-                   runs: int) -> tuple[list[float], int]:
-    """Median ms per model over interleaved rounds (each timed run follows an untimed one)."""
-    import numpy as np
-    from ai_edge_litert.interpreter import Interpreter
-
-    rng = np.random.default_rng(0)
-    interpreters = []
-    for content in contents:
-        try:
-            interpreter = Interpreter(model_content=content, num_threads=threads)
-            interpreter.allocate_tensors()
-        except (RuntimeError, ValueError) as exc:
-            raise UsageError(f"LiteRT cannot load a prefix of the model: {first_line(exc)}"
-                             ) from None
-        interpreters.append(interpreter)
-    feeds = [_random(np, rng, d["shape"].tolist(), d["dtype"])
-             for d in interpreters[-1].get_input_details()]
-    for interpreter in interpreters:
-        for detail, value in zip(interpreter.get_input_details(), feeds, strict=True):
-            interpreter.set_tensor(detail["index"], value)
-    times = [[t] for t in _one_round(interpreters, WARMUP)]
-    per_round = 2 * sum(row[0] for row in times) / 1e3
-    rounds = min(runs, max(MIN_ROUNDS, int(ROUNDS_BUDGET_S / max(per_round, 1e-9))))
-    for _ in range(rounds - 1):
-        for row, t in zip(times, _one_round(interpreters, 1), strict=True):
-            row.append(t)
-    return [statistics.median(row) for row in times], rounds
-
-
-def _one_round(interpreters: Sequence[Any], untimed: int) -> list[float]:
-    """Ms of one timed invoke per interpreter, each after ``untimed`` invokes."""
-    out = []
-    with progress.hold():
-        for interpreter in interpreters:
-            for _ in range(untimed):
-                interpreter.invoke()
-            start = time.perf_counter()
-            interpreter.invoke()
-            out.append((time.perf_counter() - start) * 1e3)
-    return out
-
-
-_BACKENDS: dict[str, Callable[[Path, int, int], LayerProfile]] = {
+_BACKENDS: dict[str, Callable[[Path, int, int, Any], LayerProfile]] = {
     ".onnx": _onnx, ".xml": _openvino, ".tflite": _tflite}

@@ -346,12 +346,11 @@ def _layer_candidates(bundle: Any, bundle_dir: Path) -> list[tuple[str, str, Pat
 def _measure_layers(path: Path, device: Any) -> Any:
     """On the device when one is given and runs the artifact, else here (a runtime the device
     lacks)."""
-    from edge.layers import measure_layers, measure_layers_on_device
+    from devices.agent import SUFFIX_RUNTIME
+    from edge.layers import measure_layers
 
-    runtime = {".onnx": "onnxruntime", ".tflite": "tflite", ".xml": "openvino"}.get(path.suffix)
-    if device is not None and runtime in device.runtimes:
-        return measure_layers_on_device(path, device, threads=1, runs=20)
-    return measure_layers(path, threads=1, runs=20)
+    runs_there = device is not None and SUFFIX_RUNTIME.get(path.suffix) in device.runtimes
+    return measure_layers(path, threads=1, runs=20, device=device if runs_there else None)
 
 
 def _layers_section(plt: Any, bundle: Any, bundle_dir: Path, top: int,

@@ -120,7 +120,7 @@ def test_report_measures_onnx_layers_on_the_device(optimized: tuple[Path, Path, 
     text = html.read_text()
     label = f"ssh://{ssh_device.target}"
     assert f"onnxruntime on {label}" in text and f"measured ON {label} by the edge agent" in text
-    assert f"timed ON {label} by the edge agent with the device&#x27;s TFLite runtime" in text
+    assert f"timed ON {label} by the edge agent with the TFLite interpreter" in text
     assert re.search(rf"tflite-int8 - tflite [0-9.]+ on {re.escape(label)}", text), "chosen"
     assert f"measured on {label}," in text  # every candidate: none fell back to this host
     assert "LiteRT 2" not in text
