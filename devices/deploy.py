@@ -35,6 +35,7 @@ from edge.values import (
     Bundle,
     CandidateResult,
     DeployReport,
+    JsonValue,
     MeasuredCandidate,
 )
 
@@ -60,7 +61,7 @@ class BenchOptions:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Transfer:
+class Transfer(JsonValue):
     """What a deploy sent: artifact files (the agent itself is not counted)."""
 
     files_sent: int = 0
@@ -74,25 +75,15 @@ class Transfer:
                         files_reused=self.files_reused + other.files_reused,
                         bytes_reused=self.bytes_reused + other.bytes_reused)
 
-    def to_json(self) -> dict[str, int]:
-        """A JSON-ready dict."""
-        return {"files_sent": self.files_sent, "bytes_sent": self.bytes_sent,
-                "files_reused": self.files_reused, "bytes_reused": self.bytes_reused}
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class HealthCheck:
+class HealthCheck(JsonValue):
     """The agent loaded the release's model and ran it once, on the device."""
 
     release: str
     runtime: str
     load_ms: float
     run_ms: float
-
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {"release": self.release, "runtime": self.runtime, "load_ms": self.load_ms,
-                "run_ms": self.run_ms}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -118,7 +109,7 @@ class DeployOutcome:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class RollbackReport:
+class RollbackReport(JsonValue):
     """What ``edge rollback`` switched."""
 
     target: str
@@ -129,15 +120,9 @@ class RollbackReport:
     artifact: str | None = None
     health: HealthCheck | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {"target": self.target, "transport": self.transport, "release": self.release,
-                "previous": self.previous, "changed": self.changed, "artifact": self.artifact,
-                "health": self.health.to_json() if self.health else None}
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class ReleaseInfo:
+class ReleaseInfo(JsonValue):
     """One release directory on the device."""
 
     release: str
@@ -150,16 +135,9 @@ class ReleaseInfo:
     last_active: str | None = None
     artifact: str | None = None  # candidate id recorded when it was activated
 
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {"release": self.release, "complete": self.complete, "active": self.active,
-                "previous": self.previous, "size_bytes": self.size_bytes,
-                "files": dict(self.files), "installed": self.installed,
-                "last_active": self.last_active, "artifact": self.artifact}
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class ReleasesReport:
+class ReleasesReport(JsonValue):
     """``edge releases``: what is installed, what is current, the switch history."""
 
     target: str
@@ -170,13 +148,6 @@ class ReleasesReport:
     releases: tuple[ReleaseInfo, ...]
     history: tuple[dict[str, Any], ...] = ()
     pruned: tuple[str, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {"target": self.target, "transport": self.transport, "work_dir": self.work_dir,
-                "active": self.active, "previous": self.previous,
-                "releases": [r.to_json() for r in self.releases],
-                "history": [dict(h) for h in self.history], "pruned": list(self.pruned)}
 
 
 @dataclass(frozen=True, slots=True)

@@ -288,23 +288,28 @@ def _fit(info: Any, profile: Any) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- optimize
-def _optimize_options(func: Any) -> Any:
-    options = [
-        click.option("--calib", type=_PATH, help="Calibration data: .npy, .npz or image folder."),
-        click.option("--eval", "eval_", type=_PATH,
-                     help="Held-out data to verify on (.npz may carry 'labels')."),
-        click.option("--max-drop", type=click.FloatRange(0, 100), default=1.0, show_default=True,
-                     help="Max accuracy (or top-1 agreement) loss, in points."),
-        click.option("--min-cosine", type=click.FloatRange(-1, 1), default=0.98,
-                     show_default=True, help="Min output cosine similarity to fp32."),
-        click.option("--latency-budget", type=click.FloatRange(min=0, min_open=True),
-                     help="Reject candidates whose measured p50 exceeds this (ms)."),
-        click.option("-o", "--out", type=_PATH, help="Bundle directory to write."),
-        _SHAPE,
-    ]
-    for option in reversed(options):
-        func = option(func)
-    return func
+def _with(options: list[Any]) -> Any:
+    """A decorator applying click options in the order listed (the first is shown first)."""
+    def apply(func: Any) -> Any:
+        for option in reversed(options):
+            func = option(func)
+        return func
+    return apply
+
+
+_optimize_options = _with([
+    click.option("--calib", type=_PATH, help="Calibration data: .npy, .npz or image folder."),
+    click.option("--eval", "eval_", type=_PATH,
+                 help="Held-out data to verify on (.npz may carry 'labels')."),
+    click.option("--max-drop", type=click.FloatRange(0, 100), default=1.0, show_default=True,
+                 help="Max accuracy (or top-1 agreement) loss, in points."),
+    click.option("--min-cosine", type=click.FloatRange(-1, 1), default=0.98,
+                 show_default=True, help="Min output cosine similarity to fp32."),
+    click.option("--latency-budget", type=click.FloatRange(min=0, min_open=True),
+                 help="Reject candidates whose measured p50 exceeds this (ms)."),
+    click.option("-o", "--out", type=_PATH, help="Bundle directory to write."),
+    _SHAPE,
+])
 
 
 def _parse_shapes(texts: tuple[str, ...]) -> tuple[dict[str, tuple[int, ...]], dict[str, str]]:
@@ -386,6 +391,22 @@ def _print_plan(model: Path, profile: Any, options: Any, as_json: bool) -> int:
     return 0
 
 
+#: How to reach a device over SSH (every command that talks to one).
+_SSH = [
+    click.option("--identity", type=_PATH, help="SSH private key."),
+    click.option("--known-hosts", type=_PATH, help="known_hosts file [~/.ssh/known_hosts]."),
+    click.option("--trust-new-host", is_flag=True,
+                 help="Accept and record an unknown host key (never a changed one)."),
+]
+_ACCESS = [click.option("--host", help=_HOST_HELP), *_SSH,
+           click.option("--device-python", help="Python on the device [profile access.python].")]
+#: Commands that only talk to a device (rollback, releases, report --on-device).
+_remote_options = _with([
+    click.option("--profile", "profile_ref",
+                 help="Device profile (access settings, work dir) [~/.edge, no user]."),
+    *_ACCESS])
+
+
 # ---------------------------------------------------------------- devices
 @cli.group()
 def devices() -> None:
@@ -402,10 +423,7 @@ def devices() -> None:
 @click.option("-o", "--out", type=_PATH, help="Profile file to write [ID.yaml].")
 @click.option("--id", "profile_id", help="Profile id [from the device's host name].")
 @click.option("--force", is_flag=True, help="Replace an existing profile file.")
-@click.option("--identity", type=_PATH, help="SSH private key.")
-@click.option("--known-hosts", type=_PATH, help="known_hosts file [~/.ssh/known_hosts].")
-@click.option("--trust-new-host", is_flag=True,
-              help="Accept and record an unknown host key (never a changed one).")
+@_with(_SSH)
 @click.option("--device-python", help="Python on the device [python3].")
 @json_option
 def devices_probe(target: str, out: Path | None, profile_id: str | None, force: bool,
@@ -435,12 +453,7 @@ def devices_probe(target: str, out: Path | None, profile_id: str | None, force: 
 # ---------------------------------------------------------------- device flags
 def _device_options(func: Any) -> Any:
     options = [
-        click.option("--host", help=_HOST_HELP),
-        click.option("--identity", type=_PATH, help="SSH private key."),
-        click.option("--known-hosts", type=_PATH, help="known_hosts file [~/.ssh/known_hosts]."),
-        click.option("--trust-new-host", is_flag=True,
-                     help="Accept and record an unknown host key (never a changed one)."),
-        click.option("--device-python", help="Python on the device [profile access.python]."),
+        *_ACCESS,
         click.option("--runs", type=click.IntRange(1, 100000), default=50, show_default=True,
                      help="Timed inferences on the device (percentiles come from these)."),
         click.option("--warmup", type=click.IntRange(0, 10000), default=5, show_default=True,
@@ -452,37 +465,16 @@ def _device_options(func: Any) -> Any:
                           "platform fetched on this host, installed into WORK/venv with pip "
                           "--no-index (the device needs no internet); deploy with that venv."),
     ]
-    for option in reversed(options):
-        func = option(func)
-    return func
+    return _with(options)(func)
 
 
 def _device(opts: dict[str, Any]) -> Any:
     """DeviceTarget from the shared device flags (consumed from ``opts``)."""
-    from edge.deploy import DeviceTarget
+    import dataclasses
 
-    return DeviceTarget(
-        host=opts.pop("host"), identity=opts.pop("identity"), known_hosts=opts.pop("known_hosts"),
-        trust_new_host=opts.pop("trust_new_host"), python=opts.pop("device_python"),
-        runs=opts.pop("runs"), warmup=opts.pop("warmup"), threads=opts.pop("threads"),
-        provision=opts.pop("provision"))
-
-
-def _remote_options(func: Any) -> Any:
-    """How to reach a device, for commands that only talk to it."""
-    options = [
-        click.option("--profile", "profile_ref",
-                     help="Device profile (access settings, work dir) [~/.edge, no user]."),
-        click.option("--host", help=_HOST_HELP),
-        click.option("--identity", type=_PATH, help="SSH private key."),
-        click.option("--known-hosts", type=_PATH, help="known_hosts file [~/.ssh/known_hosts]."),
-        click.option("--trust-new-host", is_flag=True,
-                     help="Accept and record an unknown host key (never a changed one)."),
-        click.option("--device-python", help="Python on the device [profile access.python]."),
-    ]
-    for option in reversed(options):
-        func = option(func)
-    return func
+    return dataclasses.replace(
+        _remote(opts), runs=opts.pop("runs"), warmup=opts.pop("warmup"),
+        threads=opts.pop("threads"), provision=opts.pop("provision"))
 
 
 @contextlib.contextmanager

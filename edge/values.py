@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 __all__ = [
+    "JsonValue",
     "Artifact",
     "StoredFile",
     "BenchResult",
@@ -28,7 +29,7 @@ __all__ = [
 _frozen = dataclass(frozen=True, kw_only=True, slots=True)
 
 
-class _Json:
+class JsonValue:
     """Mixin: ``to_json`` / ``from_json`` for nested frozen dataclasses."""
 
     def to_json(self) -> dict[str, Any]:
@@ -68,7 +69,7 @@ def _from_json(cls: type, data: dict[str, Any]) -> Any:
 
 
 @_frozen
-class TensorSpec(_Json):
+class TensorSpec(JsonValue):
     """A model input or output: name, shape (ints, or strings for symbolic dims), dtype."""
 
     name: str
@@ -82,7 +83,7 @@ class TensorSpec(_Json):
 
 
 @_frozen
-class ModelInfo(_Json):
+class ModelInfo(JsonValue):
     """What edge knows about a source model."""
 
     path: str
@@ -97,7 +98,7 @@ class ModelInfo(_Json):
 
 
 @_frozen
-class Origin(_Json):
+class Origin(JsonValue):
     """The file the user gave, before conversion to the reference ONNX."""
 
     path: str
@@ -106,7 +107,7 @@ class Origin(_Json):
 
 
 @_frozen
-class Candidate(_Json):
+class Candidate(JsonValue):
     """One way to run the model: a target (runtime + converter) at a precision."""
 
     target: str
@@ -119,7 +120,7 @@ class Candidate(_Json):
 
 
 @_frozen
-class StoredFile(_Json):
+class StoredFile(JsonValue):
     """A file that travels with an artifact (e.g. an OpenVINO IR's weights .bin)."""
 
     file: str
@@ -128,7 +129,7 @@ class StoredFile(_Json):
 
 
 @_frozen
-class Artifact(_Json):
+class Artifact(JsonValue):
     """A converted model: its main file and any companions, stored by content hash."""
 
     candidate: Candidate
@@ -157,7 +158,7 @@ class Artifact(_Json):
 
 
 @_frozen
-class Fidelity(_Json):
+class Fidelity(JsonValue):
     """How closely an artifact reproduces the reference on held-out inputs."""
 
     samples: int
@@ -170,7 +171,7 @@ class Fidelity(_Json):
 
 
 @_frozen
-class BenchResult(_Json):
+class BenchResult(JsonValue):
     """Latency and memory measured where the artifact ran."""
 
     where: str
@@ -191,7 +192,7 @@ class BenchResult(_Json):
 
 
 @_frozen
-class CandidateResult(_Json):
+class CandidateResult(JsonValue):
     """A candidate's outcome: its artifact, fidelity, status and the reason for it."""
 
     candidate: Candidate
@@ -203,7 +204,7 @@ class CandidateResult(_Json):
 
 
 @_frozen
-class Bundle(_Json):
+class Bundle(JsonValue):
     """What ``edge optimize`` writes: the manifest of a bundle directory."""
 
     format: int
@@ -223,7 +224,7 @@ class Bundle(_Json):
 
 
 @_frozen
-class DeployReport(_Json):
+class DeployReport(JsonValue):
     """What ``edge deploy`` did and what the device measured."""
 
     target: str
@@ -239,7 +240,7 @@ class DeployReport(_Json):
 
 
 @_frozen
-class MeasuredCandidate(_Json):
+class MeasuredCandidate(JsonValue):
     """One candidate's benchmark on the device, when deploy compared several."""
 
     candidate: str
