@@ -17,6 +17,7 @@ those to ``incoming/`` -> ``install`` (sha256 checked, then renamed into the rel
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -454,11 +455,7 @@ def profile_on_device(device: Device, model: Path, *, threads: int = 1, runs: in
         raise UsageError(f"{model}: no such model file")
     if model.suffix != ".onnx":
         raise UsageError(f"{model}: per-node profiling needs an .onnx model")
-    sha256 = sha256_file(model)
-    remote = f"{device.work}/models/{sha256[:16]}.onnx"
-    uploaded = not device.transport.exists(remote)
-    if uploaded:
-        _install_file(device, model, sha256, remote)
+    remote, uploaded = _stored(device, model)
     with progress.step(f"{device.transport.label}: profiling every node ({runs} runs)"):
         reply = device.call("profile", "--model", remote, "--threads", str(threads),
                             "--runs", str(runs))
@@ -470,13 +467,7 @@ def time_models_on_device(device: Device, models: list[Path], *, threads: int = 
     """Median ms of each model (one runtime) ON the device, timed in interleaved rounds by the
     agent. Each file goes to ``models/<sha16><suffix>`` under the work dir (sha256-checked)
     unless already there; the agent's JSON comes back with ``where``."""
-    remote = []
-    for model in map(Path, models):
-        sha256 = sha256_file(model)
-        path = f"{device.work}/models/{sha256[:16]}{model.suffix}"
-        if not device.transport.exists(path):
-            _install_file(device, model, sha256, path)
-        remote.append(path)
+    remote = [_stored(device, Path(model))[0] for model in models]
     with progress.step(f"{device.transport.label}: timing {len(remote)} models "
                        f"(up to {rounds} interleaved rounds)"):
         reply = device.call("rounds", *remote, "--rounds", str(rounds), "--threads",
@@ -487,19 +478,30 @@ def time_models_on_device(device: Device, models: list[Path], *, threads: int = 
 
 def perf_on_device(device: Device, ir: Path, *, threads: int = 1, runs: int = 20) -> dict:
     """Per-node times of an OpenVINO IR from the CPU plugin's counters ON the device. The .xml
-    and its .bin go to ``models/<sha16 of the xml>.xml|.bin`` (sha256-checked) unless there."""
+    and its .bin go to ``models/<sha16 of both>.xml|.bin`` (sha256-checked) unless there."""
     ir = Path(ir)
     weights = ir.with_suffix(".bin")
     if ir.suffix != ".xml" or not ir.is_file() or not weights.is_file():
         raise UsageError(f"{ir}: an OpenVINO IR needs its .xml and .bin side by side")
-    stem = f"{device.work}/models/{sha256_file(ir)[:16]}"
-    for local, remote in ((weights, f"{stem}.bin"), (ir, f"{stem}.xml")):
-        if not device.transport.exists(remote):
-            _install_file(device, local, sha256_file(local), remote)
+    # one name for the pair: the same .xml with other weights must not reuse a stale .bin
+    stem = hashlib.sha256((sha256_file(ir) + sha256_file(weights)).encode()).hexdigest()[:16]
+    _stored(device, weights, stem)
+    remote, _ = _stored(device, ir, stem)
     with progress.step(f"{device.transport.label}: reading OpenVINO counters ({runs} runs)"):
-        reply = device.call("perf", "--model", f"{stem}.xml", "--threads", str(threads),
+        reply = device.call("perf", "--model", remote, "--threads", str(threads),
                             "--runs", str(runs))
     return {**reply, "where": device.transport.label}
+
+
+def _stored(device: Device, local: Path, stem: str | None = None) -> tuple[str, bool]:
+    """``local``'s path under the device's models/ (named ``stem`` or by its sha256), pushed
+    sha256-checked unless already there; and whether this call pushed it."""
+    sha256 = sha256_file(local)
+    remote = f"{device.work}/models/{stem or sha256[:16]}{local.suffix}"
+    uploaded = not device.transport.exists(remote)
+    if uploaded:
+        _install_file(device, local, sha256, remote)
+    return remote, uploaded
 
 
 def open_device(transport: Transport, *, python: str, work_dir: str) -> Device:

@@ -75,13 +75,14 @@ def test_bench_errors_are_json(tmp_path: Path) -> None:
     assert status == 3 and "agent crashed" in reply["error"]
 
 
-def _matmul_model(path: Path, n: int) -> Path:
-    """x[1, n] @ W[n, n]: the work grows with n squared."""
+def _matmul_model(path: Path, n: int, seed: int | None = None) -> Path:
+    """x[1, n] @ W[n, n]: the work grows with n squared (weights from ``seed``, default n)."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     weight = numpy_helper.from_array(
-        np.random.default_rng(n).standard_normal((n, n)).astype(np.float32), "w")
+        np.random.default_rng(n if seed is None else seed).standard_normal((n, n))
+        .astype(np.float32), "w")
     graph = helper.make_graph(
         [helper.make_node("MatMul", ["x", "w"], ["y"])], f"mm{n}",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, n])],
@@ -127,3 +128,27 @@ def test_perf_reads_openvino_counters_and_refuses_other_models(tmp_path: Path) -
                for node in reply["nodes"].values()), reply["nodes"]
     status, reply = _agent("perf", "--model", str(onnx_model))
     assert status == 2 and "not an OpenVINO IR" in reply["error"]
+
+
+def test_perf_on_device_keeps_irs_with_the_same_xml_apart(tmp_path: Path) -> None:
+    """Two IRs whose .xml is identical (same graph) but whose weights differ must not share a
+    stored .bin on the device: each pair is stored under a name from both files."""
+    import openvino as ov
+
+    from devices.deploy import open_device, perf_on_device
+    from devices.transport import LocalTransport
+
+    irs = []
+    for seed in (1, 2):
+        onnx_model = _matmul_model(tmp_path / f"m{seed}.onnx", 64, seed=seed)
+        irs.append(tmp_path / f"ir{seed}" / "model.xml")
+        irs[-1].parent.mkdir()
+        ov.save_model(ov.convert_model(str(onnx_model)), str(irs[-1]), compress_to_fp16=False)
+    irs[1].write_bytes(irs[0].read_bytes())  # same graph, same offsets: only the weights differ
+    assert irs[0].with_suffix(".bin").read_bytes() != irs[1].with_suffix(".bin").read_bytes()
+    device = open_device(LocalTransport(tmp_path / "device"), python=sys.executable,
+                         work_dir="~/.edge")
+    for ir in irs:
+        assert perf_on_device(device, ir, runs=2)["whole_ms"] > 0
+    stored = sorted((tmp_path / "device" / ".edge" / "models").glob("*.bin"))
+    assert len(stored) == 2 and stored[0].read_bytes() != stored[1].read_bytes()
