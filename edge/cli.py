@@ -723,10 +723,10 @@ def report_cmd(source: Path, out: Path, no_layers: bool, on_device: bool,
       edge report digits-rpi4-split -o split.html
       edge report digits-rpi4.bundle -o pi.html --host pi@raspberrypi.local --profile rpi4
     """
-    from edge.report import check_report_target, render_report, report_kind, write_report
+    from edge.report import render_report, report_kind, write_report
 
     kind = report_kind(source)
-    check_report_target(out)
+    _check_report_file(out)
     device = _remote(opts)
     on_device = on_device or device.host is not None
     if on_device and (kind != "bundle" or no_layers):
