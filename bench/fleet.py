@@ -6,7 +6,7 @@
 
 The bundle is built ONCE before anything is timed (the sample digits CNN optimized for an
 emulated x86-64 profile: 1 core, 1 GB), so conversion time is excluded: every timed run is
-``edge.fleet.run_fleet`` deploying that prebuilt bundle -- read the inventory, connect over SSH,
+``edge.flows.fleet.run_fleet`` deploying that prebuilt bundle -- read the inventory, connect over SSH,
 push the agent and the artifact (sha256-checked), benchmark on the device (``--runs`` runs after
 ``--warmup``), switch the release. Every device's home is wiped before each timed run, so each
 run is a first-time deploy (nothing already installed).
@@ -44,8 +44,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from edge.deploy import DeviceTarget  # noqa: E402
-from edge.fleet import FleetReport, FleetRequest, run_fleet  # noqa: E402
+from devices.connect import DeviceTarget  # noqa: E402
+from edge.flows.fleet import FleetReport, FleetRequest, run_fleet  # noqa: E402
 from tests.support.fleet_devices import EmulatedFleet, running_fleet, unavailable  # noqa: E402
 
 CACHE = ROOT / "bench" / ".cache" / "fleet"
@@ -128,9 +128,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def _bundle(profile: Path) -> Path:
     """The sample digits CNN optimized once for the emulated profile (cached across runs)."""
-    from edge.bundle import is_bundle, read_bundle
-    from edge.optimize import OptimizeOptions, optimize
-    from edge.profile import load_profile
+    from edge.core.bundle import is_bundle, read_bundle
+    from edge.core.profile import load_profile
+    from edge.flows.optimize import OptimizeOptions, optimize
 
     out = CACHE / "digits-emu-x86.bundle"
     spec = load_profile(profile)
@@ -227,7 +227,7 @@ def _host() -> dict[str, Any]:
 
 
 def _print(doc: dict[str, Any]) -> None:
-    from edge.render import table
+    from edge.core.tables import table
 
     n = doc["devices"]
     rows = [(r["round"], " then ".join(r["order"]), f"{r['single']['wall_s']:.2f}",

@@ -504,7 +504,7 @@ def _guarded(row: Row, load: Callable[[], Any]) -> Any:
 def edge_rows(edge: dict[str, Any], out: Path, threads: int) -> list[Row]:
     """edge's chosen artifact, loaded with edge's target loader at ``threads``."""
     sys.path.insert(0, str(ROOT))
-    from edge.values import Bundle
+    from edge.core.values import Bundle
     from targets import get_target
 
     bundle = Bundle.from_json(edge["manifest"])

@@ -182,7 +182,7 @@ def _host() -> dict[str, Any]:
 
 
 def _print_links(links: list[dict[str, Any]]) -> None:
-    from edge.render import table
+    from edge.core.tables import table
 
     for link in links:
         print(f"\n{link['rate_mbit']:g} Mbit/s, {link['rtt_ms']:g} ms RTT -- edge chose "
@@ -203,7 +203,7 @@ def _parts_text(parts: dict[str, float]) -> str:
 
 
 def _print_sweep(sweep: list[dict[str, Any]]) -> None:
-    from edge.render import table
+    from edge.core.tables import table
 
     print("\nsweep at 20 ms RTT, one split planned for 10 Mbit/s (ms, predicted / measured):")
     rows = [(f"{r['rate_mbit']:g}",

@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from devices.transport import Transport, check_device_path, expand_home
-from edge import progress
-from edge.errors import DeviceError, UsageError
-from edge.model import sha256_file
-from edge.values import (
+from edge.core import progress
+from edge.core.errors import DeviceError, UsageError
+from edge.core.model import sha256_file
+from edge.core.values import (
     Artifact,
     BenchResult,
     Bundle,
@@ -629,7 +629,7 @@ def _power(metrics: dict, threads: int, profile: str | None) -> dict[str, Any]:
     if profile is None:
         return {"power_w": None, "power_source": "not measured: no sensor and no profile"}
     try:
-        from edge.profile import load_profile
+        from edge.core.profile import load_profile
 
         spec = load_profile(profile)
     except (UsageError, OSError, ValueError) as exc:

@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from devices.transport import Transport, check_device_path, expand_home
-from edge.errors import DeviceError, UsageError
-from edge.model import sha256_file
+from edge.core.errors import DeviceError, UsageError
+from edge.core.model import sha256_file
 
 __all__ = ["NUMPY", "PIP", "RUNTIMES", "DevicePlatform", "ProvisionReport", "default_cache",
            "fetch_wheels", "parse_platform", "probe_platform", "provision_runtime",

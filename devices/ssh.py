@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from devices.transport import Completed
-from edge import progress
-from edge.errors import DeviceError, UsageError
+from edge.core import progress
+from edge.core.errors import DeviceError, UsageError
 
 if TYPE_CHECKING:
     import paramiko

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from edge.errors import DeviceError, UsageError
+from edge.core.errors import DeviceError, UsageError
 
 __all__ = ["Completed", "LocalTransport", "Transport", "check_device_path",
            "default_local_dir", "expand_home"]

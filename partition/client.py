@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from edge import progress
-from edge.errors import DeviceError, UsageError
+from edge.core import progress
+from edge.core.errors import DeviceError, UsageError
 from partition.split import CutOption, SplitPlan, read_split_yaml
 
 __all__ = ["CloudUnreachable", "LinkEstimate", "SplitClient", "SplitResult"]

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from edge.errors import UsageError
+from edge.core.errors import UsageError
 
 if TYPE_CHECKING:
     import onnx
@@ -177,7 +177,7 @@ def _drop_plain_outputs(head: onnx.ModelProto, names: list[str], finals: set[str
 def _save(model: onnx.ModelProto, path: object) -> None:
     import onnx
 
-    from edge.model import save_onnx_atomic
+    from edge.core.model import save_onnx_atomic
 
     onnx.checker.check_model(model)
     save_onnx_atomic(model, path)  # type: ignore[arg-type]

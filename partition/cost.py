@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from devices.agent import kernel_ms, profile_feeds
-from edge import progress
-from edge.errors import UsageError
+from edge.core import progress
+from edge.core.errors import UsageError
 from partition.graph import load_named, tensor_bytes
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from devices.deploy import Device
     from devices.transport import Transport
-    from edge.profile import Profile
+    from edge.core.profile import Profile
 
 __all__ = ["estimate_costs", "measure_costs", "measure_costs_on_device", "node_costs"]
 
@@ -109,15 +109,15 @@ def _estimate_node(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]],
 
 
 def _node_macs(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]]) -> int:
-    """MACs of a Conv/ConvTranspose/Gemm/MatMul node by edge.model's rules; 0 otherwise."""
-    from edge.model import node_macs  # the project's single MAC rule set
+    """MACs of a Conv/ConvTranspose/Gemm/MatMul node by edge.core.model's rules; 0 otherwise."""
+    from edge.core.model import node_macs  # the project's single MAC rule set
 
     return node_macs(node, shapes)
 
 
 def _shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
     """Static shapes of all values and weights (symbolic dims as 1)."""
-    from edge.model import value_shapes
+    from edge.core.model import value_shapes
 
     return value_shapes(model)
 

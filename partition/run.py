@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from edge import progress
-from edge.errors import CheckFailed, UsageError
-from edge.profile import Profile
+from edge.core import progress
+from edge.core.errors import CheckFailed, UsageError
+from edge.core.profile import Profile
 
 __all__ = ["PartitionOptions", "PartitionReport", "partition", "bandwidth_table"]
 
@@ -44,7 +44,7 @@ class PartitionOptions:
     compression: str = "none"  # transfer compression of float cut tensors: none, fp16, int8
     samples: Path | None = None  # data for int8 scales and the fidelity check (--calib)
     objective: str = "latency"  # latency, energy (device mJ) or throughput (slowest stage)
-    device: Any = None  # edge.deploy.DeviceTarget: edge costs measured ON it by the agent
+    device: Any = None  # devices.connect.DeviceTarget: edge costs measured ON it by the agent
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -310,7 +310,7 @@ def _named_reference(model_path: Path, options: PartitionOptions, out: Path) -> 
     """The reference ONNX with every node named (the split works by node name)."""
     import onnx
 
-    from edge.optimize import reference_model
+    from edge.core.intake import reference_model
     from partition.graph import load_named
 
     _, reference = reference_model(model_path, shapes=options.shapes)
@@ -337,13 +337,13 @@ def _costs(reference: Path, edge: Profile, cloud: Profile,
 
 def _device_costs(reference: Path, profile: Profile, target: Any) -> tuple[dict[str, float], str]:
     """Per-node ms measured ON the device by its agent; and where that was."""
+    from devices.connect import device_python, transport_for
     from devices.deploy import open_device
-    from edge.deploy import _python, _transport
     from partition.cost import measure_costs_on_device
 
-    transport = _transport(target, profile)
+    transport = transport_for(target, profile)
     try:
-        device = open_device(transport, python=_python(target, profile, transport),
+        device = open_device(transport, python=device_python(target, profile, transport),
                              work_dir=profile.access.work_dir)
         threads = target.threads if target.threads is not None else (
             profile.compute.default_threads)
@@ -368,7 +368,7 @@ def _median_costs(repeats: list[dict[str, float]]) -> dict[str, float]:
 
 
 def _check_objective(objective: str) -> str:
-    from edge.errors import UsageError
+    from edge.core.errors import UsageError
     from partition.solve import OBJECTIVES
 
     if objective not in OBJECTIVES:
@@ -383,11 +383,11 @@ def _energy_doc(energy: Any) -> dict[str, Any]:
 
 def _samples(reference: Path, data: Path | None, count: int = 3) -> list[dict[str, np.ndarray]]:
     """Feeds for the parity check and int8 scales: up to 16 from ``data``, else random ones."""
-    from edge.model import inspect_model
+    from edge.core.model import inspect_model
 
     info = inspect_model(reference)
     if data is not None:
-        from edge.data import load_dataset
+        from edge.core.data import load_dataset
 
         return [dict(f) for f in load_dataset(data, info).feeds[:16]]
     rng = np.random.default_rng(0)
@@ -397,7 +397,7 @@ def _samples(reference: Path, data: Path | None, count: int = 3) -> list[dict[st
 
 def _input_specs(reference: Path) -> list[dict[str, Any]]:
     """Name, shape and dtype of every model input (what the client must be fed)."""
-    from edge.model import inspect_model
+    from edge.core.model import inspect_model
 
     return [{"name": i.name, "shape": list(i.shape), "dtype": i.dtype}
             for i in inspect_model(reference).inputs]

@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from edge import progress
-from edge.errors import UsageError
+from edge.core import progress
+from edge.core.errors import UsageError
 
 __all__ = ["RunSplitOptions", "render", "run"]
 
@@ -58,7 +58,7 @@ def run(split_dir: Path, options: RunSplitOptions) -> dict[str, Any]:
 
 def render(report: dict[str, Any]) -> str:
     """The report as a table and a summary line."""
-    from edge.render import table
+    from edge.core.tables import table
 
     rows = [(str(i), r["cut_id"], r["kind"], f"{r['total_ms']:.2f}", f"{r['predicted_ms']:.2f}",
              f"{r['edge_ms']:.2f}", f"{r['link_ms']:.2f}", f"{r['cloud_ms']:.2f}",
@@ -85,14 +85,14 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _feeds(inputs: tuple[dict[str, Any], ...], data: Path | None) -> list[dict[str, np.ndarray]]:
     """One feed dict per sample: from ``data`` when given, else one random sample."""
-    from edge.values import ModelInfo, TensorSpec
+    from edge.core.values import ModelInfo, TensorSpec
 
     if not inputs:
         raise UsageError("split.yaml lists no model inputs; re-run `edge partition`")
     specs = tuple(TensorSpec(name=i["name"], shape=tuple(i["shape"]), dtype=i["dtype"])
                   for i in inputs)
     if data is not None:
-        from edge.data import load_dataset
+        from edge.core.data import load_dataset
 
         info = ModelInfo(path="", sha256="", size_bytes=0, opset=0, inputs=specs, outputs=(),
                          params=0, macs=0)

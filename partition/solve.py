@@ -69,7 +69,7 @@ _REL = 1e-9  # relative tolerance when comparing float objective values
 
 
 class PowerLike(Protocol):
-    """Board power draw in watts (``edge.profile.Power`` fits)."""
+    """Board power draw in watts (``edge.core.profile.Power`` fits)."""
 
     @property
     def idle_w(self) -> float: ...
@@ -79,7 +79,7 @@ class PowerLike(Protocol):
 
 
 class LinkLike(Protocol):
-    """A link kind (``edge.profile.Link`` fits; its ``tx_nj_per_bit`` is read when present)."""
+    """A link kind (``edge.core.profile.Link`` fits; its ``tx_nj_per_bit`` is read when present)."""
 
     @property
     def kind(self) -> str: ...

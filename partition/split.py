@@ -32,8 +32,8 @@ import onnx.shape_inference
 import onnx.utils
 import yaml
 
-from edge.errors import UsageError
-from edge.model import save_onnx_atomic
+from edge.core.errors import UsageError
+from edge.core.model import save_onnx_atomic
 
 __all__ = [
     "CutOption",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from edge.errors import UsageError
+from edge.core.errors import UsageError
 
 if TYPE_CHECKING:
     from targets.base import Target

@@ -11,7 +11,7 @@ from typing import ClassVar, Literal, Protocol
 
 import numpy as np
 
-from edge.values import Dataset, ModelInfo
+from edge.core.values import Dataset, ModelInfo
 
 __all__ = ["PRECISIONS", "ConversionError", "ConvertSettings", "Runner", "Target",
            "check_precision", "missing_modules", "workdir_lock"]

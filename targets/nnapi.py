@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Self
 
 import numpy as np
 
-from edge.values import Dataset, ModelInfo
+from edge.core.values import Dataset, ModelInfo
 from targets.base import ConversionError, ConvertSettings, check_precision
 from targets.tflite import TFLiteRunner, TFLiteTarget
 

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from edge.errors import first_line
-from edge.values import Dataset, ModelInfo
+from edge.core.errors import first_line
+from edge.core.values import Dataset, ModelInfo
 from targets.base import ConversionError, ConvertSettings, check_precision, missing_modules
 
 if TYPE_CHECKING:

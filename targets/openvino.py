@@ -16,8 +16,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from edge.errors import first_line
-from edge.values import Dataset, ModelInfo
+from edge.core.errors import first_line
+from edge.core.values import Dataset, ModelInfo
 from targets.base import (
     ConversionError,
     ConvertSettings,

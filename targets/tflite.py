@@ -20,8 +20,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from edge.errors import first_line
-from edge.values import Dataset, ModelInfo, TensorSpec
+from edge.core.errors import first_line
+from edge.core.values import Dataset, ModelInfo, TensorSpec
 from targets.base import (
     ConversionError,
     ConvertSettings,

@@ -29,8 +29,8 @@ from devices.provision import (
     runtime_for_bundle,
 )
 from devices.transport import Completed
-from edge.errors import DeviceError, UsageError
-from edge.model import sha256_file
+from edge.core.errors import DeviceError, UsageError
+from edge.core.model import sha256_file
 from tests.support.cli import run_edge
 from tests.support.digits import DigitsModel
 
@@ -347,7 +347,7 @@ def test_int8_artifact_runs_on_the_aarch64_device(
     provisioned: ProvisionReport, bundle: Path, transport, arm_device, digits: DigitsModel
 ) -> None:
     from devices.deploy import BenchOptions, measure_on_device, open_device
-    from edge.bundle import read_bundle
+    from edge.core.bundle import read_bundle
 
     manifest = read_bundle(bundle)
     result = next(c for c in manifest.candidates if c.candidate.id == "onnxruntime-int8")

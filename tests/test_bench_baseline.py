@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from edge.results import history, results_dir
-from edge.values import DeployReport
+from edge.core.results import history, results_dir
+from edge.core.values import DeployReport
 from tests.support.cli import run_cli
 
 pytestmark = pytest.mark.slow

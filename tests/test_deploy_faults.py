@@ -29,8 +29,8 @@ from devices.deploy import (
     rollback,
 )
 from devices.ssh import SSHTransport, parse_host
-from edge.errors import DeviceError, UsageError
-from edge.values import Artifact, Bundle, Candidate, CandidateResult
+from edge.core.errors import DeviceError, UsageError
+from edge.core.values import Artifact, Bundle, Candidate, CandidateResult
 from tests.support.sshd import SSHDevice
 
 pytestmark = pytest.mark.slow
@@ -63,8 +63,8 @@ def make_release(root: Path, tag: str, *, broken: bool = False) -> Release:
     stores bytes no runtime loads (its sha256 is right: only the health check can tell)."""
     import onnx
 
-    from edge.bundle import write_bundle
-    from edge.model import inspect_model, sha256_file
+    from edge.core.bundle import write_bundle
+    from edge.core.model import inspect_model, sha256_file
 
     model = onnx.load(str(DIGITS))
     model.doc_string = f"edge fault-injection release {tag}"
@@ -300,7 +300,7 @@ def test_a_failed_deploy_keeps_the_previous_release_and_the_next_one_succeeds(
 
 def test_redeploying_an_unchanged_bundle_sends_nothing(ssh_device: SSHDevice,
                                                        releases: dict[str, Release]) -> None:
-    from edge.render import render_deploy_outcome
+    from edge.cli.render import render_deploy_outcome
 
     first, _ = _deploy(ssh_device, releases["B"])
     again, transport = _deploy(ssh_device, releases["B"])
@@ -328,8 +328,8 @@ def test_a_corrupted_installed_file_is_sent_again(ssh_device: SSHDevice,
 
 def test_rollback_and_keep_n(ssh_device: SSHDevice, releases: dict[str, Release],
                              tmp_path: Path) -> None:
-    from edge.deploy import (
-        DeviceTarget,
+    from devices.connect import DeviceTarget
+    from edge.flows.deploy import (
         ReleasesRequest,
         RollbackRequest,
         run_releases,
@@ -383,8 +383,8 @@ def test_rollback_on_the_local_device(tmp_path: Path, releases: dict[str, Releas
     import sys
 
     from devices.transport import LocalTransport
-    from edge.deploy import ReleasesRequest, RollbackRequest, run_releases, run_rollback
-    from edge.render import render_releases, render_rollback
+    from edge.cli.render import render_releases, render_rollback
+    from edge.flows.deploy import ReleasesRequest, RollbackRequest, run_releases, run_rollback
 
     monkeypatch.setenv("EDGE_LOCAL_DEVICE", str(tmp_path / "device"))
     for tag in "AB":

@@ -233,7 +233,7 @@ def _help_examples(command: click.Command, ctx: click.Context) -> list[str]:
 def test_help_has_an_example(path, command, ctx):
     assert _help_examples(command, ctx), (
         f"`{' '.join(('edge',) + path)} --help` has no 'Example:' line followed by an "
-        "`edge ...` line (edit the docstring in edge/cli.py)")
+        "`edge ...` line (edit the docstring in edge/cli/__init__.py)")
 
 
 @pytest.mark.parametrize(("path", "command", "ctx"), COMMANDS, ids=IDS)

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edge.values import ModelInfo
+from edge.core.values import ModelInfo
 from targets import get_target
 from tests.support import mediapipe
 from tests.support.cli import run_cli

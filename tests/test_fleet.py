@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-import edge.fleet as fleet_module
-from edge.deploy import DeviceTarget
-from edge.errors import DeviceError, UsageError
-from edge.fleet import (
+import edge.flows.fleet as fleet_module
+from devices.connect import DeviceTarget
+from edge.core.errors import DeviceError, UsageError
+from edge.core.values import BenchResult, DeployReport
+from edge.flows.fleet import (
     FleetBundle,
     FleetReport,
     FleetRequest,
@@ -27,8 +28,7 @@ from edge.fleet import (
     render_fleet,
     run_fleet,
 )
-from edge.optimize import OptimizeOptions
-from edge.values import BenchResult, DeployReport
+from edge.flows.optimize import OptimizeOptions
 from tests.support.digits import DigitsModel
 
 SAMPLE = Path(__file__).resolve().parents[1] / "edge" / "samples" / "digits.onnx"

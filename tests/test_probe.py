@@ -1,4 +1,4 @@
-"""edge.probe: a profile written from a live device (a real sshd, the local device, fakes)."""
+"""edge.flows.probe: a profile written from a live device (a real sshd, the local device, fakes)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from devices.connect import DeviceTarget
 from devices.transport import Completed
-from edge.deploy import DeviceTarget
-from edge.errors import DeviceError, UsageError
-from edge.probe import (
+from edge.core.errors import DeviceError, UsageError
+from edge.core.profile import load_profile
+from edge.flows.probe import (
     ProbeResult,
     normalize_arch,
     probe_device,
@@ -23,7 +24,6 @@ from edge.probe import (
     render_profile,
     write_profile,
 )
-from edge.profile import load_profile
 from tests.support.cli import run_cli
 from tests.support.sshd import SSHDevice
 
@@ -257,9 +257,9 @@ class FakeBoard:
 
 
 def _probe_fake(board: FakeBoard, monkeypatch: pytest.MonkeyPatch) -> ProbeResult:
-    import edge.probe
+    import edge.flows.probe
 
-    monkeypatch.setattr(edge.probe, "_transport", lambda target: _Ctx(board))
+    monkeypatch.setattr(edge.flows.probe, "_transport", lambda target: _Ctx(board))
     result = probe_device(DeviceTarget(host="pi@board.local"))
     for argv in board.commands:
         assert argv[0] not in ("sh", "bash") and not any("*" in a for a in argv), argv

@@ -1,4 +1,4 @@
-"""The device profile catalog and the profile loader (edge.profile)."""
+"""The device profile catalog and the profile loader (edge.core.profile)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from edge.errors import UsageError
-from edge.profile import (
+from edge.core.errors import UsageError
+from edge.core.profile import (
     RUNTIMES,
     Profile,
     catalog_ids,

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from devices.ssh import SSHTransport, parse_host
-from edge import progress
+from edge.core import progress
 from tests.support.cli import run_edge
 from tests.support.sshd import SSHDevice
 
@@ -213,7 +213,7 @@ def test_threads_share_one_display_and_log_lines_stay_whole(shown: io.StringIO) 
 
 def test_off_by_default_prints_nothing_and_loads_no_rich() -> None:
     code = ("import sys, logging\n"
-            "from edge import progress\n"
+            "from edge.core import progress\n"
             "with progress.step('a', total=3) as bar:\n"
             "    bar.advance(); bar.update('b')\n"
             "    with progress.transfer('c', 10) as up: up.sent(5, 10)\n"

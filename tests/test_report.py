@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from edge.report import render_bundle_report, render_partition_report, write_report
+from edge.flows.report import render_bundle_report, render_partition_report, write_report
 from tests.support.cli import run_cli
 
 BUNDLE_PLOTS = {"plot-candidates": "Candidates: latency x fidelity",
@@ -177,22 +177,22 @@ def test_bundle_report_breaks_down_openvino_candidates(openvino_bundle: Path) ->
 
 def test_a_candidate_that_cannot_be_measured_is_a_note(openvino_bundle: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    import edge.layers
+    import edge.flows.layers
 
-    real = edge.layers.measure_layers
+    real = edge.flows.layers.measure_layers
 
-    def refuse_openvino(path: Path, **kwargs: int) -> edge.layers.LayerProfile:
+    def refuse_openvino(path: Path, **kwargs: int) -> edge.flows.layers.LayerProfile:
         if path.suffix == ".xml":
             raise RuntimeError("no CPU plugin <here>\nsecond line")
         return real(path, **kwargs)
 
-    monkeypatch.setattr(edge.layers, "measure_layers", refuse_openvino)
+    monkeypatch.setattr(edge.flows.layers, "measure_layers", refuse_openvino)
     text = render_bundle_report(openvino_bundle)
     assert "openvino-int8 (openvino): not measured - RuntimeError: no CPU plugin &lt;here&gt;" \
         in text and "second line" not in text
     assert {t.split(" \u2014 ")[0] for t in _layer_panels(text)} == {
         "onnxruntime-int8", "onnxruntime-int8-dynamic", "onnxruntime-fp32"}
-    monkeypatch.setattr(edge.layers, "measure_layers", lambda path, **kw: 1 / 0)
+    monkeypatch.setattr(edge.flows.layers, "measure_layers", lambda path, **kw: 1 / 0)
     text = render_bundle_report(openvino_bundle)
     assert "plot-layers" not in _plots(text) and "could be broken down" in text
     assert text.count("not measured - ZeroDivisionError") == 5
@@ -218,7 +218,7 @@ def test_every_runtime_broken_down_on_the_embedded_device(openvino_bundle: Path,
 def test_layer_candidates_put_the_chosen_first_then_new_runtimes() -> None:
     from types import SimpleNamespace as NS
 
-    from edge.report import _layer_candidates
+    from edge.flows.report import _layer_candidates
 
     def result(cid: str, status: str, runtime: str | None) -> NS:
         artifact = NS(runtime=runtime, file=f"artifacts/{cid}.x") if runtime else None

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from edge.errors import UsageError
+from edge.core.errors import UsageError
 from tests.support.cli import run_cli
 from tests.support.sshd import SSHDevice
 from tests.test_deploy_faults import Release, make_release
@@ -84,7 +84,8 @@ def test_hostile_profile_access_is_refused(field: str, marker: str, release: Rel
     result = run_cli("deploy", str(release.bundle_dir), "--profile", str(profile),
                      *_ssh_flags(ssh_device), "--runs", "1")
     _refused(result)
-    from edge.deploy import DeviceTarget, RollbackRequest, run_rollback
+    from devices.connect import DeviceTarget
+    from edge.flows.deploy import RollbackRequest, run_rollback
 
     with pytest.raises(UsageError):
         run_rollback(RollbackRequest(profile=str(profile), device=DeviceTarget(
@@ -110,7 +111,8 @@ def test_work_dir_and_python_with_metacharacters_are_used_literally(
     assert (work / "releases" / release.id / "model.onnx").stat().st_size == release.size
     assert (work / "history.json").is_file()
 
-    from edge.deploy import DeviceTarget, ReleasesRequest, run_releases
+    from devices.connect import DeviceTarget
+    from edge.flows.deploy import ReleasesRequest, run_releases
 
     listing = run_releases(ReleasesRequest(profile=str(profile), device=DeviceTarget(
         identity=ssh_device.identity, known_hosts=ssh_device.known_hosts)))

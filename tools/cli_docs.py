@@ -1,4 +1,4 @@
-"""Keep the Options blocks of docs/commands/*.md in step with the click commands in edge/cli.py.
+"""Keep the Options blocks of docs/commands/*.md in step with the click commands in edge/cli/__init__.py.
 
 Every command page holds one block between ``<!-- options:begin -->`` and
 ``<!-- options:end -->``, generated from the command's click parameters (the same text as
@@ -77,7 +77,7 @@ def options_block(path: tuple[str, ...], command: click.Command, ctx: click.Cont
     usage = " ".join([name] + command.collect_usage_pieces(ctx))
     lines = [BEGIN,
              f"<!-- generated from `{name} --help` by `python -m tools.cli_docs`; "
-             "edit edge/cli.py, not this block -->",
+             "edit edge/cli/__init__.py, not this block -->",
              "",
              f"Usage: `{usage}`",
              ""]

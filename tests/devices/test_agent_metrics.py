@@ -13,8 +13,8 @@ from onnx import TensorProto, helper, save
 
 from devices import agent
 from devices.deploy import AGENT_PATH, _bench_result
-from edge.render import render_deploy
-from edge.values import BenchResult, DeployReport
+from edge.cli.render import render_deploy
+from edge.core.values import BenchResult, DeployReport
 
 SNAPSHOT_KEYS = {"temperature_c", "throttling", "power_w"}
 
@@ -186,7 +186,7 @@ def _reply(power: dict | None) -> dict:
 
 
 def test_host_estimates_power_from_the_profile_when_no_sensor() -> None:
-    from edge.profile import catalog_ids, load_profile
+    from edge.core.profile import catalog_ids, load_profile
 
     profile = catalog_ids()[0]
     spec = load_profile(profile)

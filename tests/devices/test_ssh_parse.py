@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from devices.ssh import HostSpec, parse_host
-from edge.errors import UsageError
+from edge.core.errors import UsageError
 
 
 @pytest.mark.parametrize("text, spec", [

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from edge.bundle import read_bundle, write_bundle
-from edge.errors import UsageError
-from edge.values import (
+from edge.core.bundle import read_bundle, write_bundle
+from edge.core.errors import UsageError
+from edge.core.values import (
     Artifact,
     Bundle,
     Candidate,

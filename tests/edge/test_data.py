@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edge.data import SyntheticDataWarning, dataset_digest, load_dataset, synthetic_dataset
-from edge.errors import UsageError
-from edge.values import ModelInfo, TensorSpec
+from edge.core.data import SyntheticDataWarning, dataset_digest, load_dataset, synthetic_dataset
+from edge.core.errors import UsageError
+from edge.core.values import ModelInfo, TensorSpec
 
 
 def _model(*inputs: TensorSpec) -> ModelInfo:

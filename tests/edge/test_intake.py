@@ -1,4 +1,4 @@
-"""edge.intake: ONNX, TFLite, Keras, SavedModel and PyTorch sources become the reference ONNX."""
+"""edge.core.intake: ONNX, TFLite, Keras, SavedModel and PyTorch sources become the reference ONNX."""
 
 from __future__ import annotations
 
@@ -16,15 +16,15 @@ import torch
 from onnx import TensorProto, helper, numpy_helper
 from torch import nn
 
-from edge.errors import UsageError
-from edge.intake import (
+from edge.core.errors import UsageError
+from edge.core.intake import (
     dynamic_inputs,
     parse_shape_flags,
     parse_shapes,
     pin_from_sample,
     to_reference,
 )
-from edge.model import inspect_model
+from edge.core.model import inspect_model
 from tests.support import mediapipe
 
 # --- helpers -----------------------------------------------------------------------------------

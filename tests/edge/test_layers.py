@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edge import layers
-from edge.errors import UsageError
-from edge.layers import LayerProfile, measure_layers
-from edge.model import inspect_model
-from edge.values import Dataset, ModelInfo
+from edge.core.errors import UsageError
+from edge.core.model import inspect_model
+from edge.core.values import Dataset, ModelInfo
+from edge.flows import layers
+from edge.flows.layers import LayerProfile, measure_layers
 from targets import get_target
 
 #: The heavy model: a tiny conv, a wide fully connected layer (1024 x 2048 fp32, 8 MB of

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from edge.plan import make_plan
-from edge.profile import load_profile
-from edge.values import ModelInfo, TensorSpec
+from edge.core.plan import make_plan
+from edge.core.profile import load_profile
+from edge.core.values import ModelInfo, TensorSpec
 
 TARGETS = {"tflite": (("fp32", "fp16", "int8"), None),
            "onnxruntime": (("fp32", "int8"), None)}

@@ -12,11 +12,11 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from edge.data import load_dataset
-from edge.model import inspect_model
-from edge.recover import Recovery, attempt_sizes, rank_sensitive_nodes, recover
-from edge.values import Dataset, ModelInfo
-from edge.verify import Outputs, Thresholds, judge, measure, run_all
+from edge.core.data import load_dataset
+from edge.core.model import inspect_model
+from edge.core.values import Dataset, ModelInfo
+from edge.core.verify import Outputs, Thresholds, judge, measure, run_all
+from edge.flows.recover import Recovery, attempt_sizes, rank_sensitive_nodes, recover
 from targets.base import ConvertSettings
 from targets.onnxruntime import OnnxRuntimeTarget, OrtRunner
 from tests.support.digits import DigitsModel

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from edge.values import Dataset, Fidelity
-from edge.verify import Thresholds, judge, measure
+from edge.core.values import Dataset, Fidelity
+from edge.core.verify import Thresholds, judge, measure
 
 
 def _outputs(logits: np.ndarray) -> list[list[np.ndarray]]:

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edge.errors import DeviceError, UsageError
+from edge.core.errors import DeviceError, UsageError
 from partition.client import SplitClient
 from partition.serve import EdgeCloudServer, serve
 from partition.split import model_outputs, read_split_yaml

@@ -10,8 +10,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from edge.errors import UsageError
-from edge.profile import load_profile
+from edge.core.errors import UsageError
+from edge.core.profile import load_profile
 from partition.compress import check_mode, compress_split, wire_bytes_factor
 from partition.graph import SOURCE, build_graph, with_compression
 from partition.run import PartitionOptions, partition

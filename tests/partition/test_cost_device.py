@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 import devices.deploy
+from devices.connect import DeviceTarget, device_python, transport_for
 from devices.deploy import Device, open_device, profile_on_device
-from edge.deploy import DeviceTarget, _python, _transport
-from edge.errors import DeviceError, EdgeError, UsageError
-from edge.profile import load_profile
+from edge.core.errors import DeviceError, EdgeError, UsageError
+from edge.core.profile import load_profile
 from partition.cost import measure_costs, measure_costs_on_device
 from partition.graph import load_named
 from tests.devices.test_agent_profile import NODES, heavy_model
@@ -33,9 +33,9 @@ def device(ssh_device: SSHDevice) -> Iterator[Device]:
     target = DeviceTarget(host=ssh_device.target, identity=ssh_device.identity,
                           known_hosts=ssh_device.known_hosts, python=ssh_device.python)
     profile = load_profile("rpi4")
-    with _transport(target, profile) as transport:
+    with transport_for(target, profile) as transport:
         assert transport.label == f"ssh://{ssh_device.target}"
-        yield open_device(transport, python=_python(target, profile, transport),
+        yield open_device(transport, python=device_python(target, profile, transport),
                           work_dir=profile.access.work_dir)
 
 
@@ -101,7 +101,7 @@ def test_a_transport_is_opened_with_the_given_python(
 ) -> None:
     target = DeviceTarget(host=ssh_device.target, identity=ssh_device.identity,
                           known_hosts=ssh_device.known_hosts)
-    with _transport(target, load_profile("rpi4")) as transport:
+    with transport_for(target, load_profile("rpi4")) as transport:
         costs = measure_costs_on_device(model, transport, python=ssh_device.python,
                                         threads=1, runs=3)
     assert set(costs) == set(NODES)

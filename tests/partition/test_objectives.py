@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from edge.errors import UsageError
-from edge.profile import Link, Power, load_profile, profile_schema, validate_file
+from edge.core.errors import UsageError
+from edge.core.profile import Link, Power, load_profile, profile_schema, validate_file
 from partition.graph import SINK, SOURCE, Graph, Node, Tensor
 from partition.solve import (
     DEFAULT_ENERGY,

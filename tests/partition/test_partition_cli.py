@@ -12,8 +12,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from edge.errors import UsageError
-from edge.profile import load_profile
+from edge.core.errors import UsageError
+from edge.core.profile import load_profile
 from partition.run import PartitionOptions, partition
 from partition.split import model_outputs, read_split_yaml, run_split
 from tests.support.cli import run_cli

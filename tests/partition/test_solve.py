@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from edge.profile import load_profile
+from edge.core.profile import load_profile
 from partition.cost import node_costs
 from partition.graph import SINK, SOURCE, Graph, Node, Tensor, build_graph
 from partition.solve import Placement, evaluate, is_runnable, solve

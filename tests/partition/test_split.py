@@ -11,7 +11,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from edge.errors import UsageError
+from edge.core.errors import UsageError
 from partition.split import (
     SplitModels,
     read_split_yaml,

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edge.data import load_dataset
-from edge.model import inspect_model
-from edge.values import Dataset, ModelInfo
+from edge.core.data import load_dataset
+from edge.core.model import inspect_model
+from edge.core.values import Dataset, ModelInfo
 from targets import REGISTRY, get_target
 from targets.base import PRECISIONS, ConversionError
 from tests.support.digits import DigitsModel

@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from edge.data import load_dataset
-from edge.model import inspect_model
-from edge.values import Dataset, ModelInfo
+from edge.core.data import load_dataset
+from edge.core.model import inspect_model
+from edge.core.values import Dataset, ModelInfo
 from targets import nnapi
 from targets.base import ConversionError
 from targets.nnapi import NNAPIReport, NNAPITarget, OpVerdict, nnapi_report

@@ -11,9 +11,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from edge.data import load_dataset
-from edge.model import inspect_model
-from edge.values import Dataset, ModelInfo
+from edge.core.data import load_dataset
+from edge.core.model import inspect_model
+from edge.core.values import Dataset, ModelInfo
 from targets.base import ConversionError, ConvertSettings
 from targets.onnxruntime import (
     FILES,

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from edge.data import load_dataset
-from edge.model import inspect_model
-from edge.values import Dataset, ModelInfo
+from edge.core.data import load_dataset
+from edge.core.model import inspect_model
+from edge.core.values import Dataset, ModelInfo
 from targets import openvino
 from targets.base import ConversionError, ConvertSettings
 from targets.openvino import OpenVINOTarget, is_transformer_like, load_with_hint

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from edge.model import inspect_model
-from edge.values import Dataset, ModelInfo, TensorSpec
+from edge.core.model import inspect_model
+from edge.core.values import Dataset, ModelInfo, TensorSpec
 from targets import tflite
 from targets.base import ConversionError
 from targets.tflite import TFLiteTarget

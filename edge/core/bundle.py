@@ -9,9 +9,9 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from edge.errors import UsageError
-from edge.model import sha256_file
-from edge.values import Bundle
+from edge.core.errors import UsageError
+from edge.core.model import sha256_file
+from edge.core.values import Bundle
 
 __all__ = ["FORMAT", "MANIFEST", "check_writable", "current_umask", "is_bundle", "read_bundle",
            "write_bundle"]

@@ -25,8 +25,8 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from edge import progress
-from edge.errors import UsageError
+from edge.core import progress
+from edge.core.errors import UsageError
 
 __all__ = ["LayerProfile", "LayerTime", "measure_layers"]
 

@@ -3,18 +3,24 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edge import progress
-from edge.errors import CheckFailed, UsageError
-from edge.optimize import OptimizeOptions
-from edge.values import Bundle, DeployReport
+from devices.connect import (
+    DeviceTarget,
+    access_profile,
+    check_target_paths,
+    device_python,
+    profile_host,
+    transport_for,
+)
+from edge.core import progress
+from edge.core.errors import CheckFailed, UsageError
+from edge.core.values import Bundle, DeployReport
+from edge.flows.optimize import OptimizeOptions
 
 __all__ = ["DEFAULT_KEEP", "BenchRequest", "DeployRequest", "DeviceTarget", "ReleasesRequest",
            "RollbackRequest", "build_bundle", "describe", "resolve_profile", "run_bench",
@@ -23,21 +29,6 @@ __all__ = ["DEFAULT_KEEP", "BenchRequest", "DeployRequest", "DeviceTarget", "Rel
 DEFAULT_KEEP = 3  # as devices.deploy.DEFAULT_KEEP (not imported: edge --help stays light)
 
 log = logging.getLogger("edge")
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class DeviceTarget:
-    """Which device to reach and how to measure on it (shared by deploy and bench)."""
-
-    host: str | None = None
-    identity: Path | None = None
-    known_hosts: Path | None = None
-    trust_new_host: bool = False
-    python: str | None = None
-    runs: int = 50
-    warmup: int = 5
-    threads: int | None = None  # None: the profile's thread count
-    provision: bool = False  # install the runtime into WORK/venv from host-fetched wheels
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -68,14 +59,14 @@ def run_deploy_outcome(request: DeployRequest) -> tuple[Any, Bundle, Path]:
     _check_keep(request.keep)
     profile = _profile(request)
     _check_paths(request.device, profile)
-    with _transport(request.device, profile) as transport:
+    with transport_for(request.device, profile) as transport:
         log.info("connecting to %s", transport.label)
         with progress.step(f"connecting to {transport.label}"):
             transport.home()  # connect and authenticate before any work: fail fast, write nothing
         transport.close()  # a long conversion must not hold an idle session open; reconnects
         bundle, bundle_dir = _bundle(request, profile)
         log.info("deploying %s to %s", bundle.chosen, transport.label)
-        python = _python(request.device, profile, transport)
+        python = device_python(request.device, profile, transport)
         if request.device.provision:
             from devices.provision import runtime_for_bundle
 
@@ -100,10 +91,10 @@ def run_rollback(request: RollbackRequest) -> Any:
     returns ``devices.deploy.RollbackReport``. A malformed ``to`` fails before connecting."""
     from devices.deploy import rollback
 
-    profile = _access_profile(request.profile)
+    profile = access_profile(request.profile)
     _check_paths(request.device, profile)
-    with _transport(request.device, profile) as transport:
-        return rollback(transport, python=_python(request.device, profile, transport),
+    with transport_for(request.device, profile) as transport:
+        return rollback(transport, python=device_python(request.device, profile, transport),
                         work_dir=profile.access.work_dir, to=request.to)
 
 
@@ -123,55 +114,20 @@ def run_releases(request: ReleasesRequest) -> Any:
 
     if request.prune_keep is not None:
         _check_keep(request.prune_keep)
-    profile = _access_profile(request.profile)
+    profile = access_profile(request.profile)
     _check_paths(request.device, profile)
-    with _transport(request.device, profile) as transport:
-        return list_releases(transport, python=_python(request.device, profile, transport),
+    with transport_for(request.device, profile) as transport:
+        return list_releases(transport, python=device_python(request.device, profile, transport),
                              work_dir=profile.access.work_dir, prune_keep=request.prune_keep)
 
 
-@contextlib.contextmanager
-def opened_device(target: DeviceTarget, profile_ref: str | None) -> Iterator[Any]:
-    """A ``devices.deploy.Device`` (agent pushed, runtimes probed) for commands that measure
-    on it: --host, else the profile's access.host, else the embedded local device."""
-    from devices.deploy import open_device
-
-    profile = _access_profile(profile_ref)
-    _check_paths(target, profile)
-    with _transport(target, profile) as transport:
-        yield open_device(transport, python=_python(target, profile, transport),
-                          work_dir=profile.access.work_dir)
-
-
 def _check_paths(device: DeviceTarget, profile: Any) -> None:
-    """The work dir and device python, checked before any connection (see check_paths)."""
-    from devices.deploy import check_paths
-
-    check_paths(python=device.python or profile.access.python,
-                work_dir=profile.access.work_dir)
+    check_target_paths(device, profile)
 
 
 def _check_keep(keep: int) -> None:
     if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
         raise UsageError(f"--keep {keep!r}: keep at least 1 release")
-
-
-def _access_profile(ref: str | None) -> Any:
-    """The profile for access settings; without one, the defaults (local device, ~/.edge)."""
-    if ref is not None:
-        from edge.profile import load_profile
-
-        return load_profile(ref)
-    from types import SimpleNamespace
-
-    from edge.profile import Access
-
-    return SimpleNamespace(id=None, access=Access())
-
-
-def _python(device: DeviceTarget, profile: Any, transport: Any) -> str:
-    """--device-python, else this python for the local device, else the profile's."""
-    return device.python or (sys.executable if transport.is_local else profile.access.python)
 
 
 def _provision(transport: Any, python: str, profile: Any, runtime: str) -> str:
@@ -199,7 +155,7 @@ def describe(request: DeployRequest) -> dict[str, Any]:
     """What run_deploy would do, without doing it."""
     _check_source(request)
     profile = _profile(request)
-    where = request.device.host or _profile_host(profile) or "the embedded local device"
+    where = request.device.host or profile_host(profile) or "the embedded local device"
     steps = []
     if not _is_bundle(request.source):
         out = request.out or Path(f"{request.source.stem}-{profile.id}.bundle")
@@ -215,7 +171,7 @@ def describe(request: DeployRequest) -> dict[str, Any]:
 
 
 def _is_bundle(path: Path) -> bool:
-    from edge.bundle import is_bundle
+    from edge.core.bundle import is_bundle
 
     return is_bundle(path)
 
@@ -227,8 +183,8 @@ def _check_source(request: DeployRequest) -> None:
         return
     if request.profile is None:
         raise UsageError("deploying a model needs --profile (e.g. --profile rpi4)")
-    from edge.intake import source_kind
-    from edge.model import load_onnx
+    from edge.core.intake import source_kind
+    from edge.core.model import load_onnx
 
     if source_kind(request.source) == "onnx":  # a corrupt model fails before any connection
         load_onnx(request.source)
@@ -236,14 +192,14 @@ def _check_source(request: DeployRequest) -> None:
 
 def _profile(request: DeployRequest | BenchRequest, default: str | None = None) -> Any:
     """--profile, else the bundle's (a user profile is kept in its manifest), else default."""
-    from edge.profile import load_profile
+    from edge.core.profile import load_profile
 
     if request.profile is not None:
         return load_profile(request.profile)
     if not _is_bundle(request.source) and default is not None:
         return load_profile(default)
-    from edge.bundle import read_bundle
-    from edge.profile import Profile, catalog_ids
+    from edge.core.bundle import read_bundle
+    from edge.core.profile import Profile, catalog_ids
 
     bundle = read_bundle(request.source)
     if bundle.profile in catalog_ids() or not bundle.profile_spec:
@@ -251,34 +207,8 @@ def _profile(request: DeployRequest | BenchRequest, default: str | None = None) 
     return Profile.model_validate(bundle.profile_spec)  # a user profile, kept in the manifest
 
 
-def _transport(device: DeviceTarget, profile: Any) -> Any:
-    """--host, else the profile's access.host (a user's own device), else the local device."""
-    host = device.host or _profile_host(profile)
-    if host is None:
-        from devices.transport import LocalTransport
-
-        return LocalTransport()
-    from devices.ssh import SSHTransport, parse_host
-
-    for text in (host, profile.access.user or ""):
-        if any(c.isspace() or not c.isprintable() for c in text):  # parse_host's $ allows "\n"
-            raise UsageError(f"--host {host!r}: user and host names cannot contain spaces or "
-                             "control characters")
-    spec = parse_host(host, default_user=profile.access.user)
-    return SSHTransport(spec, identity=device.identity, known_hosts=device.known_hosts,
-                        trust_new_host=device.trust_new_host)
-
-
-def _profile_host(profile: Any) -> str | None:
-    access = profile.access
-    if access.transport != "ssh" or not access.host:
-        return None
-    host = f"[{access.host}]" if ":" in access.host else access.host
-    return f"{access.user}@{host}:{access.port}" if access.user else f"{host}:{access.port}"
-
-
 def _bundle(request: DeployRequest, profile: Any) -> tuple[Bundle, Path]:
-    from edge.bundle import read_bundle
+    from edge.core.bundle import read_bundle
 
     if _is_bundle(request.source):
         bundle = read_bundle(request.source)
@@ -289,7 +219,7 @@ def _bundle(request: DeployRequest, profile: Any) -> tuple[Bundle, Path]:
             print(f"warning: bundle was optimized for {bundle.profile}, deploying with "
                   f"{profile.id}", file=sys.stderr)
         return bundle, request.source
-    from edge.optimize import optimize
+    from edge.flows.optimize import optimize
 
     out = request.out or Path(f"{request.source.stem}-{profile.id}.bundle")
     bundle = optimize(request.source, profile, out, request.options)
@@ -319,13 +249,13 @@ def run_bench(request: BenchRequest) -> DeployReport:
 
     root, artifact = _bench_artifact(request)
     profile = _profile(request, default="x86-64")
-    with _transport(request.device, profile) as transport:
-        python = _python(request.device, profile, transport)
+    with transport_for(request.device, profile) as transport:
+        python = device_python(request.device, profile, transport)
         if request.device.provision:
             python = _provision(transport, python, profile, artifact.runtime)
         device = open_device(transport, python=python, work_dir=profile.access.work_dir)
         if artifact.runtime not in device.runtimes:
-            from edge.errors import DeviceError
+            from edge.core.errors import DeviceError
 
             raise DeviceError(f"{transport.label} has no {artifact.runtime} runtime; has "
                               f"{', '.join(sorted(device.runtimes)) or 'none'}")
@@ -336,7 +266,7 @@ def run_bench(request: BenchRequest) -> DeployReport:
 def _bench_artifact(request: BenchRequest) -> tuple[Path, Any]:
     """(root dir, Artifact) for a bundle's candidate or a bare artifact file."""
     if _is_bundle(request.source):
-        from edge.bundle import read_bundle
+        from edge.core.bundle import read_bundle
 
         bundle = read_bundle(request.source)
         wanted = request.candidate or bundle.chosen
@@ -350,8 +280,8 @@ def _bench_artifact(request: BenchRequest) -> tuple[Path, Any]:
 
 
 def _artifact_of_file(path: Path) -> Any:
-    from edge.model import sha256_file
-    from edge.values import Artifact, Candidate, StoredFile
+    from edge.core.model import sha256_file
+    from edge.core.values import Artifact, Candidate, StoredFile
 
     if not path.is_file() or path.suffix not in SUFFIX_TARGETS:
         raise UsageError(f"{path}: give a bundle directory or a model file "

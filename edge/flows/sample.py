@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from edge.errors import UsageError
+from edge.core.errors import UsageError
 
 __all__ = ["SAMPLES", "Sample", "resolve"]
 
-_DIR = Path(__file__).with_name("samples")
+_DIR = Path(__file__).resolve().parents[1] / "samples"
 PREFIX = "sample:"
 
 

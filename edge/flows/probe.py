@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from pydantic import ValidationError
 
-from edge.errors import DeviceError, UsageError, first_line
-from edge.profile import RUNTIMES, Profile
+from edge.core.errors import DeviceError, UsageError, first_line
+from edge.core.profile import RUNTIMES, Profile
 
 if TYPE_CHECKING:
+    from devices.connect import DeviceTarget
     from devices.transport import Transport
-    from edge.deploy import DeviceTarget
 
 __all__ = [
     "ProbeResult",
@@ -94,7 +94,7 @@ CORE_CLASS = {
     "Neoverse-V1": "x", "Neoverse-V2": "x",
 }
 
-#: /proc/cpuinfo feature names -> the isa vocabulary of the catalog (and of edge.plan).
+#: /proc/cpuinfo feature names -> the isa vocabulary of the catalog (and of edge.core.plan).
 X86_ISA = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "avx_vnni",
            "amx_bf16", "amx_int8")
 ARM_ISA = (("asimd", "neon"), ("neon", "neon"), ("asimdhp", "fp16"), ("asimddp", "dotprod"),
@@ -197,7 +197,7 @@ def render_profile(result: ProbeResult) -> str:
 def write_profile(result: ProbeResult, out: Path, *, force: bool = False) -> Path:
     """Write the profile atomically; refuse to replace an existing file unless ``force``.
 
-    The text is validated (parsed back and checked by edge.profile) before anything is written.
+    The text is validated (parsed back and checked by edge.core.profile) before anything is written.
     """
     out = Path(out)
     text = render_profile(result)
@@ -866,7 +866,7 @@ def _runtimes(facts: _Facts, arch: str, accelerators: list[dict[str, Any]],
 def _power(compute: dict[str, Any], cpus: list[dict[str, str]], catalog: str | None,
            ledger: _Ledger) -> dict[str, Any]:
     if catalog:
-        from edge.profile import load_profile
+        from edge.core.profile import load_profile
 
         base = load_profile(catalog).power
         why = f"copied from catalog profile {catalog} (not measured on this device)"

@@ -12,25 +12,26 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from edge import progress
-from edge.bench import Rounds, interleaved, summarize
-from edge.bundle import FORMAT, check_writable, write_bundle
-from edge.data import dataset_digest, load_dataset, synthetic_dataset
-from edge.errors import UsageError, first_line
-from edge.model import inspect_model, sha256_file
-from edge.plan import PRECISION_RANK, Planned, make_plan
-from edge.profile import Profile
-from edge.values import (
+from edge.core import progress
+from edge.core.bundle import FORMAT, check_writable, write_bundle
+from edge.core.cache import cache_root
+from edge.core.data import dataset_digest, load_dataset, synthetic_dataset
+from edge.core.errors import UsageError, first_line
+from edge.core.intake import reference_model
+from edge.core.model import inspect_model, sha256_file
+from edge.core.plan import PRECISION_RANK, Planned, make_plan
+from edge.core.profile import Profile
+from edge.core.values import (
     Artifact,
     Bundle,
     CandidateResult,
     Dataset,
     Fidelity,
     ModelInfo,
-    Origin,
     StoredFile,
 )
-from edge.verify import Outputs, Thresholds, judge, measure, run_all
+from edge.core.verify import Outputs, Thresholds, judge, measure, run_all
+from edge.flows.bench import Rounds, interleaved, summarize
 
 __all__ = ["OptimizeOptions", "optimize", "plan_for", "cache_root", "reference_model",
            "refuse_if_unfit", "TIE"]
@@ -79,11 +80,6 @@ class _Outcome:
     runner: Any = None
 
 
-def cache_root() -> Path:
-    """Where converted artifacts are cached by content (``EDGE_CACHE_DIR`` overrides)."""
-    return Path(os.environ.get("EDGE_CACHE_DIR", "~/.cache/edge")).expanduser()
-
-
 def plan_for(profile: Profile, model: ModelInfo) -> tuple[Planned, ...]:
     """The plan for this profile, with what this host can convert."""
     from targets import REGISTRY, get_target
@@ -130,21 +126,10 @@ def optimize(model_path: Path, profile: Profile, out: Path, options: OptimizeOpt
     return bundle
 
 
-def reference_model(source: Path, *, shapes: dict[str, tuple[int, ...]] | None = None,
-                    dtypes: dict[str, str] | None = None) -> tuple[Origin, Path]:
-    """The user's file and the reference ONNX every target converts from (cached)."""
-    from edge.intake import source_kind, to_reference
-
-    kind = source_kind(source)
-    reference = to_reference(source, cache_root() / "reference", shapes=shapes, dtypes=dtypes)
-    digest = sha256_file(source) if source.is_file() else "(folder)"
-    return Origin(path=str(source.resolve()), sha256=digest, format=kind), reference
-
-
 def refuse_if_unfit(profile: Profile, model: ModelInfo) -> None:
     """A model whose weights exceed the budget even at int8 is refused up front."""
-    from edge.errors import CheckFailed
-    from edge.plan import unfit
+    from edge.core.errors import CheckFailed
+    from edge.core.plan import unfit
 
     reason = unfit(profile, model)
     if reason:
@@ -162,7 +147,7 @@ def _context(model: ModelInfo, options: OptimizeOptions) -> _Context:
 
 def _pinned(model: ModelInfo, options: OptimizeOptions) -> ModelInfo:
     """Pin dynamic input dims from the first calibration sample; refuse when nothing says."""
-    from edge.intake import dynamic_inputs, pin_from_sample
+    from edge.core.intake import dynamic_inputs, pin_from_sample
 
     dynamic = dynamic_inputs(Path(model.path))
     if not dynamic:
@@ -292,7 +277,7 @@ def _keeps_float(target: Any) -> bool:
 
 def _recover(target: Any, precision: str, ctx: _Context, settings: Any) -> Any:
     """Keep the most sensitive nodes in float until the candidate passes (None if never)."""
-    from edge.recover import recover
+    from edge.flows.recover import recover
 
     log.info("%s-%s lost fidelity: searching for nodes to keep in float", target.name, precision)
     with progress.step(f"{target.name}-{precision}: searching for nodes to keep in float"):

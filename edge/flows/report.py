@@ -6,7 +6,7 @@ inlined as SVG (text kept as text). matplotlib is imported only while rendering.
 
 * Bundle (``edge optimize -o DIR``): candidates on a host-latency x fidelity plane with the
   chosen one marked; per-layer time of up to six candidates, each on its own runtime
-  (onnxruntime, OpenVINO, LiteRT; see ``edge.layers``), measured on this host;
+  (onnxruntime, OpenVINO, LiteRT; see ``edge.flows.layers``), measured on this host;
   the p50 history of every device that measured one of the bundle's artifacts (from
   ``$EDGE_CACHE_DIR/results``); the candidate table with every reason.
 * Split (``edge partition -o DIR``): every precomputed cut's predicted latency against the
@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edge import __version__, progress
-from edge.errors import UsageError
+from edge import __version__
+from edge.core import progress
+from edge.core.errors import UsageError
 
 __all__ = ["check_report_target", "render_bundle_report", "render_partition_report",
            "render_report", "render_results_report", "report_kind", "write_report"]
@@ -63,7 +64,7 @@ def _e(value: Any) -> str:
 # ---------------------------------------------------------------- entry points
 def report_kind(path: Path) -> str:
     """``bundle``, ``split`` or ``results`` for a report source; UsageError otherwise."""
-    from edge.bundle import is_bundle
+    from edge.core.bundle import is_bundle
 
     path = Path(path)
     if is_bundle(path):
@@ -103,7 +104,7 @@ def check_report_target(out: Path) -> None:
 
 def write_report(text: str, out: Path) -> Path:
     """Write the report atomically (a reader sees the old file or the new one)."""
-    from edge.bundle import current_umask
+    from edge.core.bundle import current_umask
 
     out = Path(out)
     if out.is_dir():
@@ -220,7 +221,7 @@ def render_bundle_report(bundle_dir: Path, *, layers: bool = True,
     """The HTML report of a bundle (``results``: the results folder, default the cache's;
     ``device``: an opened ``devices.deploy.Device`` on which the per-layer times of the
     candidates it can run are measured, the others' on this host)."""
-    from edge.bundle import read_bundle
+    from edge.core.bundle import read_bundle
 
     bundle_dir = Path(bundle_dir)
     bundle = read_bundle(bundle_dir)
@@ -347,7 +348,7 @@ def _measure_layers(path: Path, device: Any) -> Any:
     """On the device when one is given and runs the artifact, else here (a runtime the device
     lacks)."""
     from devices.agent import SUFFIX_RUNTIME
-    from edge.layers import measure_layers
+    from edge.flows.layers import measure_layers
 
     runs_there = device is not None and SUFFIX_RUNTIME.get(path.suffix) in device.runtimes
     return measure_layers(path, threads=1, runs=20, device=device if runs_there else None)
@@ -355,7 +356,7 @@ def _measure_layers(path: Path, device: Any) -> Any:
 
 def _layers_section(plt: Any, bundle: Any, bundle_dir: Path, top: int,
                     device: Any = None) -> _Section:
-    from edge.errors import first_line
+    from edge.core.errors import first_line
 
     candidates = _layer_candidates(bundle, bundle_dir)
     measured: list[tuple[str, str, Any]] = []
@@ -441,7 +442,7 @@ def _short(name: str, width: int = 36) -> str:
 
 def _bundle_history(bundle: Any, root: Path | None) -> dict[str, list[Any]]:
     """Kept results of every device that measured one of the bundle's artifacts."""
-    from edge.results import kept_results
+    from edge.core.results import kept_results
 
     shas = {r.artifact.sha256 for r in bundle.candidates if r.artifact is not None}
     return {device: kept for device, kept in kept_results(root).items()
@@ -547,7 +548,7 @@ def _model_table(bundle: Any) -> str:
 # ---------------------------------------------------------------- results folder
 def render_results_report(results: Path) -> str:
     """The HTML report of a results folder: the history of every device in it."""
-    from edge.results import kept_results
+    from edge.core.results import kept_results
 
     history = kept_results(Path(results))
     plt = _pyplot()

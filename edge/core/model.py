@@ -7,8 +7,8 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from edge.errors import UsageError, first_line
-from edge.values import ModelInfo, TensorSpec
+from edge.core.errors import UsageError, first_line
+from edge.core.values import ModelInfo, TensorSpec
 
 if TYPE_CHECKING:
     import onnx

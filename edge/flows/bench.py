@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edge import progress
-from edge.values import BenchResult
+from edge.core import progress
+from edge.core.values import BenchResult
 
 __all__ = ["Rounds", "interleaved", "summarize", "host_label"]
 

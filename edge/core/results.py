@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from edge.errors import UsageError
-from edge.values import DeployReport
+from edge.core.errors import UsageError
+from edge.core.values import DeployReport
 
 __all__ = ["Comparison", "Kept", "compare", "history", "keep", "kept_results", "load_baseline",
            "results_dir"]

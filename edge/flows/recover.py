@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from edge.model import sha256_file
-from edge.values import Dataset, Fidelity, ModelInfo
-from edge.verify import Outputs, Thresholds, judge, measure, run_all
+from edge.core.model import sha256_file
+from edge.core.values import Dataset, Fidelity, ModelInfo
+from edge.core.verify import Outputs, Thresholds, judge, measure, run_all
 from targets.base import ConversionError, ConvertSettings
 
 if TYPE_CHECKING:

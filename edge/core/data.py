@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from edge.errors import UsageError
-from edge.values import Dataset, ModelInfo, TensorSpec
+from edge.core.errors import UsageError
+from edge.core.values import Dataset, ModelInfo, TensorSpec
 
 __all__ = ["SyntheticDataWarning", "dataset_digest", "load_dataset", "synthetic_dataset"]
 

@@ -21,8 +21,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from edge.errors import UsageError, first_line
-from edge.model import save_onnx_atomic
+from edge.core.cache import cache_root
+from edge.core.errors import UsageError, first_line
+from edge.core.model import save_onnx_atomic, sha256_file
+from edge.core.values import Origin
 
 if TYPE_CHECKING:
     import onnx
@@ -34,6 +36,7 @@ __all__ = [
     "parse_shape_flags",
     "parse_shapes",
     "pin_from_sample",
+    "reference_model",
     "source_kind",
     "to_reference",
 ]
@@ -176,7 +179,7 @@ def _sniff(source: Path, kind: str) -> None:
 
 def _fix_onnx(source: Path, workdir: Path, pins: Shapes) -> Path:
     """The source itself when nothing needs fixing, else a fixed copy in workdir."""
-    from edge.model import load_onnx
+    from edge.core.model import load_onnx
 
     model = load_onnx(source)
     _check_pins(model, pins, source)
@@ -358,15 +361,15 @@ def _from_tf(
 
 
 def _run_child(job: dict[str, Any], log: Path, source: Path, kind: str) -> None:
-    """Run ``python -m edge.intake JOB`` with its output in ``log``; a failure is a UsageError."""
+    """Run ``python -m edge.core.intake JOB`` with its output in ``log``; a failure is a UsageError."""
     job_file = log.with_suffix(".job.json")
     job_file.write_text(json.dumps(job))
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "",
-           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent),
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]),
                                           os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     with open(log, "w") as handle:
         try:
-            done = subprocess.run([sys.executable, "-m", "edge.intake", str(job_file)],
+            done = subprocess.run([sys.executable, "-m", "edge.core.intake", str(job_file)],
                                   stdout=handle, stderr=subprocess.STDOUT, env=env,
                                   timeout=TIMEOUT_S, check=False)
         except subprocess.TimeoutExpired:
@@ -725,8 +728,16 @@ def _require(*modules: str, why: str) -> None:
         raise UsageError(f"{why} needs {', '.join(missing)} ({extra})")
 
 
+def reference_model(source: Path, *, shapes: dict[str, tuple[int, ...]] | None = None,
+                    dtypes: dict[str, str] | None = None) -> tuple[Origin, Path]:
+    """The user's file and the reference ONNX every target converts from (cached)."""
+    kind = source_kind(source)
+    reference = to_reference(source, cache_root() / "reference", shapes=shapes, dtypes=dtypes)
+    digest = sha256_file(source) if source.is_file() else "(folder)"
+    return Origin(path=str(source.resolve()), sha256=digest, format=kind), reference
 
-if __name__ == "__main__":  # the converter child: python -m edge.intake JOB.json
+
+if __name__ == "__main__":  # the converter child: python -m edge.core.intake JOB.json
     if len(sys.argv) != 2:
-        sys.exit("usage: python -m edge.intake JOB.json (edge runs this itself)")
+        sys.exit("usage: python -m edge.core.intake JOB.json (edge runs this itself)")
     sys.exit(_child_main(sys.argv[1]))

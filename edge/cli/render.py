@@ -5,23 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from edge.values import BenchResult, Bundle, CandidateResult, DeployReport, ModelInfo
+from edge.core.tables import table
+from edge.core.values import BenchResult, Bundle, CandidateResult, DeployReport, ModelInfo
 
 if TYPE_CHECKING:
     from devices.deploy import DeployOutcome, ReleasesReport, RollbackReport
 
 __all__ = ["render_bundle", "render_deploy", "render_deploy_outcome", "render_model",
            "render_releases", "render_rollback", "table"]
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """A left-aligned text table."""
-    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-             for row in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
 
 
 def _mb(size: int) -> str:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edge.values import Dataset, Fidelity
+from edge.core.values import Dataset, Fidelity
 
 __all__ = ["Outputs", "Thresholds", "judge", "measure", "run_all"]
 

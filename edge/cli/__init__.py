@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from edge import __version__
-from edge.errors import EdgeError, ExitStatus, UsageError
+from edge.core.errors import EdgeError, ExitStatus, UsageError
 
 __all__ = ["cli", "main"]
 
@@ -56,7 +56,7 @@ def _log_progress(*, quiet: bool) -> None:
     --json. Log lines print above the bars, through the same console."""
     import logging
 
-    from edge import progress
+    from edge.core import progress
 
     logger = logging.getLogger("edge")
     logger.handlers[:] = []
@@ -111,14 +111,14 @@ def _check_report_file(path: Path | None) -> None:
     """Refuse a --report FILE that cannot be written before any long work starts."""
     if path is None:
         return
-    from edge.report import check_report_target
+    from edge.flows.report import check_report_target
 
     check_report_target(path)
 
 
 def _write_report(render: Any, source: Path, out: Path) -> str:
     """Render the report of ``source`` with ``render`` and write it atomically to ``out``."""
-    from edge.report import write_report
+    from edge.flows.report import write_report
 
     return str(write_report(render(source), out))
 
@@ -138,7 +138,7 @@ def cli(traceback: bool) -> None:
 def _with_sample(model: Path, calib: Path | None,
                  eval_: Path | None) -> tuple[Path, Path | None, Path | None]:
     """Resolve ``sample:NAME`` to the shipped model and its data (unless given)."""
-    from edge.sample import resolve
+    from edge.flows.sample import resolve
 
     sample = resolve(model)
     if sample is None:
@@ -166,8 +166,8 @@ def profiles_list(as_json: bool) -> None:
     Example:
       edge profiles list --json
     """
-    from edge.profile import catalog_ids, load_profile
-    from edge.render import table
+    from edge.core.profile import catalog_ids, load_profile
+    from edge.core.tables import table
 
     items = [load_profile(i) for i in catalog_ids()]
     rows = [(p.id, p.name, f"{p.compute.cores} cores: {p.compute.cpu}", f"{p.memory.ram_mb} MB",
@@ -188,7 +188,7 @@ def profiles_show(name: str, as_json: bool) -> None:
     """
     import yaml
 
-    from edge.profile import load_profile
+    from edge.core.profile import load_profile
 
     profile = load_profile(name)
     _emit(as_json, profile.to_json(), yaml.safe_dump(profile.to_json(), sort_keys=False).rstrip())
@@ -204,7 +204,7 @@ def profiles_validate(files: tuple[Path, ...], as_json: bool) -> int:
     Example:
       edge profiles validate profiles/*.yaml
     """
-    from edge.profile import validate_file
+    from edge.core.profile import validate_file
 
     results = []
     for file in files:
@@ -230,7 +230,7 @@ def profiles_schema() -> None:
     Example:
       edge profiles schema > profile.schema.json
     """
-    from edge.profile import profile_schema
+    from edge.core.profile import profile_schema
 
     click.echo(json.dumps(profile_schema(), indent=2))
 
@@ -258,10 +258,10 @@ def inspect(model: Path, profile_ref: str | None, shapes: tuple[str, ...], as_js
       edge inspect model.onnx --profile rpi4
       edge inspect face_detection.tflite
     """
-    from edge.model import inspect_model
-    from edge.optimize import reference_model
-    from edge.profile import load_profile
-    from edge.render import render_model
+    from edge.cli.render import render_model
+    from edge.core.intake import reference_model
+    from edge.core.model import inspect_model
+    from edge.core.profile import load_profile
 
     profile = load_profile(profile_ref) if profile_ref else None
     model, _, _ = _with_sample(model, None, None)
@@ -315,15 +315,15 @@ _optimize_options = _with([
 def _parse_shapes(texts: tuple[str, ...]) -> tuple[dict[str, tuple[int, ...]], dict[str, str]]:
     if not texts:
         return {}, {}
-    from edge.intake import parse_shape_flags
+    from edge.core.intake import parse_shape_flags
 
     return parse_shape_flags(list(texts))
 
 
 def _options(opts: dict[str, Any]) -> Any:
     """OptimizeOptions from the shared optimize flags (consumed from ``opts``)."""
-    from edge.optimize import OptimizeOptions
-    from edge.verify import Thresholds
+    from edge.core.verify import Thresholds
+    from edge.flows.optimize import OptimizeOptions
 
     shapes, dtypes = _parse_shapes(opts.pop("shapes"))
     return OptimizeOptions(
@@ -350,9 +350,9 @@ def optimize_cmd(model: Path, profile_ref: str, out: Path | None, dry_run: bool,
       edge optimize model.onnx --profile rpi4 --calib calib.npy --eval eval.npz -o rpi4.bundle
       edge optimize sample:digits --profile rpi4 --report digits-rpi4.html
     """
-    from edge.optimize import optimize
-    from edge.profile import load_profile
-    from edge.render import render_bundle
+    from edge.cli.render import render_bundle
+    from edge.core.profile import load_profile
+    from edge.flows.optimize import optimize
 
     profile = load_profile(profile_ref)
     model, opts["calib"], opts["eval_"] = _with_sample(model, opts["calib"], opts["eval_"])
@@ -370,15 +370,16 @@ def optimize_cmd(model: Path, profile_ref: str, out: Path | None, dry_run: bool,
 
 
 def _bundle_report(bundle_dir: Path) -> str:
-    from edge.report import render_bundle_report
+    from edge.flows.report import render_bundle_report
 
     return render_bundle_report(bundle_dir)
 
 
 def _print_plan(model: Path, profile: Any, options: Any, as_json: bool) -> int:
-    from edge.model import inspect_model
-    from edge.optimize import plan_for, reference_model, refuse_if_unfit
-    from edge.render import table
+    from edge.core.intake import reference_model
+    from edge.core.model import inspect_model
+    from edge.core.tables import table
+    from edge.flows.optimize import plan_for, refuse_if_unfit
 
     with _stdout_to_stderr(as_json):
         _, reference = reference_model(model, shapes=options.shapes, dtypes=options.dtypes)
@@ -437,8 +438,8 @@ def devices_probe(target: str, out: Path | None, profile_id: str | None, force: 
       edge devices probe pi@raspberrypi.local -o kitchen-pi.yaml
       edge devices probe local --id this-laptop     # the embedded local device
     """
-    from edge.deploy import DeviceTarget
-    from edge.probe import probe_to_file, render_profile
+    from devices.connect import DeviceTarget
+    from edge.flows.probe import probe_to_file, render_profile
 
     device = DeviceTarget(host=None if target == "local" else target, identity=identity,
                           known_hosts=known_hosts, trust_new_host=trust_new_host,
@@ -483,14 +484,14 @@ def _report_device(on_device: bool, device: Any, profile_ref: str | None) -> Ite
     if not on_device:
         yield None
         return
-    from edge.deploy import opened_device
+    from devices.connect import opened_device
 
     with opened_device(device, profile_ref) as opened:
         yield opened
 
 
 def _remote(opts: dict[str, Any]) -> Any:
-    from edge.deploy import DeviceTarget
+    from devices.connect import DeviceTarget
 
     return DeviceTarget(host=opts.pop("host"), identity=opts.pop("identity"),
                         known_hosts=opts.pop("known_hosts"),
@@ -547,8 +548,8 @@ def partition_cmd(model: Path, profile_ref: str, cloud_ref: str, bandwidth: floa
           --measure --objective energy     # edge costs measured ON the Pi, cloud's here
       edge partition sample:digits --profile rpi4 --cloud cloud-t4 --report split.html
     """
-    from edge.profile import load_profile
-    from edge.report import render_partition_report
+    from edge.core.profile import load_profile
+    from edge.flows.report import render_partition_report
     from partition.run import PartitionOptions, partition
 
     edge, cloud = load_profile(profile_ref), load_profile(cloud_ref)
@@ -569,7 +570,7 @@ def partition_cmd(model: Path, profile_ref: str, cloud_ref: str, bandwidth: floa
 
 
 def _render_partition(report: Any) -> str:
-    from edge.render import table
+    from edge.core.tables import table
 
     chosen = report.chosen
     rows = [("chosen", chosen["kind"], f"{chosen['total_ms']:.3f}",
@@ -723,7 +724,7 @@ def report_cmd(source: Path, out: Path, no_layers: bool, on_device: bool,
       edge report digits-rpi4-split -o split.html
       edge report digits-rpi4.bundle -o pi.html --host pi@raspberrypi.local --profile rpi4
     """
-    from edge.report import render_report, report_kind, write_report
+    from edge.flows.report import render_report, report_kind, write_report
 
     kind = report_kind(source)
     _check_report_file(out)
@@ -766,9 +767,9 @@ def bench(source: Path, candidate: str | None, profile_ref: str | None, baseline
       edge bench model.tflite --runs 200       # the embedded local device
       edge bench digits-rpi4.bundle --host pi@raspberrypi.local --baseline last
     """
-    from edge.deploy import BenchRequest, run_bench
-    from edge.render import render_deploy
-    from edge.results import compare, keep, load_baseline
+    from edge.cli.render import render_deploy
+    from edge.core.results import compare, keep, load_baseline
+    from edge.flows.deploy import BenchRequest, run_bench
 
     request = BenchRequest(source=source, candidate=candidate, profile=profile_ref,
                            device=_device(opts))
@@ -831,9 +832,9 @@ def deploy(source: Path, profile_ref: str | None, measure_on_device: bool, keep:
       edge deploy model.onnx --profile rpi4          # the embedded local device
       edge deploy sample:digits --profile rpi4 --report deploy.html
     """
-    from edge.deploy import DeployRequest, run_deploy_outcome
-    from edge.render import render_bundle, render_deploy_outcome
-    from edge.results import keep as keep_result
+    from edge.cli.render import render_bundle, render_deploy_outcome
+    from edge.core.results import keep as keep_result
+    from edge.flows.deploy import DeployRequest, run_deploy_outcome
 
     source, opts["calib"], opts["eval_"] = _with_sample(source, opts["calib"], opts["eval_"])
     if not dry_run:
@@ -847,7 +848,7 @@ def deploy(source: Path, profile_ref: str | None, measure_on_device: bool, keep:
                             options=_options(opts), out=out,
                             measure_on_device=measure_on_device, keep=keep)
     if dry_run:
-        from edge.deploy import describe
+        from edge.flows.deploy import describe
 
         _emit(as_json, describe(request), "\n".join(describe(request)["steps"]))
         return 0
@@ -868,8 +869,8 @@ def _deploy_fleet(source: Path, inventory: Path, limit: str | None, forks: int,
                   dry_run: bool, as_json: bool, opts: dict[str, Any],
                   report_file: Path | None = None, keep: int = 3) -> int:
     """``edge deploy --inventory``: one bundle per profile, then every host in parallel."""
-    from edge.fleet import FleetRequest, describe_fleet, render_fleet, run_fleet
-    from edge.results import keep as keep_result
+    from edge.core.results import keep as keep_result
+    from edge.flows.fleet import FleetRequest, describe_fleet, render_fleet, run_fleet
 
     request = FleetRequest(source=source, inventory=inventory, limit=limit, forks=forks,
                            profile=profile_ref, device=_device(opts), options=_options(opts),
@@ -912,8 +913,8 @@ def rollback(release: str | None, profile_ref: str | None, as_json: bool, **opts
       edge rollback --host pi@raspberrypi.local --profile rpi4
       edge rollback --to 3f2a9c --host pi@raspberrypi.local --profile rpi4
     """
-    from edge.deploy import RollbackRequest, run_rollback
-    from edge.render import render_rollback
+    from edge.cli.render import render_rollback
+    from edge.flows.deploy import RollbackRequest, run_rollback
 
     request = RollbackRequest(profile=profile_ref, device=_remote(opts), to=release)
     with _stdout_to_stderr(as_json):
@@ -935,8 +936,8 @@ def releases(prune_keep: int | None, profile_ref: str | None, as_json: bool,
     Example:
       edge releases --host pi@raspberrypi.local --profile rpi4
     """
-    from edge.deploy import ReleasesRequest, run_releases
-    from edge.render import render_releases
+    from edge.cli.render import render_releases
+    from edge.flows.deploy import ReleasesRequest, run_releases
 
     request = ReleasesRequest(profile=profile_ref, device=_remote(opts), prune_keep=prune_keep)
     with _stdout_to_stderr(as_json):

@@ -38,11 +38,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edge import progress as bars
-from edge.deploy import DeployRequest, DeviceTarget
-from edge.errors import EdgeError, ExitStatus, UsageError, first_line
-from edge.optimize import OptimizeOptions
-from edge.values import Bundle, DeployReport
+from devices.connect import DeviceTarget
+from edge.core import progress as bars
+from edge.core.errors import EdgeError, ExitStatus, UsageError, first_line
+from edge.core.values import Bundle, DeployReport
+from edge.flows.deploy import DeployRequest
+from edge.flows.optimize import OptimizeOptions
 
 __all__ = ["FleetBundle", "FleetHost", "FleetReport", "FleetRequest", "HostResult",
            "Inventory", "describe_fleet", "load_inventory", "render_fleet", "run_fleet"]
@@ -636,7 +637,7 @@ class _Job:
     """One host, resolved: where and how to deploy."""
 
     host: FleetHost
-    profile: Any  # edge.profile.Profile
+    profile: Any  # edge.core.profile.Profile
     user: str
     port: int
     identity: Path | None
@@ -719,15 +720,15 @@ def _check_source(source: Path) -> None:
         raise UsageError(f"{source} does not exist: give an .onnx model or a bundle dir")
     if _is_bundle(source):
         return
-    from edge.intake import source_kind
-    from edge.model import load_onnx
+    from edge.core.intake import source_kind
+    from edge.core.model import load_onnx
 
     if source_kind(source) == "onnx":  # a corrupt model fails before any work
         load_onnx(source)
 
 
 def _is_bundle(path: Path) -> bool:
-    from edge.bundle import is_bundle
+    from edge.core.bundle import is_bundle
 
     return is_bundle(path)
 
@@ -778,7 +779,7 @@ def _host_profile(request: FleetRequest, inventory: Inventory, host: FleetHost,
 
 
 def _load_profile(source: Path, ref: str | None) -> Any:
-    from edge.deploy import resolve_profile as _profile
+    from edge.flows.deploy import resolve_profile as _profile
 
     return _profile(DeployRequest(source=source, profile=ref))
 
@@ -796,7 +797,7 @@ def _bundle_out(request: FleetRequest, profile_id: str) -> Path:
 
 def _build_bundle(request: FleetRequest, profile: Any, hosts: int) -> tuple[Bundle, Path] | str:
     """(bundle, dir) for this profile's hosts, or the one-line reason there is none."""
-    from edge.deploy import build_bundle as _bundle
+    from edge.flows.deploy import build_bundle as _bundle
 
     if not _is_bundle(request.source):
         log.info("optimizing %s for %s (%d host%s)", request.source, profile.id, hosts,
@@ -955,7 +956,7 @@ def _provision(transport: Any, job: _Job, manifest: Bundle) -> str:
 
 def render_fleet(report: FleetReport) -> str:
     """The per-host table of a fleet deploy, with the bundles used and a summary line."""
-    from edge.render import table
+    from edge.core.tables import table
 
     rows = [(h.host, h.status, h.target, h.profile, h.candidate, h.release,
              f"{h.p50_ms:.3f}" if h.p50_ms is not None else "", f"{h.seconds:.1f}",

@@ -14,7 +14,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from edge.errors import UsageError
+from edge.core.errors import UsageError
 
 __all__ = [
     "RUNTIMES",

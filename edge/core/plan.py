@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from edge.profile import Profile
-from edge.values import Candidate, ModelInfo
+from edge.core.profile import Profile
+from edge.core.values import Candidate, ModelInfo
 
 __all__ = ["BYTES_PER_PARAM", "PRECISION_RANK", "Planned", "make_plan", "unfit"]
 

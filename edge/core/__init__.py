@@ -1,0 +1,3 @@
+"""The core layer: values, documents, profiles, models, data, verification, plans, selection.
+
+Imports nothing from targets/, devices/, partition/ or the layers above (edge.flows, edge.cli)."""

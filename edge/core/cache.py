@@ -1,0 +1,43 @@
+"""Where edge caches references, conversions and measurements, and the keys it caches by.
+
+A cache key names everything that changes what is cached: the input's content, the settings,
+the recipe version of the code that builds it and the versions of the converters it runs. After
+an upgrade of a converter or a change of a recipe the old entries are never served again.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+from collections.abc import Iterable
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+__all__ = ["cache_root", "cache_key", "versions"]
+
+
+def cache_root() -> Path:
+    """Where converted artifacts are cached by content (``EDGE_CACHE_DIR`` overrides)."""
+    return Path(os.environ.get("EDGE_CACHE_DIR", "~/.cache/edge")).expanduser()
+
+
+@functools.cache
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "absent"
+
+
+def versions(dists: Iterable[str]) -> dict[str, str]:
+    """Installed version of each distribution (``absent`` when not installed)."""
+    return {dist: _version(dist) for dist in sorted(set(dists))}
+
+
+def cache_key(*parts: Any, recipe: str | int, converters: Iterable[str] = ()) -> str:
+    """A 16-hex-digit key over ``parts``, the recipe version and the converters' versions."""
+    text = json.dumps([list(map(str, parts)), str(recipe), versions(converters)], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
