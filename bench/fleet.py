@@ -6,10 +6,10 @@
 
 The bundle is built ONCE before anything is timed (the sample digits CNN optimized for an
 emulated x86-64 profile: 1 core, 1 GB), so conversion time is excluded: every timed run is
-``edge.flows.fleet.run_fleet`` deploying that prebuilt bundle -- read the inventory, connect over SSH,
-push the agent and the artifact (sha256-checked), benchmark on the device (``--runs`` runs after
-``--warmup``), switch the release. Every device's home is wiped before each timed run, so each
-run is a first-time deploy (nothing already installed).
+``edge.flows.fleet.run_fleet`` deploying that prebuilt bundle -- read the inventory, connect over
+SSH, push the agent and the artifact (sha256-checked), benchmark on the device (``--runs``
+runs after ``--warmup``), switch the release. Every device's home is wiped before each timed
+run, so each run is a first-time deploy (nothing already installed).
 
 The devices are network namespaces with their own sshd and home, each capped by cgroup v1
 (tests/support/fleet_devices.py) to 1 GB and to ``--cpus`` CPUs. Real devices do not share CPUs,

@@ -30,6 +30,7 @@ from devices.transport import Transport, check_device_path, expand_home
 from edge.core import progress
 from edge.core.errors import DeviceError, UsageError
 from edge.core.model import sha256_file
+from edge.core.select import runnable
 from edge.core.values import (
     Artifact,
     BenchResult,
@@ -561,14 +562,11 @@ def _usable(bundle: Bundle, runtimes: frozenset[str], label: str) -> list[Candid
     if chosen is None:
         raise DeviceError("the bundle has no chosen candidate (none kept fidelity); "
                           "fix the model or relax --max-drop, then re-run edge optimize")
-    faithful = [c for c in bundle.candidates
-                if c.status in ("chosen", "passed") and c.artifact is not None]
-    ordered = [chosen] + [c for c in faithful if c is not chosen]
-    runnable = [r for r in ordered if r.artifact is not None and r.artifact.runtime in runtimes]
-    if runnable:
-        return runnable
-    usable = faithful
-    need = ", ".join(sorted({c.artifact.runtime for c in usable if c.artifact}))
+    found = runnable(bundle.candidates, bundle.chosen, runtimes)
+    if found:
+        return found
+    faithful = [c for c in bundle.candidates if c.status in ("chosen", "passed")]
+    need = ", ".join(sorted({c.artifact.runtime for c in faithful if c.artifact}))
     have = ", ".join(sorted(runtimes)) or "none"
     raise DeviceError(f"{label} has no runtime for this bundle (needs one of {need}; has "
                       f"{have}): install one into the device's python, e.g. pip install "

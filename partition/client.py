@@ -23,7 +23,7 @@ import os
 import socket
 import time
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ import numpy as np
 
 from edge.core import progress
 from edge.core.errors import DeviceError, UsageError
+from edge.core.select import Option, choose
 from partition.split import CutOption, SplitPlan, read_split_yaml
 
 __all__ = ["CloudUnreachable", "LinkEstimate", "SplitClient", "SplitResult"]
@@ -134,11 +135,17 @@ class SplitClient:
         local = [c for c in self.cuts if c.split.tail is None]
         if local and time.monotonic() < self._down_until:
             return local[0]  # the cloud was unreachable a moment ago
-        best = min(self.cuts, key=self.score)
+        best = self._best(self.cuts)
         if best.split.tail is None and self._probe_due():
             remote = [c for c in self.cuts if c.split.tail is not None]
-            return min(remote, key=self.score) if remote else best
+            return self._best(remote) if remote else best
         return best
+
+    def _best(self, cuts: Sequence[CutOption]) -> CutOption:
+        """The cut with the lowest score (edge's one chooser; the model is exact: no ties)."""
+        options = [Option(id=c.id, cost=self.score(c), rank=(k,)) for k, c in enumerate(cuts)]
+        chosen = choose(options, tie=0.0)
+        return next(c for c in cuts if c.id == chosen.id)
 
     def infer(self, feeds: Mapping[str, np.ndarray]) -> SplitResult:
         """Run one inference through the chosen cut.

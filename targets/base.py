@@ -11,10 +11,11 @@ from typing import ClassVar, Literal, Protocol
 
 import numpy as np
 
+from edge.core.capabilities import Capabilities
 from edge.core.values import Dataset, ModelInfo
 
 __all__ = ["PRECISIONS", "ConversionError", "ConvertSettings", "Runner", "Target",
-           "check_precision", "missing_modules", "workdir_lock"]
+           "Capabilities", "check_precision", "missing_modules", "workdir_lock"]
 
 #: Precision names shared by every target. ``int8``: weights and activations int8 (static,
 #: calibrated); ``int8-dynamic``: int8 weights, activations quantized at run time.
@@ -40,14 +41,15 @@ class ConversionError(Exception):
     """A target could not convert a model; the message says why (one line)."""
 
 
-def missing_modules(modules: tuple[str, ...], extra: str) -> str | None:
-    """Why a target cannot run here: the modules that do not import, and the extra to install."""
+def missing_modules(caps: Capabilities) -> str | None:
+    """Why a target cannot run here: its declared modules that are not installed, and the extra
+    that installs them."""
     import importlib.util
 
-    absent = [m for m in modules if importlib.util.find_spec(m) is None]
+    absent = [m for m in caps.modules if importlib.util.find_spec(m.split(".")[0]) is None]
     if not absent:
         return None
-    return f"{', '.join(absent)} not installed (pip install 'edge[{extra}]')"
+    return f"{', '.join(absent)} not installed (pip install 'edge[{caps.extra}]')"
 
 
 @contextlib.contextmanager
@@ -67,9 +69,9 @@ def workdir_lock(workdir: Path) -> Iterator[None]:
 
 def check_precision(target: Target, precision: str) -> None:
     """Raise ConversionError unless the target offers ``precision``."""
-    if precision not in target.precisions:
+    if precision not in target.caps.precisions:
         raise ConversionError(f"{target.name} has no {precision} path; choose one of "
-                              f"{', '.join(target.precisions)}")
+                              f"{', '.join(target.caps.precisions)}")
 
 
 class Runner(Protocol):
@@ -84,12 +86,7 @@ class Target(Protocol):
     """A runtime plus the converter that produces its artifacts."""
 
     name: ClassVar[str]
-    runtime: ClassVar[str]
-    precisions: ClassVar[tuple[str, ...]]
-    suffix: ClassVar[str]
-    # Optional: ``companions`` (suffixes of files that travel with the artifact, e.g. ".bin"),
-    # ``converts_with`` (a target whose work directory this one shares) and ``keeps_float``
-    # (True when it honours ConvertSettings.keep_float, so accuracy recovery can use it).
+    caps: ClassVar[Capabilities]  # what it can do, declared
 
     def missing(self) -> str | None:
         """Why this target cannot run on the host (a package is not installed), else None."""

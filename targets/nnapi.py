@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Self
 
 import numpy as np
 
+from edge.core.capabilities import Capabilities
 from edge.core.values import Dataset, ModelInfo
 from targets.base import ConversionError, ConvertSettings, check_precision
 from targets.tflite import TFLiteRunner, TFLiteTarget
@@ -529,11 +530,12 @@ class NNAPITarget:
     """TFLite's NNAPI delegate on Android: one int8 .tflite, refused unless NNAPI takes it whole."""
 
     name: ClassVar[str] = "nnapi"
-    runtime: ClassVar[str] = "nnapi"
-    precisions: ClassVar[tuple[str, ...]] = ("int8",)
-    suffix: ClassVar[str] = ".tflite"
-    #: shares the TFLite target's work directory: one onnx2tf run serves both
-    converts_with: ClassVar[str] = "tflite"
+    caps: ClassVar[Capabilities] = Capabilities(
+        runtime="nnapi", precisions=("int8",), suffix=".tflite",
+        converts_with="tflite",  # shares the TFLite target's work directory: one onnx2tf run
+        archs=("aarch64", "armv7l", "x86_64"),  # Android devices (the NNAPI delegate)
+        modules=TFLiteTarget.caps.modules, extra="tflite",
+        converters=TFLiteTarget.caps.converters, recipe=1)
 
     def __init__(self, api_level: int = DEFAULT_API_LEVEL) -> None:
         if api_level not in API_LEVELS:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from edge.core.capabilities import Capabilities
 from edge.core.errors import first_line
 from edge.core.values import Dataset, ModelInfo
 from targets.base import ConversionError, ConvertSettings, check_precision, missing_modules
@@ -67,15 +68,14 @@ class OnnxRuntimeTarget:
     """ONNX Runtime on the device CPU."""
 
     name: ClassVar[str] = "onnxruntime"
-    runtime: ClassVar[str] = "onnxruntime"
-    precisions: ClassVar[tuple[str, ...]] = ("fp32", "fp16", "int8-dynamic", "int8")
-    suffix: ClassVar[str] = ".onnx"
-    #: honours ConvertSettings.keep_float, so accuracy recovery can use it
-    keeps_float: ClassVar[bool] = True
+    caps: ClassVar[Capabilities] = Capabilities(
+        runtime="onnxruntime", precisions=("fp32", "fp16", "int8-dynamic", "int8"),
+        suffix=".onnx", keeps_float=True, modules=("onnxruntime", "onnxconverter_common"),
+        converters=("onnxruntime", "onnx", "onnxconverter-common"), recipe=1)
 
     def missing(self) -> str | None:
         """ONNX Runtime is a core dependency; report if it is absent anyway."""
-        return missing_modules(("onnxruntime",), "all")
+        return missing_modules(self.caps)
 
     def convert(
         self, model: ModelInfo, precision: str, *, calib: Dataset, workdir: Path,

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from edge.core.capabilities import Capabilities
 from edge.core.errors import first_line
 from edge.core.values import Dataset, ModelInfo
 from targets.base import (
@@ -43,17 +44,15 @@ class OpenVINOTarget:
     """OpenVINO on the device CPU; NNCF quantizes int8."""
 
     name: ClassVar[str] = "openvino"
-    runtime: ClassVar[str] = "openvino"
-    precisions: ClassVar[tuple[str, ...]] = ("fp32", "fp16", "int8")
-    suffix: ClassVar[str] = ".xml"
-    #: honours ConvertSettings.keep_float, so accuracy recovery can use it
-    keeps_float: ClassVar[bool] = True
-    #: files with the artifact's stem and these suffixes travel with it (the IR's weights).
-    companions: ClassVar[tuple[str, ...]] = (WEIGHTS,)
+    caps: ClassVar[Capabilities] = Capabilities(
+        runtime="openvino", precisions=("fp32", "fp16", "int8"), suffix=".xml",
+        companions=(WEIGHTS,),  # the IR's weights travel with its .xml
+        keeps_float=True, archs=("x86_64", "aarch64"), modules=_DEPENDENCIES, extra="openvino",
+        converters=("openvino", "nncf", "onnx"), recipe=1)
 
     def missing(self) -> str | None:
         """Name openvino (every precision) or nncf (int8) if not importable."""
-        return missing_modules(_DEPENDENCIES, "openvino")
+        return missing_modules(self.caps)
 
     def convert(
         self, model: ModelInfo, precision: str, *, calib: Dataset, workdir: Path,

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from edge.core.capabilities import Capabilities
 from edge.core.errors import first_line
 from edge.core.values import Dataset, ModelInfo, TensorSpec
 from targets.base import (
@@ -63,16 +64,17 @@ class TFLiteTarget:
     """LiteRT on the device CPU; onnx2tf converts, TFLite's converter quantizes."""
 
     name: ClassVar[str] = "tflite"
-    runtime: ClassVar[str] = "tflite"
-    precisions: ClassVar[tuple[str, ...]] = ("fp32", "fp16", "int8", "int8-dynamic")
-    suffix: ClassVar[str] = ".tflite"
-    #: onnx2tf runs as a child process: optimize starts it early, beside other converters
-    converts_in_background: ClassVar[bool] = True
+    caps: ClassVar[Capabilities] = Capabilities(
+        runtime="tflite", precisions=("fp32", "fp16", "int8", "int8-dynamic"), suffix=".tflite",
+        converts_in_background=True,  # onnx2tf is a child process: optimize starts it early
+        modules=(*_CONVERTER_MODULES, "ai_edge_litert"), extra="tflite",
+        converters=("onnx2tf", "tensorflow", "tf-keras", "onnx-graphsurgeon", "onnxsim",
+                    "sng4onnx", "ai-edge-litert", "onnx"), recipe=1)
     timeout_s: ClassVar[float] = 3600.0
 
     def missing(self) -> str | None:
         """Name the first converter or runtime package that is not importable."""
-        return missing_modules((*_CONVERTER_MODULES, "ai_edge_litert"), "tflite")
+        return missing_modules(self.caps)
 
     def convert(
         self, model: ModelInfo, precision: str, *, calib: Dataset, workdir: Path,

@@ -1,4 +1,4 @@
-"""Keep the Options blocks of docs/commands/*.md in step with the click commands in edge/cli/__init__.py.
+"""Keep the Options blocks of docs/commands/*.md in step with the click commands (edge.cli).
 
 Every command page holds one block between ``<!-- options:begin -->`` and
 ``<!-- options:end -->``, generated from the command's click parameters (the same text as

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from edge.core.cache import cache_root
+from edge.core.cache import cache_key, cache_root
 from edge.core.errors import UsageError, first_line
 from edge.core.model import save_onnx_atomic, sha256_file
 from edge.core.values import Origin
@@ -52,6 +52,10 @@ DTYPES = ("float32", "float16", "float64", "int64", "int32", "int8", "uint8", "b
 TIMEOUT_S = 900.0
 _VERSION = "1"  # bump when the conversion changes, to invalidate cached references
 _TF_KINDS = ("tflite", "keras", "savedmodel")
+_TF = ("tf2onnx", "tensorflow", "tf-keras", "ai-edge-litert", "onnx")
+#: distributions whose versions key the cached reference of each source kind
+_CONVERTERS = {"onnx": ("onnx",), "tflite": _TF, "keras": _TF, "savedmodel": _TF,
+               "torch": ("torch", "onnx")}
 _PARITY_COSINE = 0.9999
 _PARITY_REL = 1e-3
 
@@ -361,7 +365,7 @@ def _from_tf(
 
 
 def _run_child(job: dict[str, Any], log: Path, source: Path, kind: str) -> None:
-    """Run ``python -m edge.core.intake JOB`` with its output in ``log``; a failure is a UsageError."""
+    """``python -m edge.core.intake JOB`` with its output in ``log``; a failure is a UsageError."""
     job_file = log.with_suffix(".job.json")
     job_file.write_text(json.dumps(job))
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "",
@@ -706,8 +710,9 @@ def _cached_path(source: Path, workdir: Path, kind: str, pins: Shapes,
                  dtypes: Mapping[str, str]) -> Path:
     """Where the reference for this source content and these options lives in workdir."""
     digest = hashlib.sha256()
-    digest.update(json.dumps([_VERSION, kind, sorted(pins.items()), sorted(dtypes.items())])
-                  .encode())
+    key = cache_key(kind, sorted(pins.items()), sorted(dtypes.items()), recipe=_VERSION,
+                    converters=_CONVERTERS[kind])
+    digest.update(key.encode())
     files = sorted(p for p in source.rglob("*") if p.is_file()) if source.is_dir() else [source]
     for path in files:
         digest.update(str(path.relative_to(source) if source.is_dir() else "").encode())

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from edge.core.capabilities import Capabilities
 from edge.core.profile import Profile
 from edge.core.values import Candidate, ModelInfo
 
@@ -26,19 +27,26 @@ class Planned:
 def make_plan(
     profile: Profile,
     model: ModelInfo,
-    targets: Mapping[str, tuple[tuple[str, ...], str | None]],
+    targets: Mapping[str, tuple[Capabilities | None, str | None]],
 ) -> tuple[Planned, ...]:
-    """Candidates in the profile's runtime order; ``targets`` maps name -> (precisions, missing)."""
+    """Candidates in the profile's runtime order; ``targets`` maps a target's name to its
+    declared capabilities (None: its module did not import) and why it cannot convert here."""
     planned: list[Planned] = []
     for runtime in profile.runtimes:
         if runtime not in targets:
             planned.append(_no_target(runtime))
             continue
-        precisions, missing = targets[runtime]
-        if not precisions:
+        caps, missing = targets[runtime]
+        if caps is None or not caps.precisions:
             planned.append(Planned(candidate=Candidate(target=runtime, precision="*"),
                                    keep=False, reason=missing or f"{runtime} offers nothing"))
-        for precision in sorted(precisions, key=PRECISION_RANK.__getitem__):
+            continue
+        if not caps.runs_on(profile.compute.arch):
+            planned.append(Planned(candidate=Candidate(target=runtime, precision="*"), keep=False,
+                                   reason=f"{caps.runtime} does not run on "
+                                          f"{profile.compute.arch} devices"))
+            continue
+        for precision in sorted(caps.precisions, key=PRECISION_RANK.__getitem__):
             planned.append(_judge(profile, model, Candidate(target=runtime, precision=precision),
                                   missing))
     return tuple(planned)

@@ -19,8 +19,9 @@ from edge.core.data import dataset_digest, load_dataset, synthetic_dataset
 from edge.core.errors import UsageError, first_line
 from edge.core.intake import reference_model
 from edge.core.model import inspect_model, sha256_file
-from edge.core.plan import PRECISION_RANK, Planned, make_plan
+from edge.core.plan import Planned, make_plan
 from edge.core.profile import Profile
+from edge.core.select import choose_candidate
 from edge.core.values import (
     Artifact,
     Bundle,
@@ -33,16 +34,9 @@ from edge.core.values import (
 from edge.core.verify import Outputs, Thresholds, judge, measure, run_all
 from edge.flows.bench import Rounds, interleaved, summarize
 
-__all__ = ["OptimizeOptions", "optimize", "plan_for", "cache_root", "reference_model",
-           "refuse_if_unfit", "TIE"]
+__all__ = ["OptimizeOptions", "optimize", "plan_for", "refuse_if_unfit"]
 
 log = logging.getLogger("edge")
-
-#: Latencies within this fraction of the fastest are a tie on this noisy machine.
-TIE = 0.10
-#: What speed-ups are quoted against.
-BASELINE = "onnxruntime-fp32"
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class OptimizeOptions:
@@ -84,14 +78,14 @@ def plan_for(profile: Profile, model: ModelInfo) -> tuple[Planned, ...]:
     """The plan for this profile, with what this host can convert."""
     from targets import REGISTRY, get_target
 
-    available = {}
+    available: dict[str, tuple[Any, str | None]] = {}
     for name in REGISTRY:
         try:
             target = get_target(name)
         except ImportError as exc:
-            available[name] = ((), f"target module did not import: {exc}")
+            available[name] = (None, f"target module did not import: {exc}")
             continue
-        available[name] = (target.precisions, target.missing())
+        available[name] = (target.caps, target.missing())
     return make_plan(profile, model, available)
 
 
@@ -192,16 +186,15 @@ def _background_conversions(plan: tuple[Planned, ...], ctx: _Context) -> Iterato
     for planned in plan:
         if planned.keep and planned.candidate.target not in first:
             first[planned.candidate.target] = planned
-    jobs = [p for p in first.values() if getattr(get_target(p.candidate.target),
-                                                 "converts_in_background", False)]
+    jobs = [p for p in first.values()
+            if get_target(p.candidate.target).caps.converts_in_background]
     settings = ConvertSettings()
 
     def convert(planned: Planned) -> None:
         target = get_target(planned.candidate.target)
-        workdir = ctx.workroot / f"{planned.candidate.target}-{settings.digest()}"
         with contextlib.suppress(Exception):
             target.convert(ctx.model, planned.candidate.precision, calib=ctx.calib,
-                           workdir=workdir, settings=settings)
+                           workdir=_workdir(ctx, target.name, settings), settings=settings)
 
     threads = [threading.Thread(target=convert, args=(job,), daemon=True) for job in jobs]
     for thread in threads:
@@ -239,12 +232,11 @@ def _try(planned: Planned, ctx: _Context) -> _Outcome:
     target = get_target(cand.target)
     settings = ConvertSettings()
     log.info("converting and verifying %s", cand.id)
-    shared = getattr(target, "converts_with", None) or cand.target
     calibrating = f"calibrating on {len(ctx.calib)} samples, " if cand.precision == "int8" else ""
     try:
         with progress.step(f"{cand.id}: {calibrating}converting"):
             file, notes = target.convert(ctx.model, cand.precision, calib=ctx.calib,
-                                         workdir=ctx.workroot / f"{shared}-{settings.digest()}",
+                                         workdir=_workdir(ctx, cand.target, settings),
                                          settings=settings)
     except ConversionError as exc:
         return _failed(cand, str(exc))
@@ -253,11 +245,11 @@ def _try(planned: Planned, ctx: _Context) -> _Outcome:
             runner = target.load(file, ctx.model, threads=os.cpu_count() or 1)
             fidelity = measure(ctx.reference, run_all(runner, ctx.held_out), ctx.held_out)
     except Exception as exc:  # noqa: BLE001 - a runtime that cannot run it drops out, others go on
-        return _failed(cand, f"{target.runtime} could not run the artifact: "
+        return _failed(cand, f"{target.caps.runtime} could not run the artifact: "
                              f"{type(exc).__name__}: {first_line(exc)}")
     failure = judge(fidelity, ctx.limits)
     kept: tuple[str, ...] = ()
-    if failure and cand.precision in ("int8", "int8-dynamic") and _keeps_float(target):
+    if failure and cand.precision in ("int8", "int8-dynamic") and target.caps.keeps_float:
         recovered = _recover(target, cand.precision, ctx, settings)
         if recovered is not None:
             file, notes, fidelity, kept = recovered
@@ -270,9 +262,11 @@ def _try(planned: Planned, ctx: _Context) -> _Outcome:
     return _Outcome(result=result, files=files, runner=None if failure else runner)
 
 
-def _keeps_float(target: Any) -> bool:
-    """Whether the target honours ConvertSettings.keep_float (else recovery cannot help)."""
-    return bool(getattr(target, "keeps_float", False))
+def _workdir(ctx: _Context, target: str, settings: Any) -> Path:
+    """Where ``target``'s conversions of this model and calibration set are cached."""
+    from targets import workdir_name
+
+    return ctx.workroot / workdir_name(target, settings)
 
 
 def _recover(target: Any, precision: str, ctx: _Context, settings: Any) -> Any:
@@ -282,7 +276,7 @@ def _recover(target: Any, precision: str, ctx: _Context, settings: Any) -> Any:
     log.info("%s-%s lost fidelity: searching for nodes to keep in float", target.name, precision)
     with progress.step(f"{target.name}-{precision}: searching for nodes to keep in float"):
         return recover(target, ctx.model, precision, ctx.calib, ctx.held_out, ctx.reference,
-                       ctx.limits, lambda s: ctx.workroot / f"{target.name}-{s.digest()}",
+                       ctx.limits, lambda s: _workdir(ctx, target.name, s),
                        settings=settings)
 
 
@@ -295,16 +289,16 @@ def _failed(cand: Any, reason: str) -> _Outcome:
 def _store(target: Any, cand: Any, file: Path,
            notes: tuple[str, ...]) -> tuple[Artifact, dict[str, Path]]:
     """The artifact's manifest entry and bundle-relative names of all its files."""
-    extra = [file.with_suffix(s) for s in getattr(target, "companions", ())]
+    extra = [file.with_suffix(s) for s in target.caps.companions]
     companions = tuple(StoredFile(file="", sha256=sha256_file(p), size_bytes=p.stat().st_size)
                        for p in extra)
     artifact = Artifact(candidate=cand, file="", sha256=sha256_file(file),
-                        size_bytes=file.stat().st_size, runtime=target.runtime, notes=notes,
+                        size_bytes=file.stat().st_size, runtime=target.caps.runtime, notes=notes,
                         companions=companions)
     stem = f"artifacts/{artifact.release_id}"
     named = tuple(replace(c, file=f"{stem}{p.suffix}") for c, p in zip(companions, extra,
                                                                         strict=True))
-    artifact = replace(artifact, file=f"{stem}{target.suffix}", companions=named)
+    artifact = replace(artifact, file=f"{stem}{target.caps.suffix}", companions=named)
     files = {artifact.file: file} | {c.file: p for c, p in zip(named, extra, strict=True)}
     return artifact, files
 
@@ -360,45 +354,18 @@ def _budgeted(result: CandidateResult, budget_ms: float | None) -> CandidateResu
 
 
 def _choose(results: list[CandidateResult], profile: Profile) -> tuple[str | None, str]:
-    passed = [r for r in results if r.status == "passed"]
-    if not passed:
-        return None, "no candidate kept fidelity (and the budget); see each candidate's reason"
-    order = list(profile.runtimes)
-
-    def preference(r: CandidateResult) -> tuple[int, int]:
-        return order.index(r.candidate.target), PRECISION_RANK[r.candidate.precision]
-
-    timed = [r for r in passed if r.bench is not None]
-    if not timed or not _host_is(profile):
-        best = min(passed, key=preference)
-        where = ("" if not timed else f"; this host ({platform.machine()}) is not an "
-                 f"{profile.compute.arch} device, so its timings only inform")
-        return best.candidate.id, (
-            f"first in {profile.id}'s runtime order ({' > '.join(order)}) at the lowest "
-            f"precision that keeps fidelity{where}; edge deploy --host measures on the device")
-    fastest = min(r.bench.p50_ms for r in timed if r.bench)
-    ties = [r for r in timed if r.bench and r.bench.p50_ms <= fastest * (1 + TIE)]
-    best = min(ties, key=preference)
-    return best.candidate.id, _why_fastest(best, timed, len(ties))
+    """The bundle's choice: host timings decide when this host is the device's kind."""
+    ms = {r.candidate.id: r.bench.p50_ms for r in results if r.bench is not None}
+    why = (f"this host ({platform.machine()}) is not an {profile.compute.arch} device, so its "
+           "timings only inform; edge deploy --on-device measures on the device")
+    choice = choose_candidate(results, profile.runtimes, ms=ms, where="this host in "
+                              "interleaved rounds", trusted=_host_is(profile), untrusted_why=why)
+    return choice.id, choice.reason
 
 
 def _host_is(profile: Profile) -> bool:
     """Whether this host's timings stand for the profile's device (same architecture)."""
     return platform.machine() == profile.compute.arch
-
-
-def _why_fastest(best: CandidateResult, timed: list[CandidateResult], ties: int) -> str:
-    assert best.bench is not None
-    baseline = next((r for r in timed if r.candidate.id == BASELINE), None)
-    fastest = min(r.bench.p50_ms for r in timed if r.bench)
-    lead = "fastest" if best.bench.p50_ms <= fastest else f"within {int(TIE * 100)}% of the fastest"
-    text = (f"{lead} that keeps fidelity: p50 {best.bench.p50_ms:.3f} ms measured on this host "
-            f"in interleaved rounds")
-    if baseline is not None and baseline is not best and baseline.bench is not None:
-        text += f", {baseline.bench.p50_ms / best.bench.p50_ms:.1f}x the speed of {BASELINE}"
-    if ties > 1:
-        text += f"; {ties} candidates within {int(TIE * 100)}% (noise): runtime order decided"
-    return text
 
 
 def _mark(result: CandidateResult, chosen: str | None) -> CandidateResult:

@@ -1,4 +1,4 @@
-"""edge.core.intake: ONNX, TFLite, Keras, SavedModel and PyTorch sources become the reference ONNX."""
+"""edge.core.intake: ONNX, TFLite, Keras, SavedModel and PyTorch sources become the reference."""
 
 from __future__ import annotations
 

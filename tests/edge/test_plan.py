@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from edge.core.capabilities import Capabilities
 from edge.core.plan import make_plan
 from edge.core.profile import load_profile
 from edge.core.values import ModelInfo, TensorSpec
 
-TARGETS = {"tflite": (("fp32", "fp16", "int8"), None),
-           "onnxruntime": (("fp32", "int8"), None)}
+
+def _caps(runtime: str, *precisions: str, archs: tuple[str, ...] = ()) -> Capabilities:
+    return Capabilities(runtime=runtime, precisions=precisions, suffix=".x", archs=archs)
+
+
+TARGETS = {"tflite": (_caps("tflite", "fp32", "fp16", "int8"), None),
+           "onnxruntime": (_caps("onnxruntime", "fp32", "int8"), None)}
 
 
 def _model(params: int) -> ModelInfo:
@@ -38,7 +44,7 @@ def test_runtime_without_target_is_explained() -> None:
 
 
 def test_missing_converter_drops_its_target_only() -> None:
-    targets = dict(TARGETS, tflite=(("fp32", "int8"), "onnx2tf is not installed"))
+    targets = dict(TARGETS, tflite=(_caps("tflite", "fp32", "int8"), "onnx2tf is not installed"))
     plan = _plan("rpi4", targets=targets)
     assert not plan["tflite-int8"].keep and "onnx2tf is not installed" in plan["tflite-int8"].reason
     assert plan["onnxruntime-int8"].keep
@@ -51,3 +57,15 @@ def test_model_over_the_budget_is_refused_per_precision() -> None:
     assert 80 < budget < 305
     assert not plan["tflite-fp32"].keep and "budget" in plan["tflite-fp32"].reason
     assert plan["tflite-int8"].keep
+
+
+def test_a_runtime_that_does_not_run_on_the_devices_arch_is_dropped_with_the_reason() -> None:
+    targets = dict(TARGETS, tflite=(_caps("tflite", "fp32", "int8", archs=("x86_64",)), None))
+    plan = _plan("rpi4", targets=targets)
+    assert not plan["tflite-*"].keep and "does not run on aarch64" in plan["tflite-*"].reason
+    assert plan["onnxruntime-int8"].keep
+
+
+def test_a_target_module_that_did_not_import_is_explained() -> None:
+    targets = dict(TARGETS, tflite=(None, "target module did not import: boom"))
+    assert "did not import: boom" in _plan("rpi4", targets=targets)["tflite-*"].reason

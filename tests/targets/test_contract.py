@@ -21,7 +21,7 @@ def _cases() -> list[tuple[str, str]]:
     cases = []
     for name in REGISTRY:
         try:
-            cases += [(name, precision) for precision in get_target(name).precisions]
+            cases += [(name, precision) for precision in get_target(name).caps.precisions]
         except ImportError:
             cases.append((name, "import"))  # fails in the test, not at collection
     return cases
@@ -45,8 +45,8 @@ def test_registry_is_lazy_and_complete() -> None:
         target = get_target(name)
         assert ref.endswith(type(target).__name__)
         assert target.name == name
-        assert set(target.precisions) <= set(PRECISIONS), name
-        assert target.suffix.startswith(".")
+        assert set(target.caps.precisions) <= set(PRECISIONS), name
+        assert target.caps.suffix.startswith(".")
 
 
 @pytest.mark.parametrize("name, precision", CASES)
@@ -58,7 +58,7 @@ def test_target_keeps_digits_accuracy(name: str, precision: str, model: ModelInf
     calib = load_dataset(digits.calib, model)
     held_out = load_dataset(digits.eval, model, want_labels=True)
     file, notes = target.convert(model, precision, calib=calib, workdir=workroot / name)
-    assert file.is_file() and file.name.endswith(target.suffix) and file.stat().st_size > 0
+    assert file.is_file() and file.name.endswith(target.caps.suffix) and file.stat().st_size > 0
     assert all(isinstance(n, str) for n in notes)
     runner = target.load(file, model, threads=1)
     outputs = [runner.run(feed) for feed in held_out.feeds]

@@ -69,7 +69,7 @@ def _float_weight(file: Path, name: str) -> bool:
 # ---------------------------------------------------------------- precisions on digits
 
 
-@pytest.mark.parametrize("precision", OnnxRuntimeTarget.precisions)
+@pytest.mark.parametrize("precision", OnnxRuntimeTarget.caps.precisions)
 def test_precision_keeps_digits_accuracy(precision: str, model: ModelInfo, calib: Dataset,
                                          held_out: Dataset, digits: DigitsModel,
                                          workdir: Path) -> None:

@@ -100,7 +100,7 @@ def converted(data: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) ->
 
 @pytest.mark.slow
 def test_ir_pairs_are_complete_and_atomic(converted: dict[str, Any]) -> None:
-    assert OpenVINOTarget.companions == (".bin",)
+    assert OpenVINOTarget.caps.companions == (".bin",)
     for file in converted["files"].values():
         assert file.suffix == ".xml" and file.stat().st_size > 0
         assert file.with_suffix(".bin").stat().st_size > 0  # companion: same stem, .bin

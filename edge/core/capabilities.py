@@ -1,0 +1,32 @@
+"""What a conversion target can do, declared by the target itself (never probed at run time).
+
+Targets live a layer above (``targets/``); the plan and the chooser read these declarations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Capabilities"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Capabilities:
+    """A target's declared abilities."""
+
+    runtime: str  # the runtime that runs its artifacts, on the device and here
+    precisions: tuple[str, ...]
+    suffix: str  # the main artifact file's suffix
+    companions: tuple[str, ...] = ()  # suffixes of files that travel with it (".bin")
+    keeps_float: bool = False  # honours ConvertSettings.keep_float: accuracy recovery can use it
+    converts_with: str | None = None  # a target whose work directory (converter run) it shares
+    converts_in_background: bool = False  # its converter is a child process: start it early
+    archs: tuple[str, ...] = ()  # device architectures its runtime runs on; () = any
+    modules: tuple[str, ...] = ()  # host modules it needs to convert and verify
+    extra: str = "all"  # the pip extra that installs them
+    converters: tuple[str, ...] = ()  # distributions whose versions key its cache
+    recipe: int = 1  # bump when the conversion recipe changes: cached artifacts are rebuilt
+
+    def runs_on(self, arch: str) -> bool:
+        """Whether its runtime runs on a device of this architecture."""
+        return not self.archs or arch in self.archs

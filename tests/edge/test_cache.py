@@ -1,0 +1,73 @@
+"""Conversion cache keys cannot go stale: a recipe change or a converter upgrade rebuilds."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+import edge.core.cache
+from edge.core.cache import cache_root
+from edge.core.profile import load_profile
+from edge.flows.optimize import OptimizeOptions, optimize
+from targets.onnxruntime import OnnxRuntimeTarget
+from tests.support.digits import DigitsModel
+
+
+def _ort_dirs() -> dict[Path, int]:
+    """Every onnxruntime conversion directory in the cache, with its int8 file's mtime."""
+    found = {}
+    for folder in (cache_root() / "convert").glob("*/onnxruntime-*"):
+        int8 = folder / "model_int8_qdq.onnx"
+        assert int8.is_file(), folder
+        found[folder] = int8.stat().st_mtime_ns
+    return found
+
+
+def _optimize(digits: DigitsModel, profile: Path, out: Path) -> None:
+    bundle = optimize(digits.onnx, load_profile(profile), out,
+                      OptimizeOptions(calib=digits.calib, eval=digits.eval, measure=False))
+    assert bundle.chosen is not None
+
+
+@pytest.fixture
+def ort_only(tmp_path: Path) -> Path:
+    profile = tmp_path / "ort-only.yaml"
+    profile.write_text("extends: x86-64\nid: ort-only\nruntimes: [onnxruntime]\n")
+    return profile
+
+
+def test_same_recipe_and_converters_reuse_the_cache(digits: DigitsModel, ort_only: Path,
+                                                    tmp_path: Path) -> None:
+    _optimize(digits, ort_only, tmp_path / "a")
+    before = _ort_dirs()
+    _optimize(digits, ort_only, tmp_path / "b")
+    assert _ort_dirs() == before  # no new directory, no file rewritten
+
+
+def test_a_recipe_change_rebuilds(digits: DigitsModel, ort_only: Path, tmp_path: Path,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    _optimize(digits, ort_only, tmp_path / "a")
+    before = _ort_dirs()
+    bumped = dataclasses.replace(OnnxRuntimeTarget.caps, recipe=OnnxRuntimeTarget.caps.recipe + 1)
+    monkeypatch.setattr(OnnxRuntimeTarget, "caps", bumped)
+    _optimize(digits, ort_only, tmp_path / "b")
+    after = _ort_dirs()
+    new = set(after) - set(before)
+    assert len(new) == 1, after  # the old recipe's directory is never served again
+    assert all(after[d] == t for d, t in before.items())  # and is left as it was
+
+
+def test_a_converter_upgrade_rebuilds(digits: DigitsModel, ort_only: Path, tmp_path: Path,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    _optimize(digits, ort_only, tmp_path / "a")
+    before = _ort_dirs()
+    real = edge.core.cache._version
+
+    def upgraded(dist: str) -> str:
+        return "999.0" if dist == "onnxruntime" else real(dist)
+
+    monkeypatch.setattr(edge.core.cache, "_version", upgraded)
+    _optimize(digits, ort_only, tmp_path / "b")
+    assert len(set(_ort_dirs()) - set(before)) == 1
