@@ -115,16 +115,9 @@ def _cycle(feeds: list[dict[str, np.ndarray]]) -> Iterator[dict[str, np.ndarray]
 
 def _save(path: Path, outputs: list[dict[str, np.ndarray]]) -> None:
     """Outputs of run i under "NAME/i", written atomically."""
-    import os
-    import tempfile
+    from edge.core.files import staged
 
     arrays = {f"{name}/{i}": value for i, out in enumerate(outputs) for name, value in out.items()}
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".npz", dir=path.parent)
-    os.close(fd)
-    try:
+    with staged(path, suffix=".npz") as tmp:
         np.savez(tmp, **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

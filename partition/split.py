@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,8 +29,16 @@ import numpy as np
 import onnx
 import onnx.shape_inference
 import onnx.utils
-import yaml
 
+from edge.core.documents import (
+    CutDocument,
+    SplitDocument,
+    SplitHalves,
+    dump,
+    parse,
+    read_yaml,
+    write_yaml,
+)
 from edge.core.errors import UsageError
 from edge.core.model import save_onnx_atomic
 
@@ -367,47 +374,32 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _check_predicted(predicted: Mapping[str, Any]) -> dict[str, float]:
-    """Require edge/transfer/cloud ms in ``predicted``; keep any extra keys."""
-    missing = [k for k in PREDICTED_KEYS if k not in predicted]
-    if missing:
-        raise UsageError(f"predicted is missing {', '.join(missing)}")
-    return {str(k): _plain(v) for k, v in predicted.items()}
-
-
-def _split_doc(split: SplitModels, out_dir: Path) -> dict[str, Any]:
-    """The split's interface as a YAML mapping, with file names relative to ``out_dir``."""
+def _halves_doc(split: SplitModels, out_dir: Path) -> SplitHalves:
+    """The split's interface with file names relative to ``out_dir``."""
 
     def rel(p: Path | None) -> str | None:
         """A written half's path relative to out_dir, or None."""
         return None if p is None else os.path.relpath(p, out_dir)
 
-    return {
-        "head": rel(split.head),
-        "tail": rel(split.tail),
-        "cut_tensors": list(split.cut_tensors),
-        "head_inputs": list(split.head_inputs),
-        "head_outputs": list(split.head_outputs),
-        "tail_inputs": list(split.tail_inputs),
-        "tail_outputs": list(split.tail_outputs),
-        "outputs": list(split.outputs),
-    }
+    return SplitHalves(
+        head=rel(split.head), tail=rel(split.tail), cut_tensors=split.cut_tensors,
+        head_inputs=split.head_inputs, head_outputs=split.head_outputs,
+        tail_inputs=split.tail_inputs, tail_outputs=split.tail_outputs, outputs=split.outputs)
 
 
-def _cut_doc(cut: CutOption, out_dir: Path) -> dict[str, Any]:
-    """One precomputed cut as a YAML mapping."""
-    return {"id": cut.id, "kind": cut.kind, "model": cut.model,
-            "edge_ms": round(cut.edge_ms, 4), "cloud_ms": round(cut.cloud_ms, 4),
-            "up_bytes": int(cut.up_bytes), "down_bytes": int(cut.down_bytes),
-            "split": _split_doc(cut.split, out_dir)}
+def _cut_doc(cut: CutOption, out_dir: Path) -> CutDocument:
+    """One precomputed cut as a document part."""
+    return CutDocument(id=cut.id, kind=cut.kind, model=cut.model,
+                       edge_ms=round(cut.edge_ms, 4), cloud_ms=round(cut.cloud_ms, 4),
+                       up_bytes=int(cut.up_bytes), down_bytes=int(cut.down_bytes),
+                       split=_halves_doc(cut.split, out_dir))
 
 
-def _cut_from_doc(doc: Mapping[str, Any], out_dir: Path) -> CutOption:
+def _cut_from_doc(doc: CutDocument, out_dir: Path) -> CutOption:
     """A precomputed cut read back from split.yaml."""
-    return CutOption(id=str(doc["id"]), kind=str(doc["kind"]), model=str(doc["model"] or ""),
-                     split=_split_from_doc(doc["split"], out_dir),
-                     edge_ms=float(doc["edge_ms"]), cloud_ms=float(doc["cloud_ms"]),
-                     up_bytes=int(doc["up_bytes"]), down_bytes=int(doc["down_bytes"]))
+    return CutOption(id=doc.id, kind=doc.kind, model=doc.model,
+                     split=_split_from_doc(doc.split, out_dir), edge_ms=doc.edge_ms,
+                     cloud_ms=doc.cloud_ms, up_bytes=doc.up_bytes, down_bytes=doc.down_bytes)
 
 
 def write_split_yaml(
@@ -422,46 +414,45 @@ def write_split_yaml(
 ) -> Path:
     """Write ``out_dir/split.yaml`` atomically and return its path."""
     out_dir = Path(out_dir)
-    doc = {
+    missing = [k for k in PREDICTED_KEYS if k not in predicted]
+    if missing:
+        raise UsageError(f"predicted is missing {', '.join(missing)}")
+    doc = parse("split", {
         "version": YAML_VERSION,
-        "split": _split_doc(split, out_dir),
+        "split": _halves_doc(split, out_dir).model_dump(exclude_unset=True),
         "cut": cut_tensor_specs(split),
-        "predicted": _check_predicted(predicted),
+        "predicted": _plain(predicted),
         "compression": compression,
         "inputs": _plain([dict(i) for i in inputs]),
-        "cuts": [_cut_doc(c, out_dir) for c in cuts],
+        "cuts": [_cut_doc(c, out_dir).model_dump(exclude_unset=True) for c in cuts],
         "bandwidth_table": _plain(list(bandwidth_table)),
-    }
-    path = out_dir / YAML_NAME
-    fd, tmp = tempfile.mkstemp(prefix=f".{YAML_NAME}.", suffix=".tmp", dir=out_dir)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            yaml.safe_dump(doc, fh, sort_keys=False)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    }, "split.yaml")
+    return write_yaml("split", out_dir / YAML_NAME, doc)
 
 
-def _split_from_doc(doc: Mapping[str, Any], out_dir: Path) -> SplitModels:
-    """Rebuild SplitModels from the ``split`` mapping of split.yaml."""
-
-    def path(key: str) -> Path | None:
-        """The half named by ``key``, resolved against out_dir, or None."""
-        return None if doc.get(key) is None else out_dir / doc[key]
-
-    tail_inputs = tuple(doc["tail_inputs"])
+def _split_from_doc(doc: SplitHalves, out_dir: Path) -> SplitModels:
+    """SplitModels from the ``split`` part of split.yaml, its files inside ``out_dir``."""
     return SplitModels(
-        head=path("head"),
-        tail=path("tail"),
-        cut_tensors=tuple(doc.get("cut_tensors", tail_inputs)),
-        head_inputs=tuple(doc["head_inputs"]),
-        head_outputs=tuple(doc["head_outputs"]),
-        tail_inputs=tail_inputs,
-        tail_outputs=tuple(doc["tail_outputs"]),
-        outputs=tuple(doc["outputs"]),
+        head=_inside(out_dir, doc.head),
+        tail=_inside(out_dir, doc.tail),
+        cut_tensors=doc.tail_inputs if doc.cut_tensors is None else doc.cut_tensors,
+        head_inputs=doc.head_inputs,
+        head_outputs=doc.head_outputs,
+        tail_inputs=doc.tail_inputs,
+        tail_outputs=doc.tail_outputs,
+        outputs=doc.outputs,
     )
+
+
+def _inside(root: Path, name: str | None) -> Path | None:
+    """``root/name``, refused when ``name`` is absolute or leads out of ``root`` (``..`` or a
+    symlink)."""
+    if name is None:
+        return None
+    path = root / name
+    if Path(name).is_absolute() or not path.resolve().is_relative_to(root.resolve()):
+        raise UsageError(f"{root / YAML_NAME}: {name!r} is outside the split directory")
+    return path
 
 
 def read_split_yaml(path: Path) -> SplitPlan:
@@ -469,16 +460,13 @@ def read_split_yaml(path: Path) -> SplitPlan:
     path = Path(path)
     if path.is_dir():
         path = path / YAML_NAME
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-        if doc.get("version") not in (1, YAML_VERSION):
-            raise UsageError(f"{path}: unsupported split.yaml version {doc.get('version')!r}")
-        split = _split_from_doc(doc["split"], path.parent)
-        cuts = tuple(_cut_from_doc(c, path.parent) for c in doc.get("cuts") or ())
-        return SplitPlan(
-            split, list(doc["cut"]), dict(doc["predicted"]), list(doc["bandwidth_table"]),
-            cuts, str(doc.get("compression", "none")),
-            tuple(dict(i) for i in doc.get("inputs") or ()),
-        )
-    except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError, ValueError) as exc:
-        raise UsageError(f"{path}: not a readable split.yaml ({exc})") from exc
+    if not path.is_file():
+        raise UsageError(f"{path}: no such split.yaml; give the directory edge partition wrote")
+    doc: SplitDocument = read_yaml("split", path)
+    plain = dump("split", doc)
+    return SplitPlan(
+        _split_from_doc(doc.split, path.parent), list(plain["cut"]), dict(plain["predicted"]),
+        list(plain["bandwidth_table"]),
+        tuple(_cut_from_doc(c, path.parent) for c in doc.cuts), doc.compression,
+        tuple(dict(i) for i in plain["inputs"]),
+    )

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from edge.core.documents import read_json, write_json
 from edge.core.errors import UsageError
+from edge.core.files import current_umask
 from edge.core.model import sha256_file
 from edge.core.values import Bundle
 
-__all__ = ["FORMAT", "MANIFEST", "check_writable", "current_umask", "is_bundle", "read_bundle",
+__all__ = ["FORMAT", "MANIFEST", "check_writable", "is_bundle", "read_bundle",
            "write_bundle"]
 
 MANIFEST = "manifest.json"
@@ -51,19 +52,12 @@ def write_bundle(out: Path, bundle: Bundle, files: Mapping[str, Path]) -> Path:
             dst = staging / name
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src, dst)  # a copy: editing the bundle never touches the cache
-        (staging / MANIFEST).write_text(json.dumps(bundle.to_json(), indent=2) + "\n")
+        write_json("manifest", staging / MANIFEST, bundle)
         _swap_in(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return out
-
-
-def current_umask() -> int:
-    """The process umask (reading it means setting it: set straight back)."""
-    current = os.umask(0)
-    os.umask(current)
-    return current
 
 
 def _swap_in(staging: Path, out: Path) -> None:
@@ -83,14 +77,7 @@ def _swap_in(staging: Path, out: Path) -> None:
 
 def read_bundle(path: Path) -> Bundle:
     """Read and check a bundle: manifest format and every artifact's sha256."""
-    manifest = path / MANIFEST
-    try:
-        data = json.loads(manifest.read_text())
-        bundle = Bundle.from_json(data)
-    except (OSError, ValueError, TypeError, KeyError) as exc:
-        raise UsageError(f"{manifest}: not a readable edge manifest ({exc})") from None
-    if bundle.format != FORMAT:
-        raise UsageError(f"{manifest}: format {bundle.format}, this edge reads {FORMAT}")
+    bundle: Bundle = read_json("manifest", path / MANIFEST)
     for result in bundle.candidates:
         if result.artifact is not None:
             _check_artifact(path, result.artifact.file, result.artifact.sha256)

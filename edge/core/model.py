@@ -47,19 +47,11 @@ def load_onnx(path: str | Path) -> onnx.ModelProto:
 
 def save_onnx_atomic(model: onnx.ModelProto, path: Path) -> None:
     """Write a model under a temp name beside ``path``, then rename it into place."""
-    import os
-    import tempfile
-
     import onnx
 
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        onnx.save(model, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    from edge.core.files import write_atomic
+
+    write_atomic(path, lambda tmp: onnx.save(model, str(tmp)))
 
 
 def inspect_model(path: str | Path) -> ModelInfo:

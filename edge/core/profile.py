@@ -37,6 +37,8 @@ RUNTIMES = (
     "qnn",
 )
 Runtime = Literal[RUNTIMES]  # type: ignore[valid-type]
+#: Profile format versions this edge reads.
+VERSIONS = (1,)
 Precision = Literal["fp32", "fp16", "bf16", "int8", "int16", "int4"]
 
 
@@ -123,6 +125,7 @@ class Access(_Frozen):
 class Profile(_Frozen):
     """Everything edge knows about a device."""
 
+    version: int = Field(default=1, description="Profile format version (this edge reads 1)")
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
     name: str
     source: str = Field(description="Where the numbers come from (datasheet, measurement)")
@@ -134,6 +137,14 @@ class Profile(_Frozen):
     runtimes: tuple[Runtime, ...] = Field(min_length=1, description="In order of preference")
     link: Link
     access: Access = Access()
+
+    @field_validator("version")
+    @classmethod
+    def _known_version(cls, value: int) -> int:
+        if value not in VERSIONS:
+            raise ValueError(f"profile version {value} is not one this edge reads "
+                             f"({', '.join(map(str, VERSIONS))}); a newer edge may have written it")
+        return value
 
     @field_validator("runtimes")
     @classmethod

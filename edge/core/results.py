@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from edge.core.documents import ResultRecord, dump, parse
 from edge.core.errors import UsageError
 from edge.core.values import DeployReport
 
@@ -74,15 +75,20 @@ def history(report: DeployReport, *, passed_only: bool = False) -> list[DeployRe
     path = _file(report)
     if not path.is_file():
         return []
-    kept = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    records = _records(path)
+    return [r.report for r in records if not (passed_only and r.regressed)]
+
+
+def _records(path: Path) -> list[ResultRecord]:
+    """The file's result records; a torn or foreign line is skipped, never fatal."""
+    records = []
+    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace")
+                                  .splitlines(), 1):
         try:
-            doc = json.loads(line)
-            if not (passed_only and doc.get("regressed")):
-                kept.append(DeployReport.from_json(doc["report"]))
-        except (ValueError, KeyError, TypeError, AttributeError):
-            continue  # a torn or foreign line is skipped, never fatal
-    return kept
+            records.append(parse("result", json.loads(line), f"{path}:{number}"))
+        except (ValueError, RecursionError, UsageError):
+            continue
+    return records
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,14 +111,9 @@ def kept_results(root: Path | None = None) -> dict[str, list[Kept]]:
     by_device: dict[str, list[Kept]] = {}
     for file in files or sorted(root.glob("*/*.jsonl")):
         device = file.parent.name
-        for line in file.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                doc = json.loads(line)
-                kept = Kept(device, _when(doc.get("kept_at")), bool(doc.get("regressed")),
-                            DeployReport.from_json(doc["report"]))
-            except (ValueError, KeyError, TypeError, AttributeError):
-                continue
-            by_device.setdefault(device, []).append(kept)
+        for record in _records(file):
+            by_device.setdefault(device, []).append(
+                Kept(device, _when(record.kept_at), record.regressed, record.report))
     epoch = datetime.min.replace(tzinfo=UTC)
     return {d: sorted(k, key=lambda x: x.kept_at or epoch) for d, k in sorted(by_device.items())}
 
@@ -128,8 +129,9 @@ def keep(report: DeployReport, *, regressed: bool = False) -> Path:
     """Append the measurement to its device/artifact history (one write per line)."""
     path = _file(report)
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = json.dumps({"kept_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                       "regressed": regressed, "report": report.to_json()}) + "\n"
+    record = ResultRecord(kept_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), regressed=regressed,
+                          report=report)
+    line = json.dumps(dump("result", record)) + "\n"
     with open(path, "a", encoding="utf-8") as fh:
         fh.write(line)
     return path

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Self
+
+from pydantic import TypeAdapter
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 if TYPE_CHECKING:
     import numpy as np
 
 __all__ = [
     "JsonValue",
+    "adapter",
     "Artifact",
     "StoredFile",
     "BenchResult",
@@ -26,46 +31,39 @@ __all__ = [
     "TensorSpec",
 ]
 
-_frozen = dataclass(frozen=True, kw_only=True, slots=True)
+#: Values that cross module borders: frozen, keyword-only, validated by pydantic when built
+#: (so a document read back from disk is checked field by field against these types).
+_frozen = pydantic_dataclass(frozen=True, kw_only=True, slots=True)
 
 
 class JsonValue:
-    """Mixin: ``to_json`` / ``from_json`` for nested frozen dataclasses."""
+    """Mixin: ``to_json`` / ``from_json`` for the frozen values (pydantic validates)."""
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return _to_json(self)
+        """A JSON-ready dict (tuples as lists)."""
+        return _to_json(self)  # type: ignore[no-any-return]
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Self:
-        """Rebuild from ``to_json`` output."""
-        return _from_json(cls, data)
+        """Rebuild from ``to_json`` output; unknown keys are ignored, bad values raise
+        pydantic.ValidationError (a ValueError)."""
+        return adapter(cls).validate_python(data)  # type: ignore[no-any-return]
+
+
+@functools.cache
+def adapter(kind: type) -> TypeAdapter[Any]:
+    """The (cached) pydantic TypeAdapter of a value type: validation and JSON Schema."""
+    return TypeAdapter(kind)
 
 
 def _to_json(value: Any) -> Any:
-    if dataclasses.is_dataclass(value):
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, (tuple, list)):
         return [_to_json(v) for v in value]
     if isinstance(value, dict):
         return {k: _to_json(v) for k, v in value.items()}
     return value
-
-
-def _from_json(cls: type, data: dict[str, Any]) -> Any:
-    hints = {f.name: f for f in dataclasses.fields(cls)}
-    kwargs = {}
-    for name, raw in data.items():
-        if name not in hints:
-            continue
-        kind = _NESTED.get((cls.__name__, name))
-        if kind is None:
-            kwargs[name] = tuple(raw) if isinstance(raw, list) else raw
-        elif isinstance(raw, list):
-            kwargs[name] = tuple(_from_json(kind, r) for r in raw)
-        else:
-            kwargs[name] = None if raw is None else _from_json(kind, raw)
-    return cls(**kwargs)
 
 
 @_frozen
@@ -224,6 +222,14 @@ class Bundle(JsonValue):
 
 
 @_frozen
+class MeasuredCandidate(JsonValue):
+    """One candidate's benchmark on the device, when deploy compared several."""
+
+    candidate: str
+    bench: BenchResult
+
+
+@_frozen
 class DeployReport(JsonValue):
     """What ``edge deploy`` did and what the device measured."""
 
@@ -237,32 +243,6 @@ class DeployReport(JsonValue):
     active: bool = True
     compared: tuple[MeasuredCandidate, ...] = ()
     reason: str = ""
-
-
-@_frozen
-class MeasuredCandidate(JsonValue):
-    """One candidate's benchmark on the device, when deploy compared several."""
-
-    candidate: str
-    bench: BenchResult
-
-
-_NESTED: dict[tuple[str, str], type] = {
-    ("ModelInfo", "inputs"): TensorSpec,
-    ("ModelInfo", "outputs"): TensorSpec,
-    ("Artifact", "candidate"): Candidate,
-    ("Artifact", "companions"): StoredFile,
-    ("CandidateResult", "candidate"): Candidate,
-    ("CandidateResult", "artifact"): Artifact,
-    ("CandidateResult", "fidelity"): Fidelity,
-    ("CandidateResult", "bench"): BenchResult,
-    ("Bundle", "source"): ModelInfo,
-    ("Bundle", "candidates"): CandidateResult,
-    ("Bundle", "origin"): Origin,
-    ("DeployReport", "bench"): BenchResult,
-    ("DeployReport", "compared"): MeasuredCandidate,
-    ("MeasuredCandidate", "bench"): BenchResult,
-}
 
 
 @dataclass(frozen=True, slots=True)

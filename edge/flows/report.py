@@ -21,7 +21,6 @@ import io
 import math
 import os
 import re
-import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from typing import Any
 from edge import __version__
 from edge.core import progress
 from edge.core.errors import UsageError
+from edge.core.files import write_atomic
 
 __all__ = ["check_report_target", "render_bundle_report", "render_partition_report",
            "render_report", "render_results_report", "report_kind", "write_report"]
@@ -104,22 +104,11 @@ def check_report_target(out: Path) -> None:
 
 def write_report(text: str, out: Path) -> Path:
     """Write the report atomically (a reader sees the old file or the new one)."""
-    from edge.core.bundle import current_umask
-
     out = Path(out)
     if out.is_dir():
         raise UsageError(f"-o {out}: is a directory; give a file name such as report.html")
     out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o666 & ~current_umask())
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return out
+    return write_atomic(out, text)
 
 
 # ---------------------------------------------------------------- HTML pieces

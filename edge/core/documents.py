@@ -1,0 +1,241 @@
+"""edge's documents on disk, read and written in one place: each kind is a pydantic model with a
+version field and a JSON Schema.
+
+| kind       | file                                   | model              | version key |
+|------------|----------------------------------------|--------------------|-------------|
+| manifest   | BUNDLE/manifest.json                   | values.Bundle      | ``format``  |
+| split      | SPLIT_DIR/split.yaml                   | SplitDocument      | ``version`` |
+| result     | one line of results/DEVICE/SHA16.jsonl | ResultRecord       | ``version`` |
+| profile    | a device profile (YAML)                | profile.Profile    | ``version`` |
+
+A document of an unknown version is refused with a one-line error that names the versions this
+edge reads; so is one that does not match its model (the first problem is named, never the
+file's content). The device agent keeps its own stdlib reader of ``history.json`` on the
+device (it runs on Python 3.8 without pydantic).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field
+
+from edge.core.errors import UsageError
+from edge.core.files import write_atomic
+from edge.core.profile import Profile, profile_schema
+from edge.core.values import Bundle, DeployReport, _to_json, adapter
+
+__all__ = ["KINDS", "CutDocument", "CutTensor", "Kind", "ResultRecord", "SplitDocument",
+           "SplitHalves", "dump", "parse", "read_json", "read_yaml", "schema", "write_json",
+           "write_yaml"]
+
+#: Deepest nesting a document may have: deeper input is refused before it is parsed further.
+MAX_DEPTH = 64
+
+
+class _Doc(BaseModel):
+    """A document part: frozen; keys a later version adds are ignored."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class SplitHalves(_Doc):
+    """The head and tail files (relative to the split directory) and the tensors between them."""
+
+    head: str | None
+    tail: str | None
+    cut_tensors: tuple[str, ...] | None = None  # version 1: the tail's inputs
+    head_inputs: tuple[str, ...]
+    head_outputs: tuple[str, ...]
+    tail_inputs: tuple[str, ...]
+    tail_outputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+
+class CutTensor(_Doc):
+    """A tensor sent from the device to the cloud (the name on the wire, and the model's)."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+    name: str
+    shape: tuple[int | str | None, ...]
+    dtype: str
+    bytes: int | None = None
+    tensor: str | None = None
+
+
+class CutDocument(_Doc):
+    """One precomputed cut a running client may switch to."""
+
+    id: str
+    kind: Literal["split", "all-edge", "all-cloud"]
+    model: str = ""
+    edge_ms: float
+    cloud_ms: float
+    up_bytes: int = Field(ge=0)
+    down_bytes: int = Field(ge=0)
+    split: SplitHalves
+
+
+class Predicted(_Doc):
+    """The chosen cut's predicted times (ms) and the link it was planned for; more keys kept."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+    edge_ms: float
+    transfer_ms: float
+    cloud_ms: float
+
+
+class SplitDocument(_Doc):
+    """``split.yaml``: what ``edge partition`` wrote and ``serve-cloud``/``run-split`` read."""
+
+    version: Literal[1, 2] = 2
+    split: SplitHalves
+    cut: tuple[CutTensor, ...]
+    predicted: Predicted
+    compression: Literal["none", "fp16", "int8"] = "none"
+    inputs: tuple[dict[str, Any], ...] = ()
+    cuts: tuple[CutDocument, ...] = ()
+    bandwidth_table: tuple[dict[str, Any], ...]
+
+
+class ResultRecord(_Doc):
+    """One measurement kept on this host (a line of ``results/DEVICE/SHA16.jsonl``)."""
+
+    version: Literal[1] = 1
+    kept_at: str = ""
+    regressed: bool = False
+    report: DeployReport
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Kind:
+    """A document kind: its model, where its version lives, and the versions this edge reads."""
+
+    name: str
+    model: type
+    version_key: str
+    versions: tuple[int, ...]
+    absent: int | None = None  # the version of a document written before it had the key
+
+
+KINDS: dict[str, Kind] = {
+    "manifest": Kind(name="manifest", model=Bundle, version_key="format", versions=(1,)),
+    "split": Kind(name="split.yaml", model=SplitDocument, version_key="version", versions=(1, 2)),
+    "result": Kind(name="result", model=ResultRecord, version_key="version", versions=(1,),
+                   absent=1),
+    "profile": Kind(name="profile", model=Profile, version_key="version", versions=(1,),
+                    absent=1),
+}
+
+
+def parse(kind: str, data: Any, where: str) -> Any:
+    """``data`` (parsed JSON/YAML) validated as a ``kind`` document; UsageError naming the
+    first problem otherwise."""
+    spec = KINDS[kind]
+    if not isinstance(data, dict):
+        raise UsageError(f"{where}: not a {spec.name} (expected a mapping, got "
+                         f"{type(data).__name__})")
+    _check_depth(data, where)
+    version = data.get(spec.version_key, spec.absent)
+    if isinstance(version, bool) or version not in spec.versions:
+        raise UsageError(f"{where}: {spec.name} {spec.version_key} {version!r} is not one this "
+                         f"edge reads ({', '.join(map(str, spec.versions))}); a newer edge may "
+                         "have written it")
+    try:
+        return _validator(spec.model)(data)
+    except pydantic.ValidationError as exc:
+        raise UsageError(f"{where}: not a valid {spec.name}: {_problem(exc)}") from None
+
+
+def dump(kind: str, value: Any) -> dict[str, Any]:
+    """A document as a JSON-ready dict, with its version."""
+    spec = KINDS[kind]
+    if isinstance(value, BaseModel):  # the keys it was given (a read document stays as read)
+        data = _to_json(value.model_dump(exclude_unset=True))
+    else:
+        data = value.to_json()
+    data.setdefault(spec.version_key, max(spec.versions))
+    return data  # type: ignore[no-any-return]
+
+
+def schema(kind: str) -> dict[str, Any]:
+    """The JSON Schema of a document kind."""
+    spec = KINDS[kind]
+    if spec.model is Profile:
+        doc = profile_schema()  # a profile file may also say `extends:`
+    elif issubclass(spec.model, BaseModel):
+        doc = spec.model.model_json_schema()
+    else:
+        doc = adapter(spec.model).json_schema()
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **doc,
+            "title": f"edge {spec.name}"}
+
+
+def read_json(kind: str, path: Path) -> Any:
+    """A JSON document file, parsed and validated."""
+    return parse(kind, _load(path, json.loads), str(path))
+
+
+def read_yaml(kind: str, path: Path) -> Any:
+    """A YAML document file, parsed and validated."""
+    import yaml
+
+    return parse(kind, _load(path, yaml.safe_load), str(path))
+
+
+def write_json(kind: str, path: Path, value: Any) -> Path:
+    """Write a document as JSON atomically (a reader sees the old file or the new one)."""
+    text = json.dumps(dump(kind, value), indent=2) + "\n"
+    return write_atomic(path, text)
+
+
+def write_yaml(kind: str, path: Path, value: Any) -> Path:
+    """Write a document as YAML atomically."""
+    import yaml
+
+    return write_atomic(path, yaml.safe_dump(dump(kind, value), sort_keys=False))
+
+
+def _load(path: Path, loads: Callable[[str], Any]) -> Any:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: cannot read it ({getattr(exc, 'strerror', None) or exc})"
+                         ) from None
+    try:
+        return loads(text)
+    except RecursionError:
+        raise UsageError(f"{path}: nested deeper than {MAX_DEPTH} levels") from None
+    except Exception as exc:  # noqa: BLE001 - json and yaml raise their own types
+        raise UsageError(f"{path}: not valid {'JSON' if loads is json.loads else 'YAML'} "
+                         f"({type(exc).__name__})") from None
+
+
+def _check_depth(data: Any, where: str) -> None:
+    """Refuse documents nested deeper than MAX_DEPTH (iteratively: no recursion)."""
+    stack = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise UsageError(f"{where}: nested deeper than {MAX_DEPTH} levels")
+        children = value.values() if isinstance(value, dict) else (
+            value if isinstance(value, list) else ())
+        stack.extend((child, depth + 1) for child in children)
+
+
+def _validator(model: type) -> Callable[[Any], Any]:
+    if issubclass(model, BaseModel):
+        return model.model_validate
+    return adapter(model).validate_python
+
+
+def _problem(exc: pydantic.ValidationError) -> str:
+    """The first validation problem: where in the document and what, never the value."""
+    first = exc.errors(include_input=False, include_url=False)[0]
+    where = ".".join(str(p) for p in first["loc"]) or "(top)"
+    return f"{where}: {first['msg']}"

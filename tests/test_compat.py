@@ -1,0 +1,91 @@
+"""What edge 0.1 wrote before the layered architecture (tests/fixtures/edge-0.1, see its README)
+still reads, round-trips through the document models, deploys, serves and rolls back."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from edge.core.bundle import read_bundle
+from edge.core.documents import dump, read_json, read_yaml
+from partition.serve import EdgeCloudServer, serve
+from partition.split import read_split_yaml
+from tests.support.cli import run_cli
+
+OLD = Path(__file__).parent / "fixtures" / "edge-0.1"
+TOKEN = "compat-token"
+
+
+def test_an_old_manifest_round_trips_unchanged() -> None:
+    raw = json.loads((OLD / "tiny.bundle" / "manifest.json").read_text())
+    bundle = read_bundle(OLD / "tiny.bundle")
+    assert bundle.chosen == "onnxruntime-int8" and len(bundle.candidates) == 4
+    assert dump("manifest", bundle) == raw
+
+
+def test_an_old_split_yaml_round_trips_unchanged() -> None:
+    raw = yaml.safe_load((OLD / "digits-split" / "split.yaml").read_text())
+    assert dump("split", read_yaml("split", OLD / "digits-split" / "split.yaml")) == raw
+    plan = read_split_yaml(OLD / "digits-split")
+    assert plan.split.head is None and plan.split.tail is not None and plan.split.tail.is_file()
+    assert [c.kind for c in plan.cuts] == ["all-cloud", "all-edge"]
+
+
+def test_an_old_manifest_with_an_unknown_format_is_refused(tmp_path: Path) -> None:
+    raw = json.loads((OLD / "tiny.bundle" / "manifest.json").read_text())
+    (tmp_path / "m.json").write_text(json.dumps(raw | {"format": 9}))
+    with pytest.raises(Exception, match="manifest format 9 is not one this edge reads"):
+        read_json("manifest", tmp_path / "m.json")
+
+
+@pytest.fixture
+def old_device(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The embedded local device holding edge 0.1's releases and history."""
+    home = tmp_path / "device"
+    shutil.copytree(OLD / "device", home / ".edge", symlinks=True)
+    monkeypatch.setenv("EDGE_LOCAL_DEVICE", str(home))
+    return home / ".edge"
+
+
+def _current(work: Path) -> str:
+    return (work / "current").resolve().name
+
+
+def test_an_old_bundle_deploys_onto_an_old_device_which_then_rolls_back(
+        old_device: Path, tmp_path: Path) -> None:
+    assert _current(old_device) == "522030b29ff125b4"
+    bundle = shutil.copytree(OLD / "tiny.bundle", tmp_path / "tiny.bundle")
+    deployed = run_cli("deploy", str(bundle), "--runs", "3", "--warmup", "1", "--json")
+    assert deployed.status == 0, deployed.stderr
+    assert deployed.json()["release"] == "969e8eadd5e7c109" == _current(old_device)
+    assert deployed.json()["bytes_sent"] == 0  # the old device already held those files
+    back = run_cli("rollback", "--json")
+    assert back.status == 0, back.stderr
+    assert back.json()["release"] == "522030b29ff125b4" == _current(old_device)
+    listed = run_cli("releases", "--json")
+    assert listed.status == 0, listed.stderr
+    assert {r["release"] for r in listed.json()["releases"]} >= {
+        "522030b29ff125b4", "60ca0709e2dcafcd", "969e8eadd5e7c109"}
+
+
+@pytest.fixture
+def old_split_server() -> Iterator[EdgeCloudServer]:
+    server = serve(OLD / "digits-split", token=TOKEN)
+    yield server
+    server.close()
+
+
+def test_an_old_split_is_served_and_run(old_split_server: EdgeCloudServer, tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EDGE_CLOUD_TOKEN", TOKEN)
+    url = f"http://127.0.0.1:{old_split_server.port}"
+    result = run_cli("run-split", str(OLD / "digits-split"), "--url", url, "--cut", "all-cloud",
+                     "--runs", "2", "--warmup", "0", "--json")
+    assert result.status == 0, result.stderr
+    runs = result.json()["runs"]
+    assert len(runs) == 2 and all(r["kind"] == "all-cloud" for r in runs)
