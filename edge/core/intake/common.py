@@ -1,0 +1,72 @@
+"""What every intake path shares: accepted kinds, the opset, example inputs, a converter check."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from edge.core.cache import cache_key
+from edge.core.errors import UsageError
+
+Shapes = dict[str, tuple[int, ...]]
+
+#: File suffix -> source kind; a directory holding saved_model.pb is a SavedModel.
+SUFFIXES = {".onnx": "onnx", ".tflite": "tflite", ".keras": "keras", ".h5": "keras",
+            ".hdf5": "keras", ".pt": "torch", ".pth": "torch"}
+
+ACCEPTED = ".onnx, .tflite, .keras, .h5, .pt, .pth, or a SavedModel directory"
+
+OPSET = 17
+
+DTYPES = ("float32", "float16", "float64", "int64", "int32", "int8", "uint8", "bool")
+
+TIMEOUT_S = 900.0
+
+
+def require(*modules: str, why: str) -> None:
+    """UsageError naming the extra to install when a converter module is missing."""
+    import importlib.util
+
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        extra = "pip install torch==2.13.0" if "torch" in missing else "pip install 'edge[tflite]'"
+        raise UsageError(f"{why} needs {', '.join(missing)} ({extra})")
+
+
+def example(shape: Sequence[int], dtype: str) -> np.ndarray:
+    """Seeded example data: small non-negative ints for index-like inputs, normal floats else."""
+    rng = np.random.default_rng(0)
+    kind = np.dtype(dtype).kind
+    if kind == "b":
+        return rng.integers(0, 2, size=tuple(shape)).astype(bool)
+    if kind in "iu":
+        return rng.integers(0, 2, size=tuple(shape)).astype(dtype)
+    return rng.standard_normal(tuple(shape)).astype(dtype)
+
+
+_VERSION = "1"  # bump when the conversion changes, to invalidate cached references
+
+_TF = ("tf2onnx", "tensorflow", "tf-keras", "ai-edge-litert", "onnx")
+
+#: distributions whose versions key the cached reference of each source kind
+_CONVERTERS = {"onnx": ("onnx",), "tflite": _TF, "keras": _TF, "savedmodel": _TF,
+               "torch": ("torch", "onnx")}
+
+
+def cached_path(source: Path, workdir: Path, kind: str, pins: Shapes,
+                 dtypes: Mapping[str, str]) -> Path:
+    """Where the reference for this source content and these options lives in workdir."""
+    digest = hashlib.sha256()
+    key = cache_key(kind, sorted(pins.items()), sorted(dtypes.items()), recipe=_VERSION,
+                    converters=_CONVERTERS[kind])
+    digest.update(key.encode())
+    files = sorted(p for p in source.rglob("*") if p.is_file()) if source.is_dir() else [source]
+    for path in files:
+        digest.update(str(path.relative_to(source) if source.is_dir() else "").encode())
+        with open(path, "rb") as handle:
+            for block in iter(lambda h=handle: h.read(1 << 20), b""):  # type: ignore[misc]
+                digest.update(block)
+    return workdir / f"{source.stem or 'model'}.{kind}-{digest.hexdigest()[:16]}.onnx"

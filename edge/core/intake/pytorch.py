@@ -1,0 +1,122 @@
+"""PyTorch sources: a saved module exported with the TorchScript exporter."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from edge.core.errors import UsageError, first_line
+from edge.core.intake.common import OPSET, Shapes, example, require
+
+if TYPE_CHECKING:
+    import onnx
+
+
+def from_torch(
+    source: Path, out: Path, pins: Shapes, dtypes: Mapping[str, str],
+) -> tuple[onnx.ModelProto, dict[str, np.ndarray], list[tuple[str, np.ndarray]]]:
+    """Export a saved module with torch.onnx.export(dynamo=False) on example inputs from pins."""
+    import onnx
+
+    require("torch", why=f"{source}: reading PyTorch models")
+    import torch
+
+    module = _load_torch(source)
+    names = _torch_inputs(module, pins, source)
+    feeds = {n: example(pins[n], dtypes.get(n, "float32")) for n in names}
+    args = tuple(torch.from_numpy(feeds[n]) for n in names)
+    with torch.no_grad():
+        try:
+            result = module(*args)
+        except Exception as exc:  # the module's own error on the example inputs
+            raise UsageError(f"{source}: the module failed on the --shape example inputs "
+                             f"({first_line(exc)})") from None
+    values = _flatten_torch(result)
+    out_names = ["output"] if len(values) == 1 else [f"output_{i}" for i in range(len(values))]
+    _export_torch(module, args, names, out_names, out, source)
+    model = onnx.load(str(out))
+    return model, feeds, list(zip(out_names, values, strict=True))
+
+
+def _load_torch(source: Path) -> Any:
+    """A TorchScript archive or a whole pickled module, in eval mode."""
+    import zipfile
+
+    import torch
+
+    try:
+        scripted = zipfile.is_zipfile(source) and any(
+            n.endswith("constants.pkl") for n in zipfile.ZipFile(source).namelist())
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit.load is deprecated
+            module = (torch.jit.load(str(source), map_location="cpu") if scripted
+                      else torch.load(str(source), map_location="cpu", weights_only=False))
+    except Exception as exc:  # unpickling raises many types (missing class, bad file)
+        raise UsageError(f"{source}: not a loadable PyTorch module ({first_line(exc)}); save "
+                         "it with torch.save(model) with its class importable, or with "
+                         "torch.jit.save") from None
+    if not isinstance(module, torch.nn.Module):
+        what = "a state_dict" if isinstance(module, Mapping) else type(module).__name__
+        raise UsageError(f"{source}: holds {what}, not a module; save the whole module "
+                         "(torch.save(model)) or TorchScript (torch.jit.save)")
+    return module.eval()
+
+
+def _torch_inputs(module: Any, pins: Shapes, source: Path) -> list[str]:
+    """Forward's argument names that get example inputs: the required ones plus pinned ones."""
+    params = _forward_params(module)
+    unknown = [n for n in pins if n not in dict(params)]
+    if unknown:
+        raise UsageError(f"--shape {unknown[0]}=...: {source.name}'s forward() has no argument "
+                         f"'{unknown[0]}'; its arguments: {', '.join(n for n, _ in params)}")
+    last = max((i for i, (n, req) in enumerate(params) if req or n in pins), default=-1)
+    names = [n for n, _ in params[: last + 1]]
+    missing = [n for n in names if n not in pins]
+    if missing or not names:
+        wanted = missing or [n for n, _ in params] or ["NAME"]
+        raise UsageError(f"{source}: a PyTorch model needs example input shapes; give "
+                         + " ".join(f"--shape {n}=DIMS" for n in wanted)
+                         + " (DIMS like 1,3,224,224; append :int64 for an integer input)")
+    return names
+
+
+def _forward_params(module: Any) -> list[tuple[str, bool]]:
+    """(name, required) for each positional argument of forward, without self."""
+    import inspect
+
+    import torch
+
+    if isinstance(module, torch.jit.ScriptModule):
+        args = module.forward.schema.arguments[1:]  # type: ignore[attr-defined]
+        return [(a.name, not a.has_default_value()) for a in args]
+    sig = inspect.signature(module.forward)
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return [(p.name, p.default is inspect.Parameter.empty)
+            for p in sig.parameters.values() if p.kind in kinds]
+
+
+def _flatten_torch(result: Any) -> list[np.ndarray]:
+    """A forward result (tensor, or nested tuples/lists/dicts of them) as flat numpy arrays."""
+    if isinstance(result, Mapping):
+        return [a for v in result.values() for a in _flatten_torch(v)]
+    if isinstance(result, (list, tuple)):
+        return [a for v in result for a in _flatten_torch(v)]
+    return [result.detach().cpu().numpy()]
+
+
+def _export_torch(module: Any, args: tuple[Any, ...], names: list[str], out_names: list[str],
+                  out: Path, source: Path) -> None:
+    """torch.onnx.export with the TorchScript exporter at OPSET; failures name the source."""
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            torch.onnx.export(module, args, str(out), input_names=names, output_names=out_names,
+                              opset_version=OPSET, dynamo=False, do_constant_folding=True)
+        except Exception as exc:  # the exporter raises many types
+            raise UsageError(f"{source}: torch.onnx.export failed ({first_line(exc)})") from None

@@ -1,0 +1,105 @@
+"""The entry point: any accepted source -> the cached reference ONNX every target converts from."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from edge.core.cache import cache_root
+from edge.core.errors import UsageError
+from edge.core.intake.common import ACCEPTED, SUFFIXES, cached_path
+from edge.core.intake.onnxfix import finish, fix_onnx, graph_inputs, input_dims
+from edge.core.intake.parity import check_parity
+from edge.core.intake.pytorch import from_torch
+from edge.core.intake.tf import from_tf
+from edge.core.model import save_onnx_atomic, sha256_file
+from edge.core.values import Origin
+
+
+def source_kind(source: Path) -> str:
+    """onnx | tflite | keras | savedmodel | torch, from the file suffix (or SavedModel folder)."""
+    if source.is_dir():
+        if (source / "saved_model.pb").is_file() or (source / "saved_model.pbtxt").is_file():
+            return "savedmodel"
+        raise UsageError(f"{source}: a folder must be a TensorFlow SavedModel (no saved_model.pb "
+                         f"in it); accepted models: {ACCEPTED}")
+    if not source.is_file():
+        raise UsageError(f"model file {source} does not exist")
+    kind = SUFFIXES.get(source.suffix.lower())
+    if kind is None:
+        raise UsageError(f"{source}: unknown model type {source.suffix or '(no suffix)'!r}; "
+                         f"accepted: {ACCEPTED}")
+    return kind
+
+
+def to_reference(
+    source: Path, workdir: Path, *, shapes: Mapping[str, Sequence[int]] | None = None,
+    dtypes: Mapping[str, str] | None = None,
+) -> Path:
+    """The reference ONNX for ``source``: the file itself, or a converted/fixed copy in workdir.
+
+    ``shapes`` pins dynamic input dims (``--shape``); PyTorch sources need it for every forward
+    argument, and ``dtypes`` (default float32) for their non-float ones. Copies are cached in
+    ``workdir`` by source content and options. Raises UsageError with a one-line reason.
+    """
+    source = Path(source)
+    kind = source_kind(source)
+    pins = {k: tuple(int(d) for d in v) for k, v in (shapes or {}).items()}
+    types = dict(dtypes or {})
+    if kind == "onnx":
+        return fix_onnx(source, workdir, pins)
+    _sniff(source, kind)
+    out = cached_path(source, workdir, kind, pins, types)
+    if out.is_file():
+        return out
+    workdir.mkdir(parents=True, exist_ok=True)
+    if kind == "torch":
+        raw, feeds, expected = from_torch(source, out, pins, types)
+    else:
+        raw, feeds, expected = from_tf(kind, source, out, pins)
+    model = finish(raw, pins, source)
+    save_onnx_atomic(model, out)
+    check_parity(out, feeds, expected, source)
+    return out
+
+
+def dynamic_inputs(reference: Path) -> list[str]:
+    """Names of the reference's inputs that still have a symbolic or unknown dim."""
+    import onnx
+
+    model = onnx.load(str(reference), load_external_data=False)
+    return [v.name for v in graph_inputs(model) if any(d <= 0 for d in input_dims(v))]
+
+
+def pin_from_sample(reference: Path, workdir: Path, feed: Mapping[str, np.ndarray]) -> Path:
+    """Pin the reference's dynamic dims to one calibration sample's shapes (a fixed copy)."""
+    names = dynamic_inputs(reference)
+    pins = {n: tuple(int(d) for d in np.shape(feed[n])) for n in names if n in feed}
+    return to_reference(reference, workdir, shapes=pins) if pins else reference
+
+
+#: Leading bytes by kind: TFLite's flatbuffer identifier sits at offset 4; .keras is a zip.
+_MAGIC = {"tflite": (4, (b"TFL3",)), "keras": (0, (b"PK\x03\x04", b"\x89HDF\r\n\x1a\n"))}
+
+
+def _sniff(source: Path, kind: str) -> None:
+    """Reject a file that is plainly not of its suffix's format before starting a converter."""
+    if kind not in _MAGIC:
+        return
+    offset, magics = _MAGIC[kind]
+    with open(source, "rb") as handle:
+        head = handle.read(offset + 8)[offset:]
+    if not any(head.startswith(m) for m in magics):
+        raise UsageError(f"{source}: not a valid {kind} file (its header is not a {kind} "
+                         f"header); accepted models: {ACCEPTED}")
+
+
+def reference_model(source: Path, *, shapes: dict[str, tuple[int, ...]] | None = None,
+                    dtypes: dict[str, str] | None = None) -> tuple[Origin, Path]:
+    """The user's file and the reference ONNX every target converts from (cached)."""
+    kind = source_kind(source)
+    reference = to_reference(source, cache_root() / "reference", shapes=shapes, dtypes=dtypes)
+    digest = sha256_file(source) if source.is_file() else "(folder)"
+    return Origin(path=str(source.resolve()), sha256=digest, format=kind), reference

@@ -1,0 +1,217 @@
+"""TensorFlow-family sources (TFLite, Keras, SavedModel): tf2onnx in a child process, so
+TensorFlow never loads into edge's own process (``python -m edge.core.intake.tf JOB``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from edge.core.errors import UsageError, first_line
+from edge.core.intake.common import OPSET, TIMEOUT_S, Shapes, example, require
+
+if TYPE_CHECKING:
+    import onnx
+
+
+def from_tf(
+    kind: str, source: Path, out: Path, pins: Shapes,
+) -> tuple[onnx.ModelProto, dict[str, np.ndarray], list[tuple[str, np.ndarray]]]:
+    """Convert in a child process; return the raw ONNX and the source's outputs on random feeds."""
+    import onnx
+
+    require("tf2onnx", "tensorflow", why=f"{source}: reading {kind} models")
+    raw, check = out.with_suffix(".raw.onnx"), out.with_suffix(".check.npz")
+    job = {"kind": kind, "source": str(source.resolve()), "out": str(raw), "check": str(check),
+           "shapes": {k: list(v) for k, v in pins.items()}, "opset": OPSET}
+    log = out.with_suffix(".log")
+    _run_child(job, log, source, kind)
+    try:
+        model = onnx.load(str(raw))
+        feeds, expected = _read_check(check)
+    finally:
+        raw.unlink(missing_ok=True)
+        check.unlink(missing_ok=True)
+    return model, feeds, expected
+
+
+def _run_child(job: dict[str, Any], log: Path, source: Path, kind: str) -> None:
+    """Run the child with its output in ``log``; a failure is a UsageError."""
+    job_file = log.with_suffix(".job.json")
+    job_file.write_text(json.dumps(job))
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "",
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]),
+                                          os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    with open(log, "w") as handle:
+        try:
+            done = subprocess.run([sys.executable, "-m", "edge.core.intake.tf", str(job_file)],
+                                  stdout=handle, stderr=subprocess.STDOUT, env=env,
+                                  timeout=TIMEOUT_S, check=False)
+        except subprocess.TimeoutExpired:
+            raise UsageError(f"{source}: {kind} conversion timed out after {TIMEOUT_S:.0f} s "
+                             f"(log: {log})") from None
+    job_file.unlink(missing_ok=True)
+    if done.returncode != 0:
+        raise UsageError(f"{source}: could not convert this {kind} model to ONNX: "
+                         f"{_log_reason(log)} (log: {log})")
+
+
+def _log_reason(log: Path) -> str:
+    """The child's one-line failure reason (its last 'edge-intake-error:' line, or last line)."""
+    lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    marked = [ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("edge-intake-error:")]
+    return (marked or lines or ["no output"])[-1][:300]
+
+
+def _read_check(path: Path) -> tuple[dict[str, np.ndarray], list[tuple[str, np.ndarray]]]:
+    """Feeds and the source's outputs, written by the child as in/NAME and out/INDEX/NAME."""
+    with np.load(path, allow_pickle=False) as data:
+        feeds = {k[3:]: data[k] for k in data.files if k.startswith("in/")}
+        outs = sorted((int(k.split("/")[1]), k.split("/", 2)[2], data[k])
+                      for k in data.files if k.startswith("out/"))
+    return feeds, [(name, value) for _, name, value in outs]
+
+
+def child_main(job_file: str) -> int:
+    """Child process: convert one TensorFlow-family model, and run it on random feeds."""
+    job = json.loads(Path(job_file).read_text())
+    try:
+        convert = {"tflite": _child_tflite, "keras": _child_keras,
+                   "savedmodel": _child_savedmodel}[job["kind"]]
+        feeds, outputs = convert(job)
+    except Exception as exc:  # report any failure as one line for the parent
+        import traceback
+
+        traceback.print_exc()
+        print(f"edge-intake-error: {type(exc).__name__}: {first_line(exc)}", flush=True)
+        return 1
+    arrays = {f"in/{k}": v for k, v in feeds.items()}
+    arrays.update({f"out/{i}/{name}": v for i, (name, v) in enumerate(outputs)})
+    np.savez(job["check"], **arrays)  # type: ignore[arg-type]
+    return 0
+
+
+def _child_tflite(job: dict[str, Any]) -> tuple[dict[str, np.ndarray], list[tuple[str, Any]]]:
+    """tf2onnx.from_tflite, then LiteRT runs the .tflite on random feeds."""
+    import tf2onnx
+    from ai_edge_litert.interpreter import Interpreter
+
+    proto, _ = tf2onnx.convert.from_tflite(job["source"], opset=job["opset"],
+                                           output_path=job["out"])
+    interp = Interpreter(model_path=job["source"])
+    details = interp.get_input_details()
+    names = [i.name for i in proto.graph.input]
+    feeds = {}
+    for name, detail in zip(names, details, strict=True):
+        shape = _child_shape(job, name, detail.get("shape_signature", detail["shape"]))
+        interp.resize_tensor_input(detail["index"], shape)
+        feeds[name] = example(shape, np.dtype(detail["dtype"]).name)
+    interp.allocate_tensors()
+    for name, detail in zip(names, details, strict=True):
+        interp.set_tensor(detail["index"], feeds[name])
+    interp.invoke()
+    outputs = [(d["name"], np.array(interp.get_tensor(d["index"])))
+               for d in interp.get_output_details()]
+    return feeds, outputs
+
+
+def _child_keras(job: dict[str, Any]) -> tuple[dict[str, np.ndarray], list[tuple[str, Any]]]:
+    """Load with Keras (tf_keras as a fallback), tf2onnx.from_keras, then run on random feeds."""
+    import tensorflow as tf
+    import tf2onnx
+
+    model = _load_keras(job["source"])
+    specs, feeds = [], {}
+    for tensor in model.inputs:
+        name = tensor.name.split(":")[0]
+        shape = _child_shape(job, name, [-1 if d is None else d for d in tensor.shape])
+        dtype = tf.as_dtype(tensor.dtype).name
+        pinned = job["shapes"].get(name)
+        specs.append(tf.TensorSpec(pinned or tuple(tensor.shape), dtype, name=name))
+        feeds[name] = example(shape, dtype)
+    proto, _ = tf2onnx.convert.from_keras(model, input_signature=specs, opset=job["opset"],
+                                          output_path=job["out"])
+    feeds = _rename_feeds(feeds, [i.name for i in proto.graph.input])
+    result = model([tf.constant(v) for v in feeds.values()] if len(feeds) > 1
+                   else tf.constant(next(iter(feeds.values()))), training=False)
+    return feeds, _named_outputs(result, [o.name for o in proto.graph.output])
+
+
+def _load_keras(path: str) -> Any:
+    """A Keras model from .keras/.h5; tf_keras reads legacy Keras 2 files Keras 3 cannot."""
+    import keras
+
+    try:
+        return keras.saving.load_model(path, compile=False)
+    except Exception as first:
+        try:
+            import tf_keras
+
+            return tf_keras.models.load_model(path, compile=False)
+        except Exception:
+            raise first from None
+
+
+def _child_savedmodel(job: dict[str, Any]) -> tuple[dict[str, np.ndarray], list[tuple[str, Any]]]:
+    """tf2onnx's own SavedModel path (its CLI), then the serving signature on random feeds."""
+    import tensorflow as tf
+    from tf2onnx import convert
+
+    loaded = tf.saved_model.load(job["source"])
+    if not loaded.signatures:
+        raise ValueError("the SavedModel has no serving signature")
+    key = "serving_default" if "serving_default" in loaded.signatures else \
+        next(iter(loaded.signatures))
+    argv = sys.argv
+    sys.argv = ["tf2onnx.convert", "--saved-model", job["source"], "--signature_def", key,
+                "--output", job["out"], "--opset", str(job["opset"])]
+    try:
+        convert.main()
+    finally:
+        sys.argv = argv
+    import onnx
+
+    proto = onnx.load(job["out"])
+    fn = loaded.signatures[key]
+    specs = fn.structured_input_signature[1]
+    feeds = {}
+    for key, spec in specs.items():
+        shape = _child_shape(job, key, [-1 if d is None else d for d in spec.shape])
+        feeds[key] = example(shape, spec.dtype.name)
+    result = fn(**{k: tf.constant(v) for k, v in feeds.items()})
+    feeds = _rename_feeds(feeds, [i.name for i in proto.graph.input])
+    return feeds, _named_outputs(result, [o.name for o in proto.graph.output])
+
+
+def _child_shape(job: dict[str, Any], name: str, dims: Sequence[int]) -> list[int]:
+    """Pinned dims for ``name`` if given, else the model's dims with unknown ones as 1."""
+    pinned = job["shapes"].get(name)
+    return list(pinned) if pinned else [int(d) if int(d) > 0 else 1 for d in dims]
+
+
+def _rename_feeds(feeds: dict[str, np.ndarray], onnx_names: list[str]) -> dict[str, np.ndarray]:
+    """Key feeds by the ONNX input names: by name when they match, else by position."""
+    if set(feeds) == set(onnx_names) or len(feeds) != len(onnx_names):
+        return feeds
+    return dict(zip(onnx_names, feeds.values(), strict=True))
+
+
+def _named_outputs(result: Any, onnx_names: list[str]) -> list[tuple[str, np.ndarray]]:
+    """Flatten a TF call's result (tensor, list or dict) into (name, array) pairs."""
+    if isinstance(result, dict):
+        return [(k, np.asarray(v)) for k, v in result.items()]
+    values = list(result) if isinstance(result, (list, tuple)) else [result]
+    names = onnx_names if len(onnx_names) == len(values) else [str(i) for i in range(len(values))]
+    return [(n, np.asarray(v)) for n, v in zip(names, values, strict=True)]
+
+
+if __name__ == "__main__":  # the converter child: python -m edge.core.intake.tf JOB.json
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m edge.core.intake.tf JOB.json (edge runs this itself)")
+    sys.exit(child_main(sys.argv[1]))
