@@ -218,7 +218,7 @@ def test_every_runtime_broken_down_on_the_embedded_device(openvino_bundle: Path,
 def test_layer_candidates_put_the_chosen_first_then_new_runtimes() -> None:
     from types import SimpleNamespace as NS
 
-    from edge.flows.report import _layer_candidates
+    from edge.flows.report.layers import layer_candidates as _layer_candidates
 
     def result(cid: str, status: str, runtime: str | None) -> NS:
         artifact = NS(runtime=runtime, file=f"artifacts/{cid}.x") if runtime else None

@@ -1,0 +1,131 @@
+"""A bundle's report: candidates on a latency x fidelity plane, layers, history, the model."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from edge.flows.report.history import bundle_history, history_section
+from edge.flows.report.html import Section, figure, fmt_ms, fmt_size, note, page, pyplot, svg, table
+from edge.flows.report.layers import TOP_LAYERS, layers_section
+
+
+def render_bundle_report(bundle_dir: Path, *, layers: bool = True,
+                         results: Path | None = None, top: int = TOP_LAYERS,
+                         device: Any = None) -> str:
+    """The HTML report of a bundle (``results``: the results folder, default the cache's;
+    ``device``: an opened ``devices.deploy.Device`` on which the per-layer times of the
+    candidates it can run are measured, the others' on this host)."""
+    from edge.core.bundle import read_bundle
+
+    bundle_dir = Path(bundle_dir)
+    bundle = read_bundle(bundle_dir)
+    plt = pyplot()
+    sections = [_candidates_section(plt, bundle)]
+    if layers:
+        sections.append(layers_section(plt, bundle, bundle_dir, top, device))
+    sections.append(history_section(plt, bundle_history(bundle, results), bundle))
+    sections.append(Section("Model", _model_table(bundle), "model"))
+    chosen = bundle.chosen or "none"
+    subtitle = (f"{bundle_dir.resolve()}: {bundle.source.path} for {bundle.profile}; "
+                f"chosen {chosen}")
+    return page(f"edge report: {Path(bundle.source.path).name} on {bundle.profile}",
+                 subtitle, sections)
+
+
+def _fidelity_axis(results: Sequence[Any]) -> tuple[str, Any]:
+    """('accuracy (%)', fn) when every plotted candidate has an accuracy, else cosine."""
+    if results and all(r.fidelity.accuracy is not None for r in results):
+        return "accuracy on the evaluation set (%)", lambda r: 100 * r.fidelity.accuracy
+    return "output cosine similarity to fp32", lambda r: r.fidelity.cosine
+
+
+_STYLE = {"chosen": ("*", "#d4a000", 320), "passed": ("o", "#1f77b4", 70),
+          "rejected": ("X", "#c62828", 80), "failed": ("X", "#c62828", 80)}
+
+
+def _candidates_section(plt: Any, bundle: Any) -> Section:
+    plotted = [r for r in bundle.candidates if r.fidelity is not None and r.bench is not None]
+    body = []
+    if plotted:
+        label, fidelity = _fidelity_axis(plotted)
+        fig, ax = plt.subplots(figsize=(8, 4.8))
+        for status in ("rejected", "failed", "passed", "chosen"):
+            group = [r for r in plotted if r.status == status]
+            if not group:
+                continue
+            marker, color, size = _STYLE[status]
+            ax.scatter([r.bench.p50_ms for r in group], [fidelity(r) for r in group],
+                       marker=marker, c=color, s=size, label=status, zorder=3,
+                       edgecolors="black" if status == "chosen" else "none", linewidths=0.8)
+        ref = next((r.fidelity.reference_accuracy for r in plotted
+                    if r.fidelity.reference_accuracy is not None), None)
+        if ref is not None and label.startswith("accuracy"):
+            ax.axhline(100 * ref, color="#555", ls="--", lw=1, label="fp32 reference")
+        xs = [r.bench.p50_ms for r in plotted]
+        if min(xs) > 0 and max(xs) / min(xs) > 20:
+            ax.set_xscale("log")
+        where = plotted[0].bench.where
+        ax.set_xlabel(f"p50 latency, ms (measured on {where})")
+        ax.set_ylabel(label)
+        ax.set_title(f"Candidates for {bundle.profile}: latency x fidelity "
+                     f"(chosen: {bundle.chosen or 'none'})")
+        ax.grid(True, alpha=0.3)
+        ax.legend(loc="best", fontsize=8)
+        ax.margins(x=0.15, y=0.15)
+        _label_apart(ax, [(r.bench.p50_ms, fidelity(r), r.candidate.id) for r in plotted])
+        body.append(figure(
+            svg(fig, "plot-candidates", "Candidates: latency x fidelity"),
+            "Each candidate that was verified and timed, at its p50 latency on the machine "
+            "that optimized it (not the device unless stated) and its fidelity to the fp32 "
+            "model; the star is the chosen one. Skipped and failed candidates are in the table."))
+    else:
+        body.append(note("No candidate was both verified and timed: nothing to plot."))
+    body.append(note(f"chosen: {bundle.chosen or 'none'} - {bundle.reason}"))
+    rows, classes = [], []
+    for r in bundle.candidates:
+        fid = r.fidelity
+        rows.append((r.candidate.id, r.status,
+                     fmt_size(r.artifact.total_bytes) if r.artifact else "",
+                     f"{fid.cosine:.5f}" if fid else "",
+                     f"{100 * fid.accuracy:.1f}%" if fid and fid.accuracy is not None else "",
+                     fmt_ms(r.bench.p50_ms) if r.bench else "",
+                     fmt_ms(r.bench.p90_ms) if r.bench else "", r.reason))
+        classes.append(r.status)
+    body.append(table(("candidate", "status", "size", "cosine", "accuracy", "p50 ms",
+                        "p90 ms", "reason"), rows, classes, numeric=(2, 3, 4, 5, 6)))
+    return Section("Candidates", "".join(body), "candidates")
+
+
+def _label_apart(ax: Any, points: Sequence[tuple[float, float, str]], size: float = 8) -> None:
+    """Label each point beside it; a label that would cover another moves up or down a line
+    (with a thin leader) instead, so candidates at nearly the same point stay readable."""
+    ax.figure.canvas.draw()  # settle limits and scales: label boxes are placed in points
+    to_pt = 72 / ax.figure.dpi
+    line, placed = size * 1.25, []
+    for x, y, text in sorted(points, key=lambda p: (-p[1], p[0])):
+        px, py = (v * to_pt for v in ax.transData.transform((x, y)))
+        width = 0.62 * size * len(text)
+        for dy in (4, *(sign * step * line + 4 for step in range(1, 9) for sign in (-1, 1))):
+            box = (px + 6, py + dy, px + 6 + width, py + dy + line)
+            if not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3]
+                       for b in placed):
+                break
+        placed.append(box)
+        ax.annotate(text, (x, y), xytext=(6, dy), textcoords="offset points", fontsize=size,
+                    arrowprops=None if dy == 4 else {"arrowstyle": "-", "lw": 0.5,
+                                                     "color": "#888", "shrinkA": 0,
+                                                     "shrinkB": 3})
+
+
+def _model_table(bundle: Any) -> str:
+    src = bundle.source
+    rows = [("model", src.path), ("sha256", src.sha256), ("size", fmt_size(src.size_bytes)),
+            ("opset", src.opset), ("params", src.params), ("MACs", src.macs),
+            ("inputs", ", ".join(f"{t.name} {list(t.shape)} {t.dtype}" for t in src.inputs)),
+            ("outputs", ", ".join(f"{t.name} {list(t.shape)} {t.dtype}" for t in src.outputs)),
+            ("ops", ", ".join(f"{k} x{v}" for k, v in src.ops.items())),
+            ("profile", bundle.profile), ("calibration", bundle.calibration),
+            ("evaluation", bundle.evaluation)]
+    return table(("key", "value"), rows)
