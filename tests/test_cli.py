@@ -284,3 +284,15 @@ def test_serve_cloud_binds_with_bind_and_refuses_host(tmp_path: Path) -> None:
     assert result.status == 2
     assert result.stderr == ("error: serve-cloud has no --host: it listens on --bind ADDR "
                              "(--host names the device in other commands); use --bind 0.0.0.0\n")
+
+
+def test_a_flow_warning_reaches_the_json_document(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """deploy logs (no longer prints) that a bundle meets another profile: --json lists it."""
+    monkeypatch.setenv("EDGE_LOCAL_DEVICE", str(tmp_path / "device"))
+    bundle = tmp_path / "rpi4.bundle"
+    assert run_cli("optimize", "sample:digits", "--profile", "rpi4", "-o", str(bundle)).status == 0
+    result = run_cli("deploy", str(bundle), "--profile", "rpi5", "--runs", "5", "--json")
+    assert result.status == 0, result.stderr
+    assert result.json()["warnings"] == ["bundle was optimized for rpi4, deploying with rpi5"]
+    assert "warning: bundle was optimized for rpi4, deploying with rpi5" in result.stderr

@@ -42,6 +42,10 @@ class _Warnings:
             self.lines.append(line)
             return True
 
+    def clear(self) -> None:
+        with self.lock:
+            self.lines.clear()
+
 
 _warnings = _Warnings()
 
@@ -112,8 +116,7 @@ def session(*, as_json: bool) -> Iterator[None]:
     terminal = not as_json and sys.stderr.isatty()
     logger = logging.getLogger(_LOGGER)
     saved = logger.handlers[:], logger.level, logger.propagate
-    with _warnings.lock:
-        _warnings.lines.clear()
+    _warnings.clear()
     logger.handlers[:] = _handlers(terminal)
     logger.setLevel(logging.INFO)
     logger.propagate = False
@@ -125,6 +128,7 @@ def session(*, as_json: bool) -> Iterator[None]:
             yield
     finally:
         progress.disable()
+        _warnings.clear()
         logger.handlers[:] = saved[0]
         logger.setLevel(saved[1])
         logger.propagate = saved[2]
