@@ -4,7 +4,7 @@ The device is the ``edge`` side of a ``devices.netem.EmulatedLink``: its own net
 and a cgroup that gives it a fraction of one CPU. The cloud is the other namespace, unthrottled.
 The whole product path runs, as a user would run it:
 
-1. ``edge partition --measure-on-device --device-python WRAPPER`` -- per-node costs of the edge
+1. ``edge partition --on-device --device-python WRAPPER`` -- per-node costs of the edge
    side measured ON the emulated device by its agent (WRAPPER runs python inside the device's
    namespace and cgroup), the cloud side's measured on this host; bandwidth and RTT are the link's.
 2. ``python -m partition.serve`` in the cloud namespace serves every cut's tail.
