@@ -13,7 +13,7 @@ import numpy as np
 from edge.core import progress
 from edge.core.errors import UsageError
 
-__all__ = ["RunSplitOptions", "render", "run"]
+__all__ = ["RunSplitOptions", "run"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -54,24 +54,6 @@ def run(split_dir: Path, options: RunSplitOptions) -> dict[str, Any]:
     runs = [r.timing() for r in results]
     return {"split": str(split_dir), "url": options.url, "runs": runs,
             "summary": _summary(runs), "last_error": last_error}
-
-
-def render(report: dict[str, Any]) -> str:
-    """The report as a table and a summary line."""
-    from edge.core.tables import table
-
-    rows = [(str(i), r["cut_id"], r["kind"], f"{r['total_ms']:.2f}", f"{r['predicted_ms']:.2f}",
-             f"{r['edge_ms']:.2f}", f"{r['link_ms']:.2f}", f"{r['cloud_ms']:.2f}",
-             f"{r['uplink_mbps']:.2f}" + ("" if r["link_measured"] else " (assumed)"))
-            for i, r in enumerate(report["runs"])]
-    s = report["summary"]
-    lines = [table(("run", "cut", "kind", "ms", "predicted", "edge", "link", "cloud",
-                    "uplink Mbit/s"), rows),
-             f"median {s['median_ms']:.2f} ms over {s['runs']} runs; cuts used: "
-             + ", ".join(f"{k} x{v}" for k, v in s["cuts"].items())]
-    if report.get("last_error"):
-        lines.append(f"cloud error (ran on the device instead): {report['last_error']}")
-    return "\n".join(lines)
 
 
 def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -609,7 +609,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m partition.serve", description=__doc__.splitlines()[0]
     )
     p.add_argument("split", help="split directory containing tail.onnx, or a tail .onnx file")
-    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--bind", default="127.0.0.1", metavar="ADDR", help="address to listen on")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--token-file", help=f"file holding the bearer token (default: ${TOKEN_ENV})")
     p.add_argument("--insecure-no-auth", action="store_true", help="serve without authentication")
@@ -635,7 +635,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         server = serve(
             args.split,
-            args.host,
+            args.bind,
             args.port,
             token_file=args.token_file,
             insecure_no_auth=args.insecure_no_auth,

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import run_cli
+from tests.support.cli import run_cli, run_edge
 
+ROOT = Path(__file__).parents[1]
 HEAVY = ("tensorflow", "openvino", "torch", "onnx2tf", "onnxruntime", "paramiko", "rich")
 
 
@@ -38,7 +39,7 @@ def test_every_command_help_has_an_example() -> None:
 def test_profiles_list_json_has_the_catalog() -> None:
     result = run_cli("profiles", "list", "--json")
     assert result.status == 0
-    ids = {p["id"] for p in result.json()}
+    ids = {p["id"] for p in result.json()["profiles"]}
     assert len(ids) >= 10
     assert {"rpi4", "rpi5", "jetson-nano", "jetson-orin-nano", "coral-dev-board", "pixel-8",
             "intel-nuc", "imx8mp", "x86-64", "cloud-t4"} <= ids
@@ -106,7 +107,7 @@ def test_dry_run_lists_plan_without_converting(tmp_path: Path) -> None:
     result = run_cli("optimize", "sample:digits", "--profile", "rpi4", "--dry-run", "--json",
                      "-o", str(tmp_path / "b"))
     assert result.status == 0
-    plan = {p["candidate"]: p for p in result.json()}
+    plan = {p["candidate"]: p for p in result.json()["plan"]}
     assert plan["tflite-int8"]["keep"] and plan["onnxruntime-int8"]["keep"]
     assert not plan["tflite-fp16"]["keep"] and "fp16" in plan["tflite-fp16"]["reason"]
     assert not (tmp_path / "b").exists()
@@ -179,3 +180,119 @@ def test_a_model_that_cannot_fit_is_refused_up_front(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
     inspected = run_cli("inspect", str(tmp_path / "big.onnx"), "--profile", str(profile))
     assert inspected.status == 1 and "do NOT fit" in inspected.stdout
+
+
+# ------------------------------------------------------------------ exit 4, warnings, spellings
+def test_an_internal_error_is_exit_4_with_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug (any exception that is not an EdgeError) is exit 4, never 1 (a failed check)."""
+    import edge.core.profile
+
+    def broken() -> list[str]:
+        raise RuntimeError("catalog exploded\nsecond line")
+
+    monkeypatch.setattr(edge.core.profile, "catalog_ids", broken)
+    for argv in (["profiles", "list"], ["profiles", "list", "--json"]):
+        result = run_cli(*argv)
+        assert result.status == 4, result.stderr
+        assert result.stdout == ""
+        assert result.stderr == ("error: internal error: RuntimeError: catalog exploded (a bug "
+                                 "in edge: re-run with --traceback and report it)\n")
+    with pytest.raises(RuntimeError, match="catalog exploded"):
+        run_cli("profiles", "list", "--traceback")
+
+
+def test_user_errors_keep_their_statuses() -> None:
+    """The EdgeError family and click's usage errors are not internal errors."""
+    assert run_cli("profiles", "show", "rpi9").status == 2
+    assert run_cli("optimize", "sample:digits").status == 2  # missing --profile
+    assert run_cli("frobnicate").status == 2
+
+
+def test_json_carries_the_latency_budget_warning(tmp_path: Path) -> None:
+    """On this x86_64 host an rpi4 latency budget cannot be applied: --json says so in the
+    document (and stdout holds nothing else); text mode says so on stderr."""
+    argv = ["optimize", "sample:digits", "--profile", "rpi4", "--latency-budget", "5"]
+    done = run_edge(*argv, "-o", str(tmp_path / "a"), "--json")
+    assert done.status == 0, done.stderr
+    document = json.loads(done.stdout)  # the whole of stdout is the one document
+    assert isinstance(document, dict) and document["chosen"]
+    budget = [w for w in document["warnings"] if w.startswith("--latency-budget not applied")]
+    assert budget == ["--latency-budget not applied: this host is not a aarch64 device"], document
+    assert f"warning: {budget[0]}" in done.stderr.splitlines()
+    text = run_cli(*argv, "-o", str(tmp_path / "b"))  # stderr is no terminal here
+    assert text.status == 0, text.stderr
+    assert f"warning: {budget[0]}" in text.stderr.splitlines()
+    assert "warning" not in text.stdout
+
+
+def test_python_warnings_are_collected_once_per_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    import warnings
+
+    import edge.core.profile
+
+    real = edge.core.profile.catalog_ids
+
+    def warned() -> list[str]:
+        for _ in range(3):  # one call site, three times: shown once
+            warnings.warn("catalog is stale", UserWarning, stacklevel=1)
+        return real()
+
+    monkeypatch.setattr(edge.core.profile, "catalog_ids", warned)
+    for _ in range(2):  # Python shows a warning once per place; edge once per run
+        result = run_cli("profiles", "list", "--json")
+        assert result.status == 0
+        assert result.json()["warnings"] == ["catalog is stale"]
+        assert result.stderr.splitlines() == ["warning: catalog is stale"]
+    assert run_cli("profiles", "list", "--json").json()["warnings"] == ["catalog is stale"]
+    monkeypatch.setattr(edge.core.profile, "catalog_ids", real)
+    assert run_cli("profiles", "list", "--json").json()["warnings"] == []
+
+
+@pytest.mark.parametrize("argv", [
+    ["profiles", "list", "--json"],
+    ["profiles", "show", "rpi4", "--json"],
+    ["profiles", "validate", "profiles/rpi4.yaml", "--json"],
+    ["inspect", "sample:digits", "--json"],
+    ["optimize", "sample:digits", "--profile", "rpi4", "--dry-run", "--json"],
+    ["deploy", "sample:digits", "--profile", "rpi4", "--dry-run", "--json"],
+])
+def test_every_json_document_is_an_object_with_warnings(argv: list[str]) -> None:
+    result = run_cli(*[str(ROOT / a) if a.startswith("profiles/") else a for a in argv])
+    assert result.status == 0, result.stderr
+    document = result.json()
+    assert isinstance(document, dict) and document["warnings"] == []
+
+
+def test_on_device_is_the_one_spelling_and_the_old_one_warns() -> None:
+    for command in ("deploy", "partition"):
+        shown = run_cli(command, "--help").stdout
+        assert "--on-device" in shown and "--measure-on-device" not in shown
+    base = ["deploy", "sample:digits", "--profile", "rpi4", "--dry-run", "--json"]
+    plain, new, old = (run_cli(*base, *extra).json()
+                       for extra in ([], ["--on-device"], ["--measure-on-device"]))
+    assert "benchmark every faithful candidate on the device" not in " ".join(plain["steps"])
+    assert "benchmark every faithful candidate on the device" in " ".join(new["steps"])
+    assert old["steps"] == new["steps"] and new["warnings"] == []
+    assert old["warnings"] == ["--measure-on-device is deprecated and will be removed: use "
+                               "--on-device"]
+
+
+def test_serve_cloud_binds_with_bind_and_refuses_host(tmp_path: Path) -> None:
+    shown = run_cli("serve-cloud", "--help").stdout
+    assert "--bind ADDR" in shown and "--host" not in shown
+    result = run_cli("serve-cloud", str(tmp_path), "--host", "0.0.0.0")
+    assert result.status == 2
+    assert result.stderr == ("error: serve-cloud has no --host: it listens on --bind ADDR "
+                             "(--host names the device in other commands); use --bind 0.0.0.0\n")
+
+
+def test_a_flow_warning_reaches_the_json_document(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """deploy logs (no longer prints) that a bundle meets another profile: --json lists it."""
+    monkeypatch.setenv("EDGE_LOCAL_DEVICE", str(tmp_path / "device"))
+    bundle = tmp_path / "rpi4.bundle"
+    assert run_cli("optimize", "sample:digits", "--profile", "rpi4", "-o", str(bundle)).status == 0
+    result = run_cli("deploy", str(bundle), "--profile", "rpi5", "--runs", "5", "--json")
+    assert result.status == 0, result.stderr
+    assert result.json()["warnings"] == ["bundle was optimized for rpi4, deploying with rpi5"]
+    assert "warning: bundle was optimized for rpi4, deploying with rpi5" in result.stderr

@@ -173,7 +173,7 @@ def test_bench_measures_another_candidate_on_the_device(deployed, ssh_device: SS
 def test_measure_on_device_compares_every_faithful_candidate(deployed,
                                                              ssh_device: SSHDevice) -> None:
     _, bundle = deployed
-    result = run_edge("deploy", str(bundle), "--measure-on-device", "--host", ssh_device.target,
+    result = run_edge("deploy", str(bundle), "--on-device", "--host", ssh_device.target,
                       "--identity", str(ssh_device.identity), "--known-hosts",
                       str(ssh_device.known_hosts), "--device-python", ssh_device.python,
                       "--runs", "15", "--json")

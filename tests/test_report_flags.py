@@ -85,7 +85,7 @@ def test_fleet_reports_one_file_per_bundle(optimized: tuple[Path, Path, dict],
                                           tmp_path: Path) -> None:
     """The naming of fleet reports (a real fleet needs root and namespaces: tests/test_fleet.py);
     here the same real bundle stands for two profiles' bundles."""
-    from edge.cli import _fleet_reports
+    from edge.cli.deploy import _fleet_reports
     from edge.flows.fleet import FleetBundle, FleetReport
 
     bundle, _, _ = optimized

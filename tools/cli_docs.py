@@ -77,7 +77,7 @@ def options_block(path: tuple[str, ...], command: click.Command, ctx: click.Cont
     usage = " ".join([name] + command.collect_usage_pieces(ctx))
     lines = [BEGIN,
              f"<!-- generated from `{name} --help` by `python -m tools.cli_docs`; "
-             "edit edge/cli/__init__.py, not this block -->",
+             "edit the command in edge/cli/, not this block -->",
              "",
              f"Usage: `{usage}`",
              ""]

@@ -14,12 +14,17 @@ def first_line(exc: BaseException) -> str:
 
 
 class ExitStatus(enum.IntEnum):
-    """Process exit statuses of every ``edge`` command."""
+    """Process exit statuses of every ``edge`` command (130: interrupted).
+
+    INTERNAL is an exception that is not an EdgeError: a bug in edge, never a verdict on the
+    model or the device, so a CI gate can tell it from CHECK_FAILED.
+    """
 
     OK = 0
     CHECK_FAILED = 1
     BAD_INPUT = 2
     DEVICE = 3
+    INTERNAL = 4
 
 
 class EdgeError(Exception):

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import logging
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -157,15 +156,17 @@ def describe(request: DeployRequest) -> dict[str, Any]:
     profile = _profile(request)
     where = request.device.host or profile_host(profile) or "the embedded local device"
     steps = []
+    fastest = (("every faithful candidate ", "the fastest") if request.measure_on_device
+               else ("", "it"))
     if not _is_bundle(request.source):
         out = request.out or Path(f"{request.source.stem}-{profile.id}.bundle")
         steps.append(f"optimize {request.source} for {profile.id} into {out}")
     steps += [f"connect to {where}",
               "push the agent and the chosen artifact's files the device lacks (sha256-checked)",
               "health-check it on the device (load and run once)",
-              f"benchmark on the device ({request.device.runs} runs after "
+              f"benchmark {fastest[0]}on the device ({request.device.runs} runs after "
               f"{request.device.warmup} warm-up)",
-              "switch the device's current release to it",
+              f"switch the device's current release to {fastest[1]}",
               f"keep the {request.keep} most recently used releases (always the previous one)"]
     return {"profile": profile.id, "target": where, "steps": steps}
 
@@ -216,8 +217,8 @@ def _bundle(request: DeployRequest, profile: Any) -> tuple[Bundle, Path]:
             raise CheckFailed(f"{request.source} has no chosen candidate (none kept fidelity): "
                               "fix the model or relax --max-drop/--min-cosine and re-optimize")
         if bundle.profile != profile.id:
-            print(f"warning: bundle was optimized for {bundle.profile}, deploying with "
-                  f"{profile.id}", file=sys.stderr)
+            log.warning("bundle was optimized for %s, deploying with %s", bundle.profile,
+                        profile.id)
         return bundle, request.source
     from edge.flows.optimize import optimize
 

@@ -4,7 +4,7 @@ The device is the ``edge`` side of a ``devices.netem.EmulatedLink``: its own net
 and a cgroup that gives it a fraction of one CPU. The cloud is the other namespace, unthrottled.
 The whole product path runs, as a user would run it:
 
-1. ``edge partition --measure-on-device --device-python WRAPPER`` -- per-node costs of the edge
+1. ``edge partition --on-device --device-python WRAPPER`` -- per-node costs of the edge
    side measured ON the emulated device by its agent (WRAPPER runs python inside the device's
    namespace and cgroup), the cloud side's measured on this host; bandwidth and RTT are the link's.
 2. ``python -m partition.serve`` in the cloud namespace serves every cut's tail.
@@ -104,7 +104,7 @@ def partition(device: Device, model: Path, samples: Path, out: Path,
     argv = [EDGE, "partition", str(model), "--profile", str(device.edge_profile), "--cloud",
             str(device.cloud_profile), "--bandwidth", str(spec.rate_mbit), "--rtt",
             str(spec.rtt_ms), "--compress", compress, "--calib", str(samples), "--measure",
-            "--measure-on-device", "--device-python", str(device.python), "--runs", "50",
+            "--on-device", "--device-python", str(device.python), "--runs", "50",
             "-o", str(out), "--json"]
     done = subprocess.run(argv, capture_output=True, text=True, env=device.env, timeout=600)
     if done.returncode != 0:
@@ -115,7 +115,7 @@ def partition(device: Device, model: Path, samples: Path, out: Path,
 @contextmanager
 def cloud_server(device: Device, split_dir: Path) -> Iterator[str]:
     """``python -m partition.serve`` in the cloud namespace; yields its URL."""
-    argv = [sys.executable, "-m", "partition.serve", str(split_dir), "--host",
+    argv = [sys.executable, "-m", "partition.serve", str(split_dir), "--bind",
             device.link.cloud_ip, "--port", str(PORT), "--threads", "1"]
     server = device.link.popen("cloud", argv, env=device.env, stderr=subprocess.PIPE,
                                stdout=subprocess.DEVNULL, text=True)

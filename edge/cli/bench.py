@@ -1,0 +1,64 @@
+"""``edge bench``: measure an artifact ON the device without activating it; gate on latency
+regressions against a kept or saved baseline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from edge.cli.common import PATH, device, device_options, json_option
+from edge.cli.output import emit, stdout_to_stderr
+from edge.core.errors import ExitStatus
+
+__all__ = ["bench"]
+
+
+@click.command()
+@click.argument("source", metavar="ARTIFACT|BUNDLE", type=PATH)
+@click.option("--candidate", help="Which bundle candidate [the chosen one], e.g. tflite-int8.")
+@click.option("--profile", "profile_ref", help="Profile for access settings [the bundle's].")
+@device_options
+@click.option("--baseline", metavar="last|FILE",
+              help="Compare with the last result kept for this device and artifact, or with "
+                   "a report saved from `edge bench --json`; exit 1 on a regression.")
+@click.option("--max-regression", type=click.FloatRange(min=0), default=10.0, show_default=True,
+              help="Allowed p50 slow-down against --baseline, percent.")
+@json_option
+def bench(source: Path, candidate: str | None, profile_ref: str | None, baseline: str | None,
+          max_regression: float, as_json: bool, **opts: Any) -> int:
+    """Benchmark an artifact ON the device (installed, not made current).
+
+    Every result is kept on this host per device and artifact ($EDGE_CACHE_DIR/results), so
+    `--baseline last` can gate a CI pipeline on latency regressions: exit 1 is a regression,
+    4 a bug in edge, never a regression.
+
+    \b
+    Examples:
+      edge bench digits-rpi4.bundle --candidate onnxruntime-int8 --host pi@raspberrypi.local
+      edge bench model.tflite --runs 200       # the embedded local device
+      edge bench digits-rpi4.bundle --host pi@raspberrypi.local --baseline last
+    """
+    from edge.cli.render import render_deploy
+    from edge.core.results import compare, keep, load_baseline
+    from edge.flows.deploy import BenchRequest, run_bench
+
+    request = BenchRequest(source=source, candidate=candidate, profile=profile_ref,
+                           device=device(opts))
+    with stdout_to_stderr(as_json):
+        report = run_bench(request)
+    comparison = None
+    found = load_baseline(baseline, report) if baseline is not None else None
+    if found is not None:
+        comparison = compare(report, *found, max_regression)
+    keep(report, regressed=bool(comparison and comparison.regressed))
+    document = report.to_json() | ({"baseline": comparison.to_json()} if comparison else {})
+    text = render_deploy(report) + (f"\nbaseline: {comparison.line()}" if comparison else "")
+    if baseline is not None and found is None:
+        text += "\nbaseline: none kept yet for this device and artifact; this result is now one"
+    emit(as_json, document, text)
+    if comparison is not None and comparison.regressed:
+        click.echo(f"error: latency regressed: {comparison.line()}", err=True)
+        return int(ExitStatus.CHECK_FAILED)
+    return 0

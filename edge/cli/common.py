@@ -1,0 +1,178 @@
+"""Options and helpers shared by the command modules. Imports only click at start-up; what a
+helper needs (profiles, devices, reports) is imported when it runs."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+__all__ = ["ACCESS", "PATH", "SHAPE", "SSH", "bundle_report", "check_report_file", "device",
+           "device_options", "json_option", "on_device_option", "optimize_options",
+           "optimize_settings", "parse_shapes", "remote", "remote_options", "report_option",
+           "with_options", "with_sample", "write_report"]
+
+PATH = click.Path(path_type=Path)
+_HOST_HELP = "USER@HOST[:PORT] [profile access.host, else the embedded local device]."
+
+
+def with_options(options: list[Any]) -> Callable[[Any], Any]:
+    """A decorator applying click options in the order listed (the first is shown first)."""
+    def apply(func: Any) -> Any:
+        for option in reversed(options):
+            func = option(func)
+        return func
+    return apply
+
+
+json_option = click.option("--json", "as_json", is_flag=True,
+                           help="Print one JSON object on stdout (with its \"warnings\"), "
+                                "nothing else.")
+report_option = click.option(
+    "--report", "report_file", type=PATH, metavar="FILE",
+    help="Also write the HTML report of the result to FILE (as `edge report` does).")
+SHAPE = click.option(
+    "--shape", "shapes", multiple=True, metavar="NAME=DIMS[:DTYPE]",
+    help="Pin an input's dims, e.g. input=1,3,224,224 (PyTorch: every input; ids=1,16:int64).")
+
+
+# ---------------------------------------------------------------- --on-device
+def on_device_option(help_text: str) -> Callable[[Any], Any]:
+    """``--on-device``, and the hidden ``--measure-on-device`` it replaced: same meaning, with
+    a deprecation warning. The command reads ``on_device or measure_on_device``."""
+    return with_options([
+        click.option("--on-device", is_flag=True, help=help_text),
+        click.option("--measure-on-device", is_flag=True, hidden=True,
+                     callback=_deprecated_spelling),
+    ])
+
+
+def _deprecated_spelling(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    if value:
+        logging.getLogger("edge").warning(
+            "--measure-on-device is deprecated and will be removed: use --on-device")
+    return value
+
+
+# ---------------------------------------------------------------- files and models
+def check_report_file(path: Path | None) -> None:
+    """Refuse a --report FILE that cannot be written before any long work starts."""
+    if path is None:
+        return
+    from edge.flows.report import check_report_target
+
+    check_report_target(path)
+
+
+def write_report(render: Callable[[Path], str], source: Path, out: Path) -> str:
+    """Render the report of ``source`` with ``render`` and write it atomically to ``out``."""
+    from edge.flows.report import write_report as write
+
+    return str(write(render(source), out))
+
+
+def bundle_report(bundle_dir: Path) -> str:
+    """The HTML report of a bundle (``--report`` of optimize and deploy)."""
+    from edge.flows.report import render_bundle_report
+
+    return render_bundle_report(bundle_dir)
+
+
+def with_sample(model: Path, calib: Path | None,
+                eval_: Path | None) -> tuple[Path, Path | None, Path | None]:
+    """Resolve ``sample:NAME`` to the shipped model and its data (unless given)."""
+    from edge.flows.sample import resolve
+
+    sample = resolve(model)
+    if sample is None:
+        return model, calib, eval_
+    return sample.model, calib or sample.calib, eval_ or sample.eval
+
+
+def parse_shapes(texts: tuple[str, ...]) -> tuple[dict[str, tuple[int, ...]], dict[str, str]]:
+    """``--shape`` flags as (dims by input, dtypes by input)."""
+    if not texts:
+        return {}, {}
+    from edge.core.intake import parse_shape_flags
+
+    return parse_shape_flags(list(texts))
+
+
+# ---------------------------------------------------------------- optimize flags
+optimize_options = with_options([
+    click.option("--calib", type=PATH, help="Calibration data: .npy, .npz or image folder."),
+    click.option("--eval", "eval_", type=PATH,
+                 help="Held-out data to verify on (.npz may carry 'labels')."),
+    click.option("--max-drop", type=click.FloatRange(0, 100), default=1.0, show_default=True,
+                 help="Max accuracy (or top-1 agreement) loss, in points."),
+    click.option("--min-cosine", type=click.FloatRange(-1, 1), default=0.98,
+                 show_default=True, help="Min output cosine similarity to fp32."),
+    click.option("--latency-budget", type=click.FloatRange(min=0, min_open=True),
+                 help="Reject candidates whose measured p50 exceeds this (ms)."),
+    click.option("-o", "--out", type=PATH, help="Bundle directory to write."),
+    SHAPE,
+])
+
+
+def optimize_settings(opts: dict[str, Any]) -> Any:
+    """OptimizeOptions from the shared optimize flags (consumed from ``opts``)."""
+    from edge.core.verify import Thresholds
+    from edge.flows.optimize import OptimizeOptions
+
+    shapes, dtypes = parse_shapes(opts.pop("shapes"))
+    return OptimizeOptions(
+        calib=opts.pop("calib"), eval=opts.pop("eval_"),
+        latency_budget_ms=opts.pop("latency_budget"), shapes=shapes, dtypes=dtypes,
+        limits=Thresholds(max_drop=opts.pop("max_drop"), min_cosine=opts.pop("min_cosine")))
+
+
+# ---------------------------------------------------------------- device flags
+#: How to reach a device over SSH (every command that talks to one).
+SSH = [
+    click.option("--identity", type=PATH, help="SSH private key."),
+    click.option("--known-hosts", type=PATH, help="known_hosts file [~/.ssh/known_hosts]."),
+    click.option("--trust-new-host", is_flag=True,
+                 help="Accept and record an unknown host key (never a changed one)."),
+]
+ACCESS = [click.option("--host", help=_HOST_HELP), *SSH,
+          click.option("--device-python", help="Python on the device [profile access.python].")]
+#: Commands that only talk to a device (rollback, releases, report --on-device).
+remote_options = with_options([
+    click.option("--profile", "profile_ref",
+                 help="Device profile (access settings, work dir) [~/.edge, no user]."),
+    *ACCESS])
+#: Commands that measure on a device (deploy, bench, partition --on-device).
+device_options = with_options([
+    *ACCESS,
+    click.option("--runs", type=click.IntRange(1, 100000), default=50, show_default=True,
+                 help="Timed inferences on the device (percentiles come from these)."),
+    click.option("--warmup", type=click.IntRange(0, 10000), default=5, show_default=True,
+                 help="Inferences run first on the device and left out of the timing."),
+    click.option("--threads", type=click.IntRange(0, 1024), default=None,
+                 help="Threads on the device [profile compute.threads or cores; 0: all]."),
+    click.option("--provision", is_flag=True,
+                 help="First install the artifact's runtime on the device: wheels for its "
+                      "platform fetched on this host, installed into WORK/venv with pip "
+                      "--no-index (the device needs no internet); deploy with that venv."),
+])
+
+
+def remote(opts: dict[str, Any]) -> Any:
+    """DeviceTarget from the access flags (consumed from ``opts``)."""
+    from devices.connect import DeviceTarget
+
+    return DeviceTarget(host=opts.pop("host"), identity=opts.pop("identity"),
+                        known_hosts=opts.pop("known_hosts"),
+                        trust_new_host=opts.pop("trust_new_host"),
+                        python=opts.pop("device_python"))
+
+
+def device(opts: dict[str, Any]) -> Any:
+    """DeviceTarget from the access and measuring flags (consumed from ``opts``)."""
+    return dataclasses.replace(
+        remote(opts), runs=opts.pop("runs"), warmup=opts.pop("warmup"),
+        threads=opts.pop("threads"), provision=opts.pop("provision"))

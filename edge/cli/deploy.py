@@ -1,0 +1,134 @@
+"""``edge deploy``: optimize (given a model), push a release, benchmark it ON the device,
+activate it; to one device or, with --inventory, to a fleet."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from edge.cli.common import (
+    PATH,
+    bundle_report,
+    check_report_file,
+    device,
+    device_options,
+    json_option,
+    on_device_option,
+    optimize_options,
+    optimize_settings,
+    with_sample,
+    write_report,
+)
+from edge.cli.output import emit, stdout_to_stderr
+from edge.core.errors import UsageError
+
+__all__ = ["deploy"]
+
+
+@click.command()
+@click.argument("source", metavar="MODEL|BUNDLE", type=PATH)
+@click.option("--profile", "profile_ref", help="Device profile id or file (MODEL: required).")
+@device_options
+@on_device_option("Benchmark every faithful candidate ON the device; activate the fastest.")
+@click.option("--keep", type=click.IntRange(1, 1000), default=3, show_default=True,
+              help="Releases kept on the device (the active one and the rollback target "
+                   "are never removed).")
+@click.option("--inventory", type=PATH,
+              help="Deploy to every host of an Ansible inventory (YAML or INI) in parallel.")
+@click.option("--limit", help="Inventory hosts or groups: web,db / !db / rpi* (like Ansible).")
+@click.option("--forks", type=click.IntRange(1, 256), default=5, show_default=True,
+              help="Hosts deployed at once with --inventory.")
+@optimize_options
+@click.option("--dry-run", is_flag=True, help="Say what would be done; touch nothing.")
+@click.option("--report", "report_file", type=PATH, metavar="FILE",
+              help="Also write the HTML report of the deployed bundle, with the device's "
+                   "history, to FILE (--inventory: FILE-PROFILE.html per bundle when several).")
+@json_option
+def deploy(source: Path, profile_ref: str | None, on_device: bool, measure_on_device: bool,
+           keep: int, inventory: Path | None, limit: str | None, forks: int, out: Path | None,
+           dry_run: bool, report_file: Path | None, as_json: bool, **opts: Any) -> int:
+    """Optimize (if given a model), push to the device, benchmark ON the device, report.
+
+    MODEL may be sample:digits, a CNN shipped with edge (with its calibration and labelled
+    evaluation data).
+
+    \b
+    Examples:
+      edge deploy sample:digits --profile rpi4        # no device needed
+      edge deploy model.onnx --profile rpi4 --host pi@raspberrypi.local --calib calib.npy
+      edge deploy rpi4.bundle --host pi@10.0.0.7:2222 --identity ~/.ssh/id_ed25519
+      edge deploy model.onnx --profile rpi4          # the embedded local device
+      edge deploy rpi4.bundle --host pi@raspberrypi.local --on-device  # fastest there
+      edge deploy sample:digits --profile rpi4 --report deploy.html
+    """
+    source, opts["calib"], opts["eval_"] = with_sample(source, opts["calib"], opts["eval_"])
+    if not dry_run:
+        check_report_file(report_file)
+    if inventory is None and limit is not None:
+        raise UsageError("--limit selects inventory hosts: give --inventory too")
+    fields = {"source": source, "profile": profile_ref, "device": device(opts),
+              "options": optimize_settings(opts), "keep": keep,
+              "measure_on_device": on_device or measure_on_device}
+    if inventory is not None:
+        from edge.flows.fleet import FleetRequest
+
+        request = FleetRequest(inventory=inventory, limit=limit, forks=forks, out_dir=out,
+                               **fields)
+        return _deploy_fleet(request, dry_run, as_json, report_file)
+    from edge.flows.deploy import DeployRequest
+
+    return _deploy_one(DeployRequest(out=out, **fields), dry_run, as_json, report_file)
+
+
+def _deploy_one(request: Any, dry_run: bool, as_json: bool, report_file: Path | None) -> int:
+    """One device: the release flow, its measurement kept, the outcome shown."""
+    from edge.cli.render import render_bundle, render_deploy_outcome
+    from edge.core.results import keep as keep_result
+    from edge.flows.deploy import describe, run_deploy_outcome
+
+    if dry_run:
+        plan = describe(request)
+        emit(as_json, plan, "\n".join(plan["steps"]))
+        return 0
+    with stdout_to_stderr(as_json):
+        outcome, bundle, bundle_dir = run_deploy_outcome(request)
+    keep_result(outcome.report)
+    with stdout_to_stderr(as_json):
+        html = write_report(bundle_report, bundle_dir, report_file) if report_file else None
+    text = render_bundle(bundle, str(bundle_dir)) + "\n\n" + render_deploy_outcome(outcome)
+    text += f"\nreport: {html}" if html else ""
+    emit(as_json, outcome.to_json() | {"bundle": str(bundle_dir)}
+         | ({"report": html} if html else {}), text)
+    return 0
+
+
+def _deploy_fleet(request: Any, dry_run: bool, as_json: bool, report_file: Path | None) -> int:
+    """``edge deploy --inventory``: one bundle per profile, then every host in parallel."""
+    from edge.core.results import keep as keep_result
+    from edge.flows.fleet import describe_fleet, render_fleet, run_fleet
+
+    if dry_run:
+        plan = describe_fleet(request)
+        emit(as_json, plan, "\n".join(plan["steps"]))
+        return 0
+    with stdout_to_stderr(as_json):
+        report = run_fleet(request)
+    for host in report.hosts:  # each host's measurement joins its history, as a deploy's does
+        if host.report is not None:
+            keep_result(host.report)
+    with stdout_to_stderr(as_json):
+        html = _fleet_reports(report, report_file) if report_file else []
+    emit(as_json, report.to_json() | ({"reports": html} if report_file else {}),
+         render_fleet(report) + "".join(f"\nreport: {h}" for h in html))
+    return int(report.exit_status)
+
+
+def _fleet_reports(report: Any, out: Path) -> list[str]:
+    """One HTML report per bundle the fleet deploy built: OUT, or OUT-PROFILE when several."""
+    built = [b for b in report.bundles if b.bundle]
+    names = ([out] if len(built) == 1
+             else [out.with_name(f"{out.stem}-{b.profile}{out.suffix or '.html'}") for b in built])
+    return [write_report(bundle_report, Path(b.bundle), name)
+            for b, name in zip(built, names, strict=True)]

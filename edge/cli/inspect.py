@@ -1,0 +1,60 @@
+"""``edge inspect``: describe a model and its fit in a device's budget."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from edge.cli.common import PATH, SHAPE, json_option, parse_shapes, with_sample
+from edge.cli.output import emit, stdout_to_stderr
+from edge.core.errors import ExitStatus
+
+__all__ = ["inspect"]
+
+
+@click.command()
+@click.argument("model", type=PATH)
+@click.option("--profile", "profile_ref", help="Check the model against this device's budget.")
+@SHAPE
+@json_option
+def inspect(model: Path, profile_ref: str | None, shapes: tuple[str, ...], as_json: bool) -> int:
+    """Describe a model: inputs, outputs, params, MACs, size, ops, fit on a device.
+
+    MODEL may be ONNX, TFLite, Keras (.keras/.h5), a SavedModel folder or a PyTorch
+    module (.pt/.pth, needs --shape); it is described as the reference ONNX edge converts from.
+    Exits 1 when the weights do not fit the profile's model budget even at int8.
+
+    \b
+    Example:
+      edge inspect model.onnx --profile rpi4
+      edge inspect face_detection.tflite
+    """
+    from edge.cli.render import render_model
+    from edge.core.intake import reference_model
+    from edge.core.model import inspect_model
+    from edge.core.profile import load_profile
+
+    profile = load_profile(profile_ref) if profile_ref else None
+    model, _, _ = with_sample(model, None, None)
+    pins, types = parse_shapes(shapes)
+    with stdout_to_stderr(as_json):
+        _, reference = reference_model(model, shapes=pins, dtypes=types)
+        info = inspect_model(reference)
+    fit = _fit(info, profile) if profile else None
+    document = info.to_json() | ({"fit": fit} if fit else {})
+    emit(as_json, document, render_model(info, fit and fit["summary"]))
+    return int(ExitStatus.CHECK_FAILED) if fit and not fit["fits"] else 0
+
+
+def _fit(info: Any, profile: Any) -> dict[str, Any]:
+    """Whether the weights fit the profile's budget at fp32 and at int8 (edge's smallest)."""
+    weights_mb = info.params * 4 / 2**20
+    budget = profile.memory.model_budget_mb
+    fits_fp32, fits = weights_mb <= budget, weights_mb / 4 <= budget
+    verdict = ("fit" if fits_fp32 else "fit only at int8" if fits else "do NOT fit even at int8")
+    summary = (f"{profile.id}: weights {weights_mb:.1f} MB fp32 / {weights_mb / 4:.1f} MB int8 "
+               f"{verdict} the {budget} MB model budget ({profile.memory.ram_mb} MB RAM)")
+    return {"profile": profile.id, "weights_mb": weights_mb, "budget_mb": budget,
+            "fits": fits, "fits_fp32": fits_fp32, "summary": summary}

@@ -1,0 +1,208 @@
+"""``edge partition``, ``edge serve-cloud`` and ``edge run-split``: split a model between the
+device and the cloud, serve the cloud side, run the device side against it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from edge.cli.common import (
+    PATH,
+    SHAPE,
+    check_report_file,
+    device,
+    device_options,
+    json_option,
+    on_device_option,
+    parse_shapes,
+    report_option,
+    with_sample,
+    write_report,
+)
+from edge.cli.output import emit, stdout_to_stderr
+from edge.core.errors import UsageError
+
+__all__ = ["partition", "run_split", "serve_cloud"]
+
+_TOKEN_FILE = click.option("--token-file", type=PATH,
+                           help="File with the bearer token [$EDGE_CLOUD_TOKEN].")
+
+
+@click.command("partition")
+@click.argument("model", type=PATH)
+@click.option("--profile", "profile_ref", required=True, help="The edge device's profile.")
+@click.option("--cloud", "cloud_ref", required=True, help="The cloud server's profile.")
+@click.option("--bandwidth", type=click.FloatRange(min=0, min_open=True),
+              help="Uplink in Mbit/s [the edge profile's link.uplink_mbps].")
+@click.option("--rtt", type=click.FloatRange(min=0), help="Round trip in ms [link.rtt_ms].")
+@click.option("-o", "--out", type=PATH, help="Split directory [MODEL-PROFILE-split].")
+@click.option("--compress", type=click.Choice(["none", "fp16", "int8"]), default="none",
+              show_default=True, help="Send float cut tensors as fp16 or int8.")
+@click.option("--calib", type=PATH,
+              help="Sample inputs for int8 scales and the check (.npy/.npz/images) [random].")
+@click.option("--measure", is_flag=True,
+              help="Measure per-node costs on this host with onnxruntime instead of estimating.")
+@on_device_option("Measure the edge side's per-node costs ON the device (--host, else the "
+                  "profile's access.host, else the embedded local device) by its agent. "
+                  "Implied by --host.")
+@click.option("--objective", type=click.Choice(["latency", "energy", "throughput"]),
+              default="latency", show_default=True,
+              help="Minimise latency, device energy per frame, or the slowest pipeline stage.")
+@device_options
+@SHAPE
+@report_option
+@json_option
+def partition(model: Path, profile_ref: str, cloud_ref: str, bandwidth: float | None,
+              rtt: float | None, out: Path | None, compress: str, calib: Path | None,
+              measure: bool, on_device: bool, measure_on_device: bool, objective: str,
+              shapes: tuple[str, ...], report_file: Path | None, as_json: bool,
+              **flags: Any) -> int:
+    """Split a model between the edge device and the cloud at the optimal cut.
+
+    The cut minimises --objective: end-to-end latency, device energy per frame (profile
+    power x time + radio energy per bit), or the slowest stage of a pipelined stream.
+
+    Writes head.onnx (runs on the device), tail.onnx (runs in the cloud) and split.yaml
+    (cut tensors, predicted times, best cut per bandwidth range); every other cut of that
+    table goes to cuts/ID/ so a running client can switch. Each head->tail is verified against
+    the whole model. Per-node costs are estimated from MACs and each profile's peak unless
+    --measure (this host) or --on-device.
+
+    \b
+    Examples:
+      edge partition sample:digits --profile rpi4 --cloud cloud-t4 --bandwidth 10 --rtt 20
+      edge partition model.onnx --profile jetson-nano --cloud cloud-t4 --compress int8 \\
+          --calib frames.npy
+      edge partition model.onnx --profile rpi4 --cloud cloud-c7i --host pi@raspberrypi.local \\
+          --measure --objective energy     # edge costs measured ON the Pi, cloud's here
+      edge partition sample:digits --profile rpi4 --cloud cloud-t4 --report split.html
+    """
+    from edge.cli.render_partition import render_partition
+    from edge.core.profile import load_profile
+    from edge.flows.report import render_partition_report
+    from partition.run import PartitionOptions
+    from partition.run import partition as run_partition
+
+    edge, cloud = load_profile(profile_ref), load_profile(cloud_ref)
+    model, calib, _ = with_sample(model, calib, None)
+    pins, _ = parse_shapes(shapes)
+    where = out or Path(f"{model.stem}-{edge.id}-split")
+    check_report_file(report_file)
+    measured_on = on_device or measure_on_device or bool(flags.get("host"))
+    with stdout_to_stderr(as_json):
+        report = run_partition(model, edge, cloud, where, PartitionOptions(
+            bandwidth_mbps=bandwidth, rtt_ms=rtt, shapes=pins or None, compression=compress,
+            samples=calib, measured=measure, objective=objective,
+            device=device(flags) if measured_on else None))
+        html = (write_report(render_partition_report, where, report_file) if report_file
+                else None)
+    emit(as_json, report.to_json() | ({"report": html} if html else {}),
+         render_partition(report) + (f"\nreport: {html}" if html else ""))
+    return 0
+
+
+def _no_host(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        raise click.UsageError(f"serve-cloud has no --host: it listens on --bind ADDR (--host "
+                               f"names the device in other commands); use --bind {value}")
+
+
+@click.command("serve-cloud")
+@click.argument("split_dir", type=PATH)
+@click.option("--bind", "address", metavar="ADDR", default="127.0.0.1", show_default=True,
+              help="Address to listen on (0.0.0.0: every interface).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
+              help="TCP port to listen on (0: any free port, printed at start).")
+@click.option("--host", hidden=True, expose_value=False, callback=_no_host)
+@_TOKEN_FILE
+@click.option("--insecure-no-auth", is_flag=True, help="Serve without a token (never in public).")
+@click.option("--max-body", type=click.IntRange(1), default=64 * 2**20, show_default=True,
+              help="Largest request body in bytes (larger: 413).")
+@click.option("--export-repository", type=PATH,
+              help="Write a Triton/KServe model repository for the tails and exit.")
+@click.option("--threads", type=click.IntRange(0, 1024), default=0, show_default=True,
+              help="onnxruntime threads per inference (0: all cores).")
+def serve_cloud(split_dir: Path, address: str, port: int, token_file: Path | None,
+                insecure_no_auth: bool, max_body: int, export_repository: Path | None,
+                threads: int) -> int:
+    """Serve a split's tail over the KServe v2 REST API as model "tail".
+
+    The other precomputed cuts' tails are served too, as "tail-ID" (see split.yaml), so
+    `edge run-split` can switch cut without a restart.
+
+    Every request but health needs "Authorization: Bearer TOKEN" (from $EDGE_CLOUD_TOKEN or
+    --token-file); every request is validated (names, dtype, shape, size) and answered 4xx
+    when bad. Triton, KServe or OpenVINO Model Server can serve the exported repository.
+
+    \b
+    Examples:
+      EDGE_CLOUD_TOKEN=s3cret edge serve-cloud mobilenet-split --bind 0.0.0.0 --port 8000
+      edge serve-cloud mobilenet-split --export-repository models/
+    """
+    from partition.serve import main as serve_main
+
+    argv = [str(split_dir), "--bind", address, "--port", str(port), "--max-body", str(max_body),
+            "--threads", str(threads)]
+    argv += ["--token-file", str(token_file)] if token_file else []
+    argv += ["--insecure-no-auth"] if insecure_no_auth else []
+    argv += ["--export-repository", str(export_repository)] if export_repository else []
+    return serve_main(argv)
+
+
+@click.command("run-split")
+@click.argument("split_dir", type=PATH)
+@click.option("--url", required=True, help="The cloud server, http://HOST:PORT.")
+@click.option("--input", "data", type=PATH,
+              help="Inputs (.npy/.npz/images, axis 0 = samples) [random].")
+@click.option("--runs", type=click.IntRange(1, 1000000), default=10, show_default=True,
+              help="Inferences to run and report (cycling through --input samples).")
+@click.option("--warmup", type=click.IntRange(0, 10000), default=1, show_default=True,
+              help="Inferences run first and left out of the report.")
+@click.option("--cut", default="auto", show_default=True,
+              help="auto (switch with the measured link), a cut id, all-edge or all-cloud.")
+@_TOKEN_FILE
+@click.option("--threads", type=click.IntRange(0, 1024), default=1, show_default=True,
+              help="onnxruntime threads for the head.")
+@click.option("--probe-every", type=click.FloatRange(min=0), default=5.0, show_default=True,
+              help="Seconds between link probes while running all on the device.")
+@click.option("-o", "--out", type=PATH, help="Save the outputs of every run to this .npz.")
+@json_option
+def run_split(split_dir: Path, url: str, data: Path | None, runs: int, warmup: int, cut: str,
+              token_file: Path | None, threads: int, probe_every: float, out: Path | None,
+              as_json: bool) -> int:
+    """Run a split model on this device against `edge serve-cloud` (the edge client).
+
+    Runs the head here, sends the cut tensors to the server, and returns the final outputs.
+    It measures uplink bandwidth and RTT as it goes and, with --cut auto, switches to the cut
+    that is best for split.yaml's objective (latency unless partitioned with --objective) at
+    the measured link; a cloud it cannot reach makes it run on the device for a while.
+
+    \b
+    Example:
+      EDGE_CLOUD_TOKEN=s3cret edge run-split digits-rpi4-split --url http://10.0.0.5:8000 \\
+          --input frames.npy --runs 100
+    """
+    from edge.cli.render_partition import render_run_split
+    from partition.runsplit import RunSplitOptions, run
+
+    options = RunSplitOptions(url=url, data=data, runs=runs, warmup=warmup, cut=cut,
+                              token=_read_token(token_file), threads=threads,
+                              probe_every_s=probe_every, out=out)
+    with stdout_to_stderr(as_json):
+        report = run(split_dir, options)
+    emit(as_json, report, render_run_split(report))
+    return 0
+
+
+def _read_token(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise UsageError(f"--token-file {path}: {exc.strerror or exc}") from None
+    if not token:
+        raise UsageError(f"--token-file {path} is empty")
+    return token
