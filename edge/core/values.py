@@ -31,9 +31,8 @@ __all__ = [
     "TensorSpec",
 ]
 
-#: Values that cross module borders: frozen, keyword-only, validated by pydantic when built
-#: (so a document read back from disk is checked field by field against these types).
-_frozen = pydantic_dataclass(frozen=True, kw_only=True, slots=True)
+# Values that cross module borders are frozen, keyword-only pydantic dataclasses: validated when
+# built, so a document read back from disk is checked field by field against these types.
 
 
 class JsonValue:
@@ -66,7 +65,7 @@ def _to_json(value: Any) -> Any:
     return value
 
 
-@_frozen
+@pydantic_dataclass(frozen=True, kw_only=True, slots=True)
 class TensorSpec(JsonValue):
     """A model input or output: name, shape (ints, or strings for symbolic dims), dtype."""
 
@@ -80,7 +79,7 @@ class TensorSpec(JsonValue):
         return tuple(d if isinstance(d, int) and d > 0 else 1 for d in self.shape)
 
 
-@_frozen
+@pydantic_dataclass(frozen=True, kw_only=True, slots=True)
 class ModelInfo(JsonValue):
     """What edge knows about a source model."""
 
@@ -95,7 +94,7 @@ class ModelInfo(JsonValue):
     ops: dict[str, int] = field(default_factory=dict)
 
 
-@_frozen
+@pydantic_dataclass(frozen=True, kw_only=True, slots=True)
 class Origin(JsonValue):
     """The file the user gave, before conversion to the reference ONNX."""
 
@@ -104,7 +103,7 @@ class Origin(JsonValue):
     format: str
 
 
-@_frozen
+@pydantic_dataclass(frozen=True, kw_only=True, slots=True)
 class Candidate(JsonValue):
     """One way to run the model: a target (runtime + converter) at a precision."""
 
@@ -117,7 +116,7 @@ class Candidate(JsonValue):
         return f"{self.target}-{self.precision}"
 
 
-@_frozen
+@pydantic_dataclass(frozen=True, kw_only=True, slots=True)
 class StoredFile(JsonValue):
     """A file that travels with an artifact (e.g. an OpenVINO IR's weights .bin)."""
 
@@ -126,7 +125,7 @@ class StoredFile(JsonValue):
     size_bytes: int
 
 
-@_frozen
+@pydantic_dataclass(frozen=True, kw_only=True, slots=True)
 class Artifact(JsonValue):
     """A converted model: its main file and any companions, stored by content hash."""
 
@@ -155,7 +154,7 @@ class Artifact(JsonValue):
         return self.size_bytes + sum(c.size_bytes for c in self.companions)
 
 
-@_frozen
+@pydantic_dataclass(frozen=True, kw_only=True, slots=True)
 class Fidelity(JsonValue):
     """How closely an artifact reproduces the reference on held-out inputs."""
 
@@ -168,7 +167,7 @@ class Fidelity(JsonValue):
     synthetic: bool = False
 
 
-@_frozen
+@pydantic_dataclass(frozen=True, kw_only=True, slots=True)
 class BenchResult(JsonValue):
     """Latency and memory measured where the artifact ran."""
 
@@ -189,7 +188,7 @@ class BenchResult(JsonValue):
     metrics: dict[str, Any] = field(default_factory=dict)
 
 
-@_frozen
+@pydantic_dataclass(frozen=True, kw_only=True, slots=True)
 class CandidateResult(JsonValue):
     """A candidate's outcome: its artifact, fidelity, status and the reason for it."""
 
@@ -201,7 +200,7 @@ class CandidateResult(JsonValue):
     bench: BenchResult | None = None
 
 
-@_frozen
+@pydantic_dataclass(frozen=True, kw_only=True, slots=True)
 class Bundle(JsonValue):
     """What ``edge optimize`` writes: the manifest of a bundle directory."""
 
@@ -221,7 +220,7 @@ class Bundle(JsonValue):
         return next((c for c in self.candidates if c.candidate.id == self.chosen), None)
 
 
-@_frozen
+@pydantic_dataclass(frozen=True, kw_only=True, slots=True)
 class MeasuredCandidate(JsonValue):
     """One candidate's benchmark on the device, when deploy compared several."""
 
@@ -229,7 +228,7 @@ class MeasuredCandidate(JsonValue):
     bench: BenchResult
 
 
-@_frozen
+@pydantic_dataclass(frozen=True, kw_only=True, slots=True)
 class DeployReport(JsonValue):
     """What ``edge deploy`` did and what the device measured."""
 
