@@ -236,3 +236,13 @@ def test_inventory_is_a_frozen_value() -> None:
     assert isinstance(inv, Inventory)
     with pytest.raises(AttributeError):
         inv.hosts = ()  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("name", ["hosts.yml", "hosts.ini"])
+def test_the_examples_in_docs_fleet_md_read(tmp_path: Path, name: str) -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "fleet.md").read_text()
+    block = next(b for b in doc.split("```")[1::2] if b.split("\n", 2)[1].startswith(f"# {name}"))
+    inv = load_inventory(_write(tmp_path, name, block.split("\n", 1)[1]))
+    assert inv.groups["cameras"][:4] == ("cam01", "cam02", "cam03", "cam04")
+    assert inv.host("cam09").port == 2222 and inv.host("cam04").profile == "my-pi.yaml"
+    assert inv.host("cam01").identity == Path("~/.ssh/cameras").expanduser()
