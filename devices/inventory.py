@@ -51,13 +51,9 @@ def load_inventory(path: Path) -> Inventory:
 
 
 def _inventory(parsed: Parsed) -> Inventory:
-    groups = parsed.groups
-    children = {c for g in groups.values() for c in g["children"]}
-    for name in [g for g in groups if g not in children and g != "all"]:  # as Ansible does
-        groups["all"]["children"][name] = None
     depth: dict[str, int] = {}
     members = {"all": _visit(parsed, "all", 0, (), depth)}
-    for name in [g for g in groups if g != "all"]:  # one all does not lead to is in a cycle
+    for name in [g for g in parsed.groups if g != "all"]:  # one all does not reach: a cycle
         members[name] = _visit(parsed, name, 1, (), depth)
     if not parsed.hosts:
         raise UsageError(f"inventory {parsed.path} has no hosts")

@@ -2,7 +2,7 @@
 them, into groups (own hosts, vars, children) and hosts' own vars; nothing is run or templated.
 Where Ansible warns and goes on (an unknown key, a range that expands to nothing, an undeclared
 INI group), this stops with a one-line UsageError. ``.yml .yaml .json`` are YAML, ``.ini .cfg``
-INI; another file is YAML if it reads as a mapping, else INI.
+INI; another file is YAML if it reads as a mapping, else INI. Host names: devices.host_patterns.
 """
 
 from __future__ import annotations
@@ -10,24 +10,33 @@ from __future__ import annotations
 import ast
 import re
 import shlex
-import string
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from devices.host_patterns import expand, is_bracketed_ipv6, split_port
 from edge.core.errors import UsageError
 
 __all__ = ["Parsed", "parse"]
 
 _GROUP = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
-_RANGE = re.compile(r"\[([A-Za-z0-9]*):([A-Za-z0-9]+)(?::([0-9]+))?\]")
-_V6 = re.compile(r"\[([0-9A-Fa-f.]*:[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*)\](?::([0-9]+))?")
 _SECTION = re.compile(r"\[([^\]]*)\]\s*(?:#.*)?")
 _YAML = (".yml", ".yaml", ".json")
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Parsed:
     """An inventory file as written: ``groups`` {name: {"hosts": {}, "vars": {}, "children":
-    {}}} (hosts and children as ordered sets) and ``hosts`` {name: own vars}, in file order."""
+    {}}} (hosts and children as ordered sets; a group without a parent is a child of all) and
+    ``hosts`` {name: own vars}, in file order."""
+
+    path: Path
+    groups: dict[str, dict[str, dict[str, Any]]]
+    hosts: dict[str, dict[str, Any]]
+
+
+class _Draft:
+    """Groups and hosts while a file is read."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -43,17 +52,17 @@ class Parsed:
         return self.groups.setdefault(name, {"hosts": {}, "vars": {}, "children": {}})
 
     def add_hosts(self, group: str, pattern: Any, own: dict[str, Any], where: str) -> None:
-        name, port = _split_port(pattern) if isinstance(pattern, str) else ("", None)
+        name, port = split_port(pattern) if isinstance(pattern, str) else ("", None)
         if not name:
             raise UsageError(f"{where}: a host name must be a non-empty string")
-        for host in _expand(name, where):
+        for host in expand(name, where):
             self.hosts.setdefault(host, {}).update(({"ansible_port": port} if port else {}) | own)
             self.groups[group]["hosts"][host] = None
 
 
 def parse(path: Path, text: str) -> Parsed:
     """The groups and hosts of inventory ``path`` whose content is ``text``."""
-    parsed, data = Parsed(path), None
+    parsed, data = _Draft(path), None
     if path.suffix.lower() not in (".ini", ".cfg"):
         import yaml
 
@@ -73,10 +82,13 @@ def parse(path: Path, text: str) -> Parsed:
             _yaml_group(parsed, name, body)
     else:
         _read_ini(parsed, text)
-    return parsed
+    children = {c for g in parsed.groups.values() for c in g["children"]}
+    for name in [g for g in parsed.groups if g not in children and g != "all"]:
+        parsed.groups["all"]["children"][name] = None  # as Ansible does
+    return Parsed(path=path, groups=parsed.groups, hosts=parsed.hosts)
 
 
-def _yaml_group(parsed: Parsed, name: Any, body: Any, trail: tuple[str, ...] = ()) -> None:
+def _yaml_group(parsed: _Draft, name: Any, body: Any, trail: tuple[str, ...] = ()) -> None:
     where = f"inventory {parsed.path}: group {name}"
     if name in trail:  # YAML anchors can nest a group in itself
         raise UsageError(f"{where}: is its own child ({' > '.join((*trail, name))})")
@@ -103,13 +115,13 @@ def _yaml_group(parsed: Parsed, name: Any, body: Any, trail: tuple[str, ...] = (
                                  f"inventory {parsed.path}: host {item}")
 
 
-def _read_ini(parsed: Parsed, text: str) -> None:
+def _read_ini(parsed: _Draft, text: str) -> None:
     group, kind, declared, used = "ungrouped", "hosts", {"all", "ungrouped"}, {}
     for number, raw in enumerate(text.splitlines(), 1):
         line, where = raw.strip(), f"inventory {parsed.path} line {number}"
         if not line or line[0] in "#;":
             continue
-        if line.startswith("[") and not _V6.match(line.split()[0]):
+        if line.startswith("[") and not is_bracketed_ipv6(line.split()[0]):
             group, kind = _section(parsed, line, where)
             if kind == "vars":
                 used.setdefault(group, where)
@@ -133,7 +145,7 @@ def _read_ini(parsed: Parsed, text: str) -> None:
         raise UsageError(f"{used[name]}: group {name} is never declared ([{name}] section)")
 
 
-def _section(parsed: Parsed, line: str, where: str) -> tuple[str, str]:
+def _section(parsed: _Draft, line: str, where: str) -> tuple[str, str]:
     match = _SECTION.fullmatch(line)
     if match is None:
         raise UsageError(f"{where}: a section header is [group], [group:vars] or "
@@ -166,33 +178,3 @@ def _value(text: str) -> Any:
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return text
     return list(value) if isinstance(value, tuple | set) else value
-
-
-def _split_port(pattern: str) -> tuple[str, int | None]:
-    """``host:PORT`` and ``[ipv6]:PORT`` -> (host, PORT); a bare IPv6 address has no port."""
-    v6 = _V6.fullmatch(pattern)
-    name, colon, port = (v6.group(1), ":", v6.group(2) or "") if v6 else pattern.rpartition(":")
-    if colon and port.isdigit() and (v6 or ":" not in _RANGE.sub("", name)):
-        return name, int(port)
-    return (v6.group(1) if v6 else pattern), None
-
-
-def _expand(pattern: str, where: str) -> list[str]:
-    """Expand the first ``[a:b(:step)]`` range of a host pattern, recursively."""
-    match = _RANGE.search(pattern)
-    if match is None:
-        if "[" in pattern or "]" in pattern:
-            raise UsageError(f"{where}: a range is [START:END] or [START:END:STEP], e.g. dev[0:7]")
-        return [pattern]
-    start, end, step = match.group(1) or "0", match.group(2), int(match.group(3) or 1)
-    width = len(start) if len(start) > 1 and start.startswith("0") else 0  # zero-padded
-    letters, values = string.ascii_letters, []
-    if start.isdigit() and end.isdigit() and step and (not width or len(end) == width):
-        values = [str(i).zfill(width) for i in range(int(start), int(end) + 1, step)]
-    elif start.isalpha() and end.isalpha() and len(start) == len(end) == 1 and step:
-        values = list(letters[letters.index(start):letters.index(end) + 1:step])
-    if not values:
-        raise UsageError(f"{where}: range {match.group(0)} is empty or malformed (START <= "
-                         "END, numbers or single letters, zero-padded alike, STEP >= 1)")
-    head, tail = pattern[:match.start()], pattern[match.end():]
-    return [host for value in values for host in _expand(f"{head}{value}{tail}", where)]

@@ -246,3 +246,21 @@ def test_the_examples_in_docs_fleet_md_read(tmp_path: Path, name: str) -> None:
     assert inv.groups["cameras"][:4] == ("cam01", "cam02", "cam03", "cam04")
     assert inv.host("cam09").port == 2222 and inv.host("cam04").profile == "my-pi.yaml"
     assert inv.host("cam01").identity == Path("~/.ssh/cameras").expanduser()
+
+
+def test_host_patterns() -> None:
+    from devices.host_patterns import expand, split_port
+
+    assert split_port("web1:2222") == ("web1", 2222)
+    assert split_port("[2001:db8::1]:2200") == ("2001:db8::1", 2200)
+    assert split_port("[2001:db8::1]") == ("2001:db8::1", None)
+    assert split_port("fe80::1") == ("fe80::1", None)  # bare IPv6: the last group is no port
+    assert split_port("web[1:3]:22") == ("web[1:3]", 22)  # a range's colon is no port
+    assert split_port("web[1:3]") == ("web[1:3]", None)
+    assert expand("db[01:03]-[a:b]", "x") == ["db01-a", "db01-b", "db02-a", "db02-b",
+                                              "db03-a", "db03-b"]
+    assert expand("n[:2]", "x") == ["n0", "n1", "n2"]  # START defaults to 0, as in Ansible
+    assert expand("n[0:10:5]", "x") == ["n0", "n5", "n10"]
+    assert expand("z[y:B]", "x") == ["zy", "zz", "zA", "zB"]  # a-z then A-Z, as in Ansible
+    with pytest.raises(UsageError, match="STEP >= 1"):
+        expand("n[0:4:0]", "x")
