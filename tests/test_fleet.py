@@ -1,6 +1,7 @@
-"""Fleet deploys: Ansible inventories (YAML and INI), --limit patterns, bounded parallel deploys
-with failure isolation, and an end-to-end deploy to 8 emulated devices (network namespaces with
-their own sshd, home, CPU and memory caps)."""
+"""Fleet deploys: planning from an inventory, bounded parallel deploys with failure isolation,
+the per-host table, and an end-to-end deploy to 8 emulated devices (network namespaces with
+their own sshd, home, CPU and memory caps). The inventory reader itself: tests/devices/
+test_inventory.py."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 
 import edge.flows.fleet as fleet_module
 from devices.connect import DeviceTarget
+from edge.cli.render_fleet import render_fleet
 from edge.core.errors import DeviceError, UsageError
 from edge.core.values import BenchResult, DeployReport
 from edge.flows.fleet import (
@@ -24,8 +26,6 @@ from edge.flows.fleet import (
     FleetRequest,
     HostResult,
     describe_fleet,
-    load_inventory,
-    render_fleet,
     run_fleet,
 )
 from edge.flows.optimize import OptimizeOptions
@@ -38,249 +38,6 @@ def _write(tmp_path: Path, name: str, text: str) -> Path:
     path = tmp_path / name
     path.write_text(textwrap.dedent(text).lstrip())
     return path
-
-
-# ============================================================================ YAML inventories
-
-YAML = """
-all:
-  vars:
-    ansible_user: pi
-    edge_profile: rpi4
-    edge_work_dir: ~/.edge
-  hosts:
-    lonely:
-      ansible_host: 10.0.0.99
-  children:
-    cameras:
-      vars:
-        ansible_user: cam
-        ansible_port: 2200
-      hosts:
-        cam[01:03]:
-        cam09:
-          ansible_host: 10.0.0.9
-          ansible_port: 2209
-          ansible_python_interpreter: /opt/venv/bin/python
-      children:
-        outdoor:
-          vars:
-            ansible_user: outdoor
-          hosts:
-            cam03:
-              ansible_ssh_private_key_file: ~/.ssh/outdoor
-    sensors:
-      vars:
-        profile: rpi5
-        ansible_python_interpreter: auto
-      hosts:
-        sensor-a:
-          ansible_host: 10.0.1.1
-        cam09:
-"""
-
-
-def test_yaml_hosts_groups_children_and_ranges(tmp_path: Path) -> None:
-    inv = load_inventory(_write(tmp_path, "hosts.yml", YAML))
-    assert [h.name for h in inv.hosts] == ["lonely", "cam01", "cam02", "cam03", "cam09",
-                                            "sensor-a"]
-    assert inv.groups["cameras"] == ("cam01", "cam02", "cam03", "cam09")  # children included
-    assert inv.groups["outdoor"] == ("cam03",)
-    assert inv.groups["sensors"] == ("cam09", "sensor-a")
-    assert inv.groups["ungrouped"] == ("lonely",)
-    assert set(inv.host("cam03").groups) == {"all", "cameras", "outdoor"}
-
-
-def test_yaml_vars_inherit_and_host_vars_win(tmp_path: Path) -> None:
-    inv = load_inventory(_write(tmp_path, "hosts.yml", YAML))
-    lonely, cam01, cam03 = inv.host("lonely"), inv.host("cam01"), inv.host("cam03")
-    assert (lonely.address, lonely.user, lonely.port, lonely.profile) == ("10.0.0.99", "pi",
-                                                                         None, "rpi4")
-    assert lonely.work_dir == "~/.edge"
-    assert (cam01.address, cam01.user, cam01.port) == ("cam01", "cam", 2200)  # group beats all
-    assert cam03.user == "outdoor"  # the child group beats its parent
-    assert cam03.identity == Path("~/.ssh/outdoor").expanduser()
-    cam09 = inv.host("cam09")
-    assert (cam09.address, cam09.port) == ("10.0.0.9", 2209)  # host vars beat every group
-    assert cam09.python == "/opt/venv/bin/python"  # ... even a later group's (sensors: auto)
-    assert cam09.profile == "rpi5"  # `profile` is read like edge_profile
-    sensor = inv.host("sensor-a")
-    assert sensor.python is None  # ansible_python_interpreter: auto -> edge's default
-    assert sensor.user == "pi" and sensor.profile == "rpi5"
-
-
-def test_yaml_same_depth_groups_merge_by_name(tmp_path: Path) -> None:
-    inv = load_inventory(_write(tmp_path, "hosts.yml", """
-        all:
-          children:
-            zeta: {vars: {ansible_user: zeta}, hosts: {box: }}
-            alpha: {vars: {ansible_user: alpha, edge_work_dir: /srv/edge}, hosts: {box: }}
-        """))
-    box = inv.host("box")
-    assert box.user == "zeta" and box.work_dir == "/srv/edge"  # zeta sorts after alpha
-
-
-def test_top_level_groups_besides_all(tmp_path: Path) -> None:
-    inv = load_inventory(_write(tmp_path, "hosts.yaml", """
-        web:
-          hosts:
-            w[1:2]: {ansible_user: www}
-        db:
-          hosts:
-            d1:
-        """))
-    assert [h.name for h in inv.hosts] == ["w1", "w2", "d1"]
-    assert inv.groups["all"] == ("w1", "w2", "d1") and inv.groups["ungrouped"] == ()
-    assert inv.host("w2").user == "www"
-
-
-# ============================================================================ INI inventories
-
-INI = """
-# a comment
-lonely ansible_host=10.0.0.99
-
-[cameras]
-cam[1:3]
-cam9 ansible_host=10.0.0.9 ansible_port=2209   # inline comment
-cam7:2207 ansible_python_interpreter="/opt/my venv/bin/python"
-
-[cameras:vars]
-ansible_user = cam
-edge_profile=rpi4
-
-[outdoor]
-cam3 ansible_ssh_private_key_file=/keys/outdoor ansible_user=root2
-
-[outdoor:vars]
-ansible_user=outdoor
-
-[cameras:children]
-outdoor
-
-[all:vars]
-ansible_user=pi
-edge_work_dir=/srv/edge ; comment
-"""
-
-
-def test_ini_groups_vars_children(tmp_path: Path) -> None:
-    inv = load_inventory(_write(tmp_path, "hosts", INI))  # no suffix: sniffed as INI
-    assert [h.name for h in inv.hosts] == ["lonely", "cam1", "cam2", "cam3", "cam9", "cam7"]
-    assert inv.groups["cameras"] == ("cam1", "cam2", "cam3", "cam9", "cam7")
-    assert inv.groups["ungrouped"] == ("lonely",)
-    lonely, cam1, cam3 = inv.host("lonely"), inv.host("cam1"), inv.host("cam3")
-    assert (lonely.address, lonely.user, lonely.work_dir) == ("10.0.0.99", "pi", "/srv/edge")
-    assert (cam1.user, cam1.profile, cam1.port) == ("cam", "rpi4", None)
-    assert cam3.user == "root2" and cam3.identity == Path("/keys/outdoor")
-    cam9, cam7 = inv.host("cam9"), inv.host("cam7")
-    assert (cam9.address, cam9.port) == ("10.0.0.9", 2209)
-    assert cam7.port == 2207 and cam7.python == "/opt/my venv/bin/python"
-
-
-def test_ini_and_yaml_agree(tmp_path: Path) -> None:
-    ini = load_inventory(_write(tmp_path, "a.ini", """
-        [fleet]
-        dev[0:2] ansible_host=10.9.9.9
-        [fleet:vars]
-        ansible_user=edgeuser
-        """))
-    yml = load_inventory(_write(tmp_path, "a.yml", """
-        all:
-          children:
-            fleet:
-              vars: {ansible_user: edgeuser}
-              hosts:
-                dev[0:2]: {ansible_host: 10.9.9.9}
-        """))
-    assert [(h.name, h.address, h.user) for h in ini.hosts] == \
-           [(h.name, h.address, h.user) for h in yml.hosts]
-
-
-# ============================================================================ --limit
-
-
-@pytest.mark.parametrize(("limit", "expected"), [
-    (None, ["lonely", "cam01", "cam02", "cam03", "cam09", "sensor-a"]),
-    ("all", ["lonely", "cam01", "cam02", "cam03", "cam09", "sensor-a"]),
-    ("cameras", ["cam01", "cam02", "cam03", "cam09"]),
-    ("outdoor", ["cam03"]),
-    ("sensor-a", ["sensor-a"]),
-    ("sensor-a,lonely", ["lonely", "sensor-a"]),
-    ("sensors:outdoor", ["cam03", "cam09", "sensor-a"]),
-    ("cameras,!outdoor", ["cam01", "cam02", "cam09"]),
-    ("!cameras", ["lonely", "sensor-a"]),
-    ("cameras,&sensors", ["cam09"]),
-    ("cam0*", ["cam01", "cam02", "cam03", "cam09"]),
-    ("sens*", ["cam09", "sensor-a"]),  # a glob matches groups too
-    ("~cam0[12]", ["cam01", "cam02"]),
-    (" cameras , !cam0? , sensor-a ", ["sensor-a"]),
-])
-def test_limit_patterns(tmp_path: Path, limit: str | None, expected: list[str]) -> None:
-    inv = load_inventory(_write(tmp_path, "hosts.yml", YAML))
-    assert [h.name for h in inv.select(limit)] == expected
-
-
-@pytest.mark.parametrize(("limit", "message"), [
-    ("webservers", "'webservers' matches no group or host"),
-    ("cameras,nope*", "'nope*' matches no group or host"),
-    ("cameras,!cameras", "selects no host"),
-    ("~[", "bad regex"),
-])
-def test_limit_errors_are_one_line(tmp_path: Path, limit: str, message: str) -> None:
-    path = _write(tmp_path, "hosts.yml", YAML)
-    with pytest.raises(UsageError) as caught:
-        load_inventory(path).select(limit)
-    text = str(caught.value)
-    assert "\n" not in text and message in text and text.startswith(f"--limit {limit!r}")
-
-
-# ============================================================================ bad inventories
-
-
-@pytest.mark.parametrize(("name", "text", "needles"), [
-    ("bad.yml", "all:\n  hosts:\n    a: [1\n", ["is not valid YAML", "line"]),
-    ("list.yml", "- a\n- b\n", ["top level must map group names"]),
-    ("empty.yml", "", ["is empty"]),
-    ("nohosts.yml", "all:\n  vars: {x: 1}\n", ["has no hosts"]),
-    ("key.yml", "all:\n  host:\n    a:\n", ["group all", "unknown key 'host'"]),
-    ("hostlist.yml", "all:\n  hosts: [a, b]\n", ["group all", "hosts must map host names"]),
-    ("vars.yml", "all:\n  hosts:\n    a: 7\n", ["host a", "vars must be a mapping"]),
-    ("port.yml", "all:\n  hosts:\n    cam1: {ansible_port: http}\n",
-     ["host cam1", "ansible_port 'http' is not a port number"]),
-    ("port0.yml", "all:\n  hosts:\n    cam1: {ansible_port: 70000}\n",
-     ["host cam1", "ansible_port 70000"]),
-    ("user.yml", "all:\n  hosts:\n    cam1: {ansible_user: 'a b'}\n",
-     ["host cam1", "not a plain user name"]),
-    ("addr.yml", "all:\n  hosts:\n    cam1: {ansible_host: 'x;rm -rf'}\n",
-     ["host cam1", "not a valid host name or address"]),
-    ("conn.yml", "all:\n  hosts:\n    cam1: {ansible_connection: local}\n",
-     ["host cam1", "ansible_connection 'local' is not supported"]),
-    ("range.yml", "all:\n  hosts:\n    cam[3:1]:\n", ["range [3:1] is empty"]),
-    ("cycle.yml", "all:\n  children:\n    a: {children: {b: }}\n    b: {children: {a: }}\n",
-     ["is its own child"]),
-    ("section.ini", "[web\nhost1\n", ["line 1", "section header"]),
-    ("kind.ini", "[web:hosts2]\n", ["line 1", "unknown section kind ':hosts2'"]),
-    ("token.ini", "[web]\nhost1 port2222\n", ["line 2", "host host1", "expected key=value"]),
-    ("quote.ini", "[web]\nhost1 a='b\n", ["line 2", "No closing quotation"]),
-    ("vars.ini", "[web:vars]\njustaname\n", ["line 2", "expected key=value"]),
-    ("group.ini", "[we b]\n", ["line 1", "not a valid group name"]),
-])
-def test_bad_inventories_fail_in_one_line(tmp_path: Path, name: str, text: str,
-                                          needles: list[str]) -> None:
-    path = tmp_path / name
-    path.write_text(text)
-    with pytest.raises(UsageError) as caught:
-        load_inventory(path)
-    message = str(caught.value)
-    assert "\n" not in message and str(path) in message, message
-    for needle in needles:
-        assert needle in message, message
-
-
-def test_missing_inventory(tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match="does not exist"):
-        load_inventory(tmp_path / "nope.yml")
 
 
 # ============================================================================ planning errors

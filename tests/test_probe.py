@@ -401,3 +401,33 @@ def test_cli_probe_over_ssh_and_its_errors(ssh_device: SSHDevice, tmp_path: Path
                        str(tmp_path / "never.yaml"))
     assert stranger.status == 3 and stranger.stderr.count("\n") == 1
     assert not (tmp_path / "never.yaml").exists() and empty.read_text() == ""
+
+
+def test_fake_x86_server_with_intel_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    cpuinfo = "".join(f"processor\t: {i}\nmodel name\t: Intel(R) Xeon(R) Gold 6148 CPU @ "
+                      f"2.40GHz\nphysical id\t: 0\ncore id\t: {i // 2}\ncpu MHz\t\t: 2400.0\n"
+                      "flags\t\t: fpu avx avx2 fma avx512f avx512_vnni\n\n" for i in range(4))
+    board = FakeBoard(
+        machine="x86_64", cores=4, runtimes={"onnxruntime": "1.31.1", "openvino": "2026.4.1"},
+        files={"/proc/cpuinfo": cpuinfo, "/sys/devices/virtual/dmi/id/sys_vendor": "Dell Inc.",
+               "/sys/devices/virtual/dmi/id/product_name": "PowerEdge R740",
+               "/proc/net/route": ROUTE.format(iface="eth0"),
+               "/sys/class/net/eth0/device/uevent": "DRIVER=virtio_net",
+               "/sys/class/net/eth0/speed": "10000",
+               "/sys/block/sda/queue/rotational": "1",
+               "/sys/class/drm/renderD128/device/uevent": "DRIVER=i915"},
+        dirs={"/dev": ["null", "dri"], "/dev/dri": ["card0", "renderD128"],
+              "/sys/block": ["sda", "loop0"]},
+        df="/dev/sda1 976762584 1000 975000000 1% /")
+    result = _probe_fake(board, monkeypatch)
+    profile = result.profile
+    assert profile.name == "Dell Inc. PowerEdge R740 (pi@board.local)"
+    assert profile.compute.cpu == "Intel Xeon Gold 6148" and profile.compute.clock_ghz == 2.4
+    assert profile.compute.peak_gops == {"fp32": 307.2, "int8": 1228.8}  # 2 physical cores
+    assert (profile.power.idle_w, profile.power.max_w) == (15.0, 27.0)  # +6 W per core
+    [gpu] = profile.accelerators
+    assert (gpu.name, gpu.runtime) == ("Intel GPU (i915)", "openvino")
+    assert profile.runtimes == ("openvino", "onnxruntime")
+    assert profile.storage.kind == "hdd" and profile.storage.capacity_gb == 1000.2
+    assert profile.link.uplink_mbps == 100.0  # a virtio NIC's speed says nothing: placeholder
+    assert (profile.access.user, profile.access.host) == ("pi", "board.local")

@@ -1,0 +1,120 @@
+"""The values of a fleet deploy (``edge deploy --inventory``): what was asked (FleetRequest) and
+what happened, host by host (HostResult), per profile's bundle (FleetBundle) and overall
+(FleetReport, with its exit status)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from devices.connect import DeviceTarget
+from edge.core.errors import ExitStatus
+from edge.core.values import DeployReport
+from edge.flows.optimize import OptimizeOptions
+
+__all__ = ["FleetBundle", "FleetReport", "FleetRequest", "HostResult"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FleetRequest:
+    """What ``edge deploy --inventory`` was asked.
+
+    ``device`` holds the defaults every host starts from (identity, known_hosts,
+    trust_new_host, python, runs, warmup, threads); its ``host`` must be None. ``profile`` is the
+    profile of hosts whose inventory vars name none (for a bundle: the bundle's). Bundles built
+    from a MODEL go to ``out_dir/<model stem>-<profile>.bundle`` (default: the current dir).
+    Progress lines go to the ``edge`` logger (the CLI shows them on a TTY, never under --json).
+    """
+
+    source: Path
+    inventory: Path
+    limit: str | None = None
+    forks: int = 5
+    profile: str | None = None
+    device: DeviceTarget = DeviceTarget()
+    options: OptimizeOptions = OptimizeOptions()
+    out_dir: Path | None = None
+    measure_on_device: bool = False
+    keep: int = 3  # releases kept on each host (devices.deploy.DEFAULT_KEEP)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HostResult:
+    """One host's outcome."""
+
+    host: str
+    target: str  # ssh://user@address:port
+    profile: str
+    status: str  # ok | failed
+    candidate: str | None = None
+    release: str | None = None
+    p50_ms: float | None = None
+    error: str | None = None  # one line, when failed
+    seconds: float = 0.0
+    report: DeployReport | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the host runs the release now."""
+        return self.status == "ok"
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {"host": self.host, "target": self.target, "profile": self.profile,
+                "status": self.status, "candidate": self.candidate, "release": self.release,
+                "p50_ms": self.p50_ms, "error": self.error, "seconds": round(self.seconds, 3),
+                "report": self.report.to_json() if self.report else None}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FleetBundle:
+    """The bundle deployed to one profile's hosts (or why there is none)."""
+
+    profile: str
+    hosts: int
+    bundle: str | None = None
+    chosen: str | None = None
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {"profile": self.profile, "hosts": self.hosts, "bundle": self.bundle,
+                "chosen": self.chosen, "error": self.error}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FleetReport:
+    """What a fleet deploy did, host by host (in inventory order)."""
+
+    inventory: str
+    limit: str | None
+    forks: int
+    bundles: tuple[FleetBundle, ...]
+    hosts: tuple[HostResult, ...]
+    seconds: float  # the whole run, bundles included
+    deploy_seconds: float = 0.0  # wall time of the parallel deploy phase alone
+
+    @property
+    def ok(self) -> tuple[HostResult, ...]:
+        """Hosts that run the release now."""
+        return tuple(h for h in self.hosts if h.ok)
+
+    @property
+    def failed(self) -> tuple[HostResult, ...]:
+        """Hosts that failed."""
+        return tuple(h for h in self.hosts if not h.ok)
+
+    @property
+    def exit_status(self) -> int:
+        """0 when every host is ok, 3 (ExitStatus.DEVICE) when any failed."""
+        return int(ExitStatus.DEVICE) if self.failed else int(ExitStatus.OK)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {"inventory": self.inventory, "limit": self.limit, "forks": self.forks,
+                "ok": len(self.ok), "failed": len(self.failed),
+                "seconds": round(self.seconds, 3),
+                "deploy_seconds": round(self.deploy_seconds, 3),
+                "bundles": [b.to_json() for b in self.bundles],
+                "hosts": [h.to_json() for h in self.hosts]}
