@@ -106,8 +106,9 @@ def _deploy_one(request: Any, dry_run: bool, as_json: bool, report_file: Path | 
 
 def _deploy_fleet(request: Any, dry_run: bool, as_json: bool, report_file: Path | None) -> int:
     """``edge deploy --inventory``: one bundle per profile, then every host in parallel."""
+    from edge.cli.render_fleet import render_fleet
     from edge.core.results import keep as keep_result
-    from edge.flows.fleet import describe_fleet, render_fleet, run_fleet
+    from edge.flows.fleet import describe_fleet, run_fleet
 
     if dry_run:
         plan = describe_fleet(request)
