@@ -116,7 +116,8 @@ def _yaml_group(parsed: _Draft, name: Any, body: Any, trail: tuple[str, ...] = (
 
 
 def _read_ini(parsed: _Draft, text: str) -> None:
-    group, kind, declared, used = "ungrouped", "hosts", {"all", "ungrouped"}, {}
+    group, kind, declared = "ungrouped", "hosts", {"all", "ungrouped"}
+    used: dict[str, str] = {}
     for number, raw in enumerate(text.splitlines(), 1):
         line, where = raw.strip(), f"inventory {parsed.path} line {number}"
         if not line or line[0] in "#;":

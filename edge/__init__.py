@@ -1,3 +1,5 @@
 """edge: take a trained model to the devices people own, and prove how fast it runs there."""
 
-__version__ = "0.1.0"
+from edge.core import __version__
+
+__all__ = ["__version__"]

@@ -16,6 +16,7 @@ import numpy as np
 from edge.core import progress
 from edge.core.errors import CheckFailed, UsageError
 from edge.core.profile import Profile
+from partition.solve import ObjectiveName
 
 __all__ = ["PartitionOptions", "PartitionReport", "partition", "bandwidth_table"]
 
@@ -43,7 +44,7 @@ class PartitionOptions:
     shapes: dict[str, tuple[int, ...]] | None = None
     compression: str = "none"  # transfer compression of float cut tensors: none, fp16, int8
     samples: Path | None = None  # data for int8 scales and the fidelity check (--calib)
-    objective: str = "latency"  # latency, energy (device mJ) or throughput (slowest stage)
+    objective: ObjectiveName = "latency"  # latency, energy (device mJ), throughput (slowest stage)
     device: Any = None  # devices.connect.DeviceTarget: edge costs measured ON it by the agent
 
 
@@ -173,7 +174,7 @@ def _partition(model_path: Path, edge: Profile, cloud: Profile, out: Path,
 
 
 def bandwidth_table(graph: Any, rtt_ms: float, downlink_mbps: float, *,
-                    objective: str = "latency",
+                    objective: ObjectiveName = "latency",
                     energy: Any = None) -> tuple[dict[str, Any], ...]:
     """The best cut per bandwidth range, so a running client can switch cut at once."""
     from partition.solve import solve

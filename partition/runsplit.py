@@ -102,4 +102,4 @@ def _save(path: Path, outputs: list[dict[str, np.ndarray]]) -> None:
     arrays = {f"{name}/{i}": value for i, out in enumerate(outputs) for name, value in out.items()}
     path.parent.mkdir(parents=True, exist_ok=True)
     with staged(path, suffix=".npz") as tmp:
-        np.savez(tmp, **arrays)
+        np.savez(tmp, **arrays)  # type: ignore[arg-type]

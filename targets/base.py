@@ -94,7 +94,7 @@ class Target(Protocol):
 
     def convert(
         self, model: ModelInfo, precision: str, *, calib: Dataset, workdir: Path,
-        settings: ConvertSettings = ...,  # type: ignore[assignment]
+        settings: ConvertSettings = ...,
     ) -> tuple[Path, tuple[str, ...]]:
         """Write the artifact for ``precision`` into ``workdir``; return (file, notes).
 

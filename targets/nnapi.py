@@ -315,7 +315,7 @@ class _Op:
 
 def _read_ops(path: Path) -> tuple[_Op, ...]:
     """The main subgraph's ops in execution order (the flatbuffer's operator order)."""
-    from ai_edge_litert.tools import flatbuffer_utils  # type: ignore[import-untyped]
+    from ai_edge_litert.tools import flatbuffer_utils
 
     try:
         model = flatbuffer_utils.read_model(str(path))
@@ -359,7 +359,7 @@ def _op_name(code: Any) -> str:
 @cache
 def _op_names() -> dict[int, str]:
     """BuiltinOperator value -> name."""
-    from ai_edge_litert import schema_py_generated as schema  # type: ignore[import-untyped]
+    from ai_edge_litert import schema_py_generated as schema
 
     return _enum_names(schema.BuiltinOperator)
 
@@ -367,7 +367,7 @@ def _op_names() -> dict[int, str]:
 @cache
 def _type_names() -> dict[int, str]:
     """TensorType value -> name."""
-    from ai_edge_litert import schema_py_generated as schema  # type: ignore[import-untyped]
+    from ai_edge_litert import schema_py_generated as schema
 
     return _enum_names(schema.TensorType)
 
@@ -450,7 +450,7 @@ def _shape_problems(op: _Op, rule: OpRule) -> Iterator[str]:
 
 def _write_nnapi_model(source: Path, target: Path) -> int:
     """Copy ``source`` with per-channel FULLY_CONNECTED weights made per-tensor; count them."""
-    from ai_edge_litert.tools import flatbuffer_utils  # type: ignore[import-untyped]
+    from ai_edge_litert.tools import flatbuffer_utils
 
     model = flatbuffer_utils.read_model(str(source))
     users = _buffer_users(model)

@@ -263,7 +263,7 @@ def _spawn(argv: list[str], cwd: Path, log: Path,
     with open(log, "wb") as handle:
         proc = subprocess.Popen(argv, cwd=cwd, stdout=handle, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env=env, start_new_session=True)
-        timer = threading.Timer(timeout, lambda: (expired.set(), _kill(proc)))
+        timer = threading.Timer(timeout, _expire, (expired, proc))
         timer.start()
         try:
             _, status, usage = os.wait4(proc.pid, 0)  # rusage of this child and its children
@@ -275,6 +275,12 @@ def _spawn(argv: list[str], cwd: Path, log: Path,
             timer.cancel()
     proc.returncode = os.waitstatus_to_exitcode(status)
     return proc.returncode, time.perf_counter() - start, usage.ru_maxrss / 1024, expired.is_set()
+
+
+def _expire(expired: threading.Event, proc: subprocess.Popen[bytes]) -> None:
+    """The converter ran out of time: say so, then kill its process group."""
+    expired.set()
+    _kill(proc)
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
@@ -336,7 +342,7 @@ def _interpreter(path: Path, threads: int) -> Any:
         from ai_edge_litert.interpreter import Interpreter
     except ImportError:
         try:
-            from tflite_runtime.interpreter import Interpreter  # type: ignore[no-redef]
+            from tflite_runtime.interpreter import Interpreter
         except ImportError:
             import tensorflow as tf
 

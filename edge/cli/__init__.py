@@ -14,7 +14,6 @@ import sys
 
 import click
 
-from edge import __version__
 from edge.cli import (
     bench,
     deploy,
@@ -27,6 +26,7 @@ from edge.cli import (
     releases,
     report,
 )
+from edge.core import __version__
 from edge.core.errors import EdgeError, ExitStatus, first_line
 
 __all__ = ["cli", "main"]

@@ -44,7 +44,7 @@ def inspect(model: Path, profile_ref: str | None, shapes: tuple[str, ...], as_js
         info = inspect_model(reference)
     fit = _fit(info, profile) if profile else None
     document = info.to_json() | ({"fit": fit} if fit else {})
-    emit(as_json, document, render_model(info, fit and fit["summary"]))
+    emit(as_json, document, render_model(info, fit["summary"] if fit else None))
     return int(ExitStatus.CHECK_FAILED) if fit and not fit["fits"] else 0
 
 

@@ -4,7 +4,7 @@ device and the cloud, serve the cloud side, run the device side against it."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
@@ -23,6 +23,9 @@ from edge.cli.common import (
 )
 from edge.cli.output import emit, stdout_to_stderr
 from edge.core.errors import UsageError
+
+if TYPE_CHECKING:
+    from partition.solve import ObjectiveName
 
 __all__ = ["partition", "run_split", "serve_cloud"]
 
@@ -94,7 +97,7 @@ def partition(model: Path, profile_ref: str, cloud_ref: str, bandwidth: float | 
     with stdout_to_stderr(as_json):
         report = run_partition(model, edge, cloud, where, PartitionOptions(
             bandwidth_mbps=bandwidth, rtt_ms=rtt, shapes=pins or None, compression=compress,
-            samples=calib, measured=measure, objective=objective,
+            samples=calib, measured=measure, objective=cast("ObjectiveName", objective),
             device=device(flags) if measured_on else None))
         html = (write_report(render_partition_report, where, report_file) if report_file
                 else None)

@@ -100,7 +100,8 @@ def _load_npy(path: Path, model: ModelInfo) -> dict[str, np.ndarray]:
 
 def _read_array(path: Path) -> np.ndarray:
     try:
-        return np.load(path, allow_pickle=False)
+        array: np.ndarray = np.load(path, allow_pickle=False)
+        return array
     except (ValueError, OSError, EOFError) as exc:
         raise UsageError(f"{path}: not a readable .npy array ({exc})") from None
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Self
 
@@ -49,10 +48,14 @@ class JsonValue:
         return adapter(cls).validate_python(data)  # type: ignore[no-any-return]
 
 
-@functools.cache
-def adapter(kind: type) -> TypeAdapter[Any]:
+_ADAPTERS: dict[Any, TypeAdapter[Any]] = {}
+
+
+def adapter(kind: Any) -> TypeAdapter[Any]:
     """The (cached) pydantic TypeAdapter of a value type: validation and JSON Schema."""
-    return TypeAdapter(kind)
+    if kind not in _ADAPTERS:
+        _ADAPTERS[kind] = TypeAdapter(kind)
+    return _ADAPTERS[kind]
 
 
 def _to_json(value: Any) -> Any:

@@ -53,7 +53,8 @@ def _load_torch(source: Path) -> Any:
             n.endswith("constants.pkl") for n in zipfile.ZipFile(source).namelist())
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit.load is deprecated
-            module = (torch.jit.load(str(source), map_location="cpu") if scripted
+            module = (torch.jit.load(str(source), map_location="cpu")  # type: ignore[no-untyped-call]
+                      if scripted
                       else torch.load(str(source), map_location="cpu", weights_only=False))
     except Exception as exc:  # unpickling raises many types (missing class, bad file)
         raise UsageError(f"{source}: not a loadable PyTorch module ({first_line(exc)}); save "

@@ -103,7 +103,7 @@ def _label_apart(ax: Any, points: Sequence[tuple[float, float, str]], size: floa
     (with a thin leader) instead, so candidates at nearly the same point stay readable."""
     ax.figure.canvas.draw()  # settle limits and scales: label boxes are placed in points
     to_pt = 72 / ax.figure.dpi
-    line, placed = size * 1.25, []
+    line, placed = size * 1.25, list[tuple[float, float, float, float]]()
     for x, y, text in sorted(points, key=lambda p: (-p[1], p[0])):
         px, py = (v * to_pt for v in ax.transData.transform((x, y)))
         width = 0.62 * size * len(text)

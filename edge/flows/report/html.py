@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from edge import __version__
+from edge.core import __version__
 from edge.core.errors import UsageError
 
 _CSS = """
