@@ -2,11 +2,10 @@
 more models timed together in interleaved rounds (``timing.interleaved``), with each one's load
 time, and the process's peak memory and the sensors around the timed rounds."""
 
-from . import sensors
+from . import sensors, timing
 from .errors import AgentError, one_line
 from .info import device_info, peak_rss_mb
 from .runtimes import load, model_runtime, threads_for
-from .timing import elapsed_ms, interleaved, summary
 
 
 def cmd_health(args):
@@ -15,8 +14,8 @@ def cmd_health(args):
         raise AgentError("--threads must be >= 0", status=2)
     runtime = model_runtime(args.model)
     try:
-        (run, version), load_ms = elapsed_ms(load, args.model, threads_for(args.threads))
-        run_ms = elapsed_ms(_runner(run, runtime, args.model))[1]
+        (run, version), load_ms = timing.elapsed_ms(load, args.model, threads_for(args.threads))
+        run_ms = timing.elapsed_ms(_runner(run, runtime, args.model))[1]
     except AgentError as exc:
         if exc.status != 3:
             raise
@@ -65,7 +64,7 @@ def load_models(models, threads):
     for model, runtime in zip(models, runtimes):  # python 3.8 devices: no zip(strict=)
         entry = {"model": model, "runtime": runtime}
         try:
-            (run, version), load_ms = elapsed_ms(load, model, threads)
+            (run, version), load_ms = timing.elapsed_ms(load, model, threads)
             _runner(run, runtime, model)()
             entry.update(run=run, runtime_version=version, load_ms=load_ms)
         except AgentError as exc:
@@ -83,7 +82,7 @@ def bench_loaded(entries, threads, plan, hold=None, before=None):
     """Time the loaded entries together (``plan``: interleaved's rounds, runs, warmup, ...)."""
     calls = {k: _runner(e["run"], e["runtime"], e["model"]) for k, e in enumerate(entries)
              if "run" in e}
-    timed = interleaved(calls, hold=hold, before=before, **plan)
+    timed = timing.interleaved(calls, hold=hold, before=before, **plan)
     results = [_result(e, timed.samples.get(k), threads, plan["warmup"])
                for k, e in enumerate(entries)]
     return {"results": results, "rounds": timed.rounds, "order": timed.order,
@@ -95,7 +94,7 @@ def _result(entry, times, threads, warmup):
         return {"model": entry["model"], "runtime": entry["runtime"], "error": entry["error"]}
     total_s = sum(times) / 1e3
     return dict(
-        summary(times), model=entry["model"], runtime=entry["runtime"],
+        timing.summary(times), model=entry["model"], runtime=entry["runtime"],
         runtime_version=entry["runtime_version"], runs=len(times), warmup=warmup,
         threads=threads, load_ms=entry["load_ms"],
         throughput_fps=len(times) / total_s if total_s > 0 else None)

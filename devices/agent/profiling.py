@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 
+from . import timing
 from .errors import AgentError, one_line
 from .info import device_info
 from .runtimes import (
@@ -16,7 +17,6 @@ from .runtimes import (
     openvino_feeds,
     profile_feeds,
 )
-from .timing import interleaved, percentile
 
 #: Rounds of the whole-model timing (fewer when there are fewer runs).
 WHOLE_ROUNDS = 5
@@ -54,7 +54,7 @@ def ort_profile(model, threads, runs, hold=None):
         events = _trace(session.end_profiling())
         del session
         optimized = ort_session(ort, model, threads, optimize=True)
-        timed = interleaved({"whole": lambda: ort_run(optimized, feeds)},
+        timed = timing.interleaved({"whole": lambda: ort_run(optimized, feeds)},
                             rounds=min(WHOLE_ROUNDS, runs), runs=runs, warmup=1, idle_s=0.0,
                             hold=hold)
     finally:
@@ -69,7 +69,7 @@ def _held(hold):
 
 
 def _median(times):
-    return percentile(times, 50)
+    return timing.percentile(times, 50)
 
 
 def _trace(path):
@@ -161,7 +161,7 @@ def openvino_perf(model, threads, runs, hold=None):
         profiled.infer(feeds)
         _count(profiled.get_profiling_info(), nodes)
 
-    timed = interleaved({"plain": lambda: plain.infer(feeds), "profiled": counted},
+    timed = timing.interleaved({"plain": lambda: plain.infer(feeds), "profiled": counted},
                         rounds=runs, runs=runs, warmup=0, idle_s=0.0, hold=hold)
     return {"runtime": "openvino", "runtime_version": ov.__version__, "threads": threads,
             "runs": runs, "whole_ms": _median(timed.samples["plain"]),
