@@ -46,6 +46,12 @@ class Rounds:
     budget_s: float | None = None
     min_rounds: int = 1
 
+    def __post_init__(self) -> None:
+        if min(self.rounds, self.calls, self.min_rounds) < 1 or self.warmup < 0 \
+                or self.idle_s < 0 or (self.budget_s is not None and self.budget_s <= 0):
+            raise UsageError(f"cannot time with {self}: rounds, calls and min_rounds must be "
+                             ">= 1, warmup and idle_s >= 0, budget_s > 0")
+
     def plan(self) -> dict[str, Any]:
         """The keyword arguments of ``timing.interleaved``."""
         return {"rounds": self.rounds, "runs": self.calls, "warmup": self.warmup,

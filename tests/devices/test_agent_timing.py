@@ -90,6 +90,18 @@ def test_fewer_runs_than_rounds_is_fewer_rounds_and_bad_plans_are_refused() -> N
         timing.interleaved({}, rounds=1, runs=1, warmup=0, idle_s=0.0)
 
 
+def test_a_bad_host_plan_is_a_usage_error() -> None:
+    from devices.measure import Rounds
+    from edge.core.errors import UsageError
+
+    for bad in ({"calls": 0}, {"rounds": 0}, {"warmup": -1}, {"idle_s": -0.1},
+                {"budget_s": 0.0}, {"min_rounds": 0}):
+        with pytest.raises(UsageError, match="cannot time with"):
+            Rounds(**bad)
+    assert Rounds(calls=7, warmup=2).options() == [
+        "--runs", "7", "--warmup", "2", "--rounds", "5", "--idle-s", "0.1", "--min-rounds", "1"]
+
+
 def test_medians_and_percentiles_of_the_samples() -> None:
     times = list(np.random.default_rng(1).exponential(size=57))
     summary = timing.summary(times)
