@@ -91,9 +91,9 @@ def profile_host(profile: Any) -> str | None:
 
 @contextlib.contextmanager
 def opened_device(target: DeviceTarget, profile_ref: str | None) -> Iterator[Any]:
-    """A ``devices.deploy.Device`` (agent pushed, runtimes probed) for commands that measure
+    """A ``devices.device.Device`` (agent pushed, runtimes probed) for commands that measure
     on it: --host, else the profile's access.host, else the embedded local device."""
-    from devices.deploy import open_device
+    from devices.device import open_device
 
     profile = access_profile(profile_ref)
     check_target_paths(target, profile)

@@ -58,7 +58,7 @@ class Facts:
 
 def gather(transport: Transport, *, python: str, work_dir: str) -> Facts:
     """Start the agent with ``python`` (as deploy does), ask it to probe, read the rest."""
-    from devices.deploy import open_device
+    from devices.device import open_device
 
     device = open_device(transport, python=python, work_dir=work_dir)
     reply = device.call("probe", timeout=120)

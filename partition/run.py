@@ -339,7 +339,7 @@ def _costs(reference: Path, edge: Profile, cloud: Profile,
 def _device_costs(reference: Path, profile: Profile, target: Any) -> tuple[dict[str, float], str]:
     """Per-node ms measured ON the device by its agent; and where that was."""
     from devices.connect import device_python, transport_for
-    from devices.deploy import open_device
+    from devices.device import open_device
     from partition.cost import measure_costs_on_device
 
     transport = transport_for(target, profile)

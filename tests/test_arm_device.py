@@ -346,7 +346,9 @@ def test_provisioning_again_sends_and_installs_nothing(
 def test_int8_artifact_runs_on_the_aarch64_device(
     provisioned: ProvisionReport, bundle: Path, transport, arm_device, digits: DigitsModel
 ) -> None:
-    from devices.deploy import BenchOptions, measure_on_device, open_device
+    from devices.deploy import measure_on_device
+    from devices.device import open_device
+    from devices.measure import Rounds
     from edge.core.bundle import read_bundle
 
     manifest = read_bundle(bundle)
@@ -358,7 +360,7 @@ def test_int8_artifact_runs_on_the_aarch64_device(
     device = open_device(transport, python=provisioned.python, work_dir="~/.edge")
     assert "onnxruntime" in device.runtimes
     report = measure_on_device(device, bundle, artifact, profile=manifest.profile,
-                               bench=BenchOptions(runs=5, warmup=1, threads=1), activate=True)
+                               rounds=Rounds(calls=5, warmup=1), threads=1, activate=True)
     assert report.active and report.candidate == "onnxruntime-int8"
     bench = report.bench
     assert bench.runtime == "onnxruntime" and bench.runs == 5 and bench.p50_ms > 0
@@ -408,7 +410,7 @@ def _is_int8(model: Path) -> bool:
 def test_tflite_is_provisioned_into_the_same_venv(
     provisioned: ProvisionReport, arm_device, transport, wheel_cache: Path
 ) -> None:
-    from devices.deploy import open_device
+    from devices.device import open_device
 
     report = provision_runtime(transport, device_python=arm_device.python, work_dir="~/.edge",
                                runtime="tflite", host_cache=wheel_cache)

@@ -20,14 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from devices.deploy import (
-    AGENT_PATH,
-    BenchOptions,
-    DeployOutcome,
-    deploy,
-    list_releases,
-    rollback,
-)
+from devices.agentfile import agent_file
+from devices.deploy import DeployOutcome, deploy
+from devices.measure import Rounds
+from devices.release import list_releases, rollback
 from devices.ssh import SSHTransport, parse_host
 from edge.core.errors import DeviceError, UsageError
 from edge.core.values import Artifact, Bundle, Candidate, CandidateResult
@@ -37,7 +33,7 @@ pytestmark = pytest.mark.slow
 
 DIGITS = Path(__file__).parents[1] / "edge" / "samples" / "digits.onnx"
 WORK = "~/.edge-faults"
-BENCH = BenchOptions(runs=3, warmup=1, threads=1)
+ROUNDS = Rounds(calls=3, warmup=1, idle_s=0.0)  # a fast bench: the faults are the point
 
 
 # ---------------------------------------------------------------- bundles
@@ -129,7 +125,7 @@ class FaultyTransport:
 
     def put(self, local: Path, remote: str) -> None:
         self.puts += 1
-        if Path(local) == AGENT_PATH:
+        if Path(local) == agent_file():
             self.inner.put(local, remote)
             return
         self.artifact_puts.append(Path(local).stat().st_size)
@@ -169,7 +165,8 @@ def _deploy(device: SSHDevice, release: Release, *, fault: str | None = None,
     with _ssh(device) as inner:
         transport = FaultyTransport(inner, fault)
         outcome = deploy(release.bundle_dir, release.bundle, transport,
-                         python=python or device.python, work_dir=WORK, bench=BENCH, keep=keep)
+                         python=python or device.python, work_dir=WORK, rounds=ROUNDS,
+                         threads=1, keep=keep)
     return outcome, transport
 
 
@@ -201,7 +198,7 @@ def assert_serving(device: SSHDevice, release: Release, known: set[str]) -> None
         assert leftover.name.endswith(".partial"), leftover
     history = json.loads((work / "history.json").read_text())["activations"]
     assert history[-1]["release"] == release.id
-    agent = next((work / "agent").glob("edge_agent-*.py"))
+    agent = work / "agent" / agent_file().name
     done = subprocess.run([device.python, str(agent), "health", "--model",
                            str(work / "current" / "model.onnx")],
                           capture_output=True, text=True, check=False, timeout=120)
@@ -261,7 +258,7 @@ def test_a_failed_deploy_keeps_the_previous_release_and_the_next_one_succeeds(
     with _ssh(ssh_device) as inner, pytest.raises(DeviceError) as failure:
         transport = FaultyTransport(inner, transport_fault)
         deploy(new.bundle_dir, new.bundle, transport, python=python or ssh_device.python,
-               work_dir=WORK, bench=BENCH)
+               work_dir=WORK, rounds=ROUNDS, threads=1)
     assert transport.fired == (transport_fault is not None)
     message = str(failure.value)
     assert "\n" not in message
@@ -390,7 +387,7 @@ def test_rollback_on_the_local_device(tmp_path: Path, releases: dict[str, Releas
     for tag in "AB":
         with LocalTransport() as transport:
             deploy(releases[tag].bundle_dir, releases[tag].bundle, transport,
-                   python=sys.executable, work_dir="~/.edge", bench=BENCH)
+                   python=sys.executable, work_dir="~/.edge", rounds=ROUNDS, threads=1)
     with pytest.raises(UsageError, match="no previous release"):
         with LocalTransport(tmp_path / "empty") as transport:
             rollback(transport, python=sys.executable, work_dir="~/.edge")

@@ -103,3 +103,49 @@ def test_device_without_the_chosen_runtime_gets_the_next_faithful_one(tmp_path: 
     assert manifest["chosen"] == "nnapi-int8"  # NNAPI first for a Pixel 8
     assert report["candidate"] != "nnapi-int8"  # this machine has no NNAPI
     assert "no nnapi runtime" in report["reason"] and report["candidate"] in report["reason"]
+
+
+def test_measure_on_device_times_every_candidate_in_one_interleaved_bench(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from devices.device import Device
+    from edge.core.profile import load_profile
+    from edge.core.select import choose_candidate
+    from edge.core.values import Bundle
+
+    benches: list[tuple[str, ...]] = []
+    real = Device.call
+
+    def spy(self: Device, *args: str, timeout: float = 600.0) -> dict:
+        if args[0] == "bench":
+            benches.append(args)
+        return real(self, *args, timeout=timeout)
+
+    monkeypatch.setattr(Device, "call", spy)
+    out = tmp_path / "b"
+    result = run_cli("deploy", "sample:digits", "--profile", "rpi4", "-o", str(out),
+                     "--measure-on-device", "--runs", "6", "--json")
+    assert result.status == 0, result.stderr
+    report = result.json()
+    bundle = Bundle.from_json(json.loads((out / "manifest.json").read_text()))
+    runnable = {c.candidate.id for c in bundle.candidates if c.status in ("chosen", "passed")
+                and c.artifact and c.artifact.runtime in ("onnxruntime", "tflite", "openvino")}
+    compared = {c["candidate"]: c["bench"] for c in report["compared"]}
+    assert len(runnable) >= 4 and set(compared) == runnable
+    # ONE agent bench over all of them (interleaved), then the chosen one's own bench
+    together, alone = benches
+    models = [a for a in together[1:] if a.endswith((".onnx", ".tflite", ".xml"))]
+    assert len(models) == len(runnable) and "--rounds" in together
+    assert len([a for a in alone[1:] if a.endswith((".onnx", ".tflite", ".xml"))]) == 1
+    assert {b["runs"] for b in compared.values()} == {6}
+    assert all(b["device"]["interleaved_rounds"] == 5 and b["peak_rss_mb"] is None
+               for b in compared.values())
+    # chosen by edge.core.select from the device's medians, with its reason
+    label = report["target"]
+    choice = choose_candidate(bundle.candidates, load_profile("rpi4").runtimes,
+                              ms={k: b["p50_ms"] for k, b in compared.items()},
+                              where=f"{label} in one interleaved bench")
+    assert (report["candidate"], report["reason"]) == (choice.id, choice.reason)
+    assert f"measured on {label} in one interleaved bench" in report["reason"]
+    assert report["active"] and report["bench"]["peak_rss_mb"] > 10  # its own bench
+    device_dir = Path(os.environ["EDGE_LOCAL_DEVICE"]).resolve()
+    assert (device_dir / ".edge" / "current").resolve().name == report["release"]

@@ -177,22 +177,22 @@ def test_bundle_report_breaks_down_openvino_candidates(openvino_bundle: Path) ->
 
 def test_a_candidate_that_cannot_be_measured_is_a_note(openvino_bundle: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    import edge.flows.layers
+    import devices.layers
 
-    real = edge.flows.layers.measure_layers
+    real = devices.layers.measure_layers
 
-    def refuse_openvino(path: Path, **kwargs: int) -> edge.flows.layers.LayerProfile:
+    def refuse_openvino(path: Path, **kwargs: int) -> devices.layers.LayerProfile:
         if path.suffix == ".xml":
             raise RuntimeError("no CPU plugin <here>\nsecond line")
         return real(path, **kwargs)
 
-    monkeypatch.setattr(edge.flows.layers, "measure_layers", refuse_openvino)
+    monkeypatch.setattr(devices.layers, "measure_layers", refuse_openvino)
     text = render_bundle_report(openvino_bundle)
     assert "openvino-int8 (openvino): not measured - RuntimeError: no CPU plugin &lt;here&gt;" \
         in text and "second line" not in text
     assert {t.split(" \u2014 ")[0] for t in _layer_panels(text)} == {
         "onnxruntime-int8", "onnxruntime-int8-dynamic", "onnxruntime-fp32"}
-    monkeypatch.setattr(edge.flows.layers, "measure_layers", lambda path, **kw: 1 / 0)
+    monkeypatch.setattr(devices.layers, "measure_layers", lambda path, **kw: 1 / 0)
     text = render_bundle_report(openvino_bundle)
     assert "plot-layers" not in _plots(text) and "could be broken down" in text
     assert text.count("not measured - ZeroDivisionError") == 5

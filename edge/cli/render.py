@@ -9,7 +9,8 @@ from edge.core.tables import table
 from edge.core.values import BenchResult, Bundle, CandidateResult, DeployReport, ModelInfo
 
 if TYPE_CHECKING:
-    from devices.deploy import DeployOutcome, ReleasesReport, RollbackReport
+    from devices.deploy import DeployOutcome
+    from devices.release import ReleasesReport, RollbackReport
 
 __all__ = ["render_bundle", "render_deploy", "render_deploy_outcome", "render_model",
            "render_releases", "render_rollback", "table"]

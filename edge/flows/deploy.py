@@ -25,7 +25,7 @@ __all__ = ["DEFAULT_KEEP", "BenchRequest", "DeployRequest", "DeviceTarget", "Rel
            "RollbackRequest", "build_bundle", "describe", "resolve_profile", "run_bench",
            "run_deploy", "run_deploy_outcome", "run_releases", "run_rollback"]
 
-DEFAULT_KEEP = 3  # as devices.deploy.DEFAULT_KEEP (not imported: edge --help stays light)
+DEFAULT_KEEP = 3  # as devices.release.DEFAULT_KEEP (not imported: edge --help stays light)
 
 log = logging.getLogger("edge")
 
@@ -70,8 +70,9 @@ def run_deploy_outcome(request: DeployRequest) -> tuple[Any, Bundle, Path]:
             from devices.provision import runtime_for_bundle
 
             python = _provision(transport, python, profile, runtime_for_bundle(bundle))
+        rounds, threads = _bench(request.device, profile)
         outcome = deploy(bundle_dir, bundle, transport, python=python,
-                         work_dir=profile.access.work_dir, bench=_bench(request.device, profile),
+                         work_dir=profile.access.work_dir, rounds=rounds, threads=threads,
                          keep=request.keep, fastest=request.measure_on_device)
     return outcome, bundle, bundle_dir
 
@@ -87,8 +88,8 @@ class RollbackRequest:
 
 def run_rollback(request: RollbackRequest) -> Any:
     """Switch the device back to its previous release (or ``to``) after a health check;
-    returns ``devices.deploy.RollbackReport``. A malformed ``to`` fails before connecting."""
-    from devices.deploy import rollback
+    returns ``devices.release.RollbackReport``. A malformed ``to`` fails before connecting."""
+    from devices.release import rollback
 
     profile = access_profile(request.profile)
     _check_paths(request.device, profile)
@@ -108,8 +109,8 @@ class ReleasesRequest:
 
 def run_releases(request: ReleasesRequest) -> Any:
     """The device's releases, the active one, the rollback target and the switch history
-    (``devices.deploy.ReleasesReport``)."""
-    from devices.deploy import list_releases
+    (``devices.release.ReleasesReport``)."""
+    from devices.release import list_releases
 
     if request.prune_keep is not None:
         _check_keep(request.prune_keep)
@@ -143,11 +144,13 @@ def _provision(transport: Any, python: str, profile: Any, runtime: str) -> str:
     return report.python
 
 
-def _bench(device: DeviceTarget, profile: Any) -> Any:
-    from devices.deploy import BenchOptions
+def _bench(device: DeviceTarget, profile: Any) -> tuple[Any, int]:
+    """How to time on the device (``devices.measure.Rounds``: --runs timed calls in all, --warmup
+    before each block) and with how many threads (--threads, else the profile's)."""
+    from devices.measure import Rounds
 
     threads = device.threads if device.threads is not None else profile.compute.default_threads
-    return BenchOptions(runs=device.runs, warmup=device.warmup, threads=threads)
+    return Rounds(calls=device.runs, warmup=device.warmup), threads
 
 
 def describe(request: DeployRequest) -> dict[str, Any]:
@@ -164,8 +167,8 @@ def describe(request: DeployRequest) -> dict[str, Any]:
     steps += [f"connect to {where}",
               "push the agent and the chosen artifact's files the device lacks (sha256-checked)",
               "health-check it on the device (load and run once)",
-              f"benchmark {fastest[0]}on the device ({request.device.runs} runs after "
-              f"{request.device.warmup} warm-up)",
+              f"benchmark {fastest[0]}on the device ({request.device.runs} timed runs in "
+              f"interleaved rounds, {request.device.warmup} warm-up runs before each)",
               f"switch the device's current release to {fastest[1]}",
               f"keep the {request.keep} most recently used releases (always the previous one)"]
     return {"profile": profile.id, "target": where, "steps": steps}
@@ -246,7 +249,8 @@ SUFFIX_TARGETS = {".tflite": ("tflite", ()), ".onnx": ("onnxruntime", ()),
 
 def run_bench(request: BenchRequest) -> DeployReport:
     """Install (not activate) an artifact on the device and measure it there."""
-    from devices.deploy import measure_on_device, open_device
+    from devices.deploy import measure_on_device
+    from devices.device import open_device
 
     root, artifact = _bench_artifact(request)
     profile = _profile(request, default="x86-64")
@@ -260,8 +264,9 @@ def run_bench(request: BenchRequest) -> DeployReport:
 
             raise DeviceError(f"{transport.label} has no {artifact.runtime} runtime; has "
                               f"{', '.join(sorted(device.runtimes)) or 'none'}")
+        rounds, threads = _bench(request.device, profile)
         return measure_on_device(device, root, artifact, profile=profile.id, activate=False,
-                                 bench=_bench(request.device, profile))
+                                 rounds=rounds, threads=threads)
 
 
 def _bench_artifact(request: BenchRequest) -> tuple[Path, Any]:

@@ -320,7 +320,8 @@ def _deploy_one(request: FleetRequest, job: _Job, bundle: tuple[Bundle, Path] | 
 
 def _deploy_to(request: FleetRequest, job: _Job, bundle: tuple[Bundle, Path],
                say: Callable[[str], None]) -> DeployReport:
-    from devices.deploy import BenchOptions, deploy
+    from devices.deploy import deploy
+    from devices.measure import Rounds
     from devices.ssh import HostSpec, SSHTransport
 
     device = request.device
@@ -340,9 +341,9 @@ def _deploy_to(request: FleetRequest, job: _Job, bundle: tuple[Bundle, Path],
             python = _provision(transport, job, manifest)
         say("pushing the artifact and benchmarking it on the device")
         return deploy(bundle_dir, manifest, transport, python=python, work_dir=job.work_dir,
-                      bench=BenchOptions(runs=device.runs, warmup=device.warmup,
-                                         threads=job.threads),
-                      keep=request.keep, fastest=request.measure_on_device).report
+                      rounds=Rounds(calls=device.runs, warmup=device.warmup),
+                      threads=job.threads, keep=request.keep,
+                      fastest=request.measure_on_device).report
 
 
 def _provision(transport: Any, job: _Job, manifest: Bundle) -> str:

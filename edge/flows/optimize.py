@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from devices.measure import Rounds
 from edge.core import progress
 from edge.core.bundle import FORMAT, check_writable, write_bundle
 from edge.core.cache import cache_root
@@ -32,7 +33,6 @@ from edge.core.values import (
     StoredFile,
 )
 from edge.core.verify import Outputs, Thresholds, judge, measure, run_all
-from edge.flows.bench import Rounds, interleaved, summarize
 
 __all__ = ["OptimizeOptions", "optimize", "plan_for", "refuse_if_unfit"]
 
@@ -317,7 +317,9 @@ def _passed(fid: Fidelity, kept_float: tuple[str, ...] = ()) -> str:
 def _measured(outcomes: list[_Outcome], profile: Profile, options: OptimizeOptions,
               ctx: _Context) -> list[_Outcome]:
     """Time every passing candidate on this host, interleaved, with the profile's threads."""
-    timed = [o for o in outcomes if o.runner is not None]
+    from devices.measure import time_here
+
+    timed = [o for o in outcomes if o.runner is not None and o.result.artifact is not None]
     if not options.measure or not timed:
         return outcomes
     threads = min(profile.compute.default_threads, os.cpu_count() or 1)
@@ -325,12 +327,15 @@ def _measured(outcomes: list[_Outcome], profile: Profile, options: OptimizeOptio
     calls = {o.result.candidate.id: _call(o, ctx.model, threads, feed) for o in timed}
     log.info("timing %d candidates on this host (%d threads, %d interleaved rounds)",
              len(calls), threads, options.rounds.rounds)
-    samples = interleaved(calls, options.rounds)
-    benches = {o.result.candidate.id: summarize(
-        samples[o.result.candidate.id], runtime=o.result.artifact.runtime, threads=threads,
-        rounds=options.rounds) for o in timed if o.result.artifact is not None}
+    runtimes = {o.result.candidate.id: _runtime(o) for o in timed}
+    benches = time_here(calls, options.rounds, threads=threads, runtime=runtimes)
     return [replace(o, result=replace(o.result, bench=benches.get(o.result.candidate.id)))
             for o in outcomes]
+
+
+def _runtime(outcome: _Outcome) -> str:
+    assert outcome.result.artifact is not None
+    return outcome.result.artifact.runtime
 
 
 def _call(outcome: _Outcome, model: ModelInfo, threads: int, feed: dict) -> Any:

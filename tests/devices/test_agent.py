@@ -1,4 +1,4 @@
-"""The on-device agent, run as the standalone script it is on a device."""
+"""The on-device agent, run as the one file (a zipapp) it is on a device."""
 
 from __future__ import annotations
 
@@ -11,27 +11,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from devices import agent
-from devices.deploy import AGENT_PATH
+from devices.agent import timing
+from devices.agentfile import agent_file
 
 
 def _agent(*args: str) -> tuple[int, dict]:
-    done = subprocess.run([sys.executable, str(AGENT_PATH), *args], capture_output=True,
+    done = subprocess.run([sys.executable, str(agent_file()), *args], capture_output=True,
                           text=True, check=False)
     return done.returncode, json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def test_agent_imports_only_stdlib_at_top() -> None:
-    code = AGENT_PATH.read_text()
-    head = code.split("AGENT_VERSION")[0]
-    imports = {line.split()[1] for line in head.splitlines() if line.startswith("import ")}
-    assert imports <= {"argparse", "hashlib", "json", "os", "platform", "resource", "sys", "time"}
 
 
 def test_percentiles_match_numpy() -> None:
     values = list(np.random.default_rng(0).exponential(size=101))
     for q in (50, 90, 99):
-        assert agent.percentile(values, q) == pytest.approx(np.percentile(values, q))
+        assert timing.percentile(values, q) == pytest.approx(np.percentile(values, q))
 
 
 def test_install_moves_only_a_verified_file(tmp_path: Path) -> None:
@@ -61,8 +54,10 @@ def test_bench_onnx_reports_percentiles_and_memory() -> None:
     status, reply = _agent("bench", str(model), "--runs", "12", "--warmup", "2",
                            "--threads", "1")
     assert status == 0, reply
-    assert reply["runs"] == 12 and reply["threads"] == 1
-    assert 0 < reply["p50_ms"] <= reply["p90_ms"] <= reply["p99_ms"]
+    (result,) = reply["results"]
+    assert result["runs"] == 12 and result["threads"] == 1 and result["model"] == str(model)
+    assert 0 < result["p50_ms"] <= result["p90_ms"] <= result["p99_ms"]
+    assert reply["rounds"] == 5 and reply["order"] == [[0]] * 5
     assert reply["peak_rss_mb"] > 10 and reply["device"]["cores"] >= 1
 
 
@@ -72,7 +67,10 @@ def test_bench_errors_are_json(tmp_path: Path) -> None:
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"not a model")
     status, reply = _agent("bench", str(bad))
-    assert status == 3 and "agent crashed" in reply["error"]
+    assert status == 3 and reply["error"].startswith(f"onnxruntime cannot load {bad}: ")
+    assert "\n" not in reply["error"]
+    status, reply = _agent("bench", str(bad), "--rounds", "0")
+    assert status == 2 and "--rounds" in reply["error"]
 
 
 def _matmul_model(path: Path, n: int, seed: int | None = None) -> Path:
@@ -93,26 +91,35 @@ def _matmul_model(path: Path, n: int, seed: int | None = None) -> Path:
     return path
 
 
-def test_rounds_times_models_interleaved_within_a_budget(tmp_path: Path) -> None:
+def test_bench_times_several_models_interleaved(tmp_path: Path) -> None:
     small, big = _matmul_model(tmp_path / "s.onnx", 16), _matmul_model(tmp_path / "b.onnx", 1024)
-    status, reply = _agent("rounds", str(small), str(big), "--rounds", "15", "--threads", "1")
+    status, reply = _agent("bench", str(small), str(big), "--runs", "12", "--rounds", "4",
+                           "--warmup", "1", "--idle-s", "0.01", "--threads", "1")
     assert status == 0, reply
-    assert reply["rounds"] == 15 and reply["runtime"] == "onnxruntime"
-    fast, slow = reply["medians_ms"]
-    assert 0 < fast < slow, reply  # 4096x the multiply-adds
-    status, reply = _agent("rounds", str(small), str(big), "--rounds", "1000", "--min-rounds",
-                           "3", "--budget-s", "0.001")
+    assert [r["model"] for r in reply["results"]] == [str(small), str(big)]
+    assert [r["runs"] for r in reply["results"]] == [12, 12]  # 3 timed calls in each round
+    assert reply["rounds"] == 4 and reply["order"] == [[0, 1], [1, 0], [0, 1], [1, 0]]
+    fast, slow = (r["p50_ms"] for r in reply["results"])
+    assert 0 < fast < slow, reply  # 4096x the multiply-adds: a structural gap
+    status, reply = _agent("bench", str(small), str(big), "--runs", "1000", "--rounds", "1000",
+                           "--warmup", "0", "--idle-s", "0", "--min-rounds", "3",
+                           "--budget-s", "0.000001")
     assert status == 0 and reply["rounds"] == 3, reply  # over budget: the fewest allowed
+    assert [r["runs"] for r in reply["results"]] == [3, 3]
 
 
-def test_rounds_refuses_mixed_runtimes_and_bad_counts(tmp_path: Path) -> None:
+def test_bench_of_several_models_drops_one_that_does_not_load(tmp_path: Path) -> None:
     model = _matmul_model(tmp_path / "m.onnx", 8)
-    other = tmp_path / "m.tflite"
-    other.write_bytes(b"")
-    status, reply = _agent("rounds", str(model), str(other))
-    assert status == 2 and "one runtime" in reply["error"]
-    status, reply = _agent("rounds", str(model), "--rounds", "0")
-    assert status == 2 and "--rounds" in reply["error"]
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(b"not a model")
+    status, reply = _agent("bench", str(broken), str(model), "--runs", "3")
+    assert status == 0, reply
+    failed, timed = reply["results"]
+    assert failed["error"].startswith(f"onnxruntime cannot load {broken}")
+    assert "p50_ms" not in failed
+    assert timed["runs"] == 3 and reply["order"] == [[1]] * 3
+    status, reply = _agent("bench", str(broken), str(broken))
+    assert status == 3 and "cannot load" in reply["error"]  # none loads: the first error
 
 
 def test_perf_reads_openvino_counters_and_refuses_other_models(tmp_path: Path) -> None:
@@ -135,7 +142,8 @@ def test_perf_on_device_keeps_irs_with_the_same_xml_apart(tmp_path: Path) -> Non
     stored .bin on the device: each pair is stored under a name from both files."""
     import openvino as ov
 
-    from devices.deploy import open_device, perf_on_device
+    from devices.device import open_device
+    from devices.profiling import openvino_counters
     from devices.transport import LocalTransport
 
     irs = []
@@ -149,6 +157,6 @@ def test_perf_on_device_keeps_irs_with_the_same_xml_apart(tmp_path: Path) -> Non
     device = open_device(LocalTransport(tmp_path / "device"), python=sys.executable,
                          work_dir="~/.edge")
     for ir in irs:
-        assert perf_on_device(device, ir, runs=2)["whole_ms"] > 0
+        assert openvino_counters(ir, runs=2, device=device)["whole_ms"] > 0
     stored = sorted((tmp_path / "device" / ".edge" / "models").glob("*.bin"))
     assert len(stored) == 2 and stored[0].read_bytes() != stored[1].read_bytes()

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from onnx import TensorProto, helper, save
 
-from devices import agent
-from devices.deploy import AGENT_PATH, _bench_result
+from devices.agent import sensors
+from devices.agentfile import agent_file
+from devices.measure import bench_result
 from edge.cli.render import render_deploy
 from edge.core.values import BenchResult, DeployReport
 
@@ -85,15 +86,16 @@ def sysfs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_bench_reports_throughput_and_sensor_snapshots(tmp_path: Path) -> None:
     model = _tiny_model(tmp_path / "tiny.onnx")
     env = dict(os.environ, EDGE_AGENT_SYSFS=str(_fake_sysfs(tmp_path / "sys")))
-    done = subprocess.run([sys.executable, str(AGENT_PATH), "bench", str(model), "--runs", "20",
-                           "--warmup", "2", "--threads", "1"], capture_output=True, text=True,
-                          check=False, env=env, timeout=120)
+    done = subprocess.run([sys.executable, str(agent_file()), "bench", str(model), "--runs",
+                           "20", "--warmup", "2", "--threads", "1"], capture_output=True,
+                          text=True, check=False, env=env, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     reply = json.loads(done.stdout.strip().splitlines()[-1])
-    fps = reply["throughput_fps"]
+    (result,) = reply["results"]
+    fps = result["throughput_fps"]
     assert fps > 0
     # runs / total timed seconds == 1000 / mean ms
-    assert fps == pytest.approx(1e3 / reply["mean_ms"], rel=1e-6)
+    assert fps == pytest.approx(1e3 / result["mean_ms"], rel=1e-6)
     metrics = reply["metrics"]
     assert set(metrics) >= {"before", "after", "during"}
     for phase in ("before", "after"):
@@ -105,10 +107,10 @@ def test_bench_reports_throughput_and_sensor_snapshots(tmp_path: Path) -> None:
 
 def test_readers_parse_a_fake_sysfs_exactly(sysfs: Path) -> None:
     _fake_sysfs(sysfs)
-    temp = agent.read_cpu_temperature()
+    temp = sensors.read_cpu_temperature()
     assert temp == {"value": 51.25, "source": str(sysfs / "class/thermal/thermal_zone0/temp"),
                     "zone": "cpu-thermal"}
-    throttling = agent.read_throttling()
+    throttling = sensors.read_throttling()
     cpu = sysfs / "devices/system/cpu"
     assert throttling["freq_ratio"] == {
         "value": 0.6, "source": str(cpu / "cpufreq/policy4/scaling_cur_freq")}
@@ -117,7 +119,7 @@ def test_readers_parse_a_fake_sysfs_exactly(sysfs: Path) -> None:
         str(cpu / "cpu0/thermal_throttle/package_throttle_count"),
         str(cpu / "cpu1/thermal_throttle/core_throttle_count")]}
     assert throttling["vcgencmd"] == {"value": None, "source": None}  # only with the real /sys
-    power = agent.read_power()
+    power = sensors.read_power()
     board = str(sysfs / "class/hwmon/hwmon1/power1_input")
     pmic = (f"{sysfs / 'class/hwmon/hwmon2/in0_input'} x "
             f"{sysfs / 'class/hwmon/hwmon2/curr0_input'}")
@@ -129,7 +131,7 @@ def test_readers_parse_a_fake_sysfs_exactly(sysfs: Path) -> None:
 
 def test_jetson_ina3221_rails_are_summed_with_labels(sysfs: Path) -> None:
     _jetson_sysfs(sysfs)
-    power = agent.read_power()
+    power = sensors.read_power()
     iio = sysfs / "bus/i2c/drivers/ina3221x/1-0040/iio:device0"
     assert power["value"] == pytest.approx(5.1)
     assert [(r["label"], r["watts"], r["source"]) for r in power["rails"]] == [
@@ -142,21 +144,21 @@ def test_jetson_hwmon_ina3221_without_i2c_tree(sysfs: Path) -> None:
     _write(sysfs, "class/hwmon/hwmon0/in1_label", "VDD_IN")
     _write(sysfs, "class/hwmon/hwmon0/in1_input", "5000")
     _write(sysfs, "class/hwmon/hwmon0/curr1_input", "840")
-    power = agent.read_power()
+    power = sensors.read_power()
     assert power["value"] == pytest.approx(4.2)
     assert power["rails"][0]["label"] == "ina3221/VDD_IN"
 
 
 def test_missing_and_unreadable_sensors_are_none(sysfs: Path) -> None:
-    snapshot = agent.sensor_snapshot()
+    snapshot = sensors.sensor_snapshot()
     assert snapshot["temperature_c"] == {"value": None, "source": None, "zone": None}
     assert snapshot["power_w"] == {"value": None, "source": None, "rails": []}
     for reading in snapshot["throttling"].values():
         assert reading["value"] is None and reading["source"] is None
     _write(sysfs, "class/thermal/thermal_zone0/temp", "garbage")
     (sysfs / "class/hwmon/hwmon0/power1_input").mkdir(parents=True)  # unreadable: a directory
-    assert agent.read_cpu_temperature()["value"] is None
-    assert agent.read_power()["value"] is None
+    assert sensors.read_cpu_temperature()["value"] is None
+    assert sensors.read_power()["value"] is None
 
 
 def test_any_zone_when_no_cpu_zone(sysfs: Path) -> None:
@@ -164,25 +166,30 @@ def test_any_zone_when_no_cpu_zone(sysfs: Path) -> None:
     _write(sysfs, "class/thermal/thermal_zone0/temp", "40000")
     _write(sysfs, "class/thermal/thermal_zone1/type", "nvme")
     _write(sysfs, "class/thermal/thermal_zone1/temp", "45500")
-    assert agent.read_cpu_temperature()["value"] == pytest.approx(45.5)
+    assert sensors.read_cpu_temperature()["value"] == pytest.approx(45.5)
 
 
 def test_parse_throttled() -> None:
-    assert agent.parse_throttled("throttled=0x50005") == {
+    assert sensors.parse_throttled("throttled=0x50005") == {
         "value": "0x50005", "under_voltage": True, "throttled_now": True,
         "throttled_since_boot": True}
-    assert agent.parse_throttled("throttled=0x0")["throttled_now"] is False
-    assert agent.parse_throttled("nonsense") == {"value": None}
+    assert sensors.parse_throttled("throttled=0x0")["throttled_now"] is False
+    assert sensors.parse_throttled("nonsense") == {"value": None}
 
 
 def _reply(power: dict | None) -> dict:
     snap = {"temperature_c": {"value": 50.0, "source": "/sys/x"},
             "throttling": {"freq_ratio": {"value": 1.0, "source": "/sys/y"}},
             "power_w": power or {"value": None, "source": None}}
-    return {"runtime": "onnxruntime", "runs": 10, "warmup": 1, "threads": 2, "p50_ms": 1.0,
-            "p90_ms": 1.2, "p99_ms": 1.5, "mean_ms": 1.1, "load_ms": 5.0, "peak_rss_mb": 30.0,
-            "device": {"cores": 4}, "throughput_fps": 909.1,
+    result = {"model": "m.onnx", "runtime": "onnxruntime", "runtime_version": "1.31.1",
+              "runs": 10, "warmup": 1, "threads": 2, "p50_ms": 1.0, "p90_ms": 1.2,
+              "p99_ms": 1.5, "mean_ms": 1.1, "load_ms": 5.0, "throughput_fps": 909.1}
+    return {"results": [result], "rounds": 5, "peak_rss_mb": 30.0, "device": {"cores": 4},
             "metrics": {"before": snap, "during": None, "after": snap}}
+
+
+def _bench(reply: dict, profile: str, *, alone: bool = True) -> BenchResult:
+    return bench_result(reply, reply["results"][0], "dev", profile=profile, alone=alone)
 
 
 def test_host_estimates_power_from_the_profile_when_no_sensor() -> None:
@@ -190,10 +197,11 @@ def test_host_estimates_power_from_the_profile_when_no_sensor() -> None:
 
     profile = catalog_ids()[0]
     spec = load_profile(profile)
-    bench = _bench_result(_reply(None), "dev", profile=profile)
+    bench = _bench(_reply(None), profile)
     idle, top = spec.power.idle_w, spec.power.max_w
     expect = idle + (top - idle) * min(1.0, 2 / spec.compute.cores)
-    assert bench.throughput_fps == 909.1
+    assert bench.throughput_fps == 909.1 and bench.peak_rss_mb == 30.0
+    assert bench.device["runtime_version"] == "1.31.1" and bench.device["interleaved_rounds"] == 5
     assert bench.metrics["power_w"] == pytest.approx(expect)
     assert bench.metrics["power_source"] == (
         f"estimated from the profile ({idle:g}..{top:g} W), not measured")
@@ -206,12 +214,18 @@ def test_host_estimates_power_from_the_profile_when_no_sensor() -> None:
 
 def test_host_labels_measured_power_and_unknown_profile() -> None:
     measured = {"value": 3.5, "source": ["/sys/class/hwmon/hwmon1/power1_input"]}
-    bench = _bench_result(_reply(measured), "dev", profile="no-such-profile")
+    bench = _bench(_reply(measured), "no-such-profile")
     assert bench.metrics["power_w"] == 3.5
     assert bench.metrics["power_source"] == "/sys/class/hwmon/hwmon1/power1_input"
-    bench = _bench_result(_reply(None), "dev", profile="no-such-profile")
+    bench = _bench(_reply(None), "no-such-profile")
     assert bench.metrics["power_w"] is None
     assert bench.metrics["power_source"].startswith("not measured: no sensor; profile")
+
+
+def test_a_model_timed_beside_others_has_no_memory_or_sensors_of_its_own() -> None:
+    bench = _bench(_reply(None), "rpi4", alone=False)
+    assert bench.p50_ms == 1.0 and bench.throughput_fps == 909.1
+    assert bench.peak_rss_mb is None and bench.metrics == {}
 
 
 def test_old_bench_json_still_loads() -> None:

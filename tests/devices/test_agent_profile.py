@@ -1,5 +1,5 @@
-"""``edge_agent.py profile``: per-node kernel ms and the optimized model's ms, run as the
-standalone script it is on a device."""
+"""The agent's ``profile``: per-node kernel ms and the optimized model's ms, run as the one
+file (zipapp) it is on a device."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from devices import agent
-from devices.deploy import AGENT_PATH
+from devices.agent import profiling, runtimes
+from devices.agentfile import agent_file
 
 NODES = ("big_matmul", "bias_add", "row_sum", "tiny_relu")
 
@@ -47,12 +47,13 @@ def heavy_model(path: Path, *, rows: int = 128, width: int = 512) -> Path:
 
 
 def _agent(*args: str, python_prelude: str = "") -> tuple[int, dict]:
+    agent = str(agent_file())
     if python_prelude:
-        code = (f"{python_prelude}; import runpy, sys; sys.argv = {[str(AGENT_PATH), *args]!r}; "
-                f"runpy.run_path({str(AGENT_PATH)!r}, run_name='__main__')")
+        code = (f"{python_prelude}; import runpy, sys; sys.argv = {[agent, *args]!r}; "
+                f"runpy.run_path({agent!r}, run_name='__main__')")
         argv = [sys.executable, "-c", code]
     else:
-        argv = [sys.executable, str(AGENT_PATH), *args]
+        argv = [sys.executable, agent, *args]
     done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=300)
     return done.returncode, json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -72,6 +73,8 @@ def test_profile_reports_every_node_and_the_whole_model(model: Path) -> None:
     assert status == 0, reply
     assert set(reply) >= {"nodes", "whole_ms", "device", "runtime"}
     assert set(reply["nodes"]) == set(NODES)
+    assert reply["ops"] == {"big_matmul": "MatMul", "bias_add": "Add", "row_sum": "ReduceSum",
+                            "tiny_relu": "Relu"}
     assert all(ms >= 0 for ms in reply["nodes"].values())
     assert reply["whole_ms"] > 0
     assert reply["nodes"]["big_matmul"] > reply["nodes"]["tiny_relu"]
@@ -119,7 +122,14 @@ def test_kernel_ms_drops_the_warm_up_and_averages() -> None:
               event("a_kernel_time", 2000), event("b_kernel_time", 5000),
               event("a_fence_before", 7000), event("SequentialExecutor::Execute", 1e6, "Session"),
               {"cat": "Node", "name": "x_kernel_time", "dur": 4000, "args": {"node_name": "c"}}]
-    assert agent.kernel_ms(events, 2) == pytest.approx({"a": 1.5, "b": 4.0, "c": 2.0})
+    assert profiling.kernel_ms(events, 2) == pytest.approx({"a": 1.5, "b": 4.0, "c": 2.0})
+
+
+def test_kernel_ops_name_each_nodes_operator() -> None:
+    events = [{"cat": "Node", "name": "a_kernel_time", "dur": 1, "args": {"op_name": "Conv"}},
+              {"cat": "Node", "name": "b_kernel_time", "dur": 1, "args": {}},
+              {"cat": "Node", "name": "c_fence_before", "dur": 1, "args": {"op_name": "Add"}}]
+    assert profiling.kernel_ops(events) == {"a": "Conv", "b": "?"}
 
 
 def test_profile_feeds_follow_the_cost_model() -> None:
@@ -127,7 +137,7 @@ def test_profile_feeds_follow_the_cost_model() -> None:
         def __init__(self, name: str, shape: list, type_: str) -> None:
             self.name, self.shape, self.type = name, shape, type_
 
-    feeds = agent.profile_feeds(np, [Arg("x", ["batch", 3], "tensor(float)"),
+    feeds = runtimes.profile_feeds(np, [Arg("x", ["batch", 3], "tensor(float)"),
                                      Arg("ids", [None, 4], "tensor(int64)"),
                                      Arg("mask", [2], "tensor(bool)")])
     assert feeds["x"].shape == (1, 3) and feeds["x"].dtype == np.float32

@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from devices import agent
-from devices.deploy import AGENT_PATH
+from devices.agent import cli
+from devices.agentfile import agent_file
 
 DIGITS = Path(__file__).parents[2] / "edge" / "samples" / "digits.onnx"
 A, B, C, D = "a" * 16, "b" * 16, "c" * 16, "d" * 16
 
 
 def _agent(*args: str) -> tuple[int, dict]:
-    done = subprocess.run([sys.executable, str(AGENT_PATH), *args], capture_output=True,
+    done = subprocess.run([sys.executable, str(agent_file()), *args], capture_output=True,
                           text=True, check=False)
     return done.returncode, json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -205,7 +205,7 @@ def test_a_switch_that_dies_before_its_rename_changes_nothing(tmp_path: Path,
                                                                capsys) -> None:
     for release in (A, B):
         _release(tmp_path, release)
-    assert agent.main(["activate", str(tmp_path), A]) == 0
+    assert cli.main(["activate", str(tmp_path), A]) == 0
     history = (tmp_path / "history.json").read_bytes()
     real_replace = os.replace
 
@@ -216,12 +216,12 @@ def test_a_switch_that_dies_before_its_rename_changes_nothing(tmp_path: Path,
 
     monkeypatch.setattr(os, "replace", crash)
     with pytest.raises(KeyboardInterrupt):
-        agent.main(["activate", str(tmp_path), B])
+        cli.main(["activate", str(tmp_path), B])
     monkeypatch.undo()
     assert _current(tmp_path) == f"releases/{A}"
     assert (tmp_path / "history.json").read_bytes() == history
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".current-")]
-    assert agent.main(["activate", str(tmp_path), B]) == 0
+    assert cli.main(["activate", str(tmp_path), B]) == 0
     assert _current(tmp_path) == f"releases/{B}"
 
 

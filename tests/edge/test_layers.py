@@ -1,5 +1,9 @@
 """Per-layer time on onnxruntime, OpenVINO and LiteRT: real layer names, times that add up to
-the whole model, and a model with one clearly heavy layer ranks that layer first everywhere."""
+the whole model, and a model with one clearly heavy layer ranks that layer first everywhere.
+
+Only what cannot flake on a shared machine is asserted here: names, sums, the method, and the
+ranking of a layer with about 100x the work of all others together. How large its share is
+(and how host and device agree) is measured by ``bench/layers.py``."""
 
 from __future__ import annotations
 
@@ -9,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from devices import layers
+from devices.layers import LayerProfile, measure_layers
 from edge.core.errors import UsageError
 from edge.core.model import inspect_model
 from edge.core.values import Dataset, ModelInfo
-from edge.flows import layers
-from edge.flows.layers import LayerProfile, measure_layers
 from targets import get_target
 
 #: The heavy model: a tiny conv, a wide fully connected layer (1024 x 2048 fp32, 8 MB of
@@ -91,9 +95,9 @@ def check_profile(profile: LayerProfile, names: set[str]) -> None:
 
 
 def assert_heavy_first(profile: LayerProfile) -> None:
-    top, second = profile.layers[:2]
-    # wide margins: layer times are differences of noisy timings on a shared host
-    assert top.ms > 0.4 * profile.total_ms and top.ms > 2 * second.ms, profile.layers[:4]
+    """The layer with ~100x the work of all others together ranks first (a structural gap: its
+    share and its ratio to the next are numbers for bench/layers.py, not assertions)."""
+    assert profile.layers[0].name.startswith(HEAVY), profile.layers[:4]
 
 
 # ---------------------------------------------------------------- onnxruntime
@@ -102,7 +106,7 @@ def test_onnx_layers_are_the_graph_nodes(heavy: ModelInfo) -> None:
     check_profile(profile, {"small_conv", "conv_relu", "flatten", HEAVY, "fc_relu", "head"})
     assert {layer.name: layer.op for layer in profile.layers}[HEAVY] == "Gemm"
     assert profile.runtime.startswith("onnxruntime ")
-    assert profile.layers[0].name == HEAVY
+    assert "optimized model" in profile.method and "this host" in profile.method
     assert_heavy_first(profile)
 
 
@@ -116,7 +120,7 @@ def test_openvino_layers_are_executed_nodes_of_the_compiled_model(openvino_ir: P
     check_profile(profile, executed)
     assert profile.runtime.startswith("OpenVINO ") and "PERF_COUNT" in profile.method
     assert all(layer.detail for layer in profile.layers)  # the CPU kernel that ran it
-    assert profile.layers[0].name.startswith(HEAVY)
+    assert "interleaved rounds" in profile.method
     assert_heavy_first(profile)
 
 
@@ -155,11 +159,11 @@ def test_tflite_layers_are_the_operators(tflite_files: dict[str, Path], precisio
         (op, name) for op, name, _ in operators]
     assert profile.runtime.startswith("LiteRT ") and "derived from prefix timings" in \
         profile.method
+    assert "interleaved rounds" in profile.method
     top = profile.layers[0]
     heavy_outputs = [name for op, name, shape in operators
                      if op == "FULLY_CONNECTED" and shape[-1] == 2048]
     assert top.op == "FULLY_CONNECTED" and [top.name] == heavy_outputs
-    assert_heavy_first(profile)
 
 
 @pytest.mark.slow

@@ -1,4 +1,7 @@
-"""Per-node costs measured ON a device (a real sshd on 127.0.0.1) through edge's agent."""
+"""Per-node costs measured ON a device (a real sshd on 127.0.0.1) through edge's agent.
+
+Timing claims beyond a ranking with a structural gap (the heavy node's share, its ratio to the
+tiny one, host vs device agreement) are measured by ``bench/layers.py``, not asserted here."""
 
 from __future__ import annotations
 
@@ -7,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-import devices.deploy
+import devices.profiling
 from devices.connect import DeviceTarget, device_python, transport_for
-from devices.deploy import Device, open_device, profile_on_device
+from devices.device import Device, open_device
+from devices.profiling import NodeProfile, node_profile
 from edge.core.errors import DeviceError, EdgeError, UsageError
 from edge.core.profile import load_profile
 from partition.cost import measure_costs, measure_costs_on_device
@@ -40,64 +44,61 @@ def device(ssh_device: SSHDevice) -> Iterator[Device]:
 
 
 @pytest.fixture
-def replies(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
-    """Every reply profile_on_device gives measure_costs_on_device."""
-    seen: list[dict] = []
+def replies(monkeypatch: pytest.MonkeyPatch) -> list[NodeProfile]:
+    """Every profile node_profile gives measure_costs_on_device."""
+    seen: list[NodeProfile] = []
 
-    def spy(*args, **kwargs) -> dict:
-        reply = profile_on_device(*args, **kwargs)
+    def spy(*args, **kwargs) -> NodeProfile:
+        reply = node_profile(*args, **kwargs)
         seen.append(reply)
         return reply
 
-    monkeypatch.setattr(devices.deploy, "profile_on_device", spy)
+    monkeypatch.setattr(devices.profiling, "node_profile", spy)
     return seen
 
 
 def test_costs_are_measured_on_the_device_and_calibrated(
-    model: Path, device: Device, ssh_device: SSHDevice, replies: list[dict]
+    model: Path, device: Device, ssh_device: SSHDevice, replies: list[NodeProfile]
 ) -> None:
     costs = measure_costs_on_device(model, device, threads=1, runs=RUNS)
     assert list(costs) == [n.name for n in load_named(model).graph.node] == list(NODES)
     assert all(ms >= 0 for ms in costs.values())
     (reply,) = replies
-    assert reply["where"] == f"ssh://{ssh_device.target}"
-    assert reply["device"]["python"] != "" and reply["runtime"]["onnxruntime"] == "1.31.1"
+    assert reply.where == f"ssh://{ssh_device.target}"
+    assert reply.device["python"] != "" and reply.runtime_version == "1.31.1"
     # Calibrated exactly as measure_costs: scaled to sum to the optimized whole-model median.
-    assert sum(costs.values()) == pytest.approx(reply["whole_ms"], rel=1e-9)
-    scale = reply["whole_ms"] / sum(reply["nodes"].values())
-    assert costs == pytest.approx({n: ms * scale for n, ms in reply["nodes"].items()})
+    assert sum(costs.values()) == pytest.approx(reply.whole_ms, rel=1e-9)
+    scale = reply.whole_ms / sum(reply.nodes.values())
+    assert costs == pytest.approx({n: ms * scale for n, ms in reply.nodes.items()})
     # The model lives on the device by content, in the device user's home.
-    remote = Path(reply["model"])
+    remote = Path(reply.model)
     assert remote.parent == ssh_device.home / ".edge" / "models" and remote.is_file()
     assert remote.owner() == ssh_device.user
     assert not list((ssh_device.home / ".edge" / "incoming").iterdir())
 
-    # Same machine here: the device's heavy node agrees with this host's measurement.
+    # The same method here: both rank the matmul (hundreds of times the work of the rest) first.
     host = measure_costs(model, threads=1, runs=RUNS)
-    for measured in (costs, host):  # shares are robust to load from other processes
-        assert measured["big_matmul"] > 0.5 * sum(measured.values())
-        # a tiny node's mean kernel time can carry one scheduling outlier on a shared host
-        # (CI measured 4.8x once): twice is the margin that holds, the share above is the claim
-        assert measured["big_matmul"] > 2 * measured["tiny_relu"]
-    assert 1 / 3 <= costs["big_matmul"] / host["big_matmul"] <= 3, (costs, host)
+    for measured in (costs, host):
+        assert max(measured, key=measured.__getitem__) == "big_matmul", measured
+    assert replies[1].where.startswith("host ") and replies[1].model != reply.model
 
 
 def test_a_second_call_reuses_the_uploaded_model(
-    model: Path, device: Device, replies: list[dict]
+    model: Path, device: Device, replies: list[NodeProfile]
 ) -> None:
     measure_costs_on_device(model, device, threads=1, runs=3)
-    remote = Path(replies[0]["model"])
+    remote = Path(replies[0].model)
     before = remote.stat()
     again = measure_costs_on_device(model, device, threads=1, runs=3)
     assert set(again) == set(NODES)
-    assert [r["uploaded"] for r in replies][1:] == [False]
-    assert replies[1]["model"] == replies[0]["model"]
+    assert [r.uploaded for r in replies][1:] == [False]
+    assert replies[1].model == replies[0].model
     after = remote.stat()
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
 
 
 def test_a_transport_is_opened_with_the_given_python(
-    model: Path, ssh_device: SSHDevice, replies: list[dict]
+    model: Path, ssh_device: SSHDevice, replies: list[NodeProfile]
 ) -> None:
     target = DeviceTarget(host=ssh_device.target, identity=ssh_device.identity,
                           known_hosts=ssh_device.known_hosts)
@@ -105,7 +106,7 @@ def test_a_transport_is_opened_with_the_given_python(
         costs = measure_costs_on_device(model, transport, python=ssh_device.python,
                                         threads=1, runs=3)
     assert set(costs) == set(NODES)
-    assert sum(costs.values()) == pytest.approx(replies[0]["whole_ms"], rel=1e-9)
+    assert sum(costs.values()) == pytest.approx(replies[0].whole_ms, rel=1e-9)
 
 
 def test_a_missing_model_is_a_one_line_usage_error(device: Device, tmp_path: Path) -> None:
@@ -146,6 +147,6 @@ def test_the_embedded_local_device_profiles_too(model: Path, tmp_path: Path) -> 
     from devices.transport import LocalTransport
 
     with LocalTransport(tmp_path / "device") as transport:
-        costs = measure_costs_on_device(model, transport, threads=1, runs=3)
-    assert set(costs) == set(NODES) and costs["big_matmul"] > costs["tiny_relu"]
+        costs = measure_costs_on_device(model, transport, threads=1, runs=RUNS)
+    assert set(costs) == set(NODES) and max(costs, key=costs.__getitem__) == "big_matmul"
     assert len(list((tmp_path / "device" / ".edge" / "models").glob("*.onnx"))) == 1

@@ -15,7 +15,7 @@ def render_bundle_report(bundle_dir: Path, *, layers: bool = True,
                          results: Path | None = None, top: int = TOP_LAYERS,
                          device: Any = None) -> str:
     """The HTML report of a bundle (``results``: the results folder, default the cache's;
-    ``device``: an opened ``devices.deploy.Device`` on which the per-layer times of the
+    ``device``: an opened ``devices.device.Device`` on which the per-layer times of the
     candidates it can run are measured, the others' on this host)."""
     from edge.core.bundle import read_bundle
 

@@ -41,8 +41,8 @@ def layer_candidates(bundle: Any, bundle_dir: Path) -> list[tuple[str, str, Path
 def _measure_layers(path: Path, device: Any) -> Any:
     """On the device when one is given and runs the artifact, else here (a runtime the device
     lacks)."""
-    from devices.agent import SUFFIX_RUNTIME
-    from edge.flows.layers import measure_layers
+    from devices.agent.runtimes import SUFFIX_RUNTIME
+    from devices.layers import measure_layers
 
     runs_there = device is not None and SUFFIX_RUNTIME.get(path.suffix) in device.runtimes
     return measure_layers(path, threads=1, runs=20, device=device if runs_there else None)

@@ -1,18 +1,18 @@
 """Per-layer time of one artifact, measured by the runtime that runs it: on this host, or ON
-a device by its edge agent (``device``: an opened ``devices.deploy.Device``).
+a device by its edge agent (``device``: an opened ``devices.device.Device``).
 
-* ONNX (``.onnx``): onnxruntime's profiler, per node, scaled to the optimized whole-model
-  median (``partition.cost.measure_costs`` / ``measure_costs_on_device``).
+* ONNX (``.onnx``): onnxruntime's profiler, per node (``devices.profiling.node_profile``),
+  scaled to the optimized whole-model median.
 * OpenVINO IR (``.xml`` + ``.bin``): the CPU plugin's performance counters (PERF_COUNT), the
-  median real time per executed node, scaled to the median of an unprofiled compile
-  (the agent's ``openvino_perf``, imported here or run on the device).
+  median real time per executed node, scaled to the median of an unprofiled compile timed in
+  interleaved rounds beside it (``devices.profiling.openvino_counters``).
 * TFLite (``.tflite``, NNAPI-ready ones too, run on the CPU): LiteRT's Python API has no
   per-operator profiler, so the time is derived from prefixes: the model cut after every
-  operator is timed, in interleaved rounds (the agent's ``time_rounds``), and an operator
+  operator is timed, all prefixes in interleaved rounds (``devices.measure``), and an operator
   costs the difference between the medians of consecutive prefixes (clamped at 0), scaled to
   the whole-model median.
 
-Random inputs as the agent makes them: float standard normal, everything else zeros.
+Random inputs as the agent makes them.
 """
 
 from __future__ import annotations
@@ -25,8 +25,11 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from edge.core import progress
+from devices.device import Device, store
+from devices.measure import Rounds, time_files_here, time_on_device
+from devices.profiling import node_profile, openvino_counters
 from edge.core.errors import UsageError
+from edge.core.values import BenchResult
 
 __all__ = ["LayerProfile", "LayerTime", "measure_layers"]
 
@@ -37,7 +40,7 @@ MIN_PREFIXES = 8
 #: TFLite: bytes the prefix interpreters held at once may take (weights, about twice).
 PREFIX_BUDGET_BYTES = 1 << 30
 #: TFLite: seconds the timed rounds may take here (on a device: four times as long); fewer
-#: rounds (not fewer than MIN_ROUNDS) if more.
+#: rounds (not fewer than MIN_ROUNDS) if the first round says more.
 ROUNDS_BUDGET_S = 15.0
 MIN_ROUNDS = 5
 
@@ -63,9 +66,9 @@ class LayerProfile:
 
 
 def measure_layers(path: Path, *, threads: int = 1, runs: int = 20,
-                   device: Any = None) -> LayerProfile:
+                   device: Device | None = None) -> LayerProfile:
     """Measure the time per layer of an .onnx, OpenVINO .xml or .tflite file on this host, or
-    ON ``device`` (an opened ``devices.deploy.Device``) by its agent."""
+    ON ``device`` by its agent."""
     path = Path(path)
     if threads < 1 or runs < 1:
         raise UsageError(f"threads ({threads}) and runs ({runs}) must be at least 1")
@@ -94,46 +97,34 @@ def _threads(threads: int) -> str:
     return f"{threads} thread{'s' if threads > 1 else ''}"
 
 
-def _where(device: Any) -> str:
+def _where(device: Device | None) -> str:
     """How a method sentence names where it ran."""
-    return "this host" if device is None else f"ON {device.transport.label} by the edge agent"
+    return "this host" if device is None else f"ON {device.label} by the edge agent"
 
 
 # ---------------------------------------------------------------- ONNX Runtime
-def _onnx(path: Path, threads: int, runs: int, device: Any) -> LayerProfile:
-    from partition.cost import measure_costs, measure_costs_on_device
-    from partition.graph import load_named
-
-    if device is None:
-        costs = measure_costs(path, threads=threads, runs=runs)
-        runtime = f"onnxruntime {version('onnxruntime')} CPU"
-    else:
-        costs = measure_costs_on_device(path, device, threads=threads, runs=runs)
-        runtime = f"onnxruntime on {device.transport.label}"
-    ops = {node.name: node.op_type for node in load_named(path).graph.node}
-    layers = [LayerTime(name=name, op=ops.get(name, "?"), ms=ms) for name, ms in costs.items()]
+def _onnx(path: Path, threads: int, runs: int, device: Device | None) -> LayerProfile:
+    measured = node_profile(path, threads=threads, runs=runs, device=device)
+    names = list(measured.nodes)
+    scaled = _scaled([measured.nodes[n] for n in names], measured.whole_ms)
+    layers = [LayerTime(name=name, op=measured.ops.get(name, "?"), ms=ms)
+              for name, ms in zip(names, scaled, strict=True)]
+    runtime = (f"onnxruntime {measured.runtime_version} CPU" if device is None
+               else f"onnxruntime on {device.label}")
     method = (f"measured {_where(device)} with the onnxruntime CPU profiler "
               f"({_threads(threads)}): mean kernel time per node over {runs} runs without graph "
               f"optimizations, scaled to the median of {runs} runs of the optimized model")
-    return _profile(runtime, method, sum(costs.values()), layers)
+    return _profile(runtime, method, measured.whole_ms, layers)
 
 
 # ---------------------------------------------------------------- OpenVINO
-def _openvino(path: Path, threads: int, runs: int, device: Any) -> LayerProfile:
+def _openvino(path: Path, threads: int, runs: int, device: Device | None) -> LayerProfile:
     if not path.with_suffix(".bin").is_file():
         raise UsageError(f"{path.with_suffix('.bin')} is missing: an OpenVINO IR needs its "
                          ".bin beside the .xml")
-    if device is None:
-        from devices.agent import openvino_perf
-
-        with progress.hold():  # one process times and draws: no redraw meanwhile
-            reply = openvino_perf(str(path), threads, runs)
-        runtime = f"OpenVINO {version('openvino')} CPU"
-    else:
-        from devices.deploy import perf_on_device
-
-        reply = perf_on_device(device, path, threads=threads, runs=runs)
-        runtime = f"OpenVINO {reply['runtime_version']} on {device.transport.label}"
+    reply = openvino_counters(path, threads=threads, runs=runs, device=device)
+    runtime = (f"OpenVINO {reply['runtime_version']} CPU" if device is None
+               else f"OpenVINO {reply['runtime_version']} on {device.label}")
     nodes = {name: n for name, n in reply["nodes"].items() if float(n["ms"]) > 0}
     scaled = _scaled([float(n["ms"]) for n in nodes.values()], float(reply["whole_ms"]))
     layers = [LayerTime(name=name, op=n["op"], detail=n["kernel"], ms=ms)
@@ -141,7 +132,7 @@ def _openvino(path: Path, threads: int, runs: int, device: Any) -> LayerProfile:
     method = (f"measured {_where(device)} from the OpenVINO CPU performance counters "
               f"(PERF_COUNT, {_threads(threads)}, f32 precision hint as edge runs it): median "
               f"real time per executed node over {runs} runs, scaled to the median of {runs} "
-              "unprofiled runs")
+              "unprofiled runs timed in interleaved rounds beside them")
     return _profile(runtime, method, float(reply["whole_ms"]), layers)
 
 
@@ -156,7 +147,7 @@ class _Step:
     op: str
 
 
-def _tflite(path: Path, threads: int, runs: int, device: Any) -> LayerProfile:
+def _tflite(path: Path, threads: int, runs: int, device: Device | None) -> LayerProfile:
     from ai_edge_litert.tools import flatbuffer_utils as fb
 
     model = fb.read_model(str(path))
@@ -165,8 +156,9 @@ def _tflite(path: Path, threads: int, runs: int, device: Any) -> LayerProfile:
         raise UsageError(f"{path.name}: the model has no operators to time")
     steps = _tflite_steps(model, fb, _prefix_limit(path))
     contents = [_prefix(model, fb, 0)] + [_prefix(model, fb, s.end) for s in steps[:-1]]
-    reply = _time_prefixes([*contents, path.read_bytes()], threads, runs, device)
-    medians, rounds = [float(ms) for ms in reply["medians_ms"]], int(reply["rounds"])
+    timed = _time_prefixes([*contents, path.read_bytes()], threads, runs, device)
+    medians = [bench.p50_ms for bench in timed]
+    rounds = int(timed[-1].device["interleaved_rounds"])
     deltas = [max(0.0, b - a) for a, b in itertools.pairwise(medians)]
     scaled = _scaled(deltas, medians[-1])
     layers = [LayerTime(name=s.name, op=s.op, ms=ms,
@@ -182,27 +174,28 @@ def _tflite(path: Path, threads: int, runs: int, device: Any) -> LayerProfile:
               "difference between the medians of consecutive prefixes, clamped at 0 and scaled "
               "to the whole-model median")
     runtime = (f"LiteRT {version('ai-edge-litert')} CPU" if device is None else
-               f"tflite {reply['runtime_version']} on {device.transport.label}")
+               f"tflite {timed[-1].device['runtime_version']} on {device.label}")
     return _profile(runtime, method, medians[-1], layers)
 
 
 def _time_prefixes(contents: Sequence[bytes], threads: int, runs: int,
-                   device: Any) -> dict[str, Any]:
-    """The agent's interleaved rounds over the prefix models: imported here, or on the device
-    (the files pushed there sha256-checked)."""
-    from devices.agent import time_rounds
-    from devices.deploy import time_models_on_device
-
+                   device: Device | None) -> list[BenchResult]:
+    """The prefix models timed together in ``runs`` interleaved rounds of one call each, here or
+    on the device (the files pushed there sha256-checked), in the order given."""
+    on_device = device is not None
+    rounds = Rounds(rounds=runs, calls=runs, warmup=1, idle_s=0.0, min_rounds=MIN_ROUNDS,
+                    budget_s=ROUNDS_BUDGET_S * (4 if on_device else 1))
     with tempfile.TemporaryDirectory(prefix="edge-layers-") as tmp:
-        files = [Path(tmp) / f"prefix{k}.tflite" for k in range(len(contents))]
-        for file, content in zip(files, contents, strict=True):
+        files = {f"prefix{k}": Path(tmp) / f"prefix{k}.tflite" for k in range(len(contents))}
+        for file, content in zip(files.values(), contents, strict=True):
             file.write_bytes(content)
-        if device is not None:
-            return time_models_on_device(device, files, threads=threads, rounds=runs,
-                                         budget_s=4 * ROUNDS_BUDGET_S)
-        with progress.hold():  # one process times and draws: no redraw meanwhile
-            return time_rounds([str(f) for f in files], threads, runs, MIN_ROUNDS,
-                               ROUNDS_BUDGET_S)
+        if device is None:
+            timed = time_files_here(files, rounds, threads=threads)
+        else:
+            stored = {k: store(device, file)[0] for k, file in files.items()}
+            timed = time_on_device(device, stored, rounds, threads=threads,
+                                   timeout=max(600.0, 8 * ROUNDS_BUDGET_S))
+    return [timed[k] for k in files]
 
 
 def _prefix_limit(path: Path) -> int:
@@ -272,5 +265,5 @@ def _used_buffers(model: Any, ops: Sequence[Any], fb: Any) -> list[Any]:
     return [b if k in used else fb.BufferT() for k, b in enumerate(model.buffers)]
 
 
-_BACKENDS: dict[str, Callable[[Path, int, int, Any], LayerProfile]] = {
+_BACKENDS: dict[str, Callable[[Path, int, int, Device | None], LayerProfile]] = {
     ".onnx": _onnx, ".xml": _openvino, ".tflite": _tflite}

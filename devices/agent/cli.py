@@ -1,0 +1,93 @@
+"""The agent's command line: one command per call, one JSON document on stdout.
+
+    python3 edge_agent.pyz probe
+    python3 edge_agent.pyz install SRC DEST --sha256 HEX
+    python3 edge_agent.pyz verify WORK_DIR RELEASE --file NAME=HEX [--file NAME=HEX ...]
+    python3 edge_agent.pyz health --model MODEL [--threads N]
+    python3 edge_agent.pyz activate WORK_DIR RELEASE [--artifact NAME]
+    python3 edge_agent.pyz rollback WORK_DIR [--to RELEASE]
+    python3 edge_agent.pyz releases WORK_DIR
+    python3 edge_agent.pyz prune WORK_DIR [--keep N]
+    python3 edge_agent.pyz bench MODEL [MODEL ...] [--runs N] [--warmup N] [--threads N]
+                                 [--rounds N] [--idle-s S] [--budget-s S] [--min-rounds N]
+    python3 edge_agent.pyz profile --model MODEL.onnx [--threads N] [--runs N]
+    python3 edge_agent.pyz perf --model MODEL.xml [--threads N] [--runs N]
+
+Exit status: 0 ok, 2 bad request, 3 runtime missing or failed. Errors are JSON {"error": ...}.
+"""
+
+import argparse
+import json
+
+from . import bench, info, profiling, releases
+from .errors import AgentError
+
+
+def main(argv=None):
+    """Parse the command line, run one command, print its JSON; the exit status."""
+    args = parser().parse_args(argv)
+    try:
+        result = args.func(args)
+    except AgentError as exc:
+        print(json.dumps({"error": str(exc)}))
+        return exc.status
+    print(json.dumps(result))
+    return 0
+
+
+def entry():
+    """``main`` as the program: never a traceback to the host, always JSON."""
+    try:
+        return main()
+    except Exception as exc:  # noqa: BLE001 - last resort
+        print(json.dumps({"error": f"agent crashed: {type(exc).__name__}: {exc}"}))
+        return 3
+
+
+def parser():
+    """Every command and its options."""
+    top = argparse.ArgumentParser(prog="edge_agent")
+    sub = top.add_subparsers(required=True)
+    _command(sub, "probe", info.cmd_probe)
+    _command(sub, "install", releases.cmd_install, "src", "dest").add_argument(
+        "--sha256", required=True)
+    _command(sub, "verify", releases.cmd_verify, "work_dir", "release").add_argument(
+        "--file", action="append", default=[], metavar="NAME=SHA256")
+    _command(sub, "activate", releases.cmd_activate, "work_dir", "release").add_argument(
+        "--artifact", default=None)
+    _command(sub, "rollback", releases.cmd_rollback, "work_dir").add_argument("--to",
+                                                                              default=None)
+    _command(sub, "releases", releases.cmd_releases, "work_dir")
+    _command(sub, "prune", releases.cmd_prune, "work_dir").add_argument("--keep", type=int,
+                                                                        default=3)
+    health = _command(sub, "health", bench.cmd_health)
+    health.add_argument("--model", required=True)
+    health.add_argument("--threads", type=int, default=0)
+    _bench(_command(sub, "bench", bench.cmd_bench))
+    for name, func, runs, threads in (("profile", profiling.cmd_profile, 10, 1),
+                                      ("perf", profiling.cmd_perf, 20, 1)):
+        command = _command(sub, name, func)
+        command.add_argument("--model", required=True)
+        command.add_argument("--threads", type=int, default=threads)
+        command.add_argument("--runs", type=int, default=runs)
+    return top
+
+
+def _command(sub, name, func, *positional):
+    command = sub.add_parser(name)
+    for arg in positional:
+        command.add_argument(arg)
+    command.set_defaults(func=func)
+    return command
+
+
+def _bench(command):
+    command.add_argument("models", nargs="+", metavar="MODEL")
+    command.add_argument("--runs", type=int, default=50, help="timed calls of each model")
+    command.add_argument("--warmup", type=int, default=5, help="untimed calls before a block")
+    command.add_argument("--threads", type=int, default=0, help="0: all cores")
+    command.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
+    command.add_argument("--idle-s", type=float, default=0.1, help="idle gap before a block")
+    command.add_argument("--budget-s", type=float, default=None, help="fewer rounds if over")
+    command.add_argument("--min-rounds", type=int, default=1, help="fewest rounds in budget")
+

@@ -1,0 +1,109 @@
+"""THE timing method of edge, on this host and on the device: interleaved rounds.
+
+Candidates (zero-argument callables) are timed side by side. Every round runs one block of each
+candidate; the order is reversed every other round (a b c, then c b a), so neither a drift of
+the machine nor the after-effects of a neighbour favour one candidate. A block is an idle gap
+(a runtime's spinning thread pool must not slow the next candidate), ``warmup`` untimed calls,
+then timed calls. The timed calls of a candidate (``runs``) are spread over the rounds as evenly
+as possible. With a time budget, the first round's duration lowers the number of rounds (never
+below ``min_rounds``). Results: every candidate's samples in ms, summarized as p50/p90/p99/mean.
+
+Standard library only, Python 3.8 syntax: the device agent runs this module, and edge imports
+the same module on its host (optimize's candidates, per-layer and per-node timings). Nothing
+else in edge reads a clock around a timed call.
+"""
+
+import contextlib
+import time
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Timed:
+    """Samples (ms) per candidate, the rounds run and each round's order of candidates."""
+
+    samples: dict
+    rounds: int
+    order: list
+
+
+def interleaved(calls, rounds, runs, warmup, idle_s, budget_s=None, min_rounds=1, hold=None,
+                before=None, clock=time.perf_counter, sleep=time.sleep):
+    """Time every callable of ``calls`` (name -> callable) in interleaved rounds.
+
+    ``hold``: a context manager factory wrapped around every block (edge's progress display
+    does not redraw inside one); ``before(round, rounds, name)``: called before each block,
+    outside it. ``clock`` and ``sleep`` are the real ones except in tests.
+    """
+    names = list(calls)
+    if not names or rounds < 1 or runs < 1 or warmup < 0 or idle_s < 0 or min_rounds < 1:
+        raise ValueError("interleaved timing needs candidates, rounds >= 1, runs >= 1, "
+                         "warmup >= 0, idle_s >= 0 and min_rounds >= 1")
+    rounds = min(rounds, runs)
+    counts = spread(runs, rounds)
+    samples = {name: [] for name in names}
+    order = []
+    index = 0
+    while index < rounds:
+        started = clock()
+        sequence = names if index % 2 == 0 else names[::-1]
+        for name in sequence:
+            if before is not None:
+                before(index, rounds, name)
+            with hold() if hold is not None else contextlib.nullcontext():
+                samples[name].extend(block(calls[name], counts[index], warmup, idle_s,
+                                           clock, sleep))
+        order.append(list(sequence))
+        if index == 0 and budget_s is not None:
+            rounds = within_budget(rounds, min_rounds, budget_s, clock() - started)
+        index += 1
+    return Timed(samples=samples, rounds=rounds, order=order)
+
+
+def block(call, count, warmup, idle_s, clock=time.perf_counter, sleep=time.sleep):
+    """One candidate's block: idle gap, ``warmup`` untimed calls, ``count`` timed calls (ms)."""
+    if idle_s > 0:
+        sleep(idle_s)
+    for _ in range(warmup):
+        call()
+    times = []
+    for _ in range(count):
+        start = clock()
+        call()
+        times.append((clock() - start) * 1e3)
+    return times
+
+
+def spread(runs, rounds):
+    """``runs`` timed calls over ``rounds`` rounds: as even as possible, earlier rounds first."""
+    base, extra = divmod(runs, rounds)
+    return [base + (1 if index < extra else 0) for index in range(rounds)]
+
+
+def within_budget(rounds, min_rounds, budget_s, first_round_s):
+    """The rounds that fit ``budget_s`` when one takes ``first_round_s`` (>= min_rounds)."""
+    fit = int(budget_s / max(first_round_s, 1e-9))
+    return min(rounds, max(min_rounds, fit))
+
+
+def summary(times):
+    """p50/p90/p99/mean ms of one candidate's samples (percentiles as numpy's default)."""
+    return {"p50_ms": percentile(times, 50), "p90_ms": percentile(times, 90),
+            "p99_ms": percentile(times, 99), "mean_ms": sum(times) / len(times)}
+
+
+def percentile(values, q):
+    """Linear-interpolated percentile (as numpy's default)."""
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100.0
+    low = int(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def elapsed_ms(call, *args):
+    """``call(*args)`` once and its wall ms: a model's load or a health check's single run,
+    which are not comparisons (no rounds)."""
+    start = time.perf_counter()
+    result = call(*args)
+    return result, (time.perf_counter() - start) * 1e3

@@ -1,0 +1,62 @@
+"""The agent as ONE file: a deterministic zipapp of the ``devices.agent`` package.
+
+Members in a fixed order with fixed timestamps and modes, stored uncompressed, so the same
+sources give the same bytes (and sha256) on every build and machine. On the device it is
+``<work>/agent/edge_agent-<sha12>.pyz``, run as ``python3 edge_agent-<sha12>.pyz CMD ...``;
+inside, the package is ``edge_agent`` and ``__main__.py`` calls its ``cli.entry``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import zipfile
+from pathlib import Path
+
+from edge.core.cache import cache_root
+
+__all__ = ["PACKAGE", "agent_bytes", "agent_file", "agent_name"]
+
+#: The agent's sources: every ``*.py`` directly in this directory.
+SOURCE = Path(__file__).with_name("agent")
+#: The package name inside the zipapp.
+PACKAGE = "edge_agent"
+_MAIN = f"import sys\n\nfrom {PACKAGE}.cli import entry\n\nsys.exit(entry())\n"
+_EPOCH = (1980, 1, 1, 0, 0, 0)  # the earliest time a zip member can carry
+
+
+def agent_bytes() -> bytes:
+    """The zipapp's bytes (the same for the same sources)."""
+    members = [("__main__.py", _MAIN.encode())]
+    members += [(f"{PACKAGE}/{p.name}", p.read_bytes()) for p in sorted(SOURCE.glob("*.py"))]
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
+        for name, data in members:
+            archive.writestr(_member(name), data)
+    return buffer.getvalue()
+
+
+def _member(name: str) -> zipfile.ZipInfo:
+    info = zipfile.ZipInfo(name, date_time=_EPOCH)
+    info.compress_type = zipfile.ZIP_STORED
+    info.create_system = 3  # unix, wherever it is built
+    info.external_attr = 0o100644 << 16
+    return info
+
+
+def agent_name(data: bytes) -> str:
+    """``edge_agent-<first 12 hex of its sha256>.pyz``."""
+    return f"edge_agent-{hashlib.sha256(data).hexdigest()[:12]}.pyz"
+
+
+def agent_file() -> Path:
+    """The zipapp on this host, under the cache (written atomically once per content)."""
+    data = agent_bytes()
+    path = cache_root() / "agent" / agent_name(data)
+    if not path.is_file() or path.read_bytes() != data:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    return path

@@ -1,0 +1,126 @@
+"""A device edge talks to: its transport, its python, its work dir and the agent pushed there.
+
+``open_device`` prepares the work dir, pushes the agent (one zipapp, named by its content) when
+that version is not there yet, checks the device's python and probes its runtimes; ``Device.call``
+runs one agent command and returns its JSON. Models pushed for measurement are stored by content
+under ``<work>/models/`` (``store``).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from devices.agentfile import agent_file
+from devices.transport import Transport, check_device_path, expand_home
+from edge.core import progress
+from edge.core.errors import DeviceError
+from edge.core.model import sha256_file
+
+__all__ = ["Device", "check_paths", "install_file", "kind", "open_device", "prepare", "store"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Device:
+    """A prepared device: where the agent is and which runtimes it found."""
+
+    transport: Transport
+    python: str
+    work: str
+    agent: str
+    runtimes: frozenset[str] = frozenset()
+
+    @property
+    def label(self) -> str:
+        """The transport's label: ``local:<dir>`` or ``ssh://user@host:port``."""
+        return self.transport.label
+
+    def call(self, *args: str, timeout: float = 600.0) -> dict:
+        """Run an agent command; its JSON or a DeviceError with the agent's message."""
+        done = self.transport.run([self.python, self.agent, *args], timeout=timeout)
+        try:
+            reply = json.loads(done.stdout.strip().splitlines()[-1])
+            if not isinstance(reply, dict):
+                raise ValueError(reply)
+        except (IndexError, ValueError):
+            tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            how = "was killed" if done.status < 0 or done.status > 128 else "failed"
+            raise DeviceError(f"{self.label}: agent {args[0]} {how} "
+                              f"(exit {done.status}): {tail}") from None
+        if done.status != 0 or "error" in reply:
+            raise DeviceError(f"{self.label}: {reply.get('error', 'agent failed')}")
+        return reply
+
+
+def open_device(transport: Transport, *, python: str, work_dir: str) -> Device:
+    """Prepare the work dir, push the agent if missing, check python, probe runtimes."""
+    with progress.step(f"{transport.label}: preparing the device"):
+        device = prepare(transport, python, work_dir)
+        probe = device.call("probe", timeout=120)
+    return replace(device, runtimes=frozenset(probe.get("runtimes", {})))
+
+
+def check_paths(*, python: str, work_dir: str) -> None:
+    """Refuse a work dir or device python that is empty, has control characters (newline,
+    tab, ...) or starts with ``~user``. Anything else is used literally: every remote command
+    is quoted, so ``;``, ``$(...)``, backticks, quotes and spaces are just characters."""
+    check_device_path("work_dir", work_dir)
+    check_device_path("device python", python)
+
+
+def prepare(transport: Transport, python: str, work_dir: str) -> Device:
+    """The device's work dir made, the agent there, its python checked (no probe)."""
+    check_paths(python=python, work_dir=work_dir)
+    home = transport.home()
+    work = expand_home(work_dir, home, relative=True)
+    python = expand_home(python, home)
+    for sub in ("agent", "incoming", "releases"):
+        transport.mkdir(f"{work}/{sub}")
+    local = agent_file()
+    agent = f"{work}/agent/{local.name}"
+    if not transport.exists(agent):
+        _upload_atomic(transport, local, agent, work)
+    _check_python(transport, python)
+    return Device(transport=transport, python=python, work=work, agent=agent)
+
+
+def _check_python(transport: Transport, python: str) -> None:
+    done = transport.run([python, "-c", "import sys; print(sys.version_info >= (3, 8))"],
+                         timeout=60)
+    if done.status != 0 or done.stdout.strip() != "True":
+        raise DeviceError(f"{transport.label}: no usable python at '{python}' (need >= 3.8); "
+                          "set access.python in the profile or pass --device-python")
+
+
+def _upload_atomic(transport: Transport, local: Path, remote: str, work: str) -> None:
+    tmp = f"{work}/incoming/{Path(remote).name}.{secrets.token_hex(4)}.partial"
+    transport.put(local, tmp)
+    done = transport.run(["mv", "-f", "--", tmp, remote], timeout=60)
+    if done.status != 0:
+        raise DeviceError(f"{transport.label}: cannot move the agent into place: "
+                          f"{(done.stderr.strip().splitlines() or ['mv failed'])[-1]}")
+
+
+def store(device: Device, local: Path, stem: str | None = None) -> tuple[str, bool]:
+    """``local``'s path under the device's models/ (named ``stem`` or by its sha256), pushed
+    sha256-checked unless already there; and whether this call pushed it."""
+    sha256 = sha256_file(local)
+    remote = f"{device.work}/models/{stem or sha256[:16]}{local.suffix}"
+    uploaded = not device.transport.exists(remote)
+    if uploaded:
+        install_file(device, local, sha256, remote)
+    return remote, uploaded
+
+
+def install_file(device: Device, local: Path, sha256: str, final: str) -> None:
+    """Upload to incoming/ under a fresh name, then the agent checks the sha256 and renames."""
+    tmp = f"{device.work}/incoming/{sha256[:16]}.{secrets.token_hex(4)}.partial"
+    device.transport.put(local, tmp)
+    device.call("install", tmp, final, "--sha256", sha256)
+
+
+def kind(transport: Transport) -> str:
+    """``local`` or ``ssh``, as reports name a transport."""
+    return "local" if transport.is_local else "ssh"

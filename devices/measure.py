@@ -1,0 +1,189 @@
+"""Measuring on this host or ON a device, by one method: ``devices.agent.timing.interleaved``.
+
+``Rounds`` says how to time; ``time_here`` times callables in this process (optimize's
+candidates), ``time_files_here`` model files loaded as the agent loads them (per-layer prefix
+timings), ``time_on_device`` model files on a device by ONE agent ``bench`` call. All three
+answer ``{id: BenchResult}``, each saying where it was measured. Host timing holds the progress
+display (no redraw inside a timed block); the agent has no display.
+"""
+
+from __future__ import annotations
+
+import logging
+import platform
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from devices.agent import bench as agent_bench
+from devices.agent import timing
+from devices.agent.errors import AgentError
+from devices.agent.info import cpu_model
+from devices.device import Device
+from edge.core import progress
+from edge.core.errors import DeviceError, UsageError
+from edge.core.values import BenchResult
+
+__all__ = ["Rounds", "bench_result", "here", "host_label", "time_files_here", "time_here",
+           "time_on_device"]
+
+log = logging.getLogger("edge")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Rounds:
+    """How to time: ``calls`` timed calls of each candidate spread over ``rounds`` interleaved
+    rounds (order reversed every other round), each block after an ``idle_s`` gap and ``warmup``
+    untimed calls; with ``budget_s``, fewer rounds (not below ``min_rounds``) when the first
+    round says all would take longer. ``edge deploy --runs/--warmup`` are ``calls``/``warmup``."""
+
+    rounds: int = 5
+    calls: int = 100
+    warmup: int = 3
+    idle_s: float = 0.1
+    budget_s: float | None = None
+    min_rounds: int = 1
+
+    def __post_init__(self) -> None:
+        if min(self.rounds, self.calls, self.min_rounds) < 1 or self.warmup < 0 \
+                or self.idle_s < 0 or (self.budget_s is not None and self.budget_s <= 0):
+            raise UsageError(f"cannot time with {self}: rounds, calls and min_rounds must be "
+                             ">= 1, warmup and idle_s >= 0, budget_s > 0")
+
+    def plan(self) -> dict[str, Any]:
+        """The keyword arguments of ``timing.interleaved``."""
+        return {"rounds": self.rounds, "runs": self.calls, "warmup": self.warmup,
+                "idle_s": self.idle_s, "budget_s": self.budget_s, "min_rounds": self.min_rounds}
+
+    def options(self) -> list[str]:
+        """The agent ``bench`` options that say the same."""
+        budget = [] if self.budget_s is None else ["--budget-s", str(self.budget_s)]
+        return ["--runs", str(self.calls), "--warmup", str(self.warmup), "--rounds",
+                str(self.rounds), "--idle-s", str(self.idle_s), "--min-rounds",
+                str(self.min_rounds), *budget]
+
+
+def host_label() -> str:
+    """Where host measurements come from."""
+    return f"host {platform.node()} ({platform.machine()})"
+
+
+def time_here(calls: Mapping[str, Callable[[], object]], rounds: Rounds, *, threads: int,
+              runtime: str | Mapping[str, str]) -> dict[str, BenchResult]:
+    """Time zero-argument calls on this host, interleaved; ``runtime``: one for all or per id."""
+    with _bar(len(calls)) as before:
+        timed = here(timing.interleaved, calls, hold=progress.hold, before=before,
+                     **rounds.plan())
+    kinds = runtime if isinstance(runtime, Mapping) else dict.fromkeys(calls, runtime)
+    return {name: _host_result(times, runtime=kinds[name], threads=threads,
+                               warmup=rounds.warmup, rounds=timed.rounds)
+            for name, times in timed.samples.items()}
+
+
+def time_files_here(models: Mapping[str, Path], rounds: Rounds, *,
+                    threads: int) -> dict[str, BenchResult]:
+    """Time model files on this host as the agent's ``bench`` does on a device (the same
+    loaders and random inputs), interleaved."""
+    ids = list(models)
+    loaded = here(agent_bench.load_models, [str(models[k]) for k in ids], threads)
+    with _bar(len(ids)) as before:
+        reply = here(agent_bench.bench_loaded, loaded, threads, rounds.plan(),
+                     hold=progress.hold, before=before)
+    return {k: bench_result(reply, entry, host_label(), alone=False)
+            for k, entry in zip(ids, reply["results"], strict=True) if "error" not in entry}
+
+
+def time_on_device(device: Device, models: Mapping[str, str], rounds: Rounds, *, threads: int,
+                   profile: str | None = None, skip_failed: bool = False,
+                   timeout: float = 600.0) -> dict[str, BenchResult]:
+    """Time model files already on the device (id -> path there) in ONE interleaved agent
+    ``bench``. With ``skip_failed`` a model that cannot load or run drops out (a warning);
+    otherwise it fails the call. One model alone also gets peak memory, sensors and power
+    (``profile``: its estimate when the device has no power sensor)."""
+    ids = list(models)
+    what = f"{len(ids)} models" if len(ids) > 1 else ids[0]
+    with progress.step(f"{device.label}: timing {what} ({rounds.calls} runs, "
+                       f"{rounds.rounds} interleaved rounds)"):
+        reply = device.call("bench", *[models[k] for k in ids], *rounds.options(),
+                            "--threads", str(threads), timeout=timeout)
+    results = {}
+    for k, entry in zip(ids, reply["results"], strict=True):
+        if "error" in entry and not skip_failed:
+            raise DeviceError(f"{device.label}: {entry['error']}")
+        if "error" in entry:
+            log.warning("%s: %s dropped out: %s", device.label, k, entry["error"])
+            continue
+        results[k] = bench_result(reply, entry, device.label, profile=profile,
+                                  alone=len(ids) == 1)
+    return results
+
+
+def here(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """An agent function run on this host: its bad requests are UsageErrors, its runtime
+    failures DeviceErrors (one line each, as on a device)."""
+    try:
+        return function(*args, **kwargs)
+    except AgentError as exc:
+        raise (UsageError if exc.status == 2 else DeviceError)(str(exc)) from None
+
+
+@contextmanager
+def _bar(candidates: int) -> Iterator[Callable[[int, int, object], None]]:
+    """A progress bar over the blocks, advanced by interleaved's ``before`` hook."""
+    with progress.step("timing") as bar:
+        done = [0]
+
+        def before(index: int, rounds: int, name: object) -> None:
+            bar.update(f"timing round {index + 1}/{rounds} {name}", completed=done[0],
+                       total=rounds * candidates)
+            done[0] += 1
+        yield before
+
+
+def _host_result(times: list[float], *, runtime: str, threads: int, warmup: int,
+                 rounds: int) -> BenchResult:
+    return BenchResult(
+        where=host_label(), runtime=runtime, runs=len(times), warmup=warmup, threads=threads,
+        **timing.summary(times),
+        device={"machine": platform.machine(), "cpu": cpu_model(), "interleaved_rounds": rounds})
+
+
+def bench_result(reply: dict, entry: dict, where: str, *, profile: str | None = None,
+                 alone: bool = True) -> BenchResult:
+    """One model's BenchResult from an agent ``bench`` reply; peak memory, sensors and power
+    only when it was ``alone`` (several models share one process and one time span)."""
+    device = dict(reply.get("device") or {}, runtime_version=entry.get("runtime_version"),
+                  interleaved_rounds=reply.get("rounds"))
+    metrics = dict(reply.get("metrics") or {}) if alone else {}
+    if alone and (metrics or profile is not None):
+        metrics.update(_power(metrics, int(entry["threads"]), profile))
+    keys = ("runtime", "runs", "warmup", "threads", "p50_ms", "p90_ms", "p99_ms", "mean_ms",
+            "load_ms")
+    return BenchResult(where=where, device=device, throughput_fps=entry.get("throughput_fps"),
+                       peak_rss_mb=reply.get("peak_rss_mb") if alone else None, metrics=metrics,
+                       **{k: entry[k] for k in keys})
+
+
+def _power(metrics: dict, threads: int, profile: str | None) -> dict[str, Any]:
+    """Measured watts (under load first) with their sysfs paths, else the profile's estimate."""
+    for phase in ("during", "after", "before"):
+        reading = (metrics.get(phase) or {}).get("power_w") or {}
+        if reading.get("value") is not None:
+            source = reading.get("source")
+            paths = source if isinstance(source, list) else [source]
+            return {"power_w": reading["value"], "power_source": ", ".join(map(str, paths)),
+                    "power_phase": phase}
+    if profile is None:
+        return {"power_w": None, "power_source": "not measured: no sensor and no profile"}
+    try:
+        from edge.core.profile import load_profile
+
+        spec = load_profile(profile)
+    except (UsageError, OSError, ValueError) as exc:
+        return {"power_w": None,
+                "power_source": f"not measured: no sensor; profile {profile} unavailable ({exc})"}
+    idle, top, cores = spec.power.idle_w, spec.power.max_w, spec.compute.cores
+    return {"power_w": idle + (top - idle) * min(1.0, threads / cores),
+            "power_source": f"estimated from the profile ({idle:g}..{top:g} W), not measured"}

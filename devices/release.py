@@ -1,0 +1,253 @@
+"""Releases on a device: install an artifact's files (only those the device lacks, each
+sha256-checked), health-check a release, switch ``current`` to it, roll back, list and prune.
+
+Device layout under the work dir (default ``~/.edge``)::
+
+    agent/edge_agent-<sha12>.pyz    the agent, by content
+    incoming/                       uploads in flight (never run from here)
+    releases/<id16>/model.<ext>     one directory per artifact content, verified by sha256
+    models/<sha16>.<ext>            models pushed for measurement (profile, perf, prefixes)
+    current -> releases/<id16>      switched atomically after the health check and benchmark
+    history.json                    every switch (deploy or rollback), written atomically
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from devices.device import Device, install_file, kind, prepare
+from devices.transport import Transport
+from edge.core import progress
+from edge.core.errors import DeviceError, UsageError
+from edge.core.values import Artifact, JsonValue
+
+__all__ = ["DEFAULT_KEEP", "HealthCheck", "ReleaseInfo", "ReleasesReport", "RollbackReport",
+           "Transfer", "activate_release", "check_keep", "health", "install_artifact", "is_active",
+           "list_releases", "prune_quietly", "prune_releases", "rollback"]
+
+DEFAULT_KEEP = 3  # releases kept on the device after a deploy (active and previous always)
+_RELEASE = re.compile(r"[0-9a-f]{4,64}")
+log = logging.getLogger("edge")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Transfer(JsonValue):
+    """What a deploy sent: artifact files (the agent itself is not counted)."""
+
+    files_sent: int = 0
+    bytes_sent: int = 0
+    files_reused: int = 0  # already on the device with the right sha256: not sent
+    bytes_reused: int = 0
+
+    def __add__(self, other: Transfer) -> Transfer:
+        return Transfer(files_sent=self.files_sent + other.files_sent,
+                        bytes_sent=self.bytes_sent + other.bytes_sent,
+                        files_reused=self.files_reused + other.files_reused,
+                        bytes_reused=self.bytes_reused + other.bytes_reused)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HealthCheck(JsonValue):
+    """The agent loaded the release's model and ran it once, on the device."""
+
+    release: str
+    runtime: str
+    load_ms: float
+    run_ms: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RollbackReport(JsonValue):
+    """What ``edge rollback`` switched."""
+
+    target: str
+    transport: str
+    release: str  # current now
+    previous: str | None  # current before
+    changed: bool
+    artifact: str | None = None
+    health: HealthCheck | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReleaseInfo(JsonValue):
+    """One release directory on the device."""
+
+    release: str
+    complete: bool  # its main model file is installed
+    active: bool
+    previous: bool  # the rollback target
+    size_bytes: int
+    files: dict[str, int] = field(default_factory=dict)
+    installed: str = ""  # UTC, the directory's mtime
+    last_active: str | None = None
+    artifact: str | None = None  # candidate id recorded when it was activated
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReleasesReport(JsonValue):
+    """``edge releases``: what is installed, what is current, the switch history."""
+
+    target: str
+    transport: str
+    work_dir: str
+    active: str | None
+    previous: str | None
+    releases: tuple[ReleaseInfo, ...]
+    history: tuple[dict[str, Any], ...] = ()
+    pruned: tuple[str, ...] = ()
+
+
+def install_artifact(device: Device, bundle_dir: Path, artifact: Artifact) -> tuple[str, Transfer]:
+    """Send and install only the files the device lacks (by sha256) into the artifact's release;
+    the main file goes last, so its presence means the release is complete. Returns the main
+    model's path on the device and what was sent."""
+    folder = f"{device.work}/releases/{artifact.release_id[:16]}"
+    files = [(bundle_dir / c.file, c.sha256, f"model{Path(c.file).suffix}")
+             for c in artifact.companions]
+    main = f"model{Path(artifact.file).suffix}"
+    files.append((bundle_dir / artifact.file, artifact.sha256, main))
+    reply = device.call("verify", device.work, artifact.release_id[:16],
+                        *[arg for _, sha, name in files for arg in ("--file", f"{name}={sha}")])
+    missing = set(reply.get("missing", ()))
+    transfer = Transfer()
+    for local, sha256, name in files:
+        size = local.stat().st_size
+        if name in missing:
+            install_file(device, local, sha256, f"{folder}/{name}")
+            transfer += Transfer(files_sent=1, bytes_sent=size)
+        else:
+            transfer += Transfer(files_reused=1, bytes_reused=size)
+    return f"{folder}/{main}", transfer
+
+
+def health(device: Device, model: str, release: str) -> HealthCheck:
+    """The gate before a switch: the agent loads the model and runs it once."""
+    try:
+        with progress.step(f"{device.label}: health check of release {release}"):
+            reply = device.call("health", "--model", model, timeout=300)
+    except DeviceError as exc:
+        why = str(exc).removeprefix(f"{device.label}: ")
+        raise DeviceError(f"{device.label}: release {release} failed its health check and was "
+                          f"not activated; the current release is unchanged ({why})") from None
+    return HealthCheck(release=release, runtime=reply["runtime"],
+                       load_ms=float(reply["load_ms"]), run_ms=float(reply["run_ms"]))
+
+
+def activate_release(device: Device, release: str, artifact: str) -> str | None:
+    """Switch ``current`` to the release; return the release that was current before."""
+    return device.call("activate", device.work, release, "--artifact", artifact).get("previous")
+
+
+def is_active(device: Device, release: str) -> bool:
+    """Whether ``current`` points at the release."""
+    return device.call("releases", device.work).get("active") == release
+
+
+def prune_quietly(device: Device, keep: int) -> tuple[str, ...]:
+    """Prune after a successful switch; a failure here is a warning, not a failed deploy."""
+    try:
+        return tuple(device.call("prune", device.work, "--keep", str(keep))["removed"])
+    except DeviceError as exc:
+        log.warning("could not prune old releases: %s", exc)
+        return ()
+
+
+def rollback(transport: Transport, *, python: str, work_dir: str,
+             to: str | None = None) -> RollbackReport:
+    """Make the previously active release (or ``to``, an installed id or unique prefix)
+    current again, after its health check; record the switch in the device's history.
+
+    A malformed or unknown release is a UsageError; nothing is changed then.
+    """
+    if to is not None:
+        _check_release_text(to)
+    device = prepare(transport, python, work_dir)
+    state = device.call("releases", device.work)
+    active = state.get("active")
+    target = _target(state, to, transport.label)
+    info = next(r for r in state["releases"] if r["release"] == target)
+    if target == active:
+        return RollbackReport(target=transport.label, transport=kind(transport),
+                              release=target, previous=active, changed=False,
+                              artifact=info.get("artifact"))
+    checked = health(device, info["model"], target)
+    reply = device.call("rollback", device.work, "--to", target)
+    return RollbackReport(target=transport.label, transport=kind(transport),
+                          release=reply["active"], previous=reply.get("previous"),
+                          changed=bool(reply.get("changed")), artifact=reply.get("artifact"),
+                          health=checked)
+
+
+def _target(state: dict, to: str | None, label: str) -> str:
+    """``to`` resolved, or the previous release (none: a UsageError)."""
+    if to is not None:
+        return _resolve(to, state, label)
+    target = state.get("previous")
+    if target is None:
+        raise UsageError(f"{label}: no previous release to roll back to "
+                         f"(active: {state.get('active') or 'none'}); see edge releases, then "
+                         "give --to RELEASE")
+    return target
+
+
+def list_releases(transport: Transport, *, python: str, work_dir: str,
+                  prune_keep: int | None = None) -> ReleasesReport:
+    """The device's releases (most recently used first), active, previous, history;
+    with ``prune_keep`` first remove inactive releases beyond that many."""
+    if prune_keep is not None:
+        check_keep(prune_keep)
+    device = prepare(transport, python, work_dir)
+    pruned: tuple[str, ...] = ()
+    if prune_keep is not None:
+        pruned = tuple(device.call("prune", device.work, "--keep", str(prune_keep))["removed"])
+    state = device.call("releases", device.work)
+    releases = tuple(ReleaseInfo(
+        release=r["release"], complete=bool(r["complete"]), active=bool(r["active"]),
+        previous=bool(r.get("previous")), size_bytes=int(r["size_bytes"]),
+        files=dict(r.get("files", {})), installed=r.get("installed", ""),
+        last_active=r.get("last_active"), artifact=r.get("artifact"))
+        for r in state["releases"])
+    return ReleasesReport(target=transport.label, transport=kind(transport),
+                          work_dir=device.work, active=state.get("active"),
+                          previous=state.get("previous"), releases=releases,
+                          history=tuple(state.get("history", ())), pruned=pruned)
+
+
+def prune_releases(transport: Transport, *, python: str, work_dir: str,
+                   keep: int = DEFAULT_KEEP) -> tuple[str, ...]:
+    """Remove the least recently used releases beyond ``keep`` (never the active one or the
+    rollback target); return the removed ids."""
+    check_keep(keep)
+    device = prepare(transport, python, work_dir)
+    return tuple(device.call("prune", device.work, "--keep", str(keep))["removed"])
+
+
+def check_keep(keep: int) -> None:
+    """At least one release is kept."""
+    if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+        raise UsageError(f"--keep {keep!r}: keep at least 1 release")
+
+
+def _check_release_text(text: str) -> None:
+    if not _RELEASE.fullmatch(text):
+        raise UsageError(f"--to {text!r}: a release is 4 to 64 lowercase hex digits "
+                         "(see edge releases)")
+
+
+def _resolve(text: str, state: dict, label: str) -> str:
+    """An installed, complete release id from an id or a unique prefix of one."""
+    complete = [r["release"] for r in state["releases"] if r["complete"]]
+    matches = [r for r in complete if r.startswith(text)]
+    if text in complete:
+        return text
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise UsageError(f"{label}: release {text} is not installed (installed: "
+                         f"{', '.join(complete) or 'none'})")
+    raise UsageError(f"{label}: release prefix {text} is ambiguous ({', '.join(matches)})")
