@@ -90,3 +90,16 @@ def test_no_capability_is_probed_with_getattr() -> None:
               for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
               if re.search(r"getattr\((target|get_target\()", line)]
     assert probes == []
+
+
+#: What the agent may import on a device besides the standard library and itself.
+AGENT_MAY_IMPORT = {"numpy", "onnxruntime", "openvino", "ai_edge_litert", "tflite_runtime"}
+
+
+def test_the_agent_imports_only_the_standard_library_and_device_runtimes() -> None:
+    graph = grimp.build_graph("devices", include_external_packages=True, cache_dir=None)
+    agent = {m for m in graph.modules if m == "devices.agent" or m.startswith("devices.agent.")}
+    outside = {(m, d) for m in agent for d in graph.find_modules_directly_imported_by(m)
+               if d not in agent and d.split(".")[0] not in sys.stdlib_module_names
+               and d.split(".")[0] not in AGENT_MAY_IMPORT}
+    assert outside == set()
