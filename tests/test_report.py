@@ -285,7 +285,7 @@ def test_report_command_writes_the_file(split: Path, tmp_path: Path) -> None:
     result = run_cli("report", str(split), "-o", str(out), "--json")
     assert result.status == 0, result.stderr
     assert result.json() == {"report": str(out), "kind": "split", "plots": 1,
-                             "bytes": len(out.read_text(encoding="utf-8"))}
+                             "bytes": len(out.read_text(encoding="utf-8")), "warnings": []}
     assert [p.name for p in out.parent.iterdir()] == ["split.html"]  # no temp file left
 
 
