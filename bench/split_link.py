@@ -5,9 +5,9 @@ and measured, in one run.
     sudo python bench/split_link.py [--rounds 3] [--runs 8] [--fraction 0.125]
                                     [--sweep 0.5,1,2,5,10,20,50] [--out FILE] [--plot FILE]
 
-The device is a network namespace whose processes get ``--fraction`` of one CPU (cgroup v1 CFS
-quota); the cloud is another namespace, unthrottled; a userspace netem forwarder joins them
-(devices/netem.py). The model is a CNN trained here on scikit-image's lfw_subset
+The device is a network namespace whose processes get ``--fraction`` of one CPU (a CFS quota,
+cgroup v1 or v2); the cloud is another namespace, unthrottled; a userspace netem forwarder joins
+them (tests/support/netem.py). The model is a CNN trained here on scikit-image's lfw_subset
 (tests/support/splitnet.py): a 3x96x96 frame, a cheap stem that shrinks it 12x, ~430M MACs after.
 
 Part 1 -- the issue's two links (10 Mbit/s with 20 ms RTT; 2 Mbit/s with 100 ms RTT): for each,
@@ -19,7 +19,7 @@ Part 2 -- a bandwidth sweep at 20 ms RTT with ONE split planned for 10 Mbit/s: t
 binary adapts its cut to each measured bandwidth.
 
 Prints tables, writes JSON (default bench/results/split_link.json) and an SVG plot (default
-docs/split_link.svg). Needs root, /dev/net/tun, iproute2 and cgroup v1 cpu.
+docs/split_link.svg). Needs root, /dev/net/tun, iproute2 and a cgroup cpu controller.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from devices.netem import LinkSpec, available  # noqa: E402
+from tests.support.netem import LinkSpec, available  # noqa: E402
 from tests.support.split_link import (  # noqa: E402
     Device,
     Measured,

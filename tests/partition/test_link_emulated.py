@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from devices.netem import LinkSpec, available
+from tests.support.netem import LinkSpec, available
 from tests.support.split_link import (
     EDGE,
     Device,
