@@ -9,7 +9,7 @@ Every script that writes a JSON under bench/results puts ``record(...)`` under i
      "machine": {"cpu": "...", "flags": ["avx2", ...], "cores": 2, "memory_gb": 23.5,
                  "arch": "x86_64", "kernel": "6.1.0", "python": "3.11.7"}}
 
-``git_dirty`` lists tracked files that differed from the commit when the run started (bench
+``git_dirty`` lists tracked files that differed from the commit when the JSON was written (bench
 results excluded): numbers from a dirty tree belong to the commit plus those changes.
 """
 
