@@ -142,3 +142,14 @@ def test_no_module_outside_tests_exceeds_600_lines() -> None:
 
 def _shipped_modules() -> list[Path]:
     return sorted(p for package in SHIPPED for p in (ROOT / package).rglob("*.py"))
+
+
+def test_this_module_has_its_own_device_and_results_but_shares_conversions() -> None:
+    import os
+
+    device = Path(os.environ["EDGE_LOCAL_DEVICE"])
+    cache = Path(os.environ["EDGE_CACHE_DIR"])
+    assert device.parent.name == cache.parent.name == __name__  # per module, not per session
+    assert not (cache / "results").is_symlink()
+    for shared in ("convert", "reference", "wheels"):
+        assert (cache / shared).is_symlink() and (cache / shared).resolve().parent.name == "shared"
