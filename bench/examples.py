@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Run the terminal sessions shown in docs/tutorial.md and docs/data.md; record their output.
 
-    python bench/examples.py [--out bench/results/examples.json] [--update-docs]
+    python bench/examples.py [--out bench/results/examples.json] [--update-docs | --docs-only]
 
 Each session runs its commands with bash in a fresh scratch directory (the tutorial's is
 /tmp/edge-docs-run, as the page says) with its own ``EDGE_LOCAL_DEVICE`` (``device/``) and the
@@ -283,15 +283,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "examples.json")
     parser.add_argument("--update-docs", action="store_true", help="rewrite the console blocks")
+    parser.add_argument("--docs-only", action="store_true",
+                        help="run nothing: rewrite the console blocks from the --out JSON")
     args = parser.parse_args(argv)
-    cache = TUTORIAL.workdir / "cache"  # the tutorial's `export EDGE_CACHE_DIR=$PWD/cache`
-    sessions = {name: run_session(s, cache) for name, s in (("tutorial", TUTORIAL),
-                                                             ("data", DATA))}
-    doc = {"sessions": sessions, "provenance": provenance.record("bench/examples.py", argv)}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"json: {args.out}")
-    if args.update_docs:
+    if args.docs_only:
+        sessions = json.loads(args.out.read_text())["sessions"]
+    else:
+        cache = TUTORIAL.workdir / "cache"  # the tutorial's `export EDGE_CACHE_DIR=$PWD/cache`
+        sessions = {name: run_session(s, cache) for name, s in (("tutorial", TUTORIAL),
+                                                                 ("data", DATA))}
+        doc = {"sessions": sessions, "provenance": provenance.record("bench/examples.py", argv)}
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(doc, indent=1) + "\n")
+        print(f"json: {args.out}")
+    if args.update_docs or args.docs_only:
         update_docs(sessions["tutorial"], TUTORIAL)
         update_docs(sessions["data"], DATA)
         print(f"rewrote the console blocks of {TUTORIAL.doc} and {DATA.doc}")
