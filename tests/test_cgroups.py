@@ -115,6 +115,14 @@ def test_v1_hybrid_layout_one_directory_per_controller(tmp_path: Path) -> None:
     assert group.join_argv(["true"])[4] == "3"  # joins all three directories
 
 
+def test_v1_in_a_container_uses_the_mount_root_when_the_host_path_is_not_there(
+        tmp_path: Path) -> None:
+    root = tmp_path / "cgroup"
+    (root / "cpu").mkdir(parents=True)
+    where = cgroups.hierarchy(root, self_cgroup="1:cpu:/docker/0123abcd\n")
+    assert where.parents["cpu"] == root / "cpu"
+
+
 def test_v1_co_mounted_cpu_and_cpuacct_share_one_directory(tmp_path: Path) -> None:
     root = tmp_path / "cgroup"
     (root / "cpu,cpuacct").mkdir(parents=True)

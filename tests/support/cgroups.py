@@ -131,7 +131,10 @@ def hierarchy(root: Path = CGROUP_ROOT, self_cgroup: str | None = None) -> Hiera
     for _, controllers, path in entries:
         for controller in filter(None, controllers.split(",")):
             mount = root / controllers if (root / controllers).is_dir() else root / controller
-            parents[controller] = mount / path.lstrip("/")
+            own = mount / path.lstrip("/")
+            # A container without a cgroup namespace sees its own group at the mount's root
+            # while /proc/self/cgroup names the host's path.
+            parents[controller] = own if own.is_dir() else mount
     return Hierarchy(version=1, root=root, parents=parents)
 
 
