@@ -94,7 +94,7 @@ def _runs_while_changing(device: Device, split_dir: Path, url: str, splitnet: Sp
     client = device.link.popen("edge", argv, env=device.env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
     changed = []
-    time.sleep(2.0)  # the client's start-up
+    _wait_until_sending(device, client)
     for spec in specs:
         time.sleep(4.0)
         device.link.set_spec(spec)
@@ -104,3 +104,17 @@ def _runs_while_changing(device: Device, split_dir: Path, url: str, splitnet: Sp
     runs = json.loads(out)["runs"]
     assert runs[-1]["started"] > changed[-1] + 4, "the client finished too early"
     return runs, changed
+
+
+def _wait_until_sending(device: Device, client: subprocess.Popen[str],
+                        timeout_s: float = 180.0) -> None:
+    """Until the client is in its run loop: ~5 split requests (9 KB each) crossed the link.
+
+    Its start-up (Python, numpy, onnxruntime, the heads) on an eighth of a CPU takes seconds,
+    more on a busy host, so a fixed sleep left the first phase empty there."""
+    start = device.link.stats()["edge_to_cloud"]["bytes"]
+    deadline = time.monotonic() + timeout_s
+    while device.link.stats()["edge_to_cloud"]["bytes"] < start + 50_000:
+        assert client.poll() is None, "the client exited before sending anything"
+        assert time.monotonic() < deadline, f"the client sent nothing in {timeout_s:.0f} s"
+        time.sleep(0.1)
