@@ -11,8 +11,8 @@ SSH, push the agent and the artifact (sha256-checked), benchmark on the device (
 runs after ``--warmup``), switch the release. Every device's home is wiped before each timed
 run, so each run is a first-time deploy (nothing already installed).
 
-The devices are network namespaces with their own sshd and home, each capped by cgroup v1
-(tests/support/fleet_devices.py) to 1 GB and to ``--cpus`` CPUs. Real devices do not share CPUs,
+The devices are network namespaces with their own sshd and home, each capped by a cgroup, v1 or
+v2 (tests/support/fleet_devices.py) to 1 GB and to ``--cpus`` CPUs. Real devices do not share CPUs,
 so by default (``--cpus share``) each device gets 0.8 x this host's CPUs / N (at most 1): the
 devices together never need more CPU than the host has, and a device is as fast alone as among
 N. With ``--cpus 1`` on a host with fewer than N CPUs the devices compete for the host's CPUs
@@ -25,8 +25,8 @@ itself, and the rest of the machine -- "other" shows when something else compete
 first waits (up to ``--quiet-timeout``) for the load average to drop below ``--max-load``. The
 issue's target: fleet wall time <= 3x the single device's.
 
-Prints a table and writes JSON (default bench/results/fleet.json). Needs root, iproute2,
-OpenSSH's sshd and cgroup v1 cpu + memory.
+Prints a table and writes JSON (default bench/results/fleet.json, with the git sha and the
+machine under "provenance"). Needs root, iproute2, OpenSSH's sshd and cgroup cpu + memory.
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+import provenance  # noqa: E402  (bench/ is this script's directory)
 
 from devices.connect import DeviceTarget  # noqa: E402
 from edge.flows.fleet import FleetReport, FleetRequest, run_fleet  # noqa: E402
@@ -101,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"round {r + 1}: 1 device {done['single']['wall_s']:.2f} s, "
                   f"{args.devices} devices {done['fleet']['wall_s']:.2f} s", file=sys.stderr)
         doc = _document(args, fleet, rounds, started)
+    doc["provenance"] = provenance.record("bench/fleet.py", argv)
     _print(doc)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2) + "\n")

@@ -5,9 +5,9 @@ and measured, in one run.
     sudo python bench/split_link.py [--rounds 3] [--runs 8] [--fraction 0.125]
                                     [--sweep 0.5,1,2,5,10,20,50] [--out FILE] [--plot FILE]
 
-The device is a network namespace whose processes get ``--fraction`` of one CPU (cgroup v1 CFS
-quota); the cloud is another namespace, unthrottled; a userspace netem forwarder joins them
-(devices/netem.py). The model is a CNN trained here on scikit-image's lfw_subset
+The device is a network namespace whose processes get ``--fraction`` of one CPU (a CFS quota,
+cgroup v1 or v2); the cloud is another namespace, unthrottled; a userspace netem forwarder joins
+them (tests/support/netem.py). The model is a CNN trained here on scikit-image's lfw_subset
 (tests/support/splitnet.py): a 3x96x96 frame, a cheap stem that shrinks it 12x, ~430M MACs after.
 
 Part 1 -- the issue's two links (10 Mbit/s with 20 ms RTT; 2 Mbit/s with 100 ms RTT): for each,
@@ -18,8 +18,15 @@ measuring the link as it goes) interleaved for ``--rounds`` rounds of ``--runs``
 Part 2 -- a bandwidth sweep at 20 ms RTT with ONE split planned for 10 Mbit/s: the same client
 binary adapts its cut to each measured bandwidth.
 
-Prints tables, writes JSON (default bench/results/split_link.json) and an SVG plot (default
-docs/split_link.svg). Needs root, /dev/net/tun, iproute2 and cgroup v1 cpu.
+Claims checked (the JSON's "claims"; the exit status is 1 when one fails): per link, edge's
+choice is within ``MARGIN`` of its prediction and never slower than (1 + ``MARGIN``) x the
+better baseline; all-cloud vs all-edge measures on the predicted side of 1 and the measured
+all-cloud / all-edge ratio is within ``MARGIN`` of the predicted ratio (at 10 Mbit/s this is the
+claim the link test cannot make on a busy host: predicted ~1.5x).
+
+Prints tables, writes JSON (default bench/results/split_link.json, with the git sha and the
+machine under "provenance") and an SVG plot (default docs/split_link.svg). Needs root,
+/dev/net/tun, iproute2 and a cgroup cpu controller.
 """
 
 from __future__ import annotations
@@ -37,7 +44,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from devices.netem import LinkSpec, available  # noqa: E402
+import provenance  # noqa: E402  (bench/ is this script's directory)
+
+from tests.support.netem import LinkSpec, available  # noqa: E402
 from tests.support.split_link import (  # noqa: E402
     Device,
     Measured,
@@ -64,11 +73,14 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     links = [_link_rows(model, rate, rtt, args) for rate, rtt in LINKS]
     sweep = _sweep(model, args) if args.sweep else []
+    claims = [claim for link in links for claim in _claims(link)]
     doc = {"when": time.strftime("%Y-%m-%d %H:%M:%S"), "host": _host(),
            "cpu_fraction": args.fraction, "rounds": args.rounds, "runs": args.runs,
-           "margin": MARGIN, "links": links, "sweep": sweep,
-           "seconds": round(time.time() - started, 1)}
+           "margin": MARGIN, "links": links, "sweep": sweep, "claims": claims,
+           "seconds": round(time.time() - started, 1),
+           "provenance": provenance.record("bench/split_link.py", argv)}
     _print_links(links)
+    _print_claims(claims)
     if sweep:
         _print_sweep(sweep)
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -77,8 +89,38 @@ def main(argv: list[str] | None = None) -> int:
         _plot(sweep, links, args.plot)
         print(f"plot: {args.plot}")
     print(f"json: {args.out}")
-    return 0 if all(row["verdict"] == "ok" for link in links for row in link["rows"]
-                    if row["placement"] == "auto") else 1
+    return 0 if all(claim["holds"] for claim in claims) else 1
+
+
+def _claims(link: dict[str, Any]) -> list[dict[str, Any]]:
+    """What one link's rows must show: edge's choice as predicted and never worse than the
+    better baseline by more than MARGIN; all-cloud vs all-edge as predicted (order and ratio)."""
+    rows = {row["placement"]: row for row in link["rows"]}
+    where = f"{link['rate_mbit']:g} Mbit/s, {link['rtt_ms']:g} ms"
+    auto, edge, cloud = rows["auto"], rows["all-edge"], rows["all-cloud"]
+    predicted = cloud["predicted_ms"] / edge["predicted_ms"]
+    measured = cloud["measured_ms"] / edge["measured_ms"]
+    return [
+        _claim(where, "edge's choice measures within the margin of its prediction",
+               auto["ratio"], abs(auto["ratio"] - 1) <= MARGIN),
+        _claim(where, "edge's choice is not slower than the better baseline beyond the margin",
+               auto["vs_best_baseline"], auto["vs_best_baseline"] <= 1 + MARGIN),
+        _claim(where, f"all-cloud / all-edge is on the predicted side of 1 ({predicted:.2f})",
+               round(measured, 3), (measured > 1) == (predicted > 1)),
+        _claim(where, f"all-cloud / all-edge within the margin of predicted {predicted:.2f}",
+               round(measured, 3), abs(measured / predicted - 1) <= MARGIN),
+    ]
+
+
+def _claim(link: str, what: str, value: float, holds: bool) -> dict[str, Any]:
+    return {"link": link, "claim": what, "measured": value, "holds": bool(holds)}
+
+
+def _print_claims(claims: list[dict[str, Any]]) -> None:
+    print()
+    for claim in claims:
+        mark = "ok  " if claim["holds"] else "FAIL"
+        print(f"{mark} {claim['link']}: {claim['claim']} (measured {claim['measured']})")
 
 
 def _parser() -> argparse.ArgumentParser:

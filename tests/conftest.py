@@ -1,4 +1,18 @@
-"""Shared pytest fixtures: a real sshd device, a digits CNN trained here, an isolated cache."""
+"""Shared pytest fixtures: a real sshd device, a digits CNN trained here, isolated edge dirs.
+
+Tests must not depend on each other's order (CI runs them shuffled by pytest-randomly) nor on
+state outside the session. So each test module gets a device and an edge home of its own:
+
+* ``EDGE_LOCAL_DEVICE``: a fresh embedded local device directory per module;
+* ``EDGE_CACHE_DIR``: per module, with its own ``results/`` (what ``edge bench --baseline
+  last`` reads) and the session's content-addressed caches (``convert/``, ``reference/``,
+  ``wheels/``) linked in, so a conversion is still done once per session;
+* ``ssh_device``: the session's sshd, with edgeuser's home emptied for each module.
+
+Module-scoped fixtures of a test module (a deployed bundle, say) are shared by its tests in any
+order; a test that checks device state changed by such a fixture must look only at what it did
+itself (e.g. compare before and after).
+"""
 
 from __future__ import annotations
 
@@ -9,17 +23,35 @@ from pathlib import Path
 import pytest
 
 from tests.support.digits import DigitsModel, train_digits
-from tests.support.sshd import SSHDevice, running_device
+from tests.support.sshd import SSHDevice, empty_home, running_device
+
+pytest_plugins = ["pytester", "tests.support.ci"]
+
+SHARED_CACHES = ("convert", "reference", "wheels")  # content-addressed: safe to share
+ISOLATED_VARIABLES = ("EDGE_CACHE_DIR", "EDGE_LOCAL_DEVICE")
 
 
-@pytest.fixture(scope="session", autouse=True)
-def isolated_edge_dirs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """Conversion cache and the embedded local device live in this test session's temp dir."""
+@pytest.fixture(scope="session")
+def edge_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This session's temp dir for edge: the shared caches, then one folder per module."""
     root = tmp_path_factory.mktemp("edge-home")
-    saved = {k: os.environ.get(k) for k in ("EDGE_CACHE_DIR", "EDGE_LOCAL_DEVICE")}
-    os.environ["EDGE_CACHE_DIR"] = str(root / "cache")
-    os.environ["EDGE_LOCAL_DEVICE"] = str(root / "local-device")
-    yield root
+    for name in SHARED_CACHES:
+        (root / "shared" / name).mkdir(parents=True)
+    return root
+
+
+@pytest.fixture(scope="module", autouse=True)
+def isolated_edge_dirs(edge_home: Path, request: pytest.FixtureRequest) -> Iterator[Path]:
+    """This module's EDGE_CACHE_DIR (own results, shared conversions) and EDGE_LOCAL_DEVICE."""
+    here = edge_home / request.module.__name__
+    cache = here / "cache"
+    cache.mkdir(parents=True)
+    for name in SHARED_CACHES:
+        (cache / name).symlink_to(edge_home / "shared" / name, target_is_directory=True)
+    saved = {key: os.environ.get(key) for key in ISOLATED_VARIABLES}
+    os.environ["EDGE_CACHE_DIR"] = str(cache)
+    os.environ["EDGE_LOCAL_DEVICE"] = str(here / "local-device")
+    yield here
     for key, value in saved.items():
         if value is None:
             os.environ.pop(key, None)
@@ -28,10 +60,17 @@ def isolated_edge_dirs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pat
 
 
 @pytest.fixture(scope="session")
-def ssh_device() -> Iterator[SSHDevice]:
+def ssh_server() -> Iterator[SSHDevice]:
     """A real OpenSSH sshd on 127.0.0.1 serving edgeuser, with a device Python venv."""
     with running_device() as device:
         yield device
+
+
+@pytest.fixture(scope="module")
+def ssh_device(ssh_server: SSHDevice) -> SSHDevice:
+    """The session's sshd device, its home emptied for this module (no other module's releases)."""
+    empty_home(ssh_server)
+    return ssh_server
 
 
 @pytest.fixture(scope="session")

@@ -234,9 +234,7 @@ def arm_device():
 
     try:
         prepare()  # host tools, binfmt, the cached rootfs (minutes the first time only)
-    except ArmDeviceError as exc:
-        if os.environ.get("EDGE_TEST_ARM_REQUIRED"):
-            raise
+    except ArmDeviceError as exc:  # a skip fails the run under EDGE_TEST_STRICT=1 (CI)
         pytest.skip(f"no emulated aarch64 device: {str(exc).splitlines()[0]}")
     with running_arm_device() as device:
         yield device

@@ -22,7 +22,7 @@ def _deploy_args(model: DigitsModel, device: SSHDevice, out: Path, *extra: str) 
             "--eval", str(model.eval), "-o", str(out), "--runs", "30", *extra]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture  # per test: other tests here deploy to the same device (any order)
 def deployed(digits: DigitsModel, ssh_device: SSHDevice, tmp_path_factory: pytest.TempPathFactory):
     out = tmp_path_factory.mktemp("deploy") / "digits-rpi4.bundle"
     result = run_edge(*_deploy_args(digits, ssh_device, out), "--json")

@@ -350,7 +350,7 @@ CHROMIUM_NOISE = ("dbus", "vaapi", "sandbox_linux", "idle_linux", "unexpected op
 
 def _chromium() -> str:
     """Debian's chromium, installed with apt when missing and allowed (root, apt-get);
-    skipped otherwise, unless $EDGE_TEST_BROWSER_REQUIRED=1 makes that a failure."""
+    skipped otherwise (a failure under EDGE_TEST_STRICT=1, as in CI)."""
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     if found:
         return found
@@ -369,8 +369,6 @@ def _chromium() -> str:
         if found:
             return found
         why = f"apt-get could not install chromium: {done.stderr.strip()[-300:]}"
-    if os.environ.get("EDGE_TEST_BROWSER_REQUIRED") == "1":
-        pytest.fail(why)
     pytest.skip(why)
 
 

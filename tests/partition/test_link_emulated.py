@@ -3,13 +3,17 @@ of a CPU) and a cloud namespace joined by a userspace netem link. Edge's predict
 `edge partition` from costs measured ON that device; the measurement is `edge run-split` in the
 device's namespace against `python -m partition.serve` in the cloud's.
 
-These tests check behaviour with wide margins (which placement edge picks, that the client uses
-it and switches when the link changes, that a chosen split beats both baselines clearly). How
-close measured latency comes to predicted is a speed claim: bench/split_link.py measures it
-(more rounds, interleaved, medians) and docs/benchmarks.md reports it.
+These tests check behaviour, and only timings with margins no busy host can eat: which
+placement edge picks, that the client uses it and switches when the link changes, that all-cloud
+is slower than all-edge where the emulated link alone makes it several times slower (2 Mbit/s),
+and that a chosen split beats both baselines where it is predicted at half of either. Speed
+claims that depend on how much CPU the throttled device gets from a shared host -- how close
+measured latency comes to predicted, all-cloud vs all-edge at 10 Mbit/s (predicted 1.5x; a
+busy host measured 1.23x) -- are bench/split_link.py's (more rounds, interleaved, medians, its
+"claims" and exit status) and docs/benchmarks.md reports them.
 
-Needs root, /dev/net/tun, iproute2 and the cgroup v1 cpu controller (skipped otherwise, with
-the reason).
+Needs root, /dev/net/tun, iproute2 and a cgroup cpu controller, v1 or v2 (skipped otherwise,
+with the reason; a failure under EDGE_TEST_STRICT=1).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from devices.netem import LinkSpec, available
+from tests.support.netem import LinkSpec, available
 from tests.support.split_link import (
     EDGE,
     Device,
@@ -38,15 +42,10 @@ pytestmark = [pytest.mark.slow,
 CPU_FRACTION = 0.125  # the device gets an eighth of one core (1 ms of CPU every 8 ms)
 
 
-# cloud_margin: how much slower all-cloud must measure than all-edge. Predicted ~1.5x at
-# 10 Mbit/s, where the device's CPU share makes all-edge swing with the host's load (a busy
-# host measured it at 1.23x), so only the order is checked there; at 2 Mbit/s the link alone
-# makes all-cloud several times slower.
-@pytest.mark.parametrize(("rate", "rtt", "expected", "cloud_margin"),
-                         [(10, 20, "split", 1.0), (2, 100, "all-edge", 1.3)])
+@pytest.mark.parametrize(("rate", "rtt", "expected"),
+                         [(10, 20, "split"), (2, 100, "all-edge")])
 def test_edge_picks_and_runs_the_right_placement_over_an_emulated_link(
-        rate: float, rtt: float, expected: str, cloud_margin: float, splitnet: SplitNet,
-        tmp_path: Path) -> None:
+        rate: float, rtt: float, expected: str, splitnet: SplitNet, tmp_path: Path) -> None:
     with emulated_device(LinkSpec(rate, rtt), tmp_path, CPU_FRACTION) as device:
         report = partition(device, splitnet.onnx, splitnet.samples, tmp_path / "split")
         assert report["costs"].startswith("edge measured on local:")
@@ -58,8 +57,8 @@ def test_edge_picks_and_runs_the_right_placement_over_an_emulated_link(
     kinds = {c["id"]: c["kind"] for c in report["cuts"]}
     assert {kinds[c] for c in results["auto"].cuts} == {expected}, results["auto"].cuts
     measured = {k: round(v.measured_ms, 1) for k, v in results.items()}
-    # all-cloud ships the whole float frame: slower than the device on both links
-    assert measured["all-cloud"] > cloud_margin * measured["all-edge"], measured
+    if expected == "all-edge":  # the link alone: ~540 ms to ship the float frame vs ~80 ms
+        assert measured["all-cloud"] > 1.3 * measured["all-edge"], measured
     if expected == "split":  # predicted ~40 ms vs ~80 (all-edge) and ~120 (all-cloud)
         assert measured["auto"] < 0.8 * min(measured["all-edge"], measured["all-cloud"]), measured
 
@@ -95,7 +94,7 @@ def _runs_while_changing(device: Device, split_dir: Path, url: str, splitnet: Sp
     client = device.link.popen("edge", argv, env=device.env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
     changed = []
-    time.sleep(2.0)  # the client's start-up
+    _wait_until_sending(device, client)
     for spec in specs:
         time.sleep(4.0)
         device.link.set_spec(spec)
@@ -105,3 +104,17 @@ def _runs_while_changing(device: Device, split_dir: Path, url: str, splitnet: Sp
     runs = json.loads(out)["runs"]
     assert runs[-1]["started"] > changed[-1] + 4, "the client finished too early"
     return runs, changed
+
+
+def _wait_until_sending(device: Device, client: subprocess.Popen[str],
+                        timeout_s: float = 180.0) -> None:
+    """Until the client is in its run loop: ~5 split requests (9 KB each) crossed the link.
+
+    Its start-up (Python, numpy, onnxruntime, the heads) on an eighth of a CPU takes seconds,
+    more on a busy host, so a fixed sleep left the first phase empty there."""
+    start = device.link.stats()["edge_to_cloud"]["bytes"]
+    deadline = time.monotonic() + timeout_s
+    while device.link.stats()["edge_to_cloud"]["bytes"] < start + 50_000:
+        assert client.poll() is None, "the client exited before sending anything"
+        assert time.monotonic() < deadline, f"the client sent nothing in {timeout_s:.0f} s"
+        time.sleep(0.1)

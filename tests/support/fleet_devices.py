@@ -1,6 +1,6 @@
 """A fleet of emulated devices for tests and benchmarks: N network namespaces, each reachable
 from this (root) namespace over its own veth pair, each running its own OpenSSH sshd with its
-own host key, its own home directory and its own CPU and memory caps (cgroup v1).
+own host key, its own home directory and its own CPU and memory caps (cgroup v1 or v2).
 
 Per device ``i`` (``P`` = the owning pid, ``X`` = a free 10.232.X.0/24)::
 
@@ -11,15 +11,16 @@ All devices serve the one test account ``edgeuser`` (tests/support/sshd.py creat
 device Python venv in /opt). Namespaces share the filesystem, so each sshd runs in a private
 mount namespace (``ip netns exec`` makes one) with a copy of /etc/passwd bind-mounted over the
 real one, naming that device's own home: ``<session>/dev<i>/home``, seen by the same path from
-the root namespace. The sshd and everything it starts live in cgroups
-``edge-fleet-<P>-<i>`` (cpu: CFS quota of ``cpus`` CPUs; memory: ``memory_mb``), created below
-this process's own cgroups.
+the root namespace. The sshd and everything it starts live in cgroup(s)
+``edge-fleet-<P>-<i>`` (cpu: CFS quota of ``cpus`` CPUs; memory: ``memory_mb``; CPU accounting),
+created below this process's own cgroups by tests/support/cgroups.py (v1: one group per
+controller; v2: one group, after delegating cpu and memory from this process's cgroup).
 
 Only addresses of namespaces created here ever carry traffic. Teardown kills everything in each
 device's cgroups, then removes the veths, namespaces, cgroups and files, step by step even when
 one step fails; leftovers of a SIGKILLed owner are removed by the next :func:`running_fleet`
-(:func:`remove_stale`). Needs Linux, root, iproute2, OpenSSH's sshd and the cgroup v1 cpu and
-memory controllers: :func:`unavailable` says why not.
+(:func:`remove_stale`). Needs Linux, root, iproute2, OpenSSH's sshd and writable cgroup cpu and
+memory controllers (v1 or v2): :func:`unavailable` says why not.
 """
 
 from __future__ import annotations
@@ -33,12 +34,12 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.support import cgroups
 from tests.support.sshd import (
     DEVICE_USER,
     DEVICE_VENV,
@@ -58,15 +59,10 @@ from tests.support.sshd import (
 )
 
 PREFIX = "edge-fleet-"
-CGROUP_ROOT = Path("/sys/fs/cgroup")
 CFS_PERIOD_US = 10_000  # short, so a fractional cap throttles finely, not in 100 ms bursts
 READY_TIMEOUT = 15.0
 MAX_DEVICES = 64  # /30 per device in one /24
 
-# Joins the cgroups whose cgroup.procs files are $2.. ($1 of them) before `ip netns exec`
-# remounts /sys (hiding the cgroupfs), then execs the rest. Paths travel only as arguments.
-_JOIN_CGROUPS_SH = ('n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; '
-                    'n=$((n - 1)); done; exec "$@"')
 # Inside the device's mount namespace: its own /etc/passwd (naming its home), then exec.
 _OWN_PASSWD_SH = 'mount --bind "$1" /etc/passwd || exit 125; shift; exec "$@"'
 
@@ -86,15 +82,21 @@ class EmulatedDevice:
     home: Path  # edgeuser's home on this device (same path inside and outside)
     host_key: str  # "ssh-ed25519 AAAA..."
     sshd_pid: int
-    cpu_cgroup: Path
-    memory_cgroup: Path
-    cpuacct_cgroup: Path | None = None  # for cpu_seconds(), when the controller is there
+    cgroup: cgroups.Group  # its CPU and memory caps: cpu_limit(), memory_limit(), members()
 
     def cpu_seconds(self) -> float | None:
-        """CPU time used so far by everything running on the device (cgroup cpuacct)."""
-        if self.cpuacct_cgroup is None:
-            return None
-        return int((self.cpuacct_cgroup / "cpuacct.usage").read_text()) / 1e9
+        """CPU time used so far by everything running on the device (cgroup accounting)."""
+        return self.cgroup.cpu_seconds()
+
+    @property
+    def cpu_cgroup(self) -> Path:
+        """The directory of its CPU cap (v1 and v2 files differ: prefer ``cgroup.cpu_limit()``)."""
+        return self.cgroup.cpu
+
+    @property
+    def memory_cgroup(self) -> Path | None:
+        """The directory of its memory cap (prefer ``cgroup.memory_limit()``)."""
+        return self.cgroup.memory
 
     @property
     def target(self) -> str:
@@ -159,27 +161,7 @@ def unavailable() -> str | None:
             return f"`{tool}` is not on PATH (install iproute2 / openssh-client)"
     if not SSHD_BIN.exists():
         return f"{SSHD_BIN} is missing: install openssh-server"
-    for controller, knob in (("cpu", "cpu.cfs_quota_us"), ("memory", "memory.limit_in_bytes")):
-        parent = _cgroup_parent(controller)
-        if parent is None or not os.access(parent / knob, os.W_OK):
-            return f"no writable cgroup v1 {controller} controller under {CGROUP_ROOT}"
-    return None
-
-
-def _cgroup_parent(controller: str) -> Path | None:
-    """This process's own cgroup directory of a v1 controller (new groups go below it)."""
-    try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if controller in controllers.split(","):
-            mount = CGROUP_ROOT / controllers if (CGROUP_ROOT / controllers).is_dir() \
-                else CGROUP_ROOT / controller
-            where = mount / path.lstrip("/")
-            return where if where.is_dir() else None
-    return None
+    return cgroups.unavailable(cgroups.hierarchy(), ["cpu", "memory"])
 
 
 # ---------------------------------------------------------------- small helpers
@@ -225,40 +207,6 @@ def _free_subnet() -> ipaddress.IPv4Network:
     raise FleetUnavailable("no free 10.232.X.0/24 subnet for the emulated devices")
 
 
-def _cgroup_kill(group: Path, timeout: float = 5.0) -> set[int]:
-    """SIGKILL every member of ``group`` until it is empty; return the pids killed."""
-    killed: set[int] = set()
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            pids = {int(p) for p in (group / "cgroup.procs").read_text().split()}
-        except OSError:
-            return killed
-        if not pids:
-            return killed
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        killed |= pids
-        time.sleep(0.02)
-    return killed
-
-
-def _rmdir_cgroup(group: Path, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            group.rmdir()
-            return
-        except FileNotFoundError:
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            _cgroup_kill(group, timeout=0.5)
-            time.sleep(0.05)
-
-
 # ---------------------------------------------------------------- stale leftovers
 
 
@@ -285,14 +233,12 @@ def remove_stale() -> list[str]:
         if match and not _pid_alive(int(match.group(1))):
             _quiet(["ip", "link", "del", name])
             removed.append(name)
-    for controller in ("cpu", "memory", "cpuacct"):
-        parent = _cgroup_parent(controller)
-        for group in parent.glob(f"{PREFIX}*") if parent else ():
-            match = _NS.match(group.name)
-            if match and not _pid_alive(int(match.group(1))):
-                with contextlib.suppress(OSError):
-                    _rmdir_cgroup(group)
-                    removed.append(str(group))
+    for group in cgroups.named(cgroups.hierarchy(), PREFIX):
+        match = _NS.match(group.name)
+        if match and not _pid_alive(int(match.group(1))):
+            with contextlib.suppress(OSError):
+                cgroups.remove_dir(group)
+                removed.append(str(group))
     for session in Path(tempfile.gettempdir()).glob(f"{PREFIX}*"):
         owner = session.name.removeprefix(PREFIX).split("-", 1)[0]
         if owner.isdigit() and not _pid_alive(int(owner)):
@@ -329,21 +275,13 @@ class _Builder:
         self.owner = os.getpid()
         self.netns: list[str] = []
         self.veths: list[str] = []
-        self.cgroups: list[Path] = []
+        self.cgroups: list[cgroups.Group] = []
         self.daemons: list[SSHDaemon] = []
 
-    def cgroup(self, controller: str, name: str) -> Path:
-        parent = _cgroup_parent(controller)
-        assert parent is not None
-        group = parent / name
-        group.mkdir()
+    def cgroup(self, name: str) -> cgroups.Group:
+        group = cgroups.create(cgroups.hierarchy(), name, cpus=self.cpus, period_us=CFS_PERIOD_US,
+                               memory_bytes=self.memory_mb * 2**20, accounting=True)
         self.cgroups.append(group)
-        if controller == "cpu":
-            (group / "cpu.cfs_period_us").write_text(str(CFS_PERIOD_US))
-            quota = max(1000, round(self.cpus * CFS_PERIOD_US))  # the kernel minimum is 1 ms
-            (group / "cpu.cfs_quota_us").write_text(str(quota))
-        elif controller == "memory":
-            (group / "memory.limit_in_bytes").write_text(str(self.memory_mb * 2**20))
         return group
 
     def network(self, index: int, host_ip: str, device_ip: str) -> str:
@@ -379,20 +317,12 @@ class _Builder:
             extra=("UseDNS no", "MaxStartups 100")))
         passwd = _passwd_with_home(folder / "passwd", home)
         ns = self.network(index, host_ip, device_ip)
-        group = f"{PREFIX}{self.owner}-{index}"
-        cpu, memory = self.cgroup("cpu", group), self.cgroup("memory", group)
-        accounting = _cgroup_parent("cpuacct")
-        cpuacct = (None if accounting is None else cpu if accounting == _cgroup_parent("cpu")
-                   else self.cgroup("cpuacct", group))  # co-mounted cpu,cpuacct: one group
-        groups = [cpu, memory] + ([cpuacct] if cpuacct not in (None, cpu) else [])
-        daemon = SSHDaemon(config, log_lines=200, prefix=[
-            "sh", "-c", _JOIN_CGROUPS_SH, "sh", str(len(groups)),
-            *(str(g / "cgroup.procs") for g in groups), "ip", "netns", "exec", ns,
-            "sh", "-c", _OWN_PASSWD_SH, "sh", str(passwd)])
+        group = self.cgroup(f"{PREFIX}{self.owner}-{index}")
+        daemon = SSHDaemon(config, log_lines=200, prefix=group.join_argv([
+            "ip", "netns", "exec", ns, "sh", "-c", _OWN_PASSWD_SH, "sh", str(passwd)]))
         self.daemons.append(daemon)
         return EmulatedDevice(name=name, netns=ns, address=device_ip, port=22, home=home,
-                              host_key=host_key, sshd_pid=daemon.proc.pid, cpu_cgroup=cpu,
-                              memory_cgroup=memory, cpuacct_cgroup=cpuacct), daemon
+                              host_key=host_key, sshd_pid=daemon.proc.pid, cgroup=group), daemon
 
     def teardown(self) -> list[str]:
         """Kill, then remove everything created; every step runs even if another fails."""
@@ -407,12 +337,13 @@ class _Builder:
         with subreaper():  # orphans of killed sessions come to us, not init
             killed: set[int] = set()
             for group in self.cgroups:
-                killed |= _cgroup_kill(group)
+                for path in group.dirs:
+                    killed |= cgroups.kill_members(path)
             for daemon in self.daemons:
                 step("sshd", daemon.kill)
             reap(killed)
         for group in self.cgroups:
-            step(f"cgroup {group}", _rmdir_cgroup, group)
+            step(f"cgroup {group.cpu.name}", cgroups.remove, group)
         for veth in self.veths:
             _quiet(["ip", "link", "del", veth])  # takes its peer in the namespace with it
         for ns in self.netns:

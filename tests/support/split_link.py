@@ -1,8 +1,8 @@
 """A slow device and a fast cloud joined by an emulated link, running edge's split for real.
 
-The device is the ``edge`` side of a ``devices.netem.EmulatedLink``: its own network namespace
-and a cgroup that gives it a fraction of one CPU. The cloud is the other namespace, unthrottled.
-The whole product path runs, as a user would run it:
+The device is the ``edge`` side of a ``tests.support.netem.EmulatedLink``: its own network
+namespace and a cgroup that gives it a fraction of one CPU. The cloud is the other namespace,
+unthrottled. The whole product path runs, as a user would run it:
 
 1. ``edge partition --on-device --device-python WRAPPER`` -- per-node costs of the edge
    side measured ON the emulated device by its agent (WRAPPER runs python inside the device's
@@ -31,7 +31,7 @@ from typing import Any
 
 import yaml
 
-from devices.netem import EmulatedLink, LinkSpec
+from tests.support.netem import EmulatedLink, LinkSpec
 
 EDGE = str(Path(sys.executable).with_name("edge"))
 PORT = 8000

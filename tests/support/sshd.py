@@ -228,6 +228,16 @@ def make_home(session: Path) -> Path:
     return home
 
 
+def empty_home(device: SSHDevice) -> None:
+    """Kill edgeuser's processes and empty its home: a device with no release, no state."""
+    _kill_pids(_user_pids(pwd.getpwnam(device.user).pw_uid))
+    for entry in device.home.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
 def keygen(path: Path) -> str:
     """Write a passphrase-less ed25519 key pair; return "ssh-ed25519 AAAA..." of its public half."""
     _run([SSH_KEYGEN, "-q", "-t", "ed25519", "-N", "", "-C", path.name, "-f", str(path)])
