@@ -259,9 +259,20 @@ class _Lines(logging.Handler):
         self.lines.append(record.getMessage())
 
 
+def _device_state(emulated) -> dict[str, tuple[Path, bool, str]]:
+    """Each device's current release directory, whether it holds a model, and its owner."""
+    state = {}
+    for device in emulated.devices:
+        work = device.home / ".edge"  # each device's own home, seen from the root namespace
+        current = (work / "current").resolve()
+        state[device.name] = (current, any(current.glob("model.*")), (work / "current").owner())
+    return state
+
+
 @pytest.fixture(scope="module")
 def deployed(emulated, fleet_dir: Path, digits: DigitsModel):
-    """Optimize the digits CNN once for the profile, then deploy it to all 8 devices."""
+    """Optimize the digits CNN once for the profile, then deploy it to all 8 devices; the
+    devices' state right after it (other tests of this module wipe and redeploy them)."""
     logger = logging.getLogger("edge")
     lines, level = _Lines(), logger.level
     logger.addHandler(lines)
@@ -274,12 +285,12 @@ def deployed(emulated, fleet_dir: Path, digits: DigitsModel):
     finally:
         logger.removeHandler(lines)
         logger.setLevel(level)
-    return report, lines.lines
+    return report, lines.lines, _device_state(emulated)
 
 
 @pytest.mark.slow
 def test_fleet_of_8_deploys_in_parallel(deployed, emulated, fleet_dir: Path) -> None:
-    report, _ = deployed
+    report, _, state = deployed
     assert report.exit_status == 0, render_fleet(report)
     assert [h.host for h in report.hosts] == [d.name for d in emulated.devices]
     (bundle,) = report.bundles
@@ -291,10 +302,9 @@ def test_fleet_of_8_deploys_in_parallel(deployed, emulated, fleet_dir: Path) -> 
     for device, host in zip(emulated.devices, report.hosts, strict=True):
         assert host.target == f"ssh://{device.target}"
         assert host.report is not None and host.report.bench.where == host.target
-        work = device.home / ".edge"  # each device's own home, seen from the root namespace
-        assert (work / "current").resolve() == (work / "releases" / host.release).resolve()
-        assert any((work / "releases" / host.release).glob("model.*"))
-        assert (work / "current").owner() == emulated.user
+        current, has_model, owner = state[device.name]
+        assert current == (device.home / ".edge" / "releases" / host.release).resolve()
+        assert has_model and owner == emulated.user
     table = render_fleet(report)
     for device in emulated.devices:
         assert any(line.startswith(f"{device.name} ") and " ok " in line
@@ -304,7 +314,7 @@ def test_fleet_of_8_deploys_in_parallel(deployed, emulated, fleet_dir: Path) -> 
 
 @pytest.mark.slow
 def test_progress_lines_name_every_host(deployed, emulated) -> None:
-    _, lines = deployed
+    _, lines, _ = deployed
     for device in emulated.devices:
         assert f"{device.name}: connecting to ssh://{device.target}" in lines
         assert any(line.startswith(f"{device.name}: ok in ") for line in lines), lines
@@ -329,7 +339,7 @@ def test_devices_are_isolated_and_capped(deployed, emulated) -> None:
 @pytest.mark.parametrize("case", ["wrong-key", "closed-port"])
 def test_one_failing_host_does_not_stop_the_others(case: str, deployed, emulated,
                                                    fleet_dir: Path, tmp_path: Path) -> None:
-    report, _ = deployed
+    report, _, _ = deployed
     bundle = Path(report.bundles[0].bundle)
     bad = emulated.devices[-1]
     host_vars = {"wrong-key": {"ansible_ssh_private_key_file": str(emulated.wrong_identity)},
@@ -358,7 +368,7 @@ def test_one_failing_host_does_not_stop_the_others(case: str, deployed, emulated
 
 @pytest.mark.slow
 def test_limit_deploys_only_the_selected_devices(deployed, emulated, fleet_dir: Path) -> None:
-    report, _ = deployed
+    report, _, _ = deployed
     emulated.wipe()
     picked = run_fleet(FleetRequest(source=Path(report.bundles[0].bundle),
                                     inventory=fleet_dir / "hosts.yml", limit="dev1,dev2",
@@ -396,7 +406,7 @@ def test_cli_fleet_dry_run_and_flag_errors(tmp_path: Path) -> None:
 def test_keep_reaches_every_host(deployed, emulated, fleet_dir: Path) -> None:
     """--keep is applied on each host: many releases from a measure-on-device deploy, then a
     deploy with keep=1 leaves only the active one and its rollback target."""
-    report, _ = deployed
+    report, _, _ = deployed
     bundle = Path(report.bundles[0].bundle)
     emulated.wipe()
     device = DeviceTarget(known_hosts=emulated.known_hosts, runs=3, warmup=0)
