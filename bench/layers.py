@@ -17,8 +17,9 @@ Two models from those tests, each measured ``--repeats`` times, the repeats inte
   big_matmul's share (asserted > 50 %), its ratio to tiny_relu (asserted > 5x, then 2x after a
   4.8x outlier in CI) and device / host for big_matmul (asserted within 3x).
 
-Prints a table and writes JSON (default bench/results/layers.json) with the git commit, the
-machine (CPU, ISA flags, cores, load) and the runtime versions.
+Prints a table and writes JSON (default bench/results/layers.json) with the load at the start,
+the runtime versions and, under "provenance" (bench/provenance.py), the command, git commit and
+machine (CPU model and flags, cores, memory, kernel, Python).
 """
 
 from __future__ import annotations
@@ -26,9 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,6 +37,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+import provenance  # noqa: E402  (bench/ is this script's directory)
 
 from devices.layers import LayerProfile, measure_layers  # noqa: E402
 from devices.transport import LocalTransport  # noqa: E402
@@ -89,22 +90,11 @@ def summary(values: list[float | None]) -> dict[str, float | None]:
     return {"median": statistics.median(known), "min": min(known), "max": max(known)}
 
 
-def machine() -> dict[str, Any]:
-    """What the numbers were measured on, and with which edge."""
+def runtime() -> dict[str, Any]:
+    """The load when the run started and the runtime versions (commit and machine: provenance)."""
     from importlib.metadata import version
 
-    cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
-    cpu = next((ln.split(":", 1)[1].strip() for ln in cpuinfo if ln.startswith("model name")),
-               platform.processor())
-    flags = next((ln.split(":", 1)[1].split() for ln in cpuinfo if ln.startswith("flags")), [])
-    wanted = ("sse4_2", "avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_int8")
-    git = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
-                         text=True, check=False).stdout.strip()
-    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain"],
-                           capture_output=True, text=True, check=False).stdout.strip()
-    return {"git": git + ("-dirty" if dirty else ""), "cpu": cpu, "cores": os.cpu_count(),
-            "isa": [f for f in wanted if f in flags], "machine": platform.machine(),
-            "loadavg_at_start": os.getloadavg(), "python": platform.python_version(),
+    return {"loadavg_at_start": os.getloadavg(),
             "versions": {p: version(p) for p in ("onnxruntime", "openvino", "ai-edge-litert",
                                                   "onnx2tf", "numpy")}}
 
@@ -151,11 +141,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "layers.json")
     args = parser.parse_args(argv)
-    started, host = time.time(), machine()
+    started, host = time.time(), runtime()
     samples = run(args)
-    document = {"machine": host, "repeats": args.repeats, "runs": args.runs,
+    document = {"runtime": host, "repeats": args.repeats, "runs": args.runs,
                 "results": report(samples), "samples": samples,
-                "seconds": round(time.time() - started, 1)}
+                "seconds": round(time.time() - started, 1),
+                "provenance": provenance.record("bench/layers.py", argv)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(document, indent=1) + "\n")
     for name, numbers in document["results"].items():
