@@ -99,8 +99,14 @@ def runtime() -> dict[str, Any]:
                                                   "onnx2tf", "numpy")}}
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
-    work = Path(tempfile.mkdtemp(prefix="edge-bench-layers-"))
+def run(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
+    """The samples of every job; the temporary models are removed at the end."""
+    with tempfile.TemporaryDirectory(prefix="edge-bench-layers-") as tmp:
+        return measure(Path(tmp), args)
+
+
+def measure(work: Path, args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
+    """Every job ``args.repeats`` times, interleaved, on models written under ``work``."""
     files = layer_files(work)
     nodes_model = heavy_model(work / "profile.onnx")
     jobs: dict[str, Callable[[], dict[str, Any]]] = {
