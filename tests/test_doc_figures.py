@@ -31,7 +31,7 @@ EXAMPLES = "bench/results/examples.json"
 # history (no CPU flags for the fleet and split runs). This set may only shrink: rerun the
 # script to replace a file and drop it here.
 BACKFILLED = {"bench/results/fleet.json", "bench/results/fleet-1cpu.json",
-              "bench/results/split_link.json", "bench/results/peers-cnn-run-c.json"}
+              "bench/results/peers-cnn-run-c.json"}
 NUMBER = re.compile(r"(?<![\w.\-])\d+(?:,\d{3})*(?:\.\d+)?(?![\d.])")
 
 
