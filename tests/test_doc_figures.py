@@ -28,10 +28,8 @@ FIGURE_PAGES = ("docs/benchmarks.md", "docs/fleet.md")
 SESSIONS = {"docs/tutorial.md": "tutorial", "docs/data.md": "data"}
 EXAMPLES = "bench/results/examples.json"
 # Results written before bench/provenance.py existed, their provenance backfilled from git
-# history (no CPU flags for the fleet and split runs). This set may only shrink: rerun the
-# script to replace a file and drop it here.
-BACKFILLED = {"bench/results/fleet.json", "bench/results/fleet-1cpu.json",
-              "bench/results/peers-cnn-run-c.json"}
+# history. This set may only shrink: rerun the script to replace a file and drop it here.
+BACKFILLED = {"bench/results/peers-cnn-run-c.json"}
 NUMBER = re.compile(r"(?<![\w.\-])\d+(?:,\d{3})*(?:\.\d+)?(?![\d.])")
 
 
