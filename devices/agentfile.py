@@ -11,10 +11,13 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import tempfile
 import zipfile
 from pathlib import Path
 
 from edge.core.cache import cache_root
+from edge.core.errors import UsageError
+from edge.core.files import write_atomic
 
 __all__ = ["PACKAGE", "agent_bytes", "agent_file", "agent_name"]
 
@@ -51,12 +54,22 @@ def agent_name(data: bytes) -> str:
 
 
 def agent_file() -> Path:
-    """The zipapp on this host, under the cache (written atomically once per content)."""
+    """The zipapp on this host, under the cache (else a private temp dir when the cache cannot
+    be written), written atomically once per content: a concurrent writer never exposes a
+    half-written file (fleet deploys prepare their devices in parallel threads)."""
     data = agent_bytes()
-    path = cache_root() / "agent" / agent_name(data)
-    if not path.is_file() or path.read_bytes() != data:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    return path
+    for folder in _folders():
+        path = folder / agent_name(data)
+        try:
+            if not (path.is_file() and path.read_bytes() == data):
+                folder.mkdir(parents=True, exist_ok=True)
+                write_atomic(path, data)
+            return path
+        except OSError:
+            continue
+    raise UsageError(f"cannot write edge's agent file under {cache_root()} nor the temporary "
+                     "directory; set EDGE_CACHE_DIR to a writable directory")
+
+
+def _folders() -> tuple[Path, ...]:
+    return cache_root() / "agent", Path(tempfile.gettempdir()) / f"edge-agent-{os.getuid()}"

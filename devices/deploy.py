@@ -4,11 +4,13 @@ A deploy: install the release's files the device lacks (``devices.release``) -> 
 (load + one run) -> ``bench`` (``devices.measure``) -> ``activate`` -> ``prune``. Any failure
 before ``activate`` leaves ``current`` where it was: that is the automatic rollback. With
 ``fastest`` every faithful candidate the device can run is installed and all are timed together
-in ONE interleaved agent ``bench``; ``edge.core.select`` chooses among them.
+in ONE interleaved agent ``bench`` (one after another when the device cannot hold them
+together); ``edge.core.select`` chooses among them.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,7 @@ from edge.core.errors import DeviceError
 from edge.core.select import choose_candidate, runnable
 from edge.core.values import (
     Artifact,
+    BenchResult,
     Bundle,
     CandidateResult,
     DeployReport,
@@ -39,6 +42,8 @@ from edge.core.values import (
 
 __all__ = ["DeployOutcome", "deploy", "deploy_artifact", "deploy_bundle", "deploy_fastest",
            "measure_on_device"]
+
+log = logging.getLogger("edge")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -128,12 +133,12 @@ def _deploy_fastest(device: Device, bundle_dir: Path, bundle: Bundle, *, rounds:
                     threads: int, keep: int) -> DeployOutcome:
     installed, transfer = _install_all(device, bundle_dir,
                                        _usable(bundle, device.runtimes, device.label))
-    benches = time_on_device(device, {r.candidate.id: model for r, model in installed},
-                             rounds, threads=threads, skip_failed=True)
+    benches, how = _device_benches(device, {r.candidate.id: m for r, m in installed}, rounds,
+                                   threads)
     measured = [r for r, _ in installed if r.candidate.id in benches]
     choice = choose_candidate(measured, _runtimes(bundle),
                               ms={k: b.p50_ms for k, b in benches.items()},
-                              where=f"{device.label} in one interleaved bench")
+                              where=f"{device.label} {how}")
     chosen = next(r for r in measured if r.candidate.id == choice.id)
     assert chosen.artifact is not None
     outcome = deploy_artifact(device, bundle_dir, chosen.artifact, profile=bundle.profile,
@@ -142,6 +147,30 @@ def _deploy_fastest(device: Device, bundle_dir: Path, bundle: Bundle, *, rounds:
                      for r in measured)
     report = replace(outcome.report, compared=compared, reason=choice.reason)
     return replace(outcome, report=report, transfer=transfer)
+
+
+def _device_benches(device: Device, models: dict[str, str], rounds: Rounds,
+                    threads: int) -> tuple[dict[str, BenchResult], str]:
+    """Every candidate timed in ONE interleaved bench; when the device cannot run them together
+    (the agent is killed, e.g. out of memory, or one fails mid-rounds), one after another, each
+    in its own agent process, those that fail alone dropping out; and how they were timed."""
+    try:
+        return (time_on_device(device, models, rounds, threads=threads, skip_failed=True),
+                "in one interleaved bench")
+    except DeviceError as exc:
+        if len(models) < 2:
+            raise
+        log.warning("%s could not time the %d candidates together (%s); timing them one after "
+                    "another instead", device.label, len(models), exc)
+    benches: dict[str, BenchResult] = {}
+    for key, model in models.items():
+        try:
+            benches |= time_on_device(device, {key: model}, rounds, threads=threads)
+        except DeviceError as exc:
+            log.warning("%s: %s dropped out: %s", device.label, key, exc)
+    if not benches:
+        raise DeviceError(f"{device.label}: no candidate could be benchmarked on the device")
+    return benches, "one after another (not together: see the warning)"
 
 
 def _install_all(device: Device, bundle_dir: Path, usable: list[CandidateResult]
@@ -164,10 +193,13 @@ def _install_all(device: Device, bundle_dir: Path, usable: list[CandidateResult]
 
 
 def _runtimes(bundle: Bundle) -> tuple[str, ...]:
-    """The bundle's profile's runtime order (select's tie-break), from its manifest."""
-    order = tuple(bundle.profile_spec.get("runtimes") or ())
-    if order:
-        return order
+    """The bundle's profile's runtime order (select's tie-break): the profile kept in its
+    manifest (validated as a profile document), else the catalog's."""
+    if bundle.profile_spec:
+        from edge.core.documents import parse
+
+        return tuple(parse("profile", bundle.profile_spec, "the manifest's profile_spec")
+                     .runtimes)
     from edge.core.profile import load_profile
 
     return tuple(load_profile(bundle.profile).runtimes)

@@ -29,6 +29,7 @@ from devices.device import Device, store
 from devices.measure import Rounds, time_files_here, time_on_device
 from devices.profiling import node_profile, openvino_counters
 from edge.core.errors import UsageError
+from edge.core.model import load_named, save_onnx_atomic
 from edge.core.values import BenchResult
 
 __all__ = ["LayerProfile", "LayerTime", "measure_layers"]
@@ -104,7 +105,10 @@ def _where(device: Device | None) -> str:
 
 # ---------------------------------------------------------------- ONNX Runtime
 def _onnx(path: Path, threads: int, runs: int, device: Device | None) -> LayerProfile:
-    measured = node_profile(path, threads=threads, runs=runs, device=device)
+    with tempfile.TemporaryDirectory(prefix="edge-layers-") as tmp:
+        named = Path(tmp) / path.name  # every node named: unnamed nodes' time is not lost
+        save_onnx_atomic(load_named(path), named)
+        measured = node_profile(named, threads=threads, runs=runs, device=device)
     names = list(measured.nodes)
     scaled = _scaled([measured.nodes[n] for n in names], measured.whole_ms)
     layers = [LayerTime(name=name, op=measured.ops.get(name, "?"), ms=ms)

@@ -82,17 +82,17 @@ def time_here(calls: Mapping[str, Callable[[], object]], rounds: Rounds, *, thre
             for name, times in timed.samples.items()}
 
 
-def time_files_here(models: Mapping[str, Path], rounds: Rounds, *,
-                    threads: int) -> dict[str, BenchResult]:
+def time_files_here(models: Mapping[str, Path], rounds: Rounds, *, threads: int,
+                    skip_failed: bool = False) -> dict[str, BenchResult]:
     """Time model files on this host as the agent's ``bench`` does on a device (the same
-    loaders and random inputs), interleaved."""
+    loaders and random inputs), interleaved. With ``skip_failed`` a model that cannot load or
+    run drops out (a warning); otherwise it fails the call (a DeviceError naming it)."""
     ids = list(models)
     loaded = here(agent_bench.load_models, [str(models[k]) for k in ids], threads)
     with _bar(len(ids)) as before:
         reply = here(agent_bench.bench_loaded, loaded, threads, rounds.plan(),
                      hold=progress.hold, before=before)
-    return {k: bench_result(reply, entry, host_label(), alone=False)
-            for k, entry in zip(ids, reply["results"], strict=True) if "error" not in entry}
+    return _results(ids, reply, host_label(), skip_failed=skip_failed, alone=False)
 
 
 def time_on_device(device: Device, models: Mapping[str, str], rounds: Rounds, *, threads: int,
@@ -108,15 +108,21 @@ def time_on_device(device: Device, models: Mapping[str, str], rounds: Rounds, *,
                        f"{rounds.rounds} interleaved rounds)"):
         reply = device.call("bench", *[models[k] for k in ids], *rounds.options(),
                             "--threads", str(threads), timeout=timeout)
+    return _results(ids, reply, device.label, skip_failed=skip_failed, alone=len(ids) == 1,
+                    profile=profile)
+
+
+def _results(ids: list[str], reply: dict[str, Any], where: str, *, skip_failed: bool,
+             alone: bool, profile: str | None = None) -> dict[str, BenchResult]:
+    """A bench reply's results by id; an entry that failed raises, or drops out with a warning."""
     results = {}
     for k, entry in zip(ids, reply["results"], strict=True):
         if "error" in entry and not skip_failed:
-            raise DeviceError(f"{device.label}: {entry['error']}")
+            raise DeviceError(f"{where}: {k}: {entry['error']}")
         if "error" in entry:
-            log.warning("%s: %s dropped out: %s", device.label, k, entry["error"])
+            log.warning("%s: %s dropped out: %s", where, k, entry["error"])
             continue
-        results[k] = bench_result(reply, entry, device.label, profile=profile,
-                                  alone=len(ids) == 1)
+        results[k] = bench_result(reply, entry, where, profile=profile, alone=alone)
     return results
 
 

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from devices.transport import Transport, check_device_path, expand_home
+from edge.core.cache import cache_root
 from edge.core.errors import DeviceError, UsageError
 from edge.core.model import sha256_file
 
@@ -239,7 +240,7 @@ def probe_platform(transport: Transport, python: str) -> tuple[DevicePlatform, d
 
 def default_cache() -> Path:
     """``$EDGE_CACHE_DIR/wheels`` (default ~/.cache/edge/wheels)."""
-    return Path(os.environ.get("EDGE_CACHE_DIR", "~/.cache/edge")).expanduser() / "wheels"
+    return cache_root() / "wheels"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -3,11 +3,11 @@ the user opts in), every remote command quoted."""
 
 from __future__ import annotations
 
+import logging
 import re
 import shlex
 import socket
 import stat
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = ["HostSpec", "SSHTransport", "parse_host"]
 
+log = logging.getLogger("edge")
 _USER = re.compile(r"^[A-Za-z0-9._][A-Za-z0-9._-]{0,31}$")
 _HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$")
 _DEFAULT_KNOWN_HOSTS = Path("~/.ssh/known_hosts")
@@ -227,10 +228,10 @@ class _RecordNewHost:
 
     def missing_host_key(self, client: paramiko.SSHClient, hostname: str,
                          key: paramiko.PKey) -> None:
-        """Record the key in the known_hosts file and say so on stderr."""
+        """Record the key in the known_hosts file and say so (a warning: stderr, and the
+        ``--json`` document's warnings)."""
         client.get_host_keys().add(hostname, key.get_name(), key)
         self.known_hosts.parent.mkdir(parents=True, exist_ok=True)
         client.save_host_keys(str(self.known_hosts))
-        print(f"warning: trusted new host key {key.get_name()} "
-              f"{key.fingerprint} for {hostname}, recorded in {self.known_hosts}",
-              file=sys.stderr)
+        log.warning("trusted new host key %s %s for %s, recorded in %s", key.get_name(),
+                    key.fingerprint, hostname, self.known_hosts)

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from edge.core.model import load_named, node_names
+
 if TYPE_CHECKING:
     import onnx
 
@@ -70,29 +72,6 @@ class Graph:
         """Compute nodes whose tensors ``name`` consumes (SOURCE excluded)."""
         return frozenset(t.producer for t in self.tensors
                          if name in t.consumers and t.producer != SOURCE)
-
-
-def node_names(model: onnx.ModelProto) -> list[str]:
-    """A unique name per node, in graph order (the node's own name when set and unique)."""
-    names: list[str] = []
-    seen: set[str] = set()
-    for index, node in enumerate(model.graph.node):
-        name = node.name if node.name and node.name not in seen else f"{node.op_type}_{index}"
-        while name in seen:
-            name = f"{name}_"
-        seen.add(name)
-        names.append(name)
-    return names
-
-
-def load_named(model_path: str | Path) -> onnx.ModelProto:
-    """Load a model and give every node its unique name from ``node_names``."""
-    import onnx
-
-    model = onnx.load(str(model_path))
-    for node, name in zip(model.graph.node, node_names(model), strict=True):
-        node.name = name
-    return model
 
 
 def tensor_bytes(model: onnx.ModelProto) -> dict[str, int]:

@@ -344,8 +344,13 @@ def _device_costs(reference: Path, profile: Profile, target: Any) -> tuple[dict[
 
     transport = transport_for(target, profile)
     try:
-        device = open_device(transport, python=device_python(target, profile, transport),
-                             work_dir=profile.access.work_dir)
+        python = device_python(target, profile, transport)
+        if target.provision:  # the agent's per-node profile needs onnxruntime on the device
+            from devices.provision import provision_runtime
+
+            python = provision_runtime(transport, device_python=python, runtime="onnxruntime",
+                                       work_dir=profile.access.work_dir).python
+        device = open_device(transport, python=python, work_dir=profile.access.work_dir)
         threads = target.threads if target.threads is not None else (
             profile.compute.default_threads)
         runs = max(3, min(target.runs, 100) // DEVICE_REPEATS)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from edge.core.cache import cache_key
@@ -11,7 +12,7 @@ from edge.core.errors import UsageError
 if TYPE_CHECKING:
     from targets.base import ConvertSettings, Target
 
-__all__ = ["REGISTRY", "get_target", "workdir_name"]
+__all__ = ["REGISTRY", "artifact_suffixes", "get_target", "target_for_suffix", "workdir_name"]
 
 #: target name -> "module:Class"; the class implements targets.base.Target.
 REGISTRY: dict[str, str] = {
@@ -31,18 +32,50 @@ def get_target(name: str) -> Target:
     return getattr(importlib.import_module(module_name), class_name)()
 
 
+def _importable() -> list[Target]:
+    """Every registered target whose module imports here."""
+    found = []
+    for name in REGISTRY:
+        try:
+            found.append(get_target(name))
+        except ImportError:
+            continue
+    return found
+
+
+def target_for_suffix(suffix: str) -> Target | None:
+    """The target that owns artifacts with this suffix (one that converts on its own, not
+    through another's run: ``.tflite`` is TFLite's, not NNAPI's), or None."""
+    return next((t for t in _importable()
+                 if t.caps.suffix == suffix and t.caps.converts_with is None), None)
+
+
+def artifact_suffixes() -> tuple[str, ...]:
+    """The suffixes of the artifacts the registered targets make."""
+    return tuple(dict.fromkeys(t.caps.suffix for t in _importable()))
+
+
 def workdir_name(name: str, settings: ConvertSettings) -> str:
     """The cache directory name of a target's conversions with these settings.
 
     Targets that share a converter run (``converts_with``) share the directory; its key holds
-    the settings and, of every target sharing it, the recipe version and the converters'
-    versions: a recipe change or a converter upgrade never reuses an old artifact.
+    the settings and, of every target sharing it, the recipe version, the converters' versions
+    and a digest of its module's source: a recipe change, a converter upgrade or an edit of the
+    target's code never reuses an old artifact.
     """
     shared = get_target(name).caps.converts_with or name
-    group = sorted(n for n in REGISTRY if n == shared
-                   or get_target(n).caps.converts_with == shared)
-    caps = [get_target(n).caps for n in group]
-    key = cache_key(settings.digest(), *((n, c.recipe) for n, c in zip(group, caps, strict=True)),
-                    recipe=max(c.recipe for c in caps),
-                    converters=[d for c in caps for d in c.converters])
+    group = [t for t in _importable() if t.name == shared or t.caps.converts_with == shared]
+    key = cache_key(settings.digest(), *((t.name, t.caps.recipe, _source_digest(t))
+                                         for t in sorted(group, key=lambda t: t.name)),
+                    recipe=max(t.caps.recipe for t in group),
+                    converters=["numpy", *(d for t in group for d in t.caps.converters)])
     return f"{shared}-{settings.digest()}-{key}"
+
+
+def _source_digest(target: Target) -> str:
+    """sha256 (16 hex) of the module that defines the target's class."""
+    import hashlib
+    import inspect
+
+    source = inspect.getsourcefile(type(target))
+    return hashlib.sha256(Path(source).read_bytes()).hexdigest()[:16] if source else "?"

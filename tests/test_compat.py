@@ -89,3 +89,24 @@ def test_an_old_split_is_served_and_run(old_split_server: EdgeCloudServer, tmp_p
     assert result.status == 0, result.stderr
     runs = result.json()["runs"]
     assert len(runs) == 2 and all(r["kind"] == "all-cloud" for r in runs)
+
+
+def test_a_baseline_timed_by_the_old_method_is_compared_with_a_warning(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """edge 0.1 timed runs one after another on the device; a baseline it kept still compares,
+    and the comparison says the methods differ."""
+    from dataclasses import replace
+
+    from edge.core.results import compare
+    from edge.core.values import BenchResult, DeployReport
+
+    bench = BenchResult(where="ssh://pi@pi:22", runtime="tflite", runs=50, warmup=5, threads=4,
+                        p50_ms=2.0, p90_ms=2.2, p99_ms=2.5, mean_ms=2.1)
+    old = DeployReport(target="ssh://pi@pi:22", transport="ssh", profile="rpi4",
+                       candidate="tflite-int8", artifact_sha256="ab" * 32, release="ab" * 8,
+                       bench=bench)
+    new = replace(old, bench=replace(bench, p50_ms=2.1, device={"interleaved_rounds": 5}))
+    with caplog.at_level("WARNING", logger="edge"):
+        result = compare(new, old, "last kept", 10.0)
+    assert not result.regressed and round(result.change_pct) == 5
+    assert "one run after another" in caplog.text and "5 interleaved rounds" in caplog.text

@@ -149,3 +149,27 @@ def test_measure_on_device_times_every_candidate_in_one_interleaved_bench(
     assert report["active"] and report["bench"]["peak_rss_mb"] > 10  # its own bench
     device_dir = Path(os.environ["EDGE_LOCAL_DEVICE"]).resolve()
     assert (device_dir / ".edge" / "current").resolve().name == report["release"]
+
+
+def test_on_device_falls_back_to_one_by_one_when_the_device_cannot_hold_them_together(
+        tmp_path: Path) -> None:
+    """A device that kills the agent when it loads several models at once (as the OOM killer
+    would on a small board): every candidate is then timed in its own agent process, the
+    choice says so, and the deploy still succeeds."""
+    import sys
+
+    python = tmp_path / "python-small-board"
+    python.write_text("#!/bin/sh\nmodels=0\nbench=0\nfor arg in \"$@\"; do\n"
+                      "  case \"$arg\" in bench) bench=1;; *.onnx|*.tflite|*.xml) "
+                      "models=$((models+1));; esac\ndone\n"
+                      "if [ $bench = 1 ] && [ $models -gt 1 ]; then kill -9 $$; fi\n"
+                      f"exec {sys.executable} \"$@\"\n")
+    python.chmod(0o755)
+    result = run_cli("deploy", "sample:digits", "--profile", "rpi4", "-o", str(tmp_path / "b"),
+                     "--on-device", "--runs", "4", "--device-python", str(python), "--json")
+    assert result.status == 0, result.stderr
+    report = result.json()
+    assert len(report["compared"]) >= 4
+    assert "one after another" in report["reason"]
+    assert any("could not time the" in w and "together" in w for w in report["warnings"])
+    assert report["active"]

@@ -34,35 +34,35 @@ def keeps_fidelity(fid: dict[str, float], reference_accuracy: float) -> bool:
 
 
 def interleaved(rows: list[Row], x: np.ndarray, rounds: int) -> None:
-    """Time every row in rounds; the order alternates; idle + re-warm before each block."""
-    calls = {row.name: _calls_per_block(row.run, x) for row in rows}
-    for index in range(rounds):
-        for row in rows if index % 2 == 0 else rows[::-1]:
-            row.times += _block(row.run, x, calls[row.name])
+    """Time every row by edge's one timing method (devices/agent/timing.py): interleaved
+    rounds, the order reversed every other round, a 0.1 s idle gap and 3 warm-up calls before
+    each block; about 0.2 s of calls per block (the slowest row's count)."""
+    from devices.agent import timing
+
+    calls = max(_calls_per_block(row.run, x) for row in rows)
+    timed = timing.interleaved({row.name: _bound(row.run, x) for row in rows}, rounds,
+                               rounds * calls, warmup=3, idle_s=0.1)
+    for row in rows:
+        row.times += timed.samples[row.name]
+
+
+def _bound(run: Run, x: np.ndarray) -> Callable[[], object]:
+    return lambda: run(x)
 
 
 def _calls_per_block(run: Run, x: np.ndarray) -> int:
     """About 0.2 s of calls per block, 10 to 300."""
     for _ in range(3):
         run(x)
-    start = time.perf_counter()
-    for _ in range(3):
-        run(x)
-    each = (time.perf_counter() - start) / 3
+    each = timing_ms(run, x) / 1e3
     return int(min(300, max(10, 0.2 / max(each, 1e-6))))
 
 
-def _block(run: Run, x: np.ndarray, calls: int, idle_s: float = 0.1,
-           warmup: int = 3) -> list[float]:
-    time.sleep(idle_s)  # let the previous runtime's spinning thread pool go idle
-    for _ in range(warmup):
-        run(x)
-    times = []
-    for _ in range(calls):
-        start = time.perf_counter()
-        run(x)
-        times.append((time.perf_counter() - start) * 1e3)
-    return times
+def timing_ms(run: Run, x: np.ndarray) -> float:
+    """Mean ms of three calls (to size the blocks, not a measurement that is reported)."""
+    from devices.agent import timing
+
+    return sum(timing.elapsed_ms(run, x)[1] for _ in range(3)) / 3
 
 
 # ====================================================================== roofline

@@ -49,9 +49,7 @@ def _run(args: list[str], show_traceback: bool) -> int:
     try:
         status = cli.main(args=args, prog_name="edge", standalone_mode=False)
     except EdgeError as exc:
-        if show_traceback:
-            raise
-        return _fail(str(exc), exc.status)
+        return _fail(str(exc), exc.status, show_traceback)
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
     except click.ClickException as exc:
@@ -59,9 +57,7 @@ def _run(args: list[str], show_traceback: bool) -> int:
     except (click.exceptions.Abort, KeyboardInterrupt):
         return _fail("interrupted", 130)
     except Exception as exc:
-        if show_traceback:
-            raise
-        return _fail(internal_error(exc), ExitStatus.INTERNAL)
+        return _fail(internal_error(exc), ExitStatus.INTERNAL, show_traceback)
     return int(status or 0)
 
 
@@ -71,7 +67,13 @@ def internal_error(exc: BaseException) -> str:
     return f"internal error: {type(exc).__name__}: {detail} {INTERNAL_ADVICE}"
 
 
-def _fail(message: str, status: int) -> int:
+def _fail(message: str, status: int, show_traceback: bool = False) -> int:
+    """One ``error:`` line (after the stack with --traceback) and the status: --traceback
+    never changes the exit status a CI gate reads."""
+    if show_traceback:
+        import traceback
+
+        traceback.print_exc(file=sys.stderr)
     line = " ".join(str(message).split())
     click.echo(f"error: {line}", err=True)
     return int(status)

@@ -149,9 +149,10 @@ remote_options = with_options([
 device_options = with_options([
     *ACCESS,
     click.option("--runs", type=click.IntRange(1, 100000), default=50, show_default=True,
-                 help="Timed inferences on the device (percentiles come from these)."),
+                 help="Timed inferences on the device, spread over 5 interleaved rounds "
+                      "(percentiles come from these)."),
     click.option("--warmup", type=click.IntRange(0, 10000), default=5, show_default=True,
-                 help="Inferences run first on the device and left out of the timing."),
+                 help="Untimed inferences before each round's timed ones on the device."),
     click.option("--threads", type=click.IntRange(0, 1024), default=None,
                  help="Threads on the device [profile compute.threads or cores; 0: all]."),
     click.option("--provision", is_flag=True,

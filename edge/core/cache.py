@@ -21,7 +21,7 @@ __all__ = ["cache_root", "cache_key", "versions"]
 
 def cache_root() -> Path:
     """Where converted artifacts are cached by content (``EDGE_CACHE_DIR`` overrides)."""
-    return Path(os.environ.get("EDGE_CACHE_DIR", "~/.cache/edge")).expanduser()
+    return Path(os.environ.get("EDGE_CACHE_DIR") or "~/.cache/edge").expanduser()
 
 
 @functools.cache

@@ -25,18 +25,15 @@ from typing import Any, Literal
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
+from edge.core.docfile import check_depth, check_version, read_data
 from edge.core.errors import UsageError
 from edge.core.files import write_atomic
 from edge.core.profile import Profile, profile_schema
 from edge.core.values import Bundle, DeployReport, _to_json, adapter
 
-__all__ = ["KINDS", "CutDocument", "CutTensor", "Kind", "ResultRecord", "SplitDocument",
-           "SplitHalves", "dump", "parse", "read_json", "read_yaml", "schema", "write_json",
-           "write_yaml"]
-
-#: Deepest nesting a document may have: deeper input is refused before it is parsed further.
-MAX_DEPTH = 64
-
+__all__ = ["KINDS", "BandRow", "CutDocument", "CutTensor", "EnergyDocument", "InputSpec",
+           "Kind", "Predicted", "ResultRecord", "SplitDocument", "SplitHalves", "dump", "parse",
+           "read_json", "read_yaml", "schema", "write_json", "write_yaml"]
 
 class _Doc(BaseModel):
     """A document part: frozen; keys a later version adds are ignored."""
@@ -81,6 +78,15 @@ class CutDocument(_Doc):
     split: SplitHalves
 
 
+class EnergyDocument(_Doc):
+    """The device energy model a split was planned with."""
+
+    idle_w: float = Field(ge=0)
+    max_w: float = Field(ge=0)
+    tx_nj_per_bit: float = Field(ge=0)
+    assumed: bool = False
+
+
 class Predicted(_Doc):
     """The chosen cut's predicted times (ms) and the link it was planned for; more keys kept."""
 
@@ -88,6 +94,32 @@ class Predicted(_Doc):
     edge_ms: float
     transfer_ms: float
     cloud_ms: float
+    total_ms: float | None = None
+    bandwidth_mbps: float | None = Field(default=None, gt=0)
+    downlink_mbps: float | None = Field(default=None, gt=0)
+    rtt_ms: float | None = Field(default=None, ge=0)
+    objective: Literal["latency", "energy", "throughput"] | None = None
+    energy: EnergyDocument | None = None
+
+
+class InputSpec(_Doc):
+    """A model input the device must feed: name, shape (symbolic dims as names), dtype."""
+
+    name: str
+    shape: tuple[int | str | None, ...]
+    dtype: str
+
+
+class BandRow(_Doc):
+    """A row of the bandwidth table: the best cut over a bandwidth range (Mbit/s)."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+    min_mbps: float = Field(ge=0)
+    max_mbps: float = Field(ge=0)
+    kind: Literal["split", "all-edge", "all-cloud"]
+    cut: tuple[str, ...] = ()
+    predicted_ms: float | None = None
+    cut_id: str | None = None
 
 
 class SplitDocument(_Doc):
@@ -98,9 +130,9 @@ class SplitDocument(_Doc):
     cut: tuple[CutTensor, ...]
     predicted: Predicted
     compression: Literal["none", "fp16", "int8"] = "none"
-    inputs: tuple[dict[str, Any], ...] = ()
+    inputs: tuple[InputSpec, ...] = ()
     cuts: tuple[CutDocument, ...] = ()
-    bandwidth_table: tuple[dict[str, Any], ...]
+    bandwidth_table: tuple[BandRow, ...]
 
 
 class ResultRecord(_Doc):
@@ -140,12 +172,8 @@ def parse(kind: str, data: Any, where: str) -> Any:
     if not isinstance(data, dict):
         raise UsageError(f"{where}: not a {spec.name} (expected a mapping, got "
                          f"{type(data).__name__})")
-    _check_depth(data, where)
-    version = data.get(spec.version_key, spec.absent)
-    if isinstance(version, bool) or version not in spec.versions:
-        raise UsageError(f"{where}: {spec.name} {spec.version_key} {version!r} is not one this "
-                         f"edge reads ({', '.join(map(str, spec.versions))}); a newer edge may "
-                         "have written it")
+    check_depth(data, where)
+    check_version(data, spec.name, spec.version_key, spec.versions, spec.absent, where)
     try:
         return _validator(spec.model)(data)
     except pydantic.ValidationError as exc:
@@ -178,14 +206,12 @@ def schema(kind: str) -> dict[str, Any]:
 
 def read_json(kind: str, path: Path) -> Any:
     """A JSON document file, parsed and validated."""
-    return parse(kind, _load(path, json.loads), str(path))
+    return parse(kind, read_data(path, "json"), str(path))
 
 
 def read_yaml(kind: str, path: Path) -> Any:
     """A YAML document file, parsed and validated."""
-    import yaml
-
-    return parse(kind, _load(path, yaml.safe_load), str(path))
+    return parse(kind, read_data(path, "yaml"), str(path))
 
 
 def write_json(kind: str, path: Path, value: Any) -> Path:
@@ -199,33 +225,6 @@ def write_yaml(kind: str, path: Path, value: Any) -> Path:
     import yaml
 
     return write_atomic(path, yaml.safe_dump(dump(kind, value), sort_keys=False))
-
-
-def _load(path: Path, loads: Callable[[str], Any]) -> Any:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: cannot read it ({getattr(exc, 'strerror', None) or exc})"
-                         ) from None
-    try:
-        return loads(text)
-    except RecursionError:
-        raise UsageError(f"{path}: nested deeper than {MAX_DEPTH} levels") from None
-    except Exception as exc:  # noqa: BLE001 - json and yaml raise their own types
-        raise UsageError(f"{path}: not valid {'JSON' if loads is json.loads else 'YAML'} "
-                         f"({type(exc).__name__})") from None
-
-
-def _check_depth(data: Any, where: str) -> None:
-    """Refuse documents nested deeper than MAX_DEPTH (iteratively: no recursion)."""
-    stack = [(data, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            raise UsageError(f"{where}: nested deeper than {MAX_DEPTH} levels")
-        children = value.values() if isinstance(value, dict) else (
-            value if isinstance(value, list) else ())
-        stack.extend((child, depth + 1) for child in children)
 
 
 def _validator(model: type) -> Callable[[Any], Any]:

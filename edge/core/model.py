@@ -13,8 +13,8 @@ from edge.core.values import ModelInfo, TensorSpec
 if TYPE_CHECKING:
     import onnx
 
-__all__ = ["inspect_model", "load_onnx", "node_macs", "save_onnx_atomic", "sha256_file",
-           "value_shapes"]
+__all__ = ["inspect_model", "load_named", "load_onnx", "node_macs", "node_names",
+           "save_onnx_atomic", "sha256_file", "value_shapes"]
 
 
 def sha256_file(path: Path) -> str:
@@ -156,3 +156,27 @@ _MAC_RULES = {
     "MatMul": _matmul_macs,
     "Gemm": _gemm_macs,
 }
+
+
+def node_names(model: onnx.ModelProto) -> list[str]:
+    """A unique name per node, in graph order (the node's own name when set and unique)."""
+    names: list[str] = []
+    seen: set[str] = set()
+    for index, node in enumerate(model.graph.node):
+        name = node.name if node.name and node.name not in seen else f"{node.op_type}_{index}"
+        while name in seen:
+            name = f"{name}_"
+        seen.add(name)
+        names.append(name)
+    return names
+
+
+def load_named(model_path: str | Path) -> onnx.ModelProto:
+    """Load a model and give every node its unique name from ``node_names`` (per-node costs,
+    per-layer times and splits work by node name)."""
+    import onnx
+
+    model = onnx.load(str(model_path))
+    for node, name in zip(model.graph.node, node_names(model), strict=True):
+        node.name = name
+    return model

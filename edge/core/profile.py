@@ -6,12 +6,10 @@ A profile is data. The catalog ships in the ``profiles`` package; a user profile
 
 from __future__ import annotations
 
-import json
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from edge.core.errors import UsageError
@@ -232,17 +230,13 @@ def _resolve_relative(ref: str, child: Path) -> Path:
 
 
 def _read(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: cannot read profile: {exc}") from None
-    except (yaml.YAMLError, json.JSONDecodeError) as exc:
-        where = getattr(exc, "problem_mark", None)
-        line = f" line {where.line + 1}" if where is not None else ""
-        raise UsageError(f"{path}:{line} is not valid YAML/JSON") from None
+    """A profile file's mapping (JSON or YAML), read by the one document reader."""
+    from edge.core.docfile import check_version, read_data
+
+    data = read_data(path)
     if not isinstance(data, dict):
         raise UsageError(f"{path}: a profile must be a mapping of keys, got {type(data).__name__}")
+    check_version(data, "profile", "version", VERSIONS, 1, str(path))
     return data
 
 

@@ -11,7 +11,7 @@ with a report saved from ``edge bench --json``. A p50 slower than the baseline b
 from __future__ import annotations
 
 import json
-import os
+import logging
 import re
 import time
 from dataclasses import dataclass
@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from edge.core.cache import cache_root
 from edge.core.documents import ResultRecord, dump, parse
 from edge.core.errors import UsageError
 from edge.core.values import DeployReport
@@ -26,6 +27,7 @@ from edge.core.values import DeployReport
 __all__ = ["Comparison", "Kept", "compare", "history", "keep", "kept_results", "load_baseline",
            "results_dir"]
 
+log = logging.getLogger("edge")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._@-]+")
 
 
@@ -60,8 +62,7 @@ class Comparison:
 
 def results_dir() -> Path:
     """Where measurements are kept: $EDGE_CACHE_DIR/results (default ~/.cache/edge/results)."""
-    root = os.environ.get("EDGE_CACHE_DIR") or str(Path.home() / ".cache" / "edge")
-    return Path(root) / "results"
+    return cache_root() / "results"
 
 
 def _file(report: DeployReport) -> Path:
@@ -161,8 +162,18 @@ def load_baseline(spec: str, report: DeployReport) -> tuple[DeployReport, str] |
 
 def compare(report: DeployReport, baseline: DeployReport, source: str,
             max_regression_pct: float) -> Comparison:
-    """The new p50 against the baseline's."""
+    """The new p50 against the baseline's (a warning when the baseline was timed another way:
+    before edge timed in interleaved rounds, runs were one after another)."""
+    if _method(baseline) != _method(report):
+        log.warning("the baseline (%s) was measured %s, this result %s: compare with care",
+                    source, _method(baseline), _method(report))
     base = baseline.bench.p50_ms
     change = (report.bench.p50_ms - base) / base * 100 if base > 0 else 0.0
     return Comparison(baseline_p50_ms=base, p50_ms=report.bench.p50_ms, change_pct=change,
                       max_regression_pct=max_regression_pct, baseline_source=source)
+
+
+def _method(report: DeployReport) -> str:
+    """How a device result was timed: in interleaved rounds, or one run after another."""
+    rounds = report.bench.device.get("interleaved_rounds")
+    return f"in {rounds} interleaved rounds" if rounds else "one run after another"

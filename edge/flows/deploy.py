@@ -203,12 +203,14 @@ def _profile(request: DeployRequest | BenchRequest, default: str | None = None) 
     if not _is_bundle(request.source) and default is not None:
         return load_profile(default)
     from edge.core.bundle import read_bundle
-    from edge.core.profile import Profile, catalog_ids
+    from edge.core.documents import parse
+    from edge.core.profile import catalog_ids
 
     bundle = read_bundle(request.source)
     if bundle.profile in catalog_ids() or not bundle.profile_spec:
         return load_profile(bundle.profile)
-    return Profile.model_validate(bundle.profile_spec)  # a user profile, kept in the manifest
+    # a user profile, kept in the manifest: validated as a profile document
+    return parse("profile", bundle.profile_spec, f"{request.source}: profile_spec")
 
 
 def _bundle(request: DeployRequest, profile: Any) -> tuple[Bundle, Path]:
@@ -241,10 +243,6 @@ class BenchRequest:
     candidate: str | None = None
     profile: str | None = None
     device: DeviceTarget = DeviceTarget()
-
-
-SUFFIX_TARGETS = {".tflite": ("tflite", ()), ".onnx": ("onnxruntime", ()),
-                  ".xml": ("openvino", (".bin",))}
 
 
 def run_bench(request: BenchRequest) -> DeployReport:
@@ -286,19 +284,24 @@ def _bench_artifact(request: BenchRequest) -> tuple[Path, Any]:
 
 
 def _artifact_of_file(path: Path) -> Any:
+    """A bare artifact file as an Artifact of the target whose declared suffix it has."""
     from edge.core.model import sha256_file
     from edge.core.values import Artifact, Candidate, StoredFile
+    from targets import artifact_suffixes, target_for_suffix
 
-    if not path.is_file() or path.suffix not in SUFFIX_TARGETS:
+    target = target_for_suffix(path.suffix) if path.is_file() else None
+    if target is None:
         raise UsageError(f"{path}: give a bundle directory or a model file "
-                         f"({', '.join(SUFFIX_TARGETS)})")
-    target, extra = SUFFIX_TARGETS[path.suffix]
-    companions = tuple(StoredFile(file=path.with_suffix(s).name,
-                                  sha256=sha256_file(path.with_suffix(s)),
-                                  size_bytes=path.with_suffix(s).stat().st_size) for s in extra)
-    return Artifact(candidate=Candidate(target=target, precision="as-is"), file=path.name,
-                    sha256=sha256_file(path), size_bytes=path.stat().st_size, runtime=target,
-                    companions=companions)
+                         f"({', '.join(artifact_suffixes())})")
+    extra = [path.with_suffix(s) for s in target.caps.companions]
+    for file in extra:
+        if not file.is_file():
+            raise UsageError(f"{path}: its {file.suffix} ({file.name}) must lie beside it")
+    companions = tuple(StoredFile(file=p.name, sha256=sha256_file(p),
+                                  size_bytes=p.stat().st_size) for p in extra)
+    return Artifact(candidate=Candidate(target=target.name, precision="as-is"), file=path.name,
+                    sha256=sha256_file(path), size_bytes=path.stat().st_size,
+                    runtime=target.caps.runtime, companions=companions)
 
 
 def resolve_profile(request: DeployRequest | BenchRequest, default: str | None = None) -> Any:

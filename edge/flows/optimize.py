@@ -316,37 +316,34 @@ def _passed(fid: Fidelity, kept_float: tuple[str, ...] = ()) -> str:
 
 def _measured(outcomes: list[_Outcome], profile: Profile, options: OptimizeOptions,
               ctx: _Context) -> list[_Outcome]:
-    """Time every passing candidate on this host, interleaved, with the profile's threads."""
-    from devices.measure import time_here
+    """Time every passing candidate on this host with the profile's threads: the artifact files
+    loaded and run as the device's agent loads and runs them, all interleaved (the same code
+    and method as on a device)."""
+    from devices.measure import time_files_here
 
     timed = [o for o in outcomes if o.runner is not None and o.result.artifact is not None]
     if not options.measure or not timed:
         return outcomes
     threads = min(profile.compute.default_threads, os.cpu_count() or 1)
-    feed = ctx.held_out.feeds[0]
-    calls = {o.result.candidate.id: _call(o, ctx.model, threads, feed) for o in timed}
+    files = {o.result.candidate.id: _main_file(o) for o in timed}
     log.info("timing %d candidates on this host (%d threads, %d interleaved rounds)",
-             len(calls), threads, options.rounds.rounds)
-    runtimes = {o.result.candidate.id: _runtime(o) for o in timed}
-    benches = time_here(calls, options.rounds, threads=threads, runtime=runtimes)
-    return [replace(o, result=replace(o.result, bench=benches.get(o.result.candidate.id)))
+             len(files), threads, options.rounds.rounds)
+    benches = time_files_here(files, options.rounds, threads=threads, skip_failed=True)
+    return [replace(o, result=replace(o.result, bench=_labelled(benches, o)))
             for o in outcomes]
 
 
-def _runtime(outcome: _Outcome) -> str:
-    assert outcome.result.artifact is not None
-    return outcome.result.artifact.runtime
-
-
-def _call(outcome: _Outcome, model: ModelInfo, threads: int, feed: dict) -> Any:
-    """A zero-argument call that runs the candidate once, loaded with ``threads`` threads."""
-    from targets import get_target
-
+def _main_file(outcome: _Outcome) -> Path:
     artifact = outcome.result.artifact
     assert artifact is not None
-    runner = get_target(artifact.candidate.target).load(outcome.files[artifact.file], model,
-                                                        threads=threads)
-    return lambda: runner.run(feed)
+    return outcome.files[artifact.file]
+
+
+def _labelled(benches: dict[str, Any], outcome: _Outcome) -> Any:
+    """The candidate's bench (None when it was not timed), under its artifact's runtime."""
+    bench = benches.get(outcome.result.candidate.id)
+    artifact = outcome.result.artifact
+    return None if bench is None or artifact is None else replace(bench, runtime=artifact.runtime)
 
 
 def _budgeted(result: CandidateResult, budget_ms: float | None) -> CandidateResult:

@@ -32,7 +32,9 @@ def _optimize(digits: DigitsModel, profile: Path, out: Path) -> None:
 
 
 @pytest.fixture
-def ort_only(tmp_path: Path) -> Path:
+def ort_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A profile with ONNX Runtime alone, and a conversion cache of this test's own."""
+    monkeypatch.setenv("EDGE_CACHE_DIR", str(tmp_path / "cache"))
     profile = tmp_path / "ort-only.yaml"
     profile.write_text("extends: x86-64\nid: ort-only\nruntimes: [onnxruntime]\n")
     return profile

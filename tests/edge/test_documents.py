@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from edge.core.docfile import MAX_DEPTH
 from edge.core.documents import (
     KINDS,
-    MAX_DEPTH,
     ResultRecord,
     dump,
     parse,
@@ -103,3 +103,15 @@ def test_not_a_mapping_and_too_deep_are_one_line_errors(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text("{oops")
     with pytest.raises(UsageError, match="not valid JSON"):
         read_json("manifest", tmp_path / "bad.json")
+
+
+def test_a_profile_is_read_by_the_same_reader_and_its_version_checked(tmp_path: Path) -> None:
+    from edge.core.profile import load_profile
+
+    (tmp_path / "future.yaml").write_text("extends: rpi4\nversion: 2\n")
+    with pytest.raises(UsageError, match="profile version 2 is not one this edge reads"):
+        load_profile(tmp_path / "future.yaml")
+    (tmp_path / "broken.yaml").write_text("extends: rpi4\nname: [oops\n")
+    with pytest.raises(UsageError, match=r"broken.yaml: not valid YAML \(line \d+\)"):
+        load_profile(tmp_path / "broken.yaml")
+    assert load_profile("rpi4").version == 1

@@ -444,3 +444,10 @@ def test_face_data_files_split_lfw_subset(tmp_path: Path) -> None:
     data = np.load(held)
     assert data["input"].shape == (150, 128, 128, 3) and int(data["face"].sum()) == 75
     assert -1.0 <= float(data["input"].min()) and float(data["input"].max()) <= 1.0
+
+
+def test_the_converter_child_imports_this_edge() -> None:
+    """The TensorFlow child runs with the directory holding this ``edge`` package on its path."""
+    from edge.core.intake.tf import import_root
+
+    assert (import_root() / "edge" / "core" / "intake" / "tf.py").is_file()

@@ -237,8 +237,10 @@ def test_split_yaml_round_trip(tmp_path: Path) -> None:
     out = tmp_path / "out"
     split = split_model(path, {"stem", "fc1"}, out)
     table = [
-        {"min_mbps": 0.0, "max_mbps": 10.0, "edge_nodes": ["stem", "fc1"], "total_ms": 3.5},
-        {"min_mbps": 10.0, "max_mbps": None, "edge_nodes": [], "total_ms": np.float64(1.25)},
+        {"min_mbps": 0.1, "max_mbps": 10.0, "kind": "split", "cut": ["a", "b"],
+         "predicted_ms": 3.5},
+        {"min_mbps": 17.8, "max_mbps": 10000.0, "kind": "all-cloud", "cut": [],
+         "predicted_ms": np.float64(1.25)},
     ]
     predicted = {"edge_ms": 1.0, "transfer_ms": np.float32(0.5), "cloud_ms": 2.0}
     written = write_split_yaml(out, split, predicted=predicted, bandwidth_table=table)
@@ -250,7 +252,7 @@ def test_split_yaml_round_trip(tmp_path: Path) -> None:
         {"name": "a", "shape": [1, WIDTH], "dtype": "float32", "bytes": 4 * WIDTH},
     ]
     assert plan.predicted == {"edge_ms": 1.0, "transfer_ms": 0.5, "cloud_ms": 2.0}
-    assert plan.bandwidth_table[1]["total_ms"] == 1.25
+    assert plan.bandwidth_table[1]["predicted_ms"] == 1.25
     assert verify_split(path, plan.split, _feeds()) <= 1e-5
 
 
@@ -269,3 +271,27 @@ def test_split_models_is_frozen(tmp_path: Path) -> None:
     assert isinstance(split, SplitModels)
     with pytest.raises(AttributeError):
         split.head = None  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("change", [
+    lambda d: d["inputs"].append({}),
+    lambda d: d["bandwidth_table"][0].update(min_mbps="fast"),
+    lambda d: d["predicted"].update(energy={"idle_w": "x"}),
+    lambda d: d["predicted"].update(rtt_ms=-1),
+])
+def test_a_split_yaml_with_a_bad_part_is_a_one_line_usage_error(tmp_path: Path,
+                                                                change: object) -> None:
+    """Every part the client and the report read is validated when split.yaml is read."""
+    import yaml
+
+    path = _save(residual(), tmp_path)
+    out = tmp_path / "out"
+    split = split_model(path, {"stem", "fc1"}, out)
+    write_split_yaml(out, split, predicted={"edge_ms": 1.0, "transfer_ms": 0.5, "cloud_ms": 2.0},
+                     bandwidth_table=[{"min_mbps": 0.1, "max_mbps": 10.0, "kind": "split"}],
+                     inputs=[{"name": "x", "shape": [1, WIDTH], "dtype": "float32"}])
+    doc = yaml.safe_load((out / "split.yaml").read_text())
+    change(doc)  # type: ignore[operator]
+    (out / "split.yaml").write_text(yaml.safe_dump(doc))
+    with pytest.raises(UsageError, match="not a valid split.yaml"):
+        read_split_yaml(out)

@@ -41,12 +41,17 @@ def from_tf(
     return model, feeds, expected
 
 
+def import_root() -> Path:
+    """The directory that holds the ``edge`` package (the child must import this edge)."""
+    return Path(__file__).resolve().parents[len(__name__.split(".")) - 1]
+
+
 def _run_child(job: dict[str, Any], log: Path, source: Path, kind: str) -> None:
     """Run the child with its output in ``log``; a failure is a UsageError."""
     job_file = log.with_suffix(".job.json")
     job_file.write_text(json.dumps(job))
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "",
-           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]),
+           "PYTHONPATH": os.pathsep.join([str(import_root()),
                                           os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     with open(log, "w") as handle:
         try:
