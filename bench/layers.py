@@ -46,15 +46,14 @@ from edge.core.model import inspect_model  # noqa: E402
 from edge.core.values import Dataset  # noqa: E402
 from partition.cost import measure_costs, measure_costs_on_device  # noqa: E402
 from targets import get_target  # noqa: E402
-from tests.devices.test_agent_profile import heavy_model  # noqa: E402
-from tests.edge.test_layers import HEAVY, _heavy_onnx  # noqa: E402
+from tests.support.heavy import HEAVY, heavy_matmul_model, wide_fc_model  # noqa: E402
 
 
 def layer_files(work: Path) -> dict[str, Path]:
     """The heavy model as .onnx, OpenVINO fp32 IR and LiteRT fp32 / int8."""
     import numpy as np
 
-    info = inspect_model(_heavy_onnx(work / "heavy.onnx"))
+    info = inspect_model(wide_fc_model(work / "heavy.onnx"))
     calib = Dataset(feeds=tuple({"input": x} for x in np.random.default_rng(1)
                                 .standard_normal((16, 1, 1, 16, 16)).astype(np.float32)))
     ir, _ = get_target("openvino").convert(info, "fp32", calib=Dataset(feeds=()),
@@ -108,7 +107,7 @@ def run(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
 def measure(work: Path, args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
     """Every job ``args.repeats`` times, interleaved, on models written under ``work``."""
     files = layer_files(work)
-    nodes_model = heavy_model(work / "profile.onnx")
+    nodes_model = heavy_matmul_model(work / "profile.onnx")
     jobs: dict[str, Callable[[], dict[str, Any]]] = {
         name: (lambda f=f: layer_numbers(measure_layers(f, runs=args.runs)))
         for name, f in files.items()}

@@ -15,35 +15,7 @@ import pytest
 
 from devices.agent import profiling, runtimes
 from devices.agentfile import agent_file
-
-NODES = ("big_matmul", "bias_add", "row_sum", "tiny_relu")
-
-
-def heavy_model(path: Path, *, rows: int = 128, width: int = 512) -> Path:
-    """X[rows, width] -> big_matmul (W width x width) -> bias_add -> row_sum -> tiny_relu."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    rng = np.random.default_rng(0)
-    weight = numpy_helper.from_array(
-        rng.standard_normal((width, width)).astype(np.float32), "W")
-    bias = numpy_helper.from_array(rng.standard_normal(width).astype(np.float32), "B")
-    axes = numpy_helper.from_array(np.array([1], np.int64), "axes")
-    graph = helper.make_graph(
-        [helper.make_node("MatMul", ["X", "W"], ["mm"], name="big_matmul"),
-         helper.make_node("Add", ["mm", "B"], ["biased"], name="bias_add"),
-         helper.make_node("ReduceSum", ["biased", "axes"], ["summed"], name="row_sum",
-                          keepdims=1),
-         helper.make_node("Relu", ["summed"], ["Y"], name="tiny_relu")],
-        "heavy",
-        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [rows, width])],
-        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [rows, 1])],
-        [weight, bias, axes])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 10  # ORT 1.31 refuses onnx 1.23's default IR version
-    onnx.checker.check_model(model)
-    onnx.save(model, str(path))
-    return path
+from tests.support.heavy import NODES, heavy_matmul_model
 
 
 def _agent(*args: str, python_prelude: str = "") -> tuple[int, dict]:
@@ -60,7 +32,7 @@ def _agent(*args: str, python_prelude: str = "") -> tuple[int, dict]:
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return heavy_model(tmp_path_factory.mktemp("profile") / "heavy.onnx")
+    return heavy_matmul_model(tmp_path_factory.mktemp("profile") / "heavy.onnx")
 
 
 def _traces() -> set[str]:

@@ -19,43 +19,8 @@ from edge.core.errors import UsageError
 from edge.core.model import inspect_model
 from edge.core.values import Dataset, ModelInfo
 from targets import get_target
-
-#: The heavy model: a tiny conv, a wide fully connected layer (1024 x 2048 fp32, 8 MB of
-#: weights: about 100x the MACs and bytes of everything else together), a tiny head.
-HEAVY = "wide_fc"
-
-
-def _heavy_onnx(path: Path) -> Path:
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    rng = np.random.default_rng(0)
-
-    def weight(name: str, *shape: int) -> onnx.TensorProto:
-        return numpy_helper.from_array(
-            (rng.standard_normal(shape) / math.sqrt(shape[-1])).astype(np.float32), name)
-
-    nodes = [
-        helper.make_node("Conv", ["input", "conv_w", "conv_b"], ["conv"], name="small_conv",
-                         pads=[1, 1, 1, 1]),
-        helper.make_node("Relu", ["conv"], ["conv_relu"], name="conv_relu"),
-        helper.make_node("Flatten", ["conv_relu"], ["flat"], name="flatten"),
-        helper.make_node("Gemm", ["flat", "fc_w", "fc_b"], ["fc"], name=HEAVY, transB=1),
-        helper.make_node("Relu", ["fc"], ["fc_relu"], name="fc_relu"),
-        helper.make_node("Gemm", ["fc_relu", "head_w", "head_b"], ["logits"], name="head",
-                         transB=1),
-    ]
-    graph = helper.make_graph(
-        nodes, "heavy", [helper.make_tensor_value_info("input", TensorProto.FLOAT,
-                                                       [1, 1, 16, 16])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 10])],
-        initializer=[weight("conv_w", 4, 1, 3, 3), weight("conv_b", 4),
-                     weight("fc_w", 2048, 1024), weight("fc_b", 2048),
-                     weight("head_w", 10, 2048), weight("head_b", 10)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    onnx.checker.check_model(model)
-    onnx.save(model, str(path))
-    return path
+from tests.support.heavy import HEAVY
+from tests.support.heavy import wide_fc_model as _heavy_onnx
 
 
 @pytest.fixture(scope="module")

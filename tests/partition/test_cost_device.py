@@ -18,7 +18,8 @@ from edge.core.errors import DeviceError, EdgeError, UsageError
 from edge.core.profile import load_profile
 from partition.cost import measure_costs, measure_costs_on_device
 from partition.graph import load_named
-from tests.devices.test_agent_profile import NODES, heavy_model
+from tests.support.heavy import NODES
+from tests.support.heavy import heavy_matmul_model as heavy_model
 from tests.support.sshd import SSHDevice
 
 pytestmark = pytest.mark.slow
