@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import platform
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,7 +89,7 @@ def time_files_here(models: Mapping[str, Path], rounds: Rounds, *, threads: int,
     run drops out (a warning); otherwise it fails the call (a DeviceError naming it)."""
     ids = list(models)
     loaded = here(agent_bench.load_models, [str(models[k]) for k in ids], threads)
-    with _bar(len(ids)) as before:
+    with _bar(len(ids), ids) as before:
         reply = here(agent_bench.bench_loaded, loaded, threads, rounds.plan(),
                      hold=progress.hold, before=before)
     return _results(ids, reply, host_label(), skip_failed=skip_failed, alone=False)
@@ -136,13 +136,16 @@ def here(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 
 @contextmanager
-def _bar(candidates: int) -> Iterator[Callable[[int, int, object], None]]:
-    """A progress bar over the blocks, advanced by interleaved's ``before`` hook."""
+def _bar(candidates: int, names: Sequence[str] = ()
+         ) -> Iterator[Callable[[int, int, object], None]]:
+    """A progress bar over the blocks, advanced by interleaved's ``before`` hook; ``names``
+    label candidates the hook only knows by their index (the agent's loaded models)."""
     with progress.step("timing") as bar:
         done = [0]
 
         def before(index: int, rounds: int, name: object) -> None:
-            bar.update(f"timing round {index + 1}/{rounds} {name}", completed=done[0],
+            label = names[name] if isinstance(name, int) and name < len(names) else name
+            bar.update(f"timing round {index + 1}/{rounds} {label}", completed=done[0],
                        total=rounds * candidates)
             done[0] += 1
         yield before
