@@ -85,8 +85,7 @@ def render_deploy(report: DeployReport,
         ("candidate", f"{report.candidate}  ({b.runtime} {dev.get('runtime_version')})"),
         ("release", f"{report.release}  ({state})"),
         ("latency", f"p50 {b.p50_ms:.3f} ms  p90 {b.p90_ms:.3f} ms  p99 {b.p99_ms:.3f} ms  "
-                    f"mean {b.mean_ms:.3f} ms  ({b.runs} runs after {b.warmup} warm-up, "
-                    f"{b.threads} threads)"),
+                    f"mean {b.mean_ms:.3f} ms  ({_timing(b)}, {b.threads} threads)"),
         ("load", f"{b.load_ms:.1f} ms" if b.load_ms is not None else "n/a"),
         ("peak RSS", f"{b.peak_rss_mb:.1f} MB" if b.peak_rss_mb is not None else "n/a"),
     ]
@@ -201,3 +200,12 @@ def render_releases(report: ReleasesReport) -> str:
     if report.previous:
         parts += ["", f"edge rollback would switch to {report.previous}"]
     return "\n".join(parts)
+
+
+def _timing(bench: BenchResult) -> str:
+    """How it was timed: runs, interleaved rounds and the warm-up before each round's runs."""
+    rounds = bench.device.get("interleaved_rounds")
+    if not rounds:  # a result kept before edge timed in rounds
+        return f"{bench.runs} runs after {bench.warmup} warm-up"
+    return (f"{bench.runs} runs in {rounds} interleaved rounds, {bench.warmup} warm-up before "
+            "each")
