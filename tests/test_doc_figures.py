@@ -11,6 +11,8 @@ numbers come from").
   bench/examples.py, which runs those sessions), and every command it shows there (``$ ...``,
   continuation lines joined) was recorded for that page, in the page's order, with every
   output line shown (in order; ``...`` lines mark cuts, blank lines are not checked).
+* a ```sh block (commands to type, not run) shows no ``$ `` session: output belongs in a
+  ```console block, which is checked.
 """
 
 from __future__ import annotations

@@ -14,7 +14,19 @@ from pathlib import Path
 
 from . import files
 from .models import DOCS_DIR
-from .steps import Ctx, Session, Show, Step, cut_between, from_, json_lists, keep, keep_from, only
+from .steps import (
+    Ctx,
+    Session,
+    Show,
+    Step,
+    cut_between,
+    fold,
+    from_,
+    json_lists,
+    keep,
+    keep_from,
+    only,
+)
 
 
 @contextlib.contextmanager
@@ -78,7 +90,8 @@ DEPLOY = Session(name="deploy", docs=("docs/commands/deploy.md",),
          block=3, show=only("chosen:", "candidate  ", "release")),
     Step(command=f"{_TO_DEVICE2} x86.bundle --on-device --keep 2 --runs 20", block=3,
          show=from_("measured on the device")),
-    Step(command="edge deploy b.bundle --json --runs 20 2>/dev/null", block=4),
+    Step(command="edge deploy b.bundle --json --runs 20 2>/dev/null", block=4,
+         show=fold("metrics")),
     Step(command="edge deploy sample:digits --profile rpi4 --dry-run", block=5),
     Step(command="edge optimize sample:digits --profile rpi4 -o demo.bundle"),
     _ssh("--known-hosts empty_known_hosts", gap=False),
@@ -156,6 +169,7 @@ BENCH = Session(name="bench", docs=("docs/commands/bench.md",), workdir=DOCS_DIR
     Step(command="edge bench p8.bundle", block=2),
     Step(command="edge bench nothing.bin", block=2),
     Step(command=f"{_A} --baseline last", block=3),
+    Step(command="echo $?", block=3),
     Step(command=f"{_A} --baseline last", block=3),
     Step(command="echo $?", block=3),
     Step(command=f"{_A} --json > base.json", block=4),

@@ -176,6 +176,21 @@ def _cut_list(lines: list[str], name: str, first: int, last: int) -> list[str]:
     return [*lines[:start + 1], *head, indent + CUT, *tail, *lines[items[-1][1] + 1:]]
 
 
+def fold(*names: str) -> Show:
+    """A JSON document (indent 2) with the body of each named object cut to ``...``:
+    ``fold("metrics")`` shows ``"metrics": {``, ``...``, and its closing brace."""
+    def show(lines: list[str]) -> list[str]:
+        out = list(lines)
+        for name in names:
+            start = next(i for i, line in enumerate(out)
+                         if line.lstrip().startswith(f'"{name}": {{'))
+            indent = out[start][:len(out[start]) - len(out[start].lstrip())]
+            end = next(i for i in range(start + 1, len(out)) if out[i].startswith(indent + "}"))
+            out = [*out[:start + 1], indent + "  " + CUT, *out[end:]]
+        return out
+    return show
+
+
 def sections(*names: str, first_lines: int = 3) -> Show:
     """A YAML document: its first ``first_lines`` lines and the top-level sections ``names``
     (each with its nested lines); the rest cut."""
