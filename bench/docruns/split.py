@@ -114,7 +114,7 @@ RUN = [
     _R(command="echo $?", block=3),
     _R(command=f"{_SERVE} slow-split --port 18555 --threads 1 &", block=4, background="serving"),
     _R(command=f"edge run-split slow-split --url {URL} \\\n      --input {FRAMES} --runs 10 "
-               "--warmup 0 --probe-every 0.05", block=4),
+               "--warmup 0 --probe-every 0", block=4),
     _R(command=f"{_RUN} --cut c7", block=5),
     _R(command=f"edge run-split {SPLIT} --url ftp://x", block=5),
     _R(command="kill %3  # the slow-split server", stop=True),
