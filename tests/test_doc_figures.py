@@ -7,8 +7,12 @@ numbers come from").
 * a table under a heading or paragraph that cites a JSON shows only numbers that JSON holds
   (to the digits shown, or as a percentage); in the figure pages every table of measured
   numbers cites one;
-* every command and output line of the console sessions in docs/tutorial.md and docs/data.md
-  is in bench/results/examples.json (written by bench/examples.py).
+* every page of docs/ with ```console blocks cites bench/results/examples.json (written by
+  bench/examples.py, which runs those sessions), and every command it shows there (``$ ...``,
+  continuation lines joined) was recorded for that page, in the page's order, with every
+  output line shown (in order; ``...`` lines mark cuts, blank lines are not checked).
+* a ```sh block (commands to type, not run) shows no ``$ `` session: output belongs in a
+  ```console block, which is checked.
 """
 
 from __future__ import annotations
@@ -25,8 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = sorted([*ROOT.glob("docs/*.md"), *ROOT.glob("docs/commands/*.md"), ROOT / "README.md"])
 CITED = re.compile(r"bench/results/[\w.-]+\.json")
 FIGURE_PAGES = ("docs/benchmarks.md", "docs/fleet.md")
-SESSIONS = {"docs/tutorial.md": "tutorial", "docs/data.md": "data"}
 EXAMPLES = "bench/results/examples.json"
+CONSOLE = re.compile(r"^```console\n(.*?)^```\n", re.S | re.M)
 # Results written before bench/provenance.py existed, their provenance backfilled from git
 # history. This set may only shrink: rerun the script to replace a file and drop it here.
 BACKFILLED = {"bench/results/peers-cnn-run-c.json"}
@@ -53,9 +57,20 @@ def _load(cited: str) -> dict[str, Any]:
     return json.loads((ROOT / cited).read_text())
 
 
+def _console_pages() -> list[str]:
+    """The pages of docs/ (and docs/commands/) that show console sessions."""
+    return [_rel(page) for page in DOCS
+            if page.parent.name in ("docs", "commands") and CONSOLE.search(page.read_text())]
+
+
+CONSOLE_PAGES = _console_pages()
+
+
 def test_the_figure_pages_cite_results() -> None:
     pages = {page for pages in CITATIONS.values() for page in pages}
-    assert set(FIGURE_PAGES) | set(SESSIONS) <= pages, pages
+    assert set(FIGURE_PAGES) <= pages, pages
+    uncited = sorted(set(CONSOLE_PAGES) - set(CITATIONS.get(EXAMPLES, ())))
+    assert not uncited, f"pages with console sessions that do not cite {EXAMPLES}: {uncited}"
 
 
 @pytest.mark.parametrize("cited", sorted(CITATIONS))
@@ -159,37 +174,73 @@ def test_every_measured_table_of_the_figure_pages_cites_its_result() -> None:
 
 
 def _console_commands(text: str) -> Iterator[tuple[str, list[str]]]:
-    """(command, output lines shown) of every ``$ `` line in the page's console blocks."""
-    for block in re.findall(r"^```console\n(.*?)^```\n", text, re.S | re.M):
+    """(command, output lines shown) of every ``$ `` line in the page's console blocks; a
+    command continued with ``\\`` takes the following lines (joined with newlines)."""
+    for block in CONSOLE.findall(text):
+        lines = block.splitlines()
         command: str | None = None
         shown: list[str] = []
-        for line in block.splitlines():
-            if line.startswith("$ "):
+        i = 0
+        while i < len(lines):
+            if lines[i].startswith("$ "):
                 if command is not None:
                     yield command, shown
-                command, shown = line[2:], []
+                parts = [lines[i][2:]]
+                while parts[-1].endswith("\\") and i + 1 < len(lines):
+                    i += 1
+                    parts.append(lines[i])
+                command, shown = "\n".join(parts), []
             elif command is not None:
-                shown.append(line.rstrip())
+                shown.append(lines[i].rstrip())
+            i += 1
         if command is not None:
             yield command, shown
 
 
-def _session_cases() -> list[tuple[str, str, list[str]]]:
-    return [(page, command, shown) for page in SESSIONS
-            for command, shown in _console_commands((ROOT / page).read_text())]
+def _recorded(page: str) -> list[dict[str, Any]]:
+    """The steps recorded for ``page``'s console blocks, in the page's order (by block)."""
+    steps = [step for session in _load(EXAMPLES)["sessions"].values()
+             for step in session["steps"] if step.get("doc") == page and step["block"] is not None]
+    return sorted(steps, key=lambda step: step["block"])
 
 
-@pytest.mark.parametrize(("page", "command", "shown"), _session_cases(),
+def _session_cases() -> list[tuple[str, int, str, list[str]]]:
+    return [(page, index, command, shown) for page in CONSOLE_PAGES
+            for index, (command, shown) in enumerate(_console_commands((ROOT / page).read_text()))]
+
+
+@pytest.mark.parametrize("page", CONSOLE_PAGES)
+def test_every_console_command_of_a_page_is_recorded(page: str) -> None:
+    shown = [command for command, _ in _console_commands((ROOT / page).read_text())]
+    recorded = [step["command"] for step in _recorded(page)]
+    missing = [command for command in shown if command not in recorded]
+    assert not missing, f"{page}: not recorded in {EXAMPLES} (run bench/examples.py): {missing}"
+    assert shown == recorded, f"{page}: the commands shown differ from those recorded (order)"
+
+
+@pytest.mark.parametrize(("page", "index", "command", "shown"), _session_cases(),
                          ids=lambda v: v[:50] if isinstance(v, str) else None)
-def test_a_console_session_shows_recorded_output(page: str, command: str,
+def test_a_console_session_shows_recorded_output(page: str, index: int, command: str,
                                                  shown: list[str]) -> None:
-    steps = _load(EXAMPLES)["sessions"][SESSIONS[page]]["steps"]
-    recorded = [s for s in steps if s["command"] == command]
-    assert recorded, f"{page}: `{command}` is not in {EXAMPLES} (run bench/examples.py)"
-    lines = [line.rstrip() for line in recorded[0]["output"].splitlines()]
+    recorded = _recorded(page)
+    assert index < len(recorded) and recorded[index]["command"] == command, \
+        f"{page}: `{command}` is not in {EXAMPLES} at its place (run bench/examples.py)"
+    lines = [line.rstrip() for line in recorded[index]["output"].splitlines()]
     position = 0
     for line in shown:
-        if line == "...":
+        if not line.strip() or line.strip().startswith("..."):
             continue
         assert line in lines[position:], f"{page}: `{command}` printed no {line!r} (in order)"
         position = lines.index(line, position) + 1
+
+
+SHELL = re.compile(r"^```(?:sh|bash|shell)\n(.*?)^```\n", re.S | re.M)
+
+
+@pytest.mark.parametrize("page", [_rel(page) for page in DOCS])
+def test_a_shell_block_shows_no_session(page: str) -> None:
+    """A ```sh block lists commands to type; one with ``$ `` prompts is a session shown without
+    its recorded run, and must be a ```console block (checked above) instead."""
+    prompts = [line for block in SHELL.findall((ROOT / page).read_text())
+               for line in block.splitlines() if line.startswith("$ ")]
+    assert not prompts, f"{page}: a ```sh block shows a session (make it ```console): {prompts}"

@@ -1,0 +1,157 @@
+"""The files the sessions start from: the shipped digits sample under the names each page uses,
+small models made here (a dynamic-batch MatMul, an outlier digits CNN, a TorchScript MLP),
+profiles that extend the catalog, and deliberately broken inputs for the error examples."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = ROOT / "edge" / "samples"
+OUTLIER = 1000.0
+
+
+def write(work: Path, files: dict[str, str]) -> None:
+    for name, body in files.items():
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        (work / name).write_text(body)
+
+
+def digits(work: Path, model: str = "model.onnx", calib: str = "calib.npy",
+           held: str = "eval.npz") -> None:
+    """The shipped digits CNN and its calibration and labelled evaluation data."""
+    shutil.copy(SAMPLES / "digits.onnx", work / model)
+    shutil.copy(SAMPLES / "digits_calib.npy", work / calib)
+    shutil.copy(SAMPLES / "digits_eval.npz", work / held)
+
+
+def matmul(path: Path, rows: int, cols: int, *, seed: int = 0) -> None:
+    """``y = x @ w``: input ``x`` of shape [batch, rows] (batch symbolic), ``w`` [rows, cols]."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    weight = np.random.default_rng(seed).standard_normal((rows, cols)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])], path.stem,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", rows])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", cols])],
+        [numpy_helper.from_array(weight, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    onnx.save(model, path)
+
+
+def normal(path: Path, *shape: int, seed: int = 1) -> None:
+    np.save(path, np.random.default_rng(seed).standard_normal(shape).astype(np.float32))
+
+
+def outlier_digits(src: Path, dst: Path, calib: np.ndarray) -> None:
+    """The digits CNN with its most often active hidden unit (first Gemm) scaled by OUTLIER and
+    the next Gemm's weights for it divided by OUTLIER: fp32 is unchanged (ReLU commutes with a
+    positive scale), per-tensor int8 activations break."""
+    import onnx
+    from onnx import numpy_helper
+
+    proto = onnx.load(str(src))
+    gemm, head = [n for n in proto.graph.node if n.op_type == "Gemm"]
+    inits = {i.name: i for i in proto.graph.initializer}
+    weight, bias, head_weight = (numpy_helper.to_array(inits[name]).copy()
+                                 for name in (gemm.input[1], gemm.input[2], head.input[1]))
+    channel = int(np.argmax(np.mean(_hidden(src, gemm.output[0], calib) > 0, axis=0)))
+    weight[channel] *= OUTLIER  # Gemm transB=1: a row is a hidden unit
+    bias[channel] *= OUTLIER
+    head_weight[:, channel] /= OUTLIER
+    for name, array in ((gemm.input[1], weight), (gemm.input[2], bias),
+                        (head.input[1], head_weight)):
+        inits[name].CopyFrom(numpy_helper.from_array(array.astype(np.float32), name))
+    onnx.save(proto, str(dst))
+
+
+def _hidden(path: Path, tensor: str, x: np.ndarray) -> np.ndarray:
+    """The values of ``tensor`` inside the model at ``path`` for every sample of ``x``."""
+    import onnx
+    import onnxruntime as ort
+
+    proto = onnx.load(str(path))
+    proto.graph.output.append(onnx.helper.make_tensor_value_info(tensor, 1, None))
+    session = ort.InferenceSession(proto.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    return np.concatenate([session.run([tensor], {"input": x[i:i + 1]})[0]
+                           for i in range(len(x))])
+
+
+def torchscript_mlp(path: Path) -> None:
+    """A two-layer MLP (32 -> 64 -> 10) saved with torch.jit.save(torch.jit.script(net))."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+
+    class MLP(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.hidden, self.out = nn.Linear(32, 64), nn.Linear(64, 10)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.out(torch.relu(self.hidden(x)))
+
+    torch.jit.save(torch.jit.script(MLP().eval()), str(path))
+
+
+def face_detector(path: Path) -> None:
+    """mediapipe's short-range face detector (from the cached mediapipe wheel, as the tests)."""
+    sys.path.insert(0, str(ROOT))
+    from tests.support.mediapipe import face_detector as cached
+
+    shutil.copy(cached(), path)
+
+
+def not_models(work: Path) -> None:
+    """Files that are not models: a corrupt .onnx, a .tflite with a wrong header, an unknown
+    suffix, an empty folder."""
+    (work / "bad.onnx").write_bytes(b"\x0a\xff\xff\xff\xff not protobuf")
+    (work / "model.tflite").write_bytes(b"not a flatbuffer" * 4)
+    (work / "model.bin").write_bytes(b"\0" * 64)
+    (work / "emptydir").mkdir()
+
+
+#: profiles.md's `my-pi.yaml`, verbatim.
+MY_PI = """\
+extends: rpi4
+name: Kitchen Pi 4 (2 GB)
+memory:
+  ram_mb: 2048
+  model_budget_mb: 512
+compute:
+  threads: 2
+runtimes: [tflite]
+access:
+  user: alice
+  python: /home/alice/venv/bin/python
+"""
+
+#: profiles.md's `broken.yaml`, verbatim (and `edge profiles validate` examples' companions).
+BROKEN = """\
+extends: rpi4
+compute:
+  cores: 0
+runtimes: [tflite, tensorflow]
+"""
+
+BAD_PROFILES = {
+    "broken.yaml": BROKEN,
+    "typo.yaml": "extends: rpi4\nmemory:\n  ram_gb: 4\n",
+    "runtime.yaml": "extends: rpi4\nruntimes: [tflite, pytorch]\n",
+    "dup.yaml": "extends: rpi4\nruntimes: [tflite, tflite]\n",
+    "type.yaml": "extends: rpi4\ncompute:\n  clock_ghz: fast\n",
+    "acc.yaml": ("extends: rpi4\naccelerators:\n  - {kind: npu, name: npu, tops: 0, "
+                 "precisions: [int8], runtime: tflite}\n"),
+    "list.yaml": "- rpi4\n- rpi5\n",
+    "base.yaml": "extends: rpi99\n",
+    "a.yaml": "extends: b.yaml\n",
+    "b.yaml": "extends: a.yaml\n",
+    "bad-yaml.yaml": "extends: rpi4\nname: [unclosed\n",
+}
