@@ -1,0 +1,193 @@
+"""What each output kind measures: numbers that ``judge`` compares with the thresholds.
+
+Every kind gets one output's per-sample arrays (fp32 reference and candidate, float64, all
+finite) and returns a :class:`Measured`: ``drop`` in percentage points with the counts behind
+it, or (values, regression) only the numbers common to every output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["KINDS", "Measured", "Spec", "common", "measure_kind", "softmax_rows"]
+
+Arrays = Sequence[np.ndarray]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Spec:
+    """A kind with its options, as in ``ctc:blank=0`` or ``yolo:obj``."""
+
+    kind: str
+    options: dict[str, str] = field(default_factory=dict)
+
+    def text(self) -> str:
+        """Back to the flag's spelling."""
+        opts = ",".join(k if v == "" else f"{k}={v}" for k, v in self.options.items())
+        return f"{self.kind}:{opts}" if opts else self.kind
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Measured:
+    """A kind's numbers for one output."""
+
+    drop: float | None = None
+    detail: str = ""
+    accuracy: float | None = None
+    reference_accuracy: float | None = None
+    rel_error: float | None = None
+    numbers: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Common:
+    """What every output gets: its own cosine, RMS error over its spread, largest error."""
+
+    cosine: float
+    rel_rms: float
+    max_abs: float
+
+
+def common(ref: Arrays, got: Arrays) -> Common:
+    """Mean per-sample cosine, RMS error relative to the spread across samples, max error."""
+    cosines = [_cosine(r.ravel(), g.ravel()) for r, g in zip(ref, got, strict=True)]
+    err2 = float(np.mean([np.mean((g - r) ** 2) if r.size else 0.0
+                          for r, g in zip(ref, got, strict=True)]))
+    max_abs = max((float(np.max(np.abs(g - r))) for r, g in zip(ref, got, strict=True)
+                   if r.size), default=0.0)
+    return Common(cosine=float(np.mean(cosines)), rel_rms=_relative(err2, spread(ref)),
+                  max_abs=max_abs)
+
+
+def spread(ref: Arrays) -> float:
+    """RMS over elements of the std across samples; with one sample (or a constant output)
+    the std of its values, then their RMS, so a single sample still has a scale."""
+    if len(ref) > 1 and len({r.shape for r in ref}) == 1:
+        across = float(np.sqrt(np.mean(np.var(np.stack(ref), axis=0))))
+        if across > 0.0:
+            return across
+    values = np.concatenate([r.ravel() for r in ref]) if ref else np.zeros(0)
+    if values.size == 0:
+        return 0.0
+    return float(np.std(values)) or float(np.sqrt(np.mean(values ** 2)))
+
+
+def _relative(err2: float, scale: float) -> float:
+    if scale > 0.0:
+        return float(np.sqrt(err2)) / scale
+    return 0.0 if err2 == 0.0 else float("inf")
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> float:
+    norm = float(np.linalg.norm(a) * np.linalg.norm(b))
+    if norm == 0.0:
+        return 1.0 if np.array_equal(a, b) else 0.0
+    return float(np.dot(a, b) / norm)
+
+
+def softmax_rows(ref: Arrays, tol: float = 1e-3) -> bool:
+    """Whether every row along the last axis (K > 1) is a probability distribution."""
+    if not ref or any(r.ndim < 1 or r.shape[-1] < 2 for r in ref):
+        return False
+    return all(np.all(r >= -tol) and np.allclose(r.sum(-1), 1.0, atol=tol) for r in ref)
+
+
+def _percent(count: int, total: int) -> float:
+    return 100.0 * count / total if total else 0.0
+
+
+# ---------------------------------------------------------------- kinds
+
+
+def _values(ref: Arrays, got: Arrays, spec: Spec, labels: Any) -> Measured:
+    return Measured()
+
+
+def _classes(ref: Arrays, got: Arrays, spec: Spec, labels: Any) -> Measured:
+    """Top-1 of each row ([N, K]); accuracy too when labels go with this output."""
+    top_ref = np.concatenate([r.reshape(-1, r.shape[-1]).argmax(-1) for r in ref])
+    top_got = np.concatenate([g.reshape(-1, g.shape[-1]).argmax(-1) for g in got])
+    differ = int(np.sum(top_ref != top_got))
+    if labels is not None and len(labels) == len(top_ref):
+        acc, ref_acc = float(np.mean(top_got == labels)), float(np.mean(top_ref == labels))
+        return Measured(drop=100.0 * (ref_acc - acc), accuracy=acc, reference_accuracy=ref_acc,
+                        detail=f"accuracy {100 * acc:.1f}% vs fp32 {100 * ref_acc:.1f}%",
+                        numbers={"top1_agreement": 1.0 - differ / len(top_ref)})
+    return Measured(drop=_percent(differ, len(top_ref)),
+                    detail=f"top-1 differs from fp32 on {differ} of {len(top_ref)} rows",
+                    numbers={"top1_agreement": 1.0 - differ / len(top_ref)})
+
+
+def _probs(ref: Arrays, got: Arrays, spec: Spec, labels: Any) -> Measured:
+    """Softmax rows: arg-max flips; otherwise (sigmoids) decisions crossing 0.5."""
+    if softmax_rows(ref):
+        measured = _classes(ref, got, spec, None)
+        differ = round(measured.drop * sum(r.size // r.shape[-1] for r in ref) / 100)
+        total = sum(r.size // r.shape[-1] for r in ref)
+        return Measured(drop=measured.drop, numbers=measured.numbers,
+                        detail=f"arg-max flips on {differ} of {total} probability rows")
+    threshold = float(spec.options.get("threshold", 0.5))
+    flips = sum(int(np.sum((r >= threshold) != (g >= threshold)))
+                for r, g in zip(ref, got, strict=True))
+    total = sum(r.size for r in ref)
+    return Measured(drop=_percent(flips, total),
+                    detail=f"{flips} of {total} probabilities cross {threshold:g}")
+
+
+def _sequence(ref: Arrays, got: Arrays, spec: Spec, labels: Any) -> Measured:
+    """[N, T, C]: arg-max over C at every position."""
+    differ = sum(int(np.sum(r.argmax(-1) != g.argmax(-1))) for r, g in zip(ref, got, strict=True))
+    total = sum(r.size // r.shape[-1] for r in ref)
+    return Measured(drop=_percent(differ, total),
+                    detail=f"arg-max differs on {differ} of {total} positions")
+
+
+def ctc_greedy(scores: np.ndarray, blank: int = 0) -> tuple[int, ...]:
+    """Greedy CTC decoding of one [T, C] row: arg-max, repeats merged, blanks dropped."""
+    best = scores.argmax(-1)
+    keep = np.ones(best.shape, dtype=bool)
+    keep[1:] = best[1:] != best[:-1]
+    return tuple(int(c) for c in best[keep] if c != blank)
+
+
+def _ctc(ref: Arrays, got: Arrays, spec: Spec, labels: Any) -> Measured:
+    """[N, T, C]: greedy-decoded label strings equal, string by string."""
+    blank = int(spec.options.get("blank", 0))
+    pairs = [(r2, g2) for r, g in zip(ref, got, strict=True)
+             for r2, g2 in zip(r.reshape(-1, *r.shape[-2:]), g.reshape(-1, *g.shape[-2:]),
+                               strict=True)]
+    differ = sum(ctc_greedy(r, blank) != ctc_greedy(g, blank) for r, g in pairs)
+    return Measured(drop=_percent(differ, len(pairs)),
+                    detail=f"{differ} of {len(pairs)} decoded strings differ (blank {blank})")
+
+
+def _regression(ref: Arrays, got: Arrays, spec: Spec, labels: Any) -> Measured:
+    """Relative error |candidate - fp32| / |fp32| per sample (norms), averaged."""
+    errors = [_relative(float(np.sum((g - r) ** 2)), float(np.linalg.norm(r)))
+              for r, g in zip(ref, got, strict=True)]
+    return Measured(rel_error=float(np.mean(errors)) if errors else 0.0)
+
+
+def _detector(ref: Arrays, got: Arrays, spec: Spec, labels: Any) -> Measured:
+    from edge.core.verify.detect import measure_detections
+
+    found = measure_detections(ref, got, spec)
+    return Measured(drop=found.drop, detail=found.detail, numbers=found.numbers)
+
+
+Kind = Callable[[Arrays, Arrays, Spec, Any], Measured]
+
+#: the built-in kinds, by the name ``--metric OUTPUT=KIND`` uses
+KINDS: dict[str, Kind] = {
+    "values": _values, "classes": _classes, "probs": _probs, "sequence": _sequence,
+    "ctc": _ctc, "yolo": _detector, "ssd": _detector, "regression": _regression,
+}
+
+
+def measure_kind(spec: Spec, ref: Arrays, got: Arrays, labels: Any) -> Measured:
+    """Run ``spec``'s kind on one output."""
+    return KINDS[spec.kind](ref, got, spec, labels)
