@@ -233,3 +233,12 @@ def test_fidelity_round_trips_with_its_outputs() -> None:
     fid = _fid([ref], [ref], ["y"])
     again = Fidelity.from_json(fid.to_json())
     assert again == fid and again.outputs[0].why.startswith("default")
+
+
+def test_probs_on_softmax_rows_counts_arg_max_flips() -> None:
+    rows = np.array([[0.7, 0.2, 0.1]] * 10)[:, None, :]
+    got = rows.copy()
+    got[0, 0] = [0.2, 0.7, 0.1]
+    limits = Thresholds(metrics=(("p", "probs"),))
+    assert judge(_fid([rows], [got], ["p"], limits), limits) == (
+        "output 'p': arg-max flips on 1 of 10 probability rows (10.0% > --max-drop 1.0)")
