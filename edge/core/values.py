@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from pydantic import TypeAdapter
 from pydantic.dataclasses import dataclass as pydantic_dataclass
@@ -38,6 +38,10 @@ __all__ = [
 class JsonValue:
     """Mixin: ``to_json`` / ``from_json`` for the frozen values (pydantic validates)."""
 
+    #: fields left out of the JSON when empty, so documents written before they existed
+    #: round-trip unchanged
+    OMIT_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ()
+
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (tuples as lists)."""
         return _to_json(self)  # type: ignore[no-any-return]
@@ -61,7 +65,9 @@ def adapter(kind: Any) -> TypeAdapter[Any]:
 
 def _to_json(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        omit = value.OMIT_WHEN_EMPTY if isinstance(value, JsonValue) else ()
+        return {f.name: _to_json(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if not (f.name in omit and not getattr(value, f.name))}
     if isinstance(value, (tuple, list)):
         return [_to_json(v) for v in value]
     if isinstance(value, dict):
@@ -201,6 +207,8 @@ class Fidelity(JsonValue):
     reference_accuracy: float | None = None
     synthetic: bool = False
     outputs: tuple[OutputFidelity, ...] = ()
+
+    OMIT_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("outputs",)
 
 
 @pydantic_dataclass(frozen=True, kw_only=True, slots=True)
