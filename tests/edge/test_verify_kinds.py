@@ -242,3 +242,20 @@ def test_probs_on_softmax_rows_counts_arg_max_flips() -> None:
     limits = Thresholds(metrics=(("p", "probs"),))
     assert judge(_fid([rows], [got], ["p"], limits), limits) == (
         "output 'p': arg-max flips on 1 of 10 probability rows (10.0% > --max-drop 1.0)")
+
+
+def test_integer_boolean_and_half_outputs_are_compared() -> None:
+    ids = RNG.integers(0, 50, size=(6, 1, 4))
+    mask = ids > 25
+    half = RNG.normal(size=(6, 1, 4)).astype(np.float16)
+    fid = _fid([ids, mask, half], [ids, ~mask, half], ["ids", "mask", "half"])
+    assert [o.passed for o in fid.outputs] == [True, False, True]
+    assert judge(fid, Thresholds()) is not None and "'mask'" in (judge(fid, Thresholds()) or "")
+
+
+def test_offset_outputs_keep_their_spread_exactly() -> None:
+    from edge.core.verify.kinds import spread
+
+    ref = [1e6 + np.array([[0.0, 1.0]]), 1e6 + np.array([[2.0, 3.0]])]
+    assert spread(ref) == pytest.approx(1.0)
+    assert spread([np.array([[3.0, 5.0]])]) == pytest.approx(1.0)  # one sample: its own std

@@ -140,7 +140,10 @@ def measure(reference: Outputs, candidate: Outputs, data: Dataset,
 
 
 def _arrays(outputs: Outputs, index: int) -> list[np.ndarray]:
-    return [np.asarray(sample[index], dtype=np.float64) for sample in outputs]
+    """One output of every sample: float32/float64 as they are (a large output is not
+    copied), other types (float16, integers, booleans) as float64."""
+    found = [np.asarray(sample[index]) for sample in outputs]
+    return [a if a.dtype in (np.float32, np.float64) else a.astype(np.float64) for a in found]
 
 
 def _one(index: int, names: Sequence[str], picked: Picked, pair: tuple[Outputs, Outputs],

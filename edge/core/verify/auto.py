@@ -48,7 +48,7 @@ def pick_kinds(names: Sequence[str], reference: Sequence[Sequence[np.ndarray]],
         if "*" in flags:
             picked.append(Picked(spec=flags["*"], why=f"--metric *={flags['*'].text()}"))
             continue
-        ref = [np.asarray(sample[index], dtype=np.float64) for sample in reference]
+        ref = [np.asarray(sample[index]) for sample in reference]
         guess = _detect(name, ref, labelled and not labels_taken)
         labels_taken = labels_taken or (guess.spec.kind == "classes" and "labels" in guess.why)
         picked.append(guess)

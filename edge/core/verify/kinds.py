@@ -1,8 +1,8 @@
 """What each output kind measures: numbers that ``judge`` compares with the thresholds.
 
-Every kind gets one output's per-sample arrays (fp32 reference and candidate, float64, all
-finite) and returns a :class:`Measured`: ``drop`` in percentage points with the counts behind
-it, or (values, regression) only the numbers common to every output.
+Every kind gets one output's per-sample arrays (fp32 reference and candidate, float32 or
+float64, all finite) and returns a :class:`Measured`: ``drop`` in percentage points with the
+counts behind it, or (values, regression) only the numbers common to every output.
 """
 
 from __future__ import annotations
@@ -53,27 +53,52 @@ class Common:
 
 
 def common(ref: Arrays, got: Arrays) -> Common:
-    """Mean per-sample cosine, RMS error relative to the spread across samples, max error."""
-    cosines = [_cosine(r.ravel(), g.ravel()) for r, g in zip(ref, got, strict=True)]
-    err2 = float(np.mean([np.mean((g - r) ** 2) if r.size else 0.0
-                          for r, g in zip(ref, got, strict=True)]))
-    max_abs = max((float(np.max(np.abs(g - r))) for r, g in zip(ref, got, strict=True)
-                   if r.size), default=0.0)
-    return Common(cosine=float(np.mean(cosines)), rel_rms=_relative(err2, spread(ref)),
+    """Mean per-sample cosine, RMS error relative to the spread across samples, max error
+    (float64 one sample at a time: a large output is never copied whole)."""
+    cosines, err2, max_abs = [], [], 0.0
+    for r, g in zip(ref, got, strict=True):
+        r64, g64 = _f64(r).ravel(), _f64(g).ravel()
+        cosines.append(_cosine(r64, g64))
+        err2.append(float(np.mean((g64 - r64) ** 2)) if r64.size else 0.0)
+        max_abs = max(max_abs, float(np.max(np.abs(g64 - r64))) if r64.size else 0.0)
+    return Common(cosine=float(np.mean(cosines)) if cosines else 1.0,
+                  rel_rms=_relative(float(np.mean(err2)) if err2 else 0.0, spread(ref)),
                   max_abs=max_abs)
 
 
+def _f64(array: np.ndarray) -> np.ndarray:
+    return np.asarray(array, dtype=np.float64)
+
+
 def spread(ref: Arrays) -> float:
-    """RMS over elements of the std across samples; with one sample (or a constant output)
-    the std of its values, then their RMS, so a single sample still has a scale."""
+    """RMS over elements of the std across samples; with one sample (or an output that does
+    not vary across samples) the std of its values, then their RMS, so it still has a scale."""
     if len(ref) > 1 and len({r.shape for r in ref}) == 1:
-        across = float(np.sqrt(np.mean(np.var(np.stack(ref), axis=0))))
+        across = _across(ref)
         if across > 0.0:
             return across
-    values = np.concatenate([r.ravel() for r in ref]) if ref else np.zeros(0)
-    if values.size == 0:
+    count = sum(r.size for r in ref)
+    if count == 0:
         return 0.0
-    return float(np.std(values)) or float(np.sqrt(np.mean(values ** 2)))
+    shift = float(_f64(ref[0]).ravel()[0]) if ref[0].size else 0.0
+    total = sum(float(np.sum(_f64(r) - shift)) for r in ref)
+    squares = sum(float(np.sum((_f64(r) - shift) ** 2)) for r in ref)
+    std = float(np.sqrt(max(0.0, squares / count - (total / count) ** 2)))
+    return std or float(np.sqrt(sum(float(np.sum(_f64(r) ** 2)) for r in ref) / count))
+
+
+def _across(ref: Arrays) -> float:
+    """sqrt(mean over elements of the variance over samples), summed one sample at a time
+    around the first sample (no cancellation for outputs with a large offset)."""
+    first = _f64(ref[0])
+    total = np.zeros(first.shape)
+    squares = np.zeros(first.shape)
+    for r in ref:
+        diff = _f64(r) - first
+        total += diff
+        squares += diff * diff
+    mean = total / len(ref)
+    return float(np.sqrt(np.mean(np.maximum(squares / len(ref) - mean * mean, 0.0))))
 
 
 def _relative(err2: float, scale: float) -> float:
@@ -170,7 +195,7 @@ def _ctc(ref: Arrays, got: Arrays, spec: Spec, labels: Any) -> Measured:
 
 def _regression(ref: Arrays, got: Arrays, spec: Spec, labels: Any) -> Measured:
     """Relative error |candidate - fp32| / |fp32| per sample (norms), averaged."""
-    errors = [_relative(float(np.sum((g - r) ** 2)), float(np.linalg.norm(r)))
+    errors = [_relative(float(np.sum((_f64(g) - _f64(r)) ** 2)), float(np.linalg.norm(_f64(r))))
               for r, g in zip(ref, got, strict=True)]
     return Measured(rel_error=float(np.mean(errors)) if errors else 0.0)
 
