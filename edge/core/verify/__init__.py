@@ -69,19 +69,23 @@ def parse_spec(text: str) -> Spec:
     if kind not in KINDS:
         raise UsageError(f"--metric {text}: unknown kind {kind!r} "
                          f"(kinds: {', '.join(KINDS)}, or module:function)")
-    options: dict[str, str] = {}
+    options = dict(_option(text, kind, item) for item in rest.split(",") if item)
+    return Spec(kind=kind, options=options)
+
+
+def _option(text: str, kind: str, item: str) -> tuple[str, str]:
+    """One ``KEY[=VALUE]`` of a kind, checked against the options the kind takes."""
     allowed = _OPTIONS.get(kind, {})
-    for item in filter(None, rest.split(",")):
-        key, _, value = item.partition("=")
-        if key not in allowed:
-            raise UsageError(f"--metric {text}: {kind} takes no option {key!r}"
-                             + (f" (options: {', '.join(allowed)})" if allowed else ""))
+    key, _, value = item.partition("=")
+    if key not in allowed:
+        raise UsageError(f"--metric {text}: {kind} takes no option {key!r}"
+                         + (f" (options: {', '.join(allowed)})" if allowed else ""))
+    if allowed[key] is not str:
         try:
-            allowed[key](value) if allowed[key] is not str else None
+            allowed[key](value)
         except ValueError:
             raise UsageError(f"--metric {text}: {key}={value!r} is not a number") from None
-        options[key] = value
-    return Spec(kind=kind, options=options)
+    return key, value
 
 
 def parse_metrics(texts: Sequence[str]) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
