@@ -39,7 +39,7 @@ def load_metric(spec: str) -> Callable[..., Any]:
     if not module_name or not function.isidentifier():
         raise UsageError(f"--metric {spec}: give OUTPUT=KIND or module:function")
     module = _module(module_name, spec)
-    found = getattr(module, function, None)
+    found: Callable[..., Any] | None = vars(module).get(function)
     if not callable(found):
         raise UsageError(f"--metric {spec}: {module_name} has no function {function}")
     _LOADED[spec] = found
