@@ -18,7 +18,8 @@ import numpy as np
 from edge.core.errors import UsageError
 from edge.core.values import Dataset, Fidelity, OutputFidelity
 from edge.core.verify.auto import Picked, pick_kinds
-from edge.core.verify.kinds import KINDS, Spec, common, measure_kind
+from edge.core.verify.kinds import KINDS, common, measure_kind
+from edge.core.verify.spec import Spec
 
 __all__ = ["KINDS", "Outputs", "Thresholds", "check_metrics", "judge", "measure",
            "output_failure", "parse_metrics", "run_all"]

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edge.core.verify.kinds import Spec, softmax_rows
+from edge.core.verify.kinds import softmax_rows
+from edge.core.verify.spec import Spec
 
 __all__ = ["Picked", "pick_kinds"]
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from edge.core.verify.kinds import Spec
+from edge.core.verify.spec import Spec
 
 __all__ = ["Found", "detections", "measure_detections"]
 

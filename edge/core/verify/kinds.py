@@ -13,22 +13,12 @@ from typing import Any
 
 import numpy as np
 
+from edge.core.verify.detect import measure_detections
+from edge.core.verify.spec import Spec
+
 __all__ = ["KINDS", "Measured", "Spec", "common", "measure_kind", "softmax_rows"]
 
 Arrays = Sequence[np.ndarray]
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Spec:
-    """A kind with its options, as in ``ctc:blank=0`` or ``yolo:obj``."""
-
-    kind: str
-    options: dict[str, str] = field(default_factory=dict)
-
-    def text(self) -> str:
-        """Back to the flag's spelling."""
-        opts = ",".join(k if v == "" else f"{k}={v}" for k, v in self.options.items())
-        return f"{self.kind}:{opts}" if opts else self.kind
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -201,8 +191,6 @@ def _regression(ref: Arrays, got: Arrays, spec: Spec, labels: Any) -> Measured:
 
 
 def _detector(ref: Arrays, got: Arrays, spec: Spec, labels: Any) -> Measured:
-    from edge.core.verify.detect import measure_detections
-
     found = measure_detections(ref, got, spec)
     return Measured(drop=found.drop, detail=found.detail, numbers=found.numbers)
 
