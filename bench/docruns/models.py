@@ -63,7 +63,7 @@ OPTIMIZE = Session(name="optimize", docs=("docs/commands/optimize.md",),
          block=10, show=upto("verified on")),
     Step(command="edge optimize model.onnx --profile rpi4 --calib calib.npy --eval eval.npz "
                  "-o rpi4.bundle", block=11, show=from_("chosen:")),
-    Step(command=f"{_O} my-pi.yaml --min-cosine 1 -o strict.bundle", block=12,
+    Step(command=f"{_O} my-pi.yaml --min-cosine 1 --metric logits=values -o strict.bundle", block=12,
          show=from_("candidate ")),
     Step(command="echo $?", block=12),
     Step(command="edge optimize digits.onnx --profile rpi4 --calib calib_3d.npy", block=13),

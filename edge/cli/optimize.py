@@ -28,6 +28,10 @@ __all__ = ["optimize"]
 @click.argument("model", type=PATH)
 @click.option("--profile", "profile_ref", required=True, help="Device profile id or file.")
 @optimize_options
+@click.option("--metric", "metrics", multiple=True, metavar="OUTPUT=KIND|MODULE:FUNCTION",
+              help="How to judge an output (repeatable): KIND is values, classes, probs, "
+                   "sequence, ctc[:blank=K], yolo[:obj], ssd[:scores=OUTPUT] or regression; "
+                   "OUTPUT may be '*'. MODULE:FUNCTION is your own check (see docs).")
 @click.option("--dry-run", is_flag=True, help="Print the plan; convert nothing.")
 @report_option
 @json_option
@@ -41,6 +45,7 @@ def optimize(model: Path, profile_ref: str, out: Path | None, dry_run: bool,
     Example:
       edge optimize model.onnx --profile rpi4 --calib calib.npy --eval eval.npz -o rpi4.bundle
       edge optimize sample:digits --profile rpi4 --report digits-rpi4.html
+      edge optimize det.onnx --profile x86-64 --calib imgs/ --metric output0=yolo
     """
     from edge.cli.render import render_bundle
     from edge.core.profile import load_profile
@@ -48,7 +53,8 @@ def optimize(model: Path, profile_ref: str, out: Path | None, dry_run: bool,
 
     profile = load_profile(profile_ref)
     model, opts["calib"], opts["eval_"] = with_sample(model, opts["calib"], opts["eval_"])
-    options = optimize_settings(opts)
+    metrics = opts.pop("metrics")
+    options = _with_metrics(optimize_settings(opts), metrics)
     if dry_run:
         return _print_plan(model, profile, options, as_json)
     check_report_file(report_file)
@@ -61,17 +67,31 @@ def optimize(model: Path, profile_ref: str, out: Path | None, dry_run: bool,
     return 0 if bundle.chosen else int(ExitStatus.CHECK_FAILED)
 
 
+def _with_metrics(options: Any, texts: tuple[str, ...]) -> Any:
+    """The options with the ``--metric`` flags checked and added to the thresholds."""
+    from dataclasses import replace
+
+    from edge.core.verify import parse_metrics
+
+    if not texts:
+        return options
+    pairs, custom = parse_metrics(texts)
+    return replace(options, limits=replace(options.limits, metrics=pairs, custom=custom))
+
+
 def _print_plan(model: Path, profile: Any, options: Any, as_json: bool) -> int:
     """``--dry-run``: the plan, as ``{"profile", "plan": [...]}`` under --json."""
     from edge.core.intake import reference_model
     from edge.core.model import inspect_model
     from edge.core.tables import table
+    from edge.core.verify import check_metrics
     from edge.flows.optimize import plan_for, refuse_if_unfit
 
     with stdout_to_stderr(as_json):
         _, reference = reference_model(model, shapes=options.shapes, dtypes=options.dtypes)
     info = inspect_model(reference)
     refuse_if_unfit(profile, info)
+    check_metrics(options.limits, [o.name for o in info.outputs])
     plan = plan_for(profile, info)
     rows = [(p.candidate.id, "try" if p.keep else "skip", p.reason) for p in plan]
     listed = [{"candidate": p.candidate.id, "keep": p.keep, "reason": p.reason} for p in plan]

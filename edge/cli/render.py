@@ -69,7 +69,19 @@ def render_bundle(bundle: Bundle, where: str) -> str:
             + (f"   fp32 reference accuracy {100 * ref:.1f}%" if ref is not None else "")]
     tail = [f"chosen: {bundle.chosen or 'none'} - {bundle.reason}", f"bundle: {where}"]
     headers = ("candidate", "status", "size", "fidelity", "p50 ms (host)", "reason")
-    return "\n".join(head + ["", table(headers, rows), ""] + tail)
+    return "\n".join(head + ["", table(headers, rows), ""] + _per_output(bundle) + tail)
+
+
+def _per_output(bundle: Bundle) -> list[str]:
+    """Fidelity per output: how each output is judged (and why), then one row per candidate
+    and output; nothing for a bundle written before per-output verification."""
+    from edge.core.verify.rows import HEADERS, kind_lines, output_rows
+
+    rows = output_rows(bundle.candidates)
+    if not rows:
+        return []
+    kinds = ["outputs judged as:"] + [f"  {line}" for line in kind_lines(bundle.candidates)]
+    return kinds + ["", table(HEADERS, rows), ""]
 
 
 def render_deploy(report: DeployReport,

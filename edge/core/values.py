@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from pydantic import TypeAdapter
 from pydantic.dataclasses import dataclass as pydantic_dataclass
@@ -25,6 +25,7 @@ __all__ = [
     "DeployReport",
     "MeasuredCandidate",
     "Fidelity",
+    "OutputFidelity",
     "ModelInfo",
     "Origin",
     "TensorSpec",
@@ -36,6 +37,10 @@ __all__ = [
 
 class JsonValue:
     """Mixin: ``to_json`` / ``from_json`` for the frozen values (pydantic validates)."""
+
+    #: fields left out of the JSON when empty, so documents written before they existed
+    #: round-trip unchanged
+    OMIT_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ()
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (tuples as lists)."""
@@ -60,7 +65,9 @@ def adapter(kind: Any) -> TypeAdapter[Any]:
 
 def _to_json(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        omit = value.OMIT_WHEN_EMPTY if isinstance(value, JsonValue) else ()
+        return {f.name: _to_json(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if not (f.name in omit and not getattr(value, f.name))}
     if isinstance(value, (tuple, list)):
         return [_to_json(v) for v in value]
     if isinstance(value, dict):
@@ -158,8 +165,39 @@ class Artifact(JsonValue):
 
 
 @pydantic_dataclass(frozen=True, kw_only=True, slots=True)
+class OutputFidelity(JsonValue):
+    """One output judged on its own, the way its kind needs (see docs/architecture.md).
+
+    ``drop`` is in percentage points (judged against --max-drop); ``cosine`` and ``rel_rms``
+    (RMS error over the output's spread across samples) against --min-cosine.
+    """
+
+    name: str
+    kind: str  # values | classes | probs | sequence | ctc | yolo | ssd | regression | custom
+    why: str  # why this kind: the --metric flag, or what auto-detection saw
+    passed: bool
+    reason: str  # one line: what it kept, or why it fails
+    cosine: float | None = None
+    rel_rms: float | None = None
+    max_abs: float | None = None
+    nonfinite: int = 0  # NaN/Inf values in the candidate's output
+    error: str = ""  # why it could not be compared at all (NaN/Inf, another shape): a failure
+    drop: float | None = None
+    detail: str = ""  # the counts behind ``drop``, e.g. "2 of 10 probabilities cross 0.5"
+    accuracy: float | None = None
+    reference_accuracy: float | None = None
+    rel_error: float | None = None  # regression: mean |candidate - fp32| / |fp32| per sample
+    numbers: dict[str, float] = field(default_factory=dict)  # kind-specific (ap50, value, ...)
+
+
+@pydantic_dataclass(frozen=True, kw_only=True, slots=True)
 class Fidelity(JsonValue):
-    """How closely an artifact reproduces the reference on held-out inputs."""
+    """How closely an artifact reproduces the reference on held-out inputs.
+
+    ``outputs`` judges each output on its own; the aggregate fields summarize them (``cosine``
+    is the lowest per-output cosine, top-1/accuracy come from the first class output) and are
+    what manifests written before per-output verification hold.
+    """
 
     samples: int
     cosine: float
@@ -168,6 +206,9 @@ class Fidelity(JsonValue):
     accuracy: float | None = None
     reference_accuracy: float | None = None
     synthetic: bool = False
+    outputs: tuple[OutputFidelity, ...] = ()
+
+    OMIT_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("outputs",)
 
 
 @pydantic_dataclass(frozen=True, kw_only=True, slots=True)

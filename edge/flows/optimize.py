@@ -32,7 +32,7 @@ from edge.core.values import (
     ModelInfo,
     StoredFile,
 )
-from edge.core.verify import Outputs, Thresholds, judge, measure, run_all
+from edge.core.verify import Outputs, Thresholds, check_metrics, judge, measure, run_all
 
 __all__ = ["OptimizeOptions", "optimize", "plan_for", "refuse_if_unfit"]
 
@@ -97,6 +97,7 @@ def optimize(model_path: Path, profile: Profile, out: Path, options: OptimizeOpt
                                             dtypes=options.dtypes)
         model = inspect_model(reference)
     refuse_if_unfit(profile, model)
+    check_metrics(options.limits, [o.name for o in model.outputs])
     with progress.step("loading data and running the fp32 reference"):
         ctx = _context(model, options)
     plan = plan_for(profile, ctx.model)
@@ -243,7 +244,8 @@ def _try(planned: Planned, ctx: _Context) -> _Outcome:
     try:
         with progress.step(f"{cand.id}: verifying on {len(ctx.held_out)} samples"):
             runner = target.load(file, ctx.model, threads=os.cpu_count() or 1)
-            fidelity = measure(ctx.reference, run_all(runner, ctx.held_out), ctx.held_out)
+            fidelity = measure(ctx.reference, run_all(runner, ctx.held_out), ctx.held_out,
+                               ctx.limits, [o.name for o in ctx.model.outputs])
     except Exception as exc:  # noqa: BLE001 - a runtime that cannot run it drops out, others go on
         return _failed(cand, f"{target.caps.runtime} could not run the artifact: "
                              f"{type(exc).__name__}: {first_line(exc)}")
@@ -304,11 +306,15 @@ def _store(target: Any, cand: Any, file: Path,
 
 
 def _passed(fid: Fidelity, kept_float: tuple[str, ...] = ()) -> str:
+    """Why a candidate passed: accuracy when labelled, else the lowest output cosine; with
+    several outputs, how many each kept their own metric."""
     if fid.accuracy is not None and fid.reference_accuracy is not None:
         text = (f"keeps fidelity: accuracy {100 * fid.accuracy:.1f}% vs fp32 "
                 f"{100 * fid.reference_accuracy:.1f}%")
     else:
         text = f"keeps fidelity: cosine {fid.cosine:.4f}"
+    if len(fid.outputs) > 1:
+        text += f" (every one of {len(fid.outputs)} outputs passes its own metric)"
     if kept_float:
         text += f" after keeping {len(kept_float)} node(s) in float: {', '.join(kept_float)}"
     return text

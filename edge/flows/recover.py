@@ -1,5 +1,8 @@
 """Accuracy recovery when int8 breaks fidelity: keep the most sensitive nodes in float.
 
+An attempt passes when every output passes its own metric (``edge.core.verify.judge`` with
+the same thresholds and ``--metric`` kinds as the candidate it recovers).
+
 Sensitivity is layer-wise: each tensor the int8 model quantizes (activations and weights) is
 fake-quantized with the int8 model's own scale and zero point, on the *float* model's values
 for the calibration samples, and compared per channel with the float values. Errors are not
@@ -120,7 +123,8 @@ def _attempt(
     except ConversionError as exc:
         log.info("recovery attempt keep_float=%s failed: %s", settings.keep_float, exc)
         return None
-    fidelity = measure(reference, run_all(runner, held_out), held_out)
+    fidelity = measure(reference, run_all(runner, held_out), held_out, limits,
+                       [o.name for o in model.outputs])
     failure = judge(fidelity, limits)
     log.info("recovery attempt keep_float=%s: %s (%.1f s)", settings.keep_float,
              failure or "passes", time.perf_counter() - start)

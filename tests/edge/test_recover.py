@@ -154,7 +154,8 @@ def test_int8_dynamic_recovery_ranks_with_an_ort_qdq_proxy(outlier: Case) -> Non
 
 
 def test_recovery_gives_up_within_its_cap(outlier: Case) -> None:
-    strict = Thresholds(max_drop=1.0, min_cosine=1.0 + 1e-9)  # nothing can pass
+    # logits judged as values (not by accuracy) with a cosine above 1: nothing can pass
+    strict = Thresholds(max_drop=1.0, min_cosine=1.0 + 1e-9, metrics=(("*", "values"),))
     assert outlier.recover("int8", limits=strict) is None
     assert outlier.recover("int8", max_fraction=0.1) is None  # 1 node is not enough
 

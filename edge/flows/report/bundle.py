@@ -95,7 +95,22 @@ def _candidates_section(plt: Any, bundle: Any) -> Section:
         classes.append(r.status)
     body.append(table(("candidate", "status", "size", "cosine", "accuracy", "p50 ms",
                         "p90 ms", "reason"), rows, classes, numeric=(2, 3, 4, 5, 6)))
+    body.append(_per_output(bundle))
     return Section("Candidates", "".join(body), "candidates")
+
+
+def _per_output(bundle: Any) -> str:
+    """Fidelity per output: each output's kind (and why), its cosine, error over its spread
+    and task metric for every candidate; '' for a bundle without per-output results."""
+    from edge.core.verify.rows import HEADERS, kind_lines, output_rows
+
+    rows = output_rows(bundle.candidates)
+    if not rows:
+        return ""
+    kinds = "; ".join(kind_lines(bundle.candidates))
+    verdicts = ["passed" if row[-1] == "passes" else "rejected" for row in rows]
+    return (note(f"Fidelity per output, each judged on its own. Outputs judged as: {kinds}.")
+            + table(HEADERS, rows, verdicts, numeric=(3, 4)))
 
 
 def _label_apart(ax: Any, points: Sequence[tuple[float, float, str]], size: float = 8) -> None:

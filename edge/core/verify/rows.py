@@ -1,0 +1,52 @@
+"""Fidelity per output as table rows, shared by the terminal summary and the HTML report."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from edge.core.values import CandidateResult, OutputFidelity
+
+__all__ = ["HEADERS", "kind_lines", "output_rows"]
+
+#: the columns of :func:`output_rows`
+HEADERS = ("candidate", "output", "kind", "cosine", "RMS err / spread", "task metric", "verdict")
+
+_CHANGED = {"classes": "top-1 changed", "probs": "decisions flipped",
+            "sequence": "positions changed", "ctc": "strings changed"}
+
+
+def _number(value: float | None, digits: int) -> str:
+    return "" if value is None else f"{value:.{digits}f}"
+
+
+def task_metric(out: OutputFidelity) -> str:
+    """The output's own metric in a few words."""
+    if out.error:
+        return out.error
+    if out.kind == "custom":
+        return f"{out.numbers.get('value', float('nan')):g}: {out.reason}"
+    if out.accuracy is not None and out.reference_accuracy is not None:
+        return f"accuracy {100 * out.accuracy:.1f}% (fp32 {100 * out.reference_accuracy:.1f}%)"
+    if out.kind in ("yolo", "ssd") and "detections" in out.numbers:
+        return (f"matched {int(out.numbers['matched'])}/{int(out.numbers['detections'])}, "
+                f"mAP50 {out.numbers['map50']:.3f}")
+    if out.drop is not None:
+        return f"{_CHANGED.get(out.kind, 'changed')} {out.drop:.1f}%"
+    if out.rel_error is not None:
+        return f"relative error {out.rel_error:.4f}"
+    return ""
+
+
+def output_rows(candidates: Sequence[CandidateResult]) -> list[tuple[str, ...]]:
+    """One row per candidate and output (candidates verified per output only)."""
+    return [(r.candidate.id, o.name, o.kind, _number(o.cosine, 4), _number(o.rel_rms, 3),
+             task_metric(o), "passes" if o.passed else "FAILS")
+            for r in candidates if r.fidelity is not None for o in r.fidelity.outputs]
+
+
+def kind_lines(candidates: Sequence[CandidateResult]) -> list[str]:
+    """How each output is judged and why (the same for every candidate), one line each."""
+    first = next((r.fidelity for r in candidates if r.fidelity and r.fidelity.outputs), None)
+    if first is None:
+        return []
+    return [f"{o.name}: {o.kind} ({o.why})" for o in first.outputs]

@@ -1,0 +1,97 @@
+"""``edge optimize --metric``: per-output verification through the command line, on real int8."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.support.cli import run_cli
+from tests.support.verify_models import detector_model, two_scale_model, uniform_inputs
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A detector and a two-scale model, their data, and a profile with ONNX Runtime only."""
+    root = tmp_path_factory.mktemp("verify-cli")
+    detector_model(root / "det.onnx")
+    two_scale_model(root / "two.onnx")
+    np.save(root / "det.npy", uniform_inputs(60, (1, 16)))
+    np.save(root / "two.npy", uniform_inputs(60, (1, 8)))
+    (root / "ort.yaml").write_text("extends: x86-64\nid: ort-only\nruntimes: [onnxruntime]\n")
+    return root
+
+
+def _optimize(work: Path, model: str, *flags: str) -> tuple[int, dict, str]:
+    out = work / f"{model}-{abs(hash(flags))}.bundle"
+    result = run_cli("optimize", str(work / f"{model}.onnx"), "--profile", str(work / "ort.yaml"),
+                     "--calib", str(work / f"{model}.npy"), "-o", str(out), "--json", *flags)
+    return result.status, (result.json() if result.stdout else {}), result.stderr
+
+
+def test_detector_judged_as_yolo_rejects_int8(work: Path) -> None:
+    status, bundle, err = _optimize(work, "det", "--metric", "out=yolo")
+    assert status == 0, err
+    results = {c["candidate"]["target"] + "-" + c["candidate"]["precision"]: c
+               for c in bundle["candidates"]}
+    int8 = results["onnxruntime-int8"]
+    assert int8["status"] == "rejected" and int8["reason"].startswith("output 'out': ")
+    assert "fp32 detections matched" in int8["reason"]
+    (out,) = int8["fidelity"]["outputs"]
+    assert out["kind"] == "yolo" and out["why"] == "--metric out=yolo" and not out["passed"]
+    assert int8["fidelity"]["cosine"] > 0.99  # what one cosine over the output says
+    assert bundle["chosen"] != "onnxruntime-int8"
+    manifest = json.loads((Path(bundle["bundle"]) / "manifest.json").read_text())
+    stored = {c["candidate"]["precision"]: c for c in manifest["candidates"]}
+    assert stored["int8"]["fidelity"]["outputs"][0]["kind"] == "yolo"
+
+
+def test_table_and_report_show_fidelity_per_output(work: Path) -> None:
+    report = work / "two.html"
+    out = work / "two-table.bundle"
+    result = run_cli("optimize", str(work / "two.onnx"), "--profile", str(work / "ort.yaml"),
+                     "--calib", str(work / "two.npy"), "-o", str(out), "--report", str(report))
+    assert result.status == 0, result.stderr
+    assert "outputs judged as:" in result.stdout
+    assert "metres: values (default: no task shape recognised)" in result.stdout
+    row = next(line for line in result.stdout.splitlines()
+               if line.split()[:2] == ["onnxruntime-int8", "metres"])
+    assert "FAILS" in row
+    assert "output 'metres': " in result.stdout  # the int8 candidate's reason names it
+    html = report.read_text()
+    assert "Fidelity per output" in html and "RMS err / spread" in html and "metres" in html
+
+
+def test_custom_metric_function(work: Path) -> None:
+    module = work / "strict.py"
+    module.write_text(
+        "import numpy as np\n"
+        "CALLS = []\n"
+        "def exact(reference, candidate, labels):\n"
+        "    err = max(float(np.max(np.abs(reference[n] - candidate[n]))) for n in reference)\n"
+        "    assert set(reference) == {'pixels', 'metres'} and labels is None\n"
+        "    return err < 1e-3, err, f'largest error {err:.3g}'\n")
+    status, bundle, err = _optimize(work, "two", "--metric", f"{module}:exact",
+                                    "--metric", "*=values", "--min-cosine", "-1")
+    assert status == 0, err
+    by_id = {c["candidate"]["precision"]: c for c in bundle["candidates"]}
+    mine = by_id["int8"]["fidelity"]["outputs"][-1]
+    assert mine["kind"] == "custom" and mine["name"] == f"{module}:exact" and not mine["passed"]
+    assert by_id["int8"]["reason"].startswith(f"--metric {module}:exact: largest error")
+    assert by_id["fp32"]["fidelity"]["outputs"][-1]["passed"]
+
+
+@pytest.mark.parametrize(("flag", "words"), [
+    ("scroes=probs", "the model has no output 'scroes' (outputs: out)"),
+    ("out=boxes", "unknown kind 'boxes'"),
+    ("no_such_module_q:fn", "cannot import no_such_module_q"),
+])
+def test_bad_metric_is_one_line_exit_2(work: Path, flag: str, words: str) -> None:
+    out = work / "never.bundle"
+    result = run_cli("optimize", str(work / "det.onnx"), "--profile", str(work / "ort.yaml"),
+                     "--calib", str(work / "det.npy"), "-o", str(out), "--metric", flag)
+    assert result.status == 2, result.stderr
+    assert len(result.error_lines) == 1 and words in result.error_lines[0]
+    assert "Traceback" not in result.stderr and not out.exists()
