@@ -141,6 +141,11 @@ def layout_notes(path: Path, model: ModelInfo, kept: Collection[str]) -> tuple[s
     notes = [_describe(kind, b) for kind, group in (("input", ins), ("output", outs))
              for b in group if b.perm is not None]
     renamed = [f"'{b.spec.name}' is '{b.name}'" for b in (*ins, *outs) if b.name != b.spec.name]
+    for kind, group, details in (("inputs", ins, interp.get_input_details()),
+                                 ("outputs", outs, interp.get_output_details())):
+        if [b.index for b in group] != [int(d["index"]) for d in details]:
+            notes.append(f"the .tflite lists its {kind} in another order than the model: the "
+                         "runner puts them in the model's order")
     if not notes:
         notes.append("inputs and outputs keep the model's layout and order")
     if renamed:

@@ -196,7 +196,11 @@ def test_three_channel_two_outputs_offline(tmp_path: Path) -> None:
     calib = _dataset(x[:16], "image:0")
     session = ort.InferenceSession(model.path, providers=["CPUExecutionProvider"])
     for precision, tol in (("fp32", 1e-5), ("int8", 0.05)):
-        path, _ = TARGET.convert(model, precision, calib=calib, workdir=tmp_path / "cache")
+        path, notes = TARGET.convert(model, precision, calib=calib, workdir=tmp_path / "cache")
+        assert "input 'image:0' [1, 3, 8, 8] is [1, 8, 8, 3] (channels-last) in the .tflite: " \
+               "the runner transposes it (perm [0, 2, 3, 1])" in notes, notes
+        assert any(n.startswith("output 'feat' [1, 4, 8, 8] is [1, 8, 8, 4]") for n in notes)
+        assert not any("layout kept" in n for n in notes)
         runner = TARGET.load(path, model, threads=1)
         for i in range(16, 24):
             feed = {"image:0": x[i:i + 1]}
