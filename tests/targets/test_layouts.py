@@ -218,3 +218,28 @@ def test_openvino_ir_keeps_output_names_and_order(tmp_path: Path) -> None:
     path, _ = OPENVINO.convert(model, "fp32", calib=Dataset(feeds=()), workdir=tmp_path / "w")
     assert [p.get_any_name() for p in ov.Core().read_model(str(path)).outputs] == ["second",
                                                                                    "first"]
+
+
+@pytest.mark.slow
+@needs_tflite
+def test_optimize_of_a_keras_model_states_its_layout_and_is_not_silent(
+        tmp_path: Path) -> None:
+    """`edge optimize` with stderr piped: onnx2tf says it runs; the manifest's TFLite notes say
+    the artifact takes the Keras layout."""
+    import json
+
+    from tests.support.cli import run_edge
+
+    source = _keras(tmp_path / "tiny.keras")
+    result = run_edge("optimize", str(source), "--profile", "rpi4", "--shape",
+                      "image=1,64,64,1", "-o", str(tmp_path / "bundle"))
+    assert result.status == 0, result.stderr
+    assert "edge: onnx2tf: converting" in result.stderr, result.stderr
+    manifest = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
+    tflite = [c for c in manifest["candidates"]
+              if c["candidate"]["target"] == "tflite" and c.get("artifact")]
+    assert tflite
+    for candidate in tflite:
+        notes = candidate["artifact"]["notes"]
+        assert "input layout kept as in the model (onnx2tf -kat): image" in notes, notes
+        assert not any("channels-last" in n for n in notes), notes
