@@ -222,9 +222,10 @@ def _bind(specs: Sequence[TensorSpec], details: list[dict[str, Any]], aliases: d
 
 def _perms(spec: TensorSpec, tfl_shape: tuple[int, ...],
            kept: Collection[str]) -> list[tuple[int, ...] | None]:
-    """The layouts that fit; a kept input fits only unchanged."""
+    """The layouts that fit, preferred first; unchanged first for a kept input (so a square
+    [1, 8, 8, 8] input onnx2tf kept is not transposed)."""
     fits = layouts(spec.shape, tfl_shape)
-    return [p for p in fits if p is None] if spec.name in kept else fits
+    return sorted(fits, key=lambda p: p is not None) if spec.name in kept else fits
 
 
 def _by_name(specs: Sequence[TensorSpec], details: list[dict[str, Any]],

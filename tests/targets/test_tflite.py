@@ -398,3 +398,11 @@ def test_reason_picks_the_error_line(tmp_path: Path) -> None:
     log.write_text("I0000 00:00:1.0 noise\n\x1b[32mINFO:\x1b[0m ok\nTraceback\n"
                    "ValueError: bad input shape\n\n  \n")
     assert onnx2tf_run.reason(log) == "ValueError: bad input shape"
+
+
+def test_a_kept_input_prefers_its_own_layout() -> None:
+    """[1, 8, 8, 8] fits both ways: onnx2tf's channels-last unless the input was kept."""
+    spec = TensorSpec(name="x", shape=(1, 8, 8, 8), dtype="float32")
+    assert litert_runner._perms(spec, (1, 8, 8, 8), ()) == [(0, 2, 3, 1), None]
+    assert litert_runner._perms(spec, (1, 8, 8, 8), ("x",)) == [None, (0, 2, 3, 1)]
+    assert litert_runner._perms(spec, (1, 8, 8, 8), ("y",)) == [(0, 2, 3, 1), None]
