@@ -8,6 +8,7 @@ layout of a TensorFlow-family original) are bound without a transpose.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -51,15 +52,21 @@ def kept_layout(model: ModelInfo) -> tuple[str, ...]:
     layout is the original's, usually channels-last), and any input whose every consumer is a
     channels-last -> channels-first Transpose (an NHWC model exported to ONNX).
     """
+    ranked = tuple(s.name for s in model.inputs if len(s.shape) in (3, 4, 5))
+    return _kept(model.path, model.sha256, ranked) if ranked else ()
+
+
+@functools.lru_cache(maxsize=16)
+def _kept(path: str, sha256: str, ranked: tuple[str, ...]) -> tuple[str, ...]:
+    """``kept_layout`` of one model file (by content: every runner of it asks again)."""
     import onnx
 
     try:
-        proto = onnx.load(model.path, load_external_data=False)
+        proto = onnx.load(path, load_external_data=False)
     except Exception:  # unreadable here: onnx2tf reports it
         return ()
-    ranked = [s.name for s in model.inputs if len(s.shape) in (3, 4, 5)]
     if proto.producer_name in TF_PRODUCERS:
-        return tuple(ranked)
+        return ranked
     return tuple(name for name in ranked if _only_to_channels_first(proto.graph, name))
 
 
