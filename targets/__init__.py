@@ -12,7 +12,8 @@ from edge.core.errors import UsageError
 if TYPE_CHECKING:
     from targets.base import ConvertSettings, Target
 
-__all__ = ["REGISTRY", "artifact_suffixes", "get_target", "target_for_suffix", "workdir_name"]
+__all__ = ["REGISTRY", "artifact_suffixes", "get_target", "source_files", "target_for_suffix",
+           "workdir_name"]
 
 #: target name -> "module:Class"; the class implements targets.base.Target.
 REGISTRY: dict[str, str] = {
@@ -73,9 +74,26 @@ def workdir_name(name: str, settings: ConvertSettings) -> str:
 
 
 def _source_digest(target: Target) -> str:
-    """sha256 (16 hex) of the module that defines the target's class."""
+    """sha256 (16 hex) of the module that defines the target's class and of the ``targets``
+    modules it imports from (e.g. the TFLite target's onnx2tf run and runner)."""
     import hashlib
-    import inspect
 
-    source = inspect.getsourcefile(type(target))
-    return hashlib.sha256(Path(source).read_bytes()).hexdigest()[:16] if source else "?"
+    digest = hashlib.sha256()
+    for source in source_files(target):
+        digest.update(source.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def source_files(target: Target) -> list[Path]:
+    """The source files a target's conversions depend on, sorted: its module's and those of
+    the ``targets`` modules whose classes or functions that module imports."""
+    import inspect
+    import sys
+
+    module = sys.modules[type(target).__module__]
+    names = {module.__name__} | {
+        value.__module__ for value in vars(module).values()
+        if (inspect.isclass(value) or inspect.isfunction(value))
+        and value.__module__.startswith("targets.")}
+    files = (inspect.getsourcefile(sys.modules[name]) for name in names)
+    return sorted(Path(f) for f in files if f)

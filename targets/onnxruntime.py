@@ -40,6 +40,8 @@ CALIBRATION: dict[str, str] = {"minmax": "MinMax", "entropy": "Entropy",
                                "percentile": "Percentile"}
 #: Entropy and Percentile build activation histograms; fewer samples give noisy ranges.
 MIN_HISTOGRAM_SAMPLES = 100
+#: DequantizeLinear's ``axis`` (per-channel weights) exists from this default-domain opset on.
+PER_CHANNEL_OPSET = 13
 #: Op types quantized dynamically. Conv is left out on purpose: ConvInteger ran 7x slower.
 DYNAMIC_OPS = ("MatMul", "Gemm")
 ATTENTION_OPS = ("Attention",)  # com.microsoft fused attention, quantized dynamically by ORT
@@ -188,26 +190,29 @@ def _build_dynamic(model: ModelInfo, calib: Dataset, settings: ConvertSettings, 
         raise ConversionError("no MatMul/Gemm to quantize dynamically; int8 dynamic would "
                               "change nothing")
     reference, prepared, notes = _prepare(model, scratch)
+    prepared, per_channel, opset_notes = _per_channel_ready(prepared)
     rewritten = gemms_to_matmuls(prepared)
     exclude, keep_notes = map_keep_float(reference, prepared, settings.keep_float)
     ops = [*DYNAMIC_OPS, *(op for op in ATTENTION_OPS if model.ops.get(op))]
     source = _save(prepared, scratch / "matmul.onnx")
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # it prints about unquantized tensors
-            quantize_dynamic(str(source), str(dst), op_types_to_quantize=ops, per_channel=True,
-                             weight_type=QuantType.QInt8, nodes_to_exclude=exclude)
+            quantize_dynamic(str(source), str(dst), op_types_to_quantize=ops,
+                             per_channel=per_channel, weight_type=QuantType.QInt8,
+                             nodes_to_exclude=exclude)
     except Exception as exc:  # the quantizer raises many types; report one line
         raise ConversionError(f"onnxruntime int8-dynamic quantization failed: "
                               f"{first_line(exc)}") from exc
+    _check_loads(dst, "int8-dynamic")
     quantized = _count_ops(dst, ("MatMulInteger", "DynamicQuantizeMatMul", "QAttention"))
     if not quantized:
         raise ConversionError("int8 dynamic quantized no node (every MatMul/Gemm is kept float "
                               "or has no constant weight)")
     keep_notes += _lost(dst, exclude)
-    return (f"dynamic int8: {quantized} MatMul/Gemm/attention node(s) with int8 weights per "
-            "channel, activations quantized at run time; Conv and the rest stay float",
-            *([f"{rewritten} Gemm node(s) rewritten as MatMul+Add to quantize them"]
-              if rewritten else []), *notes, *keep_notes)
+    return (f"dynamic int8: {quantized} MatMul/Gemm/attention node(s) with int8 weights "
+            f"{_granularity(per_channel)}, activations quantized at run time; Conv and the rest "
+            "stay float", *([f"{rewritten} Gemm node(s) rewritten as MatMul+Add to quantize them"]
+                            if rewritten else []), *notes, *opset_notes, *keep_notes)
 
 
 def _build_static(model: ModelInfo, calib: Dataset, settings: ConvertSettings, dst: Path,
@@ -219,23 +224,25 @@ def _build_static(model: ModelInfo, calib: Dataset, settings: ConvertSettings, d
         raise ConversionError(f"unknown calibration {settings.calibration!r}; choose one of "
                               f"{', '.join(CALIBRATION)}")
     reference, prepared, notes = _prepare(model, scratch)
+    prepared, per_channel, opset_notes = _per_channel_ready(prepared)
     exclude, keep_notes = map_keep_float(reference, prepared, settings.keep_float)
     method = CALIBRATION[settings.calibration]
     source = _save(prepared, scratch / "prepared.onnx")
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # histogram calibrators print progress
-            _quantize_static(source, dst, calib, exclude, method)
+            _quantize_static(source, dst, calib, exclude, method, per_channel=per_channel)
     except Exception as exc:  # the quantizer raises many types; report one line
         raise ConversionError(f"onnxruntime int8 quantization failed: {first_line(exc)}") from exc
+    _check_loads(dst, "int8")
     keep_notes += _lost(dst, exclude)
-    return (f"static QDQ (U8S8), int8 weights per channel, uint8 activations, {method} "
-            f"calibration on "
-            f"{len(calib)} samples", *_histogram_note(settings.calibration, len(calib)),
-            *notes, *keep_notes)
+    return (f"static QDQ (U8S8), int8 weights {_granularity(per_channel)}, uint8 activations, "
+            f"{method} calibration on {len(calib)} samples",
+            *_histogram_note(settings.calibration, len(calib)), *notes, *opset_notes,
+            *keep_notes)
 
 
 def _quantize_static(source: Path, dst: Path, calib: Dataset, exclude: list[str],
-                     method: str) -> None:
+                     method: str, *, per_channel: bool) -> None:
     """quantize_static to QDQ: per-channel int8 weights, uint8 activations (U8S8).
 
     U8S8 is the CPU execution provider's fused path on x86 and ARM64; with int8 activations
@@ -245,7 +252,7 @@ def _quantize_static(source: Path, dst: Path, calib: Dataset, exclude: list[str]
     from onnxruntime import quantization as q
 
     q.quantize_static(str(source), str(dst), _Reader(calib), quant_format=q.QuantFormat.QDQ,
-                      per_channel=True, activation_type=q.QuantType.QUInt8,
+                      per_channel=per_channel, activation_type=q.QuantType.QUInt8,
                       weight_type=q.QuantType.QInt8, nodes_to_exclude=exclude,
                       calibrate_method=getattr(q.CalibrationMethod, method))
 
@@ -293,6 +300,44 @@ def _prepare(model: ModelInfo, scratch: Path) -> tuple[onnx.ModelProto, onnx.Mod
     except Exception as exc:  # pre-processing is an optimization: quantize without it
         notes.append(f"quant_pre_process failed ({first_line(exc)}); quantized the graph as is")
         return reference, normalized, tuple(notes)
+
+
+def _per_channel_ready(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, bool, tuple[str, ...]]:
+    """(model, per_channel, notes): per-channel weights need DequantizeLinear's ``axis``
+    (opset 13); an older model is upgraded to opset 13, else quantized per tensor."""
+    import onnx
+    from onnx import version_converter
+
+    opset = _default_opset(proto)
+    if opset >= PER_CHANNEL_OPSET:
+        return proto, True, ()
+    try:
+        upgraded = version_converter.convert_version(proto, PER_CHANNEL_OPSET)
+        onnx.checker.check_model(upgraded)
+    except Exception as exc:  # the converter and the checker raise many types
+        return proto, False, (f"opset {opset} model: per-channel weights need opset "
+                              f"{PER_CHANNEL_OPSET} and the upgrade failed ({first_line(exc)}); "
+                              "weights quantized per tensor",)
+    return name_nodes(upgraded), True, (f"opset {opset} model upgraded to opset "
+                                        f"{PER_CHANNEL_OPSET} for per-channel weights",)
+
+
+def _default_opset(proto: onnx.ModelProto) -> int:
+    """The model's default-domain (ai.onnx) opset version."""
+    return next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 1)
+
+
+def _granularity(per_channel: bool) -> str:
+    return "per channel" if per_channel else "per tensor"
+
+
+def _check_loads(path: Path, precision: str) -> None:
+    """Raise ConversionError when ONNX Runtime cannot load what the quantizer wrote."""
+    try:
+        OrtRunner(path, threads=1)
+    except Exception as exc:  # ORT raises its own exception types; report the reason
+        raise ConversionError(f"onnxruntime {precision} quantization wrote a model ONNX Runtime "
+                              f"cannot load: {first_line(exc)}") from None
 
 
 def node_name(node: onnx.NodeProto) -> str:

@@ -90,15 +90,21 @@ class _Below(logging.Filter):
         return record.levelno < logging.WARNING
 
 
+class _Heartbeat(_Below):
+    """Only the lines of a long step that says it still runs (``extra={"heartbeat": True}``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return super().filter(record) and bool(getattr(record, "heartbeat", False))
+
+
 def _handlers(terminal: bool) -> list[logging.Handler]:
-    """The warning handler; on a terminal also ``edge: ...`` progress lines."""
+    """The warning handler; on a terminal also ``edge: ...`` progress lines, elsewhere only
+    the heartbeat lines of long steps (an onnx2tf run)."""
     warn = _WarningHandler(sys.stderr)
     warn.setLevel(logging.WARNING)
     warn.setFormatter(logging.Formatter("warning: %(message)s"))
-    if not terminal:
-        return [warn]
     lines = progress.LogHandler(sys.stderr)
-    lines.addFilter(_Below())
+    lines.addFilter(_Below() if terminal else _Heartbeat())
     lines.setFormatter(logging.Formatter("edge: %(message)s"))
     return [lines, warn]
 

@@ -7,10 +7,34 @@ import enum
 __all__ = ["CheckFailed", "DeviceError", "EdgeError", "ExitStatus", "UsageError", "first_line"]
 
 
+#: How long a one-line reason may be; a longer one keeps its start and its end.
+REASON_CHARS = 240
+
+
 def first_line(exc: BaseException) -> str:
-    """An exception's first non-empty line (or its type name), at most 200 characters."""
+    """An exception's reason on one line (its type name if it has none).
+
+    Its first non-empty line, continued while a line ends mid-sentence (",", ":", "("); a
+    reason longer than ``REASON_CHARS`` keeps its start and its end, where runtimes put the
+    actual error (ONNX Runtime: "... In Node, (...) : ..., Error Unrecognized attribute ...").
+    """
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return (lines[0] if lines else type(exc).__name__)[:200]
+    if not lines:
+        return type(exc).__name__
+    text = lines[0]
+    for line in lines[1:]:
+        if not text.endswith((",", ":", "(", "[", "{")):
+            break
+        text = f"{text} {line}"
+    return _shortened(text, REASON_CHARS)
+
+
+def _shortened(text: str, limit: int) -> str:
+    """``text`` if it fits in ``limit`` characters, else its start ... its end."""
+    if len(text) <= limit:
+        return text
+    head = limit // 3
+    return f"{text[:head]} ... {text[len(text) - (limit - head - 5):]}"
 
 
 class ExitStatus(enum.IntEnum):

@@ -73,3 +73,15 @@ def test_a_converter_upgrade_rebuilds(digits: DigitsModel, ort_only: Path, tmp_p
     monkeypatch.setattr(edge.core.cache, "_version", upgraded)
     _optimize(digits, ort_only, tmp_path / "b")
     assert len(set(_ort_dirs()) - set(before)) == 1
+
+
+def test_the_modules_a_target_converts_with_key_its_cache() -> None:
+    """An edit of the onnx2tf run or the LiteRT runner (split out of targets/tflite.py) must
+    not serve artifacts made by the old code: their sources are part of the key."""
+    from targets import source_files
+    from targets.tflite import TFLiteTarget
+
+    names = {path.name for path in source_files(TFLiteTarget())}
+    assert {"tflite.py", "onnx2tf_run.py", "litert_runner.py"} <= names
+    assert {path.name for path in source_files(OnnxRuntimeTarget())} == {"onnxruntime.py",
+                                                                         "base.py"}

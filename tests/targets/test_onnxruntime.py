@@ -340,3 +340,92 @@ def _random_dataset(shape: tuple[int, ...], count: int) -> Dataset:
     rng = np.random.default_rng(1)
     return Dataset(feeds=tuple({"input": rng.random(shape, dtype=np.float32)}
                                for _ in range(count)))
+
+
+# ---------------------------------------------------------------- opset < 13 (per-channel)
+
+
+def _opset12_model(path: Path) -> Path:
+    """Conv -> Relu -> pool -> MatMul at opset 12: per-channel DequantizeLinear needs 13."""
+    rng = np.random.default_rng(0)
+    weights = [numpy_helper.from_array(rng.normal(0, .3, (8, 3, 3, 3)).astype(np.float32), "w"),
+               numpy_helper.from_array(rng.normal(0, .1, (8,)).astype(np.float32), "b"),
+               numpy_helper.from_array(rng.normal(0, .3, (8, 64)).astype(np.float32), "fw")]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("GlobalAveragePool", ["r"], ["g"]),
+             helper.make_node("Flatten", ["g"], ["f"]),
+             helper.make_node("MatMul", ["f", "fw"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "opset12", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])], weights)
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)])
+    proto.ir_version = 7
+    onnx.checker.check_model(proto)
+    onnx.save(proto, str(path))
+    return path
+
+
+def _images(count: int, seed: int) -> Dataset:
+    rng = np.random.default_rng(seed)
+    return Dataset(feeds=tuple({"x": rng.random((1, 3, 16, 16), dtype=np.float32)}
+                               for _ in range(count)))
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.dot(a.ravel(), b.ravel()) / np.linalg.norm(a) / np.linalg.norm(b))
+
+
+@pytest.mark.parametrize("precision", ["int8", "int8-dynamic"])
+def test_opset12_model_is_upgraded_for_per_channel_weights(precision: str,
+                                                           tmp_path: Path) -> None:
+    """Per-channel int8 of an opset-12 model wrote DequantizeLinear(axis) ORT cannot load."""
+    model = inspect_model(_opset12_model(tmp_path / "m.onnx"))
+    path, notes = TARGET.convert(model, precision, calib=_images(16, 0), workdir=tmp_path / "w")
+    assert any("upgraded to opset 13" in n for n in notes), notes
+    assert "per channel" in notes[0]
+    proto = onnx.load(str(path))
+    assert [o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")] == [13]
+    runner, reference = OrtRunner(path, threads=1), OrtRunner(Path(model.path), threads=1)
+    for feed in _images(8, 1).feeds:
+        assert _cosine(runner.run(feed)[0], reference.run(feed)[0]) > 0.98
+
+
+def test_opset12_model_falls_back_to_per_tensor_when_the_upgrade_fails(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from onnx import version_converter
+
+    def refuse(proto: onnx.ModelProto, target: int) -> onnx.ModelProto:
+        raise RuntimeError("No adapter for Conv 12 -> 13")
+
+    monkeypatch.setattr(version_converter, "convert_version", refuse)
+    model = inspect_model(_opset12_model(tmp_path / "m.onnx"))
+    path, notes = TARGET.convert(model, "int8", calib=_images(16, 0), workdir=tmp_path / "w")
+    assert "per tensor" in notes[0]
+    assert any("upgrade failed (No adapter for Conv 12 -> 13)" in n for n in notes), notes
+    dequantize = [n for n in _nodes(path) if n.op_type == "DequantizeLinear"]
+    assert dequantize and not any(a.name == "axis" for n in dequantize for a in n.attribute)
+    OrtRunner(path, threads=1).run(_images(1, 2).feeds[0])
+
+
+def test_a_model_ort_cannot_load_keeps_the_meaningful_reason(tmp_path: Path) -> None:
+    """ORT's load error is one long line: the reason must keep its end, not stop at 'In Node,'."""
+    from targets import onnxruntime as ort_target
+
+    scale = numpy_helper.from_array(np.ones(2, np.float32), "s")
+    zero = numpy_helper.from_array(np.zeros(2, np.int8), "z")
+    weight = numpy_helper.from_array(np.ones((2, 2), np.int8), "q")
+    graph = helper.make_graph(
+        [helper.make_node("DequantizeLinear", ["q", "s", "z"], ["w"], axis=0),
+         helper.make_node("MatMul", ["x", "w"], ["y"])], "bad",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])], [scale, zero, weight])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)])
+    proto.ir_version = 7
+    bad = tmp_path / "bad.onnx"
+    onnx.save(proto, str(bad))
+    with pytest.raises(ConversionError) as caught:
+        ort_target._check_loads(bad, "int8")
+    message = str(caught.value)
+    assert "\n" not in message and len(message) < 400
+    assert "cannot load" in message and "Unrecognized attribute: axis" in message, message

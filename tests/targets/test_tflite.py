@@ -11,9 +11,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+import edge.core.cache
 from edge.core.model import inspect_model
 from edge.core.values import Dataset, ModelInfo, TensorSpec
-from targets import tflite
+from targets import litert_runner, onnx2tf_run, tflite
 from targets.base import ConversionError
 from targets.tflite import TFLiteTarget
 from tests.support.digits import DigitsModel
@@ -81,7 +82,7 @@ def test_onnx2tf_runs_once_per_workdir(digits: dict[str, Any], converted: dict[s
     def spawn(*args: Any) -> None:
         raise AssertionError("onnx2tf ran again for a completed workdir")
 
-    monkeypatch.setattr(tflite, "_spawn", spawn)  # a new target instance must reuse the run
+    monkeypatch.setattr(onnx2tf_run, "spawn", spawn)  # a new target instance must reuse the run
     path, _ = TFLiteTarget().convert(digits["model"], "int8", calib=digits["calib"],
                                      workdir=workdir)
     assert path == converted["artifacts"]["int8"]
@@ -195,7 +196,11 @@ def test_three_channel_two_outputs_offline(tmp_path: Path) -> None:
     calib = _dataset(x[:16], "image:0")
     session = ort.InferenceSession(model.path, providers=["CPUExecutionProvider"])
     for precision, tol in (("fp32", 1e-5), ("int8", 0.05)):
-        path, _ = TARGET.convert(model, precision, calib=calib, workdir=tmp_path / "cache")
+        path, notes = TARGET.convert(model, precision, calib=calib, workdir=tmp_path / "cache")
+        assert "input 'image:0' [1, 3, 8, 8] is [1, 8, 8, 3] (channels-last) in the .tflite: " \
+               "the runner transposes it (perm [0, 2, 3, 1])" in notes, notes
+        assert any(n.startswith("output 'feat' [1, 4, 8, 8] is [1, 8, 8, 4]") for n in notes)
+        assert not any("layout kept" in n for n in notes)
         runner = TARGET.load(path, model, threads=1)
         for i in range(16, 24):
             feed = {"image:0": x[i:i + 1]}
@@ -210,7 +215,8 @@ def test_three_channel_two_outputs_offline(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @needs_tflite
-def test_garbage_onnx_gives_one_line_conversion_error(tmp_path: Path) -> None:
+def test_garbage_onnx_gives_one_line_conversion_error_remembered(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     garbage = tmp_path / "garbage.onnx"
     garbage.write_bytes(np.random.default_rng(0).bytes(4096))
     model = ModelInfo(path=str(garbage), sha256="0" * 64, size_bytes=4096, opset=17,
@@ -228,13 +234,34 @@ def test_garbage_onnx_gives_one_line_conversion_error(tmp_path: Path) -> None:
     assert not (workdir / tflite.MARKER).exists()
     assert not list(workdir.glob(".onnx2tf-*"))  # scratch removed
 
+    def spawn(*args: Any) -> None:
+        raise AssertionError("onnx2tf ran again for a remembered failure")
+
+    with monkeypatch.context() as patch:  # every precision, every rerun: the same reason, fast
+        patch.setattr(onnx2tf_run, "spawn", spawn)
+        for precision in ("int8", "fp16", "int8-dynamic", "fp32"):
+            with pytest.raises(ConversionError) as again:
+                TFLiteTarget().convert(model, precision, calib=calib, workdir=workdir)
+            assert str(again.value).startswith(message) and "\n" not in str(again.value)
+    real = edge.core.cache._version
+    monkeypatch.setattr(edge.core.cache, "_version",
+                        lambda dist: "999.0" if dist == "onnx2tf" else real(dist))
+    with pytest.raises(ConversionError) as upgraded:  # a converter upgrade tries again
+        TARGET.convert(model, "fp32", calib=calib, workdir=workdir)
+    assert "remembered" not in str(upgraded.value) and "onnx2tf failed" in str(upgraded.value)
+
 
 @needs_tflite
-def test_killed_run_leaves_nothing_to_reuse(tmp_path: Path) -> None:
-    """A run cut short (here by the timeout) writes no marker, no artifact, no scratch dir."""
+def test_killed_run_leaves_no_artifact_and_is_remembered(tmp_path: Path) -> None:
+    """A run cut short (here by the timeout) writes no marker, no artifact, no scratch dir;
+    its failure is remembered: the other precisions fail at once with the same reason, and a
+    longer timeout (another key) runs again."""
 
     class Impatient(TFLiteTarget):
         timeout_s = 1.0
+
+    class LessImpatient(TFLiteTarget):
+        timeout_s = 2.0
 
     model = inspect_model(_two_output_model(tmp_path / "two.onnx"))
     calib = _dataset(np.zeros((2, 3, 8, 8), np.float32), "image:0")
@@ -242,7 +269,16 @@ def test_killed_run_leaves_nothing_to_reuse(tmp_path: Path) -> None:
     with pytest.raises(ConversionError, match="timed out") as caught:
         Impatient().convert(model, "fp32", calib=calib, workdir=workdir)
     assert "\n" not in str(caught.value)
-    assert {p.name for p in workdir.iterdir()} == {tflite.LOG, ".lock"}
+    assert {p.name for p in workdir.iterdir()} == {tflite.LOG, tflite.FAILED, ".lock"}
+    for precision in ("fp16", "int8", "fp32"):
+        start = time.perf_counter()
+        with pytest.raises(ConversionError) as again:
+            Impatient().convert(model, precision, calib=calib, workdir=workdir)
+        assert time.perf_counter() - start < 1.0
+        assert str(again.value).startswith(str(caught.value)) and "remembered" in str(again.value)
+    with pytest.raises(ConversionError, match="timed out after 2 s") as longer:
+        LessImpatient().convert(model, "fp32", calib=calib, workdir=workdir)
+    assert "remembered" not in str(longer.value)
 
 
 def _tiny_model() -> ModelInfo:
@@ -277,17 +313,18 @@ def test_interrupted_or_stale_runs_are_not_reused(tmp_path: Path) -> None:
     model = _tiny_model()
     for name in tflite.FILES.values():  # artifacts without a marker: an interrupted run
         (tmp_path / name).write_bytes(b"partial")
-    assert tflite._read_marker(tmp_path, model) is None
+    assert onnx2tf_run.read_marker(tmp_path, model) is None
     marker = {"model_sha256": model.sha256, "files": {"fp32": tflite.FILES["fp32"]},
+              "recipe": onnx2tf_run.RECIPE,
               "missing": {k: "no calibration samples" for k in tflite.FILES if k != "fp32"}}
     (tmp_path / tflite.MARKER).write_text(json.dumps(marker))
-    assert tflite._read_marker(tmp_path, model) == marker
+    assert onnx2tf_run.read_marker(tmp_path, model) == marker
     (tmp_path / tflite.FILES["fp32"]).unlink()  # a listed file is gone
-    assert tflite._read_marker(tmp_path, model) is None
+    assert onnx2tf_run.read_marker(tmp_path, model) is None
     (tmp_path / tflite.MARKER).write_text(json.dumps({**marker, "model_sha256": "b" * 64}))
-    assert tflite._read_marker(tmp_path, model) is None
+    assert onnx2tf_run.read_marker(tmp_path, model) is None
     (tmp_path / ".onnx2tf-old").mkdir()
-    tflite._clear(tmp_path)
+    onnx2tf_run.clear(tmp_path)
     assert not (tmp_path / tflite.MARKER).exists() and not (tmp_path / ".onnx2tf-old").exists()
     assert not any((tmp_path / name).exists() for name in tflite.FILES.values())
 
@@ -299,16 +336,17 @@ def test_marker_from_before_a_variant_existed_is_stale(tmp_path: Path) -> None:
            "int8": "model_integer_quant.tflite"}
     for name in old.values():
         (tmp_path / name).write_bytes(b"tflite")
-    marker = {"model_sha256": model.sha256, "files": old, "missing": {}}
+    marker = {"model_sha256": model.sha256, "files": old, "missing": {},
+              "recipe": onnx2tf_run.RECIPE}
     (tmp_path / tflite.MARKER).write_text(json.dumps(marker))
-    assert tflite._read_marker(tmp_path, model) is None
+    assert onnx2tf_run.read_marker(tmp_path, model) is None
     marker["missing"] = {"int8-dynamic": "failed", "int8-io": "failed"}
     (tmp_path / tflite.MARKER).write_text(json.dumps(marker))
-    assert tflite._read_marker(tmp_path, model) == marker
+    assert onnx2tf_run.read_marker(tmp_path, model) == marker
 
 
 def test_no_calibration_explains_every_int8_variant(tmp_path: Path) -> None:
-    flags, run = tflite._prepare(_two_output_model_info(tmp_path), Dataset(feeds=()), tmp_path)
+    flags, run = onnx2tf_run.prepare(_two_output_model_info(tmp_path), Dataset(feeds=()), tmp_path)
     assert "-oiqt" not in flags
     assert run["missing"] == dict.fromkeys(("int8", "int8-dynamic", "int8-io"),
                                            "no calibration samples")
@@ -327,36 +365,44 @@ def test_missing_reports_one_line_or_none() -> None:
 
 
 def test_layouts_prefer_channels_last() -> None:
-    assert tflite._layouts((1, 1, 8, 8), (1, 8, 8, 1)) == [(0, 2, 3, 1)]
-    assert tflite._layouts((1, 8, 8, 8), (1, 8, 8, 8)) == [(0, 2, 3, 1), None]
-    assert tflite._layouts((1, 10), (1, 10)) == [None]
-    assert tflite._layouts(("N", 3, 16), (-1, 16, 3)) == [(0, 2, 1)]
-    assert tflite._layouts((1, 2, 4, 4, 4), (1, 4, 4, 4, 2)) == [(0, 2, 3, 4, 1)]
-    assert tflite._layouts((1, 10), (1, 11)) == []
+    assert litert_runner.layouts((1, 1, 8, 8), (1, 8, 8, 1)) == [(0, 2, 3, 1)]
+    assert litert_runner.layouts((1, 8, 8, 8), (1, 8, 8, 8)) == [(0, 2, 3, 1), None]
+    assert litert_runner.layouts((1, 10), (1, 10)) == [None]
+    assert litert_runner.layouts(("N", 3, 16), (-1, 16, 3)) == [(0, 2, 1)]
+    assert litert_runner.layouts((1, 2, 4, 4, 4), (1, 4, 4, 4, 2)) == [(0, 2, 3, 4, 1)]
+    assert litert_runner.layouts((1, 10), (1, 11)) == []
 
 
 def test_outputs_are_ordered_by_number() -> None:
     details = [{"name": "PartitionedCall:1", "index": 7}, {"name": "PartitionedCall:0", "index": 9}]
-    assert tflite._by_number(details, {}) == [1, 0]
+    assert litert_runner.by_number(details, {}) == [1, 0]
     details = [{"name": "Identity", "index": 3}, {"name": "Identity_1", "index": 4}]
-    assert tflite._by_number(details, {}) == [0, 1]
-    assert tflite._by_number([{"name": "x", "index": 1}], {1: "output_0"}) == [0]
-    assert tflite._by_number([{"name": "logits", "index": 1}], {}) is None
+    assert litert_runner.by_number(details, {}) == [0, 1]
+    assert litert_runner.by_number([{"name": "x", "index": 1}], {1: "output_0"}) == [0]
+    assert litert_runner.by_number([{"name": "logits", "index": 1}], {}) is None
 
 
 def test_quantized_io_round_trips() -> None:
     spec = TensorSpec(name="x", shape=(1, 2, 1, 1), dtype="float32")
-    binding = tflite._Binding(spec=spec, index=0, perm=(0, 2, 3, 1), dtype=np.dtype(np.int8),
-                              scale=1 / 255, zero_point=-128)
+    binding = litert_runner.Binding(spec=spec, index=0, name="x", perm=(0, 2, 3, 1),
+                                    dtype=np.dtype(np.int8), scale=1 / 255, zero_point=-128)
     value = np.array([0.0, 1.0], np.float32).reshape(1, 2, 1, 1)
-    quantized = tflite._to_tflite(value, binding)
+    quantized = litert_runner.to_tflite(value, binding)
     assert quantized.dtype == np.int8 and quantized.shape == (1, 1, 1, 2)
     assert quantized.ravel().tolist() == [-128, 127]
-    np.testing.assert_allclose(tflite._from_tflite(quantized, binding), value, atol=1e-6)
+    np.testing.assert_allclose(litert_runner.from_tflite(quantized, binding), value, atol=1e-6)
 
 
 def test_reason_picks_the_error_line(tmp_path: Path) -> None:
     log = tmp_path / "log"
     log.write_text("I0000 00:00:1.0 noise\n\x1b[32mINFO:\x1b[0m ok\nTraceback\n"
                    "ValueError: bad input shape\n\n  \n")
-    assert tflite._reason(log) == "ValueError: bad input shape"
+    assert onnx2tf_run.reason(log) == "ValueError: bad input shape"
+
+
+def test_a_kept_input_prefers_its_own_layout() -> None:
+    """[1, 8, 8, 8] fits both ways: onnx2tf's channels-last unless the input was kept."""
+    spec = TensorSpec(name="x", shape=(1, 8, 8, 8), dtype="float32")
+    assert litert_runner._perms(spec, (1, 8, 8, 8), ()) == [(0, 2, 3, 1), None]
+    assert litert_runner._perms(spec, (1, 8, 8, 8), ("x",)) == [None, (0, 2, 3, 1)]
+    assert litert_runner._perms(spec, (1, 8, 8, 8), ("y",)) == [(0, 2, 3, 1), None]
