@@ -94,8 +94,9 @@ def child_main(job_file: str) -> int:
         import traceback
 
         traceback.print_exc()
-        kind = "" if type(exc).__name__ == "ChainFailed" else f"{type(exc).__name__}: "
-        print(f"edge-intake-error: {kind}{first_line(exc)}", flush=True)
+        chain = type(exc).__name__ == "ChainFailed"  # already one line, every converter's reason
+        reason = str(exc) if chain else f"{type(exc).__name__}: {first_line(exc)}"
+        print(f"edge-intake-error: {reason}", flush=True)
         return 1
     arrays = {f"in/{k}": v for k, v in feeds.items()}
     arrays.update({f"out/{i}/{name}": v for i, (name, v) in enumerate(outputs)})
