@@ -105,11 +105,12 @@ def _make(model: ModelInfo, precision: str, calib: Dataset, out: Path) -> tuple[
         os.replace(tmp, out)
         return ("the original .tflite, unchanged (no ONNX reference could be made)",)
     recipe, dtype = _RECIPES[precision]
+    if not _float_weights(Path(model.path)):
+        raise ConversionError(f"ai-edge-quantizer {recipe}: {_NO_WEIGHTS}")
     data = _quantized(model, recipe, calib)
     if _count_dtype(data, dtype) <= _count_dtype(Path(model.path).read_bytes(), dtype):
-        raise ConversionError(f"ai-edge-quantizer {recipe} made no {dtype} tensor: the model "
-                              "has no float32 constant weights it quantizes (its fp16 or "
-                              "sparse weights are decoded at run time)")
+        raise ConversionError(f"ai-edge-quantizer {recipe} made no {dtype} tensor: "
+                              f"{_NO_WEIGHTS}")
     _load_check(data)
     _write(out, data)
     calibrated = f", calibrated on {len(calib)} samples" if precision == "int8" else ""
@@ -180,6 +181,27 @@ def with_signature(path: Path) -> bytes:
     signature.outputs = [tensor_map(i) for i in graph.outputs]
     model.signatureDefs = [signature]
     return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
+
+
+_NO_WEIGHTS = ("the model has no float32 constant weights to quantize (its fp16 or sparse "
+               "weights are decoded at run time by DEQUANTIZE or DENSIFY operators)")
+
+
+def _float_weights(path: Path) -> int:
+    """How many float32 constant tensors of rank 2 or more (weights) the model holds."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    interp = Interpreter(model_path=str(path))
+    count = 0
+    for detail in interp.get_tensor_details():
+        if np.dtype(detail["dtype"]) != np.float32 or len(detail["shape"]) < 2:
+            continue
+        try:
+            interp.get_tensor(detail["index"])  # constants hold data before allocation
+        except ValueError:
+            continue
+        count += 1
+    return count
 
 
 def _count_dtype(data: bytes, dtype: str) -> int:

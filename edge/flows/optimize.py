@@ -394,7 +394,7 @@ def _tflite_readers() -> dict[str, tuple[str, Any]]:
     """runtime -> (target name, target) of the registered targets that read .tflite files."""
     from targets import REGISTRY, get_target
 
-    readers = {}
+    readers: dict[str, tuple[str, Any]] = {}
     for name in REGISTRY:
         with contextlib.suppress(ImportError):
             target = get_target(name)

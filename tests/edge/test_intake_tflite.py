@@ -75,5 +75,24 @@ def test_optimize_verifies_a_bundle_from_a_tflite_no_converter_reads(
     assert chosen["artifact"]["sha256"] == bundle["origin"]["sha256"]  # the original itself
     assert "no ONNX reference" in rows["onnxruntime-*"]["reason"]
     assert rows["litert-int8-dynamic"]["status"] == "failed"
-    assert "made no int8 tensor" in rows["litert-int8-dynamic"]["reason"]
+    assert "no float32 constant weights" in rows["litert-int8-dynamic"]["reason"]
     assert any("DENSIFY" in w for w in bundle["warnings"])
+
+
+def test_a_failed_litert_variant_is_remembered_not_rebuilt(sparse: Path, tmp_path: Path) -> None:
+    from edge.core.data import synthetic_dataset
+    from targets import get_target
+    from targets.base import ConversionError
+
+    target, info = get_target("litert"), inspect_tflite(sparse)
+    with pytest.warns(UserWarning):
+        calib = synthetic_dataset(info, count=4)
+    with pytest.raises(ConversionError, match="no float32 constant weights") as first:
+        target.convert(info, "int8-dynamic", calib=calib, workdir=tmp_path)
+    assert "remembered" not in str(first.value)
+    marker = tmp_path / "model_int8_dynamic.tflite.failed.txt"
+    assert marker.read_text() == str(first.value)
+    with pytest.raises(ConversionError, match=r"no float32 constant weights.*\(remembered: "):
+        target.convert(info, "int8-dynamic", calib=calib, workdir=tmp_path)
+    original, _ = target.convert(info, "fp32", calib=calib, workdir=tmp_path)
+    assert original.read_bytes() == sparse.read_bytes()
