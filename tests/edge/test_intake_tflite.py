@@ -96,3 +96,18 @@ def test_a_failed_litert_variant_is_remembered_not_rebuilt(sparse: Path, tmp_pat
         target.convert(info, "int8-dynamic", calib=calib, workdir=tmp_path)
     original, _ = target.convert(info, "fp32", calib=calib, workdir=tmp_path)
     assert original.read_bytes() == sparse.read_bytes()
+
+
+def test_a_missing_converter_is_not_remembered(sparse: Path, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from edge.core.errors import UsageError
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "tf2onnx" else real(name, *a))
+    with pytest.raises(UsageError, match="needs tf2onnx") as err:
+        to_reference(sparse, tmp_path)
+    assert not isinstance(err.value, NoOnnxReference)
+    assert list(tmp_path.glob("*.failed.txt")) == []

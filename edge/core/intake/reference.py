@@ -11,7 +11,14 @@ import numpy as np
 
 from edge.core.cache import cache_root
 from edge.core.errors import UsageError
-from edge.core.intake.common import ACCEPTED, SUFFIXES, NoOnnxReference, Shapes, cached_path
+from edge.core.intake.common import (
+    ACCEPTED,
+    SUFFIXES,
+    NoOnnxReference,
+    Shapes,
+    cached_path,
+    require,
+)
 from edge.core.intake.memory import remembered_failure
 from edge.core.intake.onnxfix import finish, fix_onnx, graph_inputs, input_dims
 from edge.core.intake.parity import check_parity
@@ -69,6 +76,7 @@ def _convert(kind: str, source: Path, out: Path, pins: Shapes,
     if kind == "torch":
         raw, feeds, expected = from_torch(source, out, pins, types)
     else:
+        require("tf2onnx", "tensorflow", why=f"{source}: reading {kind} models")  # not remembered
         with _remembered(kind, out, source):
             raw, feeds, expected = from_tf(kind, source, out, pins)
     model = finish(raw, pins, source)
@@ -79,8 +87,9 @@ def _convert(kind: str, source: Path, out: Path, pins: Shapes,
 
 
 def _remembered(kind: str, out: Path, source: Path) -> contextlib.AbstractContextManager[None]:
-    """TFLite conversion failures are remembered (a TFLite source has a LiteRT fallback)."""
-    return remembered_failure(out, source) if kind == "tflite" else contextlib.nullcontext()
+    """Failures of the TensorFlow-family converters (a child that loads TensorFlow) are
+    remembered; a PyTorch export fails fast and depends on --shape, so it is not."""
+    return contextlib.nullcontext() if kind == "torch" else remembered_failure(out, source)
 
 
 def dynamic_inputs(reference: Path) -> list[str]:
@@ -127,7 +136,7 @@ def reference_model(source: Path, *, shapes: dict[str, tuple[int, ...]] | None =
         reference = to_reference(source, cache_root() / "reference", shapes=shapes,
                                  dtypes=dtypes)
     except NoOnnxReference as exc:
-        if not tflite_fallback:
+        if not tflite_fallback or kind != "tflite":
             raise
         log.warning("%s; the original .tflite is the reference, run on LiteRT, and only "
                     "TFLite candidates made from it compete", exc)
