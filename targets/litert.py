@@ -105,23 +105,27 @@ def _make(model: ModelInfo, precision: str, calib: Dataset, out: Path) -> tuple[
         os.replace(tmp, out)
         return ("the original .tflite, unchanged (no ONNX reference could be made)",)
     recipe, dtype = _RECIPES[precision]
-    if not _float_weights(Path(model.path)):
+    content, folded = prepared(Path(model.path))
+    if not _float_weights(content):
         raise ConversionError(f"ai-edge-quantizer {recipe}: {_NO_WEIGHTS}")
-    data = _quantized(model, recipe, calib)
-    if _count_dtype(data, dtype) <= _count_dtype(Path(model.path).read_bytes(), dtype):
+    data = _quantized(content, recipe, calib)
+    if _count_dtype(data, dtype) <= _count_dtype(content, dtype):
         raise ConversionError(f"ai-edge-quantizer {recipe} made no {dtype} tensor: "
                               f"{_NO_WEIGHTS}")
     _load_check(data)
     _write(out, data)
     calibrated = f", calibrated on {len(calib)} samples" if precision == "int8" else ""
-    return (f"ai-edge-quantizer {recipe} of the original .tflite{calibrated}",)
+    notes = [f"ai-edge-quantizer {recipe} of the original .tflite{calibrated}"]
+    if folded:
+        notes.append(f"{folded} weight decoder(s) (DEQUANTIZE/DENSIFY of constants) folded "
+                     "into float32 weights first (exact)")
+    return tuple(notes)
 
 
-def _quantized(model: ModelInfo, recipe: str, calib: Dataset) -> bytes:
+def _quantized(content: bytes, recipe: str, calib: Dataset) -> bytes:
     """The model quantized with an ai-edge-quantizer recipe (calibrated when it needs it)."""
     from ai_edge_quantizer import quantizer
 
-    content = with_signature(Path(model.path))
     try:
         with _quiet():
             quant = quantizer.Quantizer(content, _recipe(recipe))
@@ -159,15 +163,82 @@ def _recipe(name: str) -> Any:
     return manager.get_quantization_recipe()
 
 
-def with_signature(path: Path) -> bytes:
-    """The model's bytes with a serving signature over its inputs and outputs (added when it
-    has none: ai-edge-quantizer calibrates through signatures); names are the tensor names."""
-    from ai_edge_litert import schema_py_generated as schema
+def prepared(path: Path) -> tuple[bytes, int]:
+    """The original ready for ai-edge-quantizer: its constant weight decoders folded (fp16 or
+    sparse weights become float32 constants) and a serving signature; (bytes, folds)."""
     from ai_edge_litert.tools import flatbuffer_utils
 
     model = flatbuffer_utils.read_model(str(path))
+    folded = _fold_decoders(model, path)
+    _add_signature(model)
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(model)), folded
+
+
+def _fold_decoders(model: Any, path: Path) -> int:
+    """Replace DEQUANTIZE/DENSIFY operators of constants by their (exact) float32 outputs,
+    computed by LiteRT's reference kernels; return how many were folded."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    graph = model.subgraphs[0]
+    decoders = {schema.BuiltinOperator.DEQUANTIZE, schema.BuiltinOperator.DENSIFY}
+    folds = [op for op in graph.operators if _code(model, op) in decoders
+             and all(_constant(model, graph, t) for t in op.inputs)]
+    if not folds:
+        return 0
+    values = _decoded(path, [op.outputs[0] for op in folds])
+    for index, value in values.items():
+        buffer = schema.BufferT()
+        buffer.data = np.frombuffer(value.tobytes(), np.uint8)
+        model.buffers.append(buffer)
+        graph.tensors[index].buffer = len(model.buffers) - 1
+    graph.operators = [op for op in graph.operators if all(op is not f for f in folds)]
+    _drop_orphans(model, graph, {t for op in folds for t in op.inputs})
+    return len(folds)
+
+
+def _drop_orphans(model: Any, graph: Any, candidates: set[int]) -> None:
+    """Empty the buffers of the folded operators' inputs that nothing uses any more."""
+    used = {t for op in graph.operators for t in (*op.inputs, *op.outputs)}
+    used |= {*graph.inputs, *graph.outputs}
+    for index in candidates - used:
+        tensor = graph.tensors[index]
+        model.buffers[tensor.buffer].data = None
+        tensor.sparsity = None
+
+
+def _code(model: Any, op: Any) -> int:
+    code = model.operatorCodes[op.opcodeIndex]
+    return int(max(code.builtinCode, code.deprecatedBuiltinCode))
+
+
+def _constant(model: Any, graph: Any, index: int) -> bool:
+    buffer = graph.tensors[index].buffer
+    return bool(buffer) and model.buffers[buffer].data is not None \
+        and len(model.buffers[buffer].data) > 0
+
+
+def _decoded(path: Path, indices: list[int]) -> dict[int, np.ndarray]:
+    """The values of these tensors after one run on zeros (they depend on constants only)."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    interp = Interpreter(model_path=str(path), experimental_preserve_all_tensors=True,
+                         experimental_op_resolver_type=(
+                             OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES))
+    interp.allocate_tensors()
+    for detail in interp.get_input_details():
+        interp.set_tensor(detail["index"], np.zeros(detail["shape"], detail["dtype"]))
+    with _quiet():
+        interp.invoke()
+    return {i: np.ascontiguousarray(interp.get_tensor(i)) for i in indices}
+
+
+def _add_signature(model: Any) -> None:
+    """A serving signature over the inputs and outputs, when the model has none
+    (ai-edge-quantizer calibrates through signatures); names are the tensor names."""
+    from ai_edge_litert import schema_py_generated as schema
+
     if model.signatureDefs:
-        return path.read_bytes()
+        return
     graph = model.subgraphs[0]
 
     def tensor_map(index: int) -> Any:
@@ -180,18 +251,16 @@ def with_signature(path: Path) -> bytes:
     signature.inputs = [tensor_map(i) for i in graph.inputs]
     signature.outputs = [tensor_map(i) for i in graph.outputs]
     model.signatureDefs = [signature]
-    return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
 
 
-_NO_WEIGHTS = ("the model has no float32 constant weights to quantize (its fp16 or sparse "
-               "weights are decoded at run time by DEQUANTIZE or DENSIFY operators)")
+_NO_WEIGHTS = "the model has no float32 constant weights to quantize"
 
 
-def _float_weights(path: Path) -> int:
+def _float_weights(content: bytes) -> int:
     """How many float32 constant tensors of rank 2 or more (weights) the model holds."""
     from ai_edge_litert.interpreter import Interpreter
 
-    interp = Interpreter(model_path=str(path))
+    interp = Interpreter(model_content=content)
     count = 0
     for detail in interp.get_tensor_details():
         if np.dtype(detail["dtype"]) != np.float32 or len(detail["shape"]) < 2:
