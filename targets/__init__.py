@@ -21,6 +21,7 @@ REGISTRY: dict[str, str] = {
     "onnxruntime": "targets.onnxruntime:OnnxRuntimeTarget",
     "openvino": "targets.openvino:OpenVINOTarget",
     "nnapi": "targets.nnapi:NNAPITarget",
+    "litert": "targets.litert:LiteRTTarget",  # reads the original .tflite (no ONNX reference)
 }
 
 
@@ -47,8 +48,8 @@ def _importable() -> list[Target]:
 def target_for_suffix(suffix: str) -> Target | None:
     """The target that owns artifacts with this suffix (one that converts on its own, not
     through another's run: ``.tflite`` is TFLite's, not NNAPI's), or None."""
-    return next((t for t in _importable()
-                 if t.caps.suffix == suffix and t.caps.converts_with is None), None)
+    return next((t for t in _importable() if t.caps.suffix == suffix
+                 and t.caps.converts_with is None and t.caps.reads == ".onnx"), None)
 
 
 def artifact_suffixes() -> tuple[str, ...]:

@@ -97,13 +97,14 @@ def runtime_versions():
 
 
 def random_input(np, shape, dtype):
-    """Uniform [0, 1) floats or small integers (seed 0); symbolic dims as 1."""
+    """Uniform [0, 1) floats, 0/1 integers (valid ids, masks, flags) or bools (seed 0);
+    symbolic dims as 1, and a 0-d input stays a 0-d array (never a numpy scalar)."""
     shape = [dim(d) for d in shape]
-    if np.issubdtype(dtype, np.integer):
-        info = np.iinfo(dtype)
-        return np.random.default_rng(0).integers(max(info.min, -8), min(info.max, 8),
-                                                 size=shape).astype(dtype)
-    return np.random.default_rng(0).random(shape, dtype=np.float32).astype(dtype)
+    dtype = np.dtype(dtype)
+    rng = np.random.default_rng(0)
+    if dtype.kind in "iub":
+        return np.asarray(rng.integers(0, 2, size=shape)).astype(dtype)
+    return np.asarray(rng.random(shape, dtype=np.float32)).astype(dtype)
 
 
 def dim(value):
@@ -132,7 +133,8 @@ def ort_dtype(np, ort_type):
     name = ort_type
     if name.startswith("tensor(") and name.endswith(")"):
         name = name[len("tensor("):-1]
-    name = {"float": "float32", "double": "float64", "float16": "float16"}.get(name, name)
+    name = {"float": "float32", "double": "float64", "float16": "float16",
+            "bool": "bool"}.get(name, name)
     try:
         return np.dtype(name)
     except TypeError:
@@ -147,10 +149,7 @@ def load_onnxruntime(path, threads):
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-    dtypes = {"tensor(float)": np.float32, "tensor(float16)": np.float16,
-              "tensor(int64)": np.int64, "tensor(int32)": np.int32,
-              "tensor(int8)": np.int8, "tensor(uint8)": np.uint8, "tensor(bool)": np.bool_}
-    feeds = {i.name: random_input(np, i.shape, dtypes.get(i.type, np.float32))
+    feeds = {i.name: random_input(np, i.shape, ort_dtype(np, i.type))
              for i in session.get_inputs()}
     return (lambda: session.run(None, feeds)), ort.__version__
 

@@ -81,15 +81,15 @@ def _with_metrics(options: Any, texts: tuple[str, ...]) -> Any:
 
 def _print_plan(model: Path, profile: Any, options: Any, as_json: bool) -> int:
     """``--dry-run``: the plan, as ``{"profile", "plan": [...]}`` under --json."""
-    from edge.core.intake import reference_model
-    from edge.core.model import inspect_model
+    from edge.core.intake import inspect_reference, reference_model
     from edge.core.tables import table
     from edge.core.verify import check_metrics
     from edge.flows.optimize import plan_for, refuse_if_unfit
 
     with stdout_to_stderr(as_json):
-        _, reference = reference_model(model, shapes=options.shapes, dtypes=options.dtypes)
-    info = inspect_model(reference)
+        _, reference = reference_model(model, shapes=options.shapes, dtypes=options.dtypes,
+                                       tflite_fallback=True)
+    info = inspect_reference(reference)
     refuse_if_unfit(profile, info)
     check_metrics(options.limits, [o.name for o in info.outputs])
     plan = plan_for(profile, info)

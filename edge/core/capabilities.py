@@ -26,6 +26,7 @@ class Capabilities:
     extra: str = "all"  # the pip extra that installs them
     converters: tuple[str, ...] = ()  # distributions whose versions key its cache
     recipe: int = 1  # bump when the conversion recipe changes: cached artifacts are rebuilt
+    reads: str = ".onnx"  # the reference format it converts from (".tflite": the original)
 
     def runs_on(self, arch: str) -> bool:
         """Whether its runtime runs on a device of this architecture."""

@@ -1,7 +1,9 @@
 """Calibration and evaluation data: .npy, .npz keyed by input name, or a folder of images.
 
 Axis 0 indexes samples; a sample gets a batch dimension of 1 when it has one dimension fewer
-than the model input. ``--eval`` files carry labels under the key ``labels``.
+than the model input, and a 0-d input (a scalar such as a sample rate) takes one value per
+sample: shape [N] (or [N, 1]). Integer and bool inputs take integer data, or floats holding
+whole numbers. ``--eval`` files carry labels under the key ``labels``.
 """
 
 from __future__ import annotations
@@ -84,10 +86,14 @@ def _class_ids(labels: np.ndarray, path: Path) -> np.ndarray:
 
 
 def _random(rng: np.random.Generator, spec: TensorSpec) -> np.ndarray:
+    """Uniform [0, 1) floats; 0/1 for integer and bool inputs (valid ids, masks and flags).
+
+    A 0-d input gets a 0-d array, never a numpy scalar (ONNX Runtime refuses scalars).
+    """
     shape = spec.static_shape
-    if np.issubdtype(np.dtype(spec.dtype), np.integer):
-        return rng.integers(0, 2, size=shape).astype(spec.dtype)
-    return rng.random(shape, dtype=np.float32).astype(spec.dtype)
+    if np.dtype(spec.dtype).kind in "iub":
+        return np.asarray(rng.integers(0, 2, size=shape)).astype(spec.dtype)
+    return np.asarray(rng.random(shape, dtype=np.float32)).astype(spec.dtype)
 
 
 def _load_npy(path: Path, model: ModelInfo) -> dict[str, np.ndarray]:
@@ -153,7 +159,8 @@ def _to_feeds(
         raise UsageError(f"{path}: every input needs the same number of samples on axis 0")
     shaped = {s.name: _per_sample(arrays[s.name], s, path) for s in model.inputs}
     count = counts.pop()
-    return tuple({name: a[i] for name, a in shaped.items()} for i in range(count))
+    # a[i, ...] keeps a 0-d sample an array (a[i] would be a numpy scalar ORT cannot take)
+    return tuple({name: a[i, ...] for name, a in shaped.items()} for i in range(count))
 
 
 def _per_sample(array: np.ndarray, spec: TensorSpec, path: Path) -> np.ndarray:
@@ -163,16 +170,32 @@ def _per_sample(array: np.ndarray, spec: TensorSpec, path: Path) -> np.ndarray:
     if len(sample) == len(want) - 1:
         array = array[:, None, ...] if want and _is_batch(want[0]) else array
         sample = array.shape[1:]
+    elif not want and sample == (1,):  # [N, 1] for a 0-d input: one value per sample
+        array, sample = array.reshape(len(array)), ()
     if len(sample) != len(want) or not all(
         not isinstance(w, int) or w <= 0 or w == s for w, s in zip(want, sample, strict=True)
     ):
         raise UsageError(f"{path}: samples of shape {list(given)} do not fit input "
                          f"'{spec.name}' of shape {list(want)}")
+    _check_exact(array, spec, path)
     try:
         return array.astype(spec.dtype, copy=False)
     except (TypeError, ValueError):
         raise UsageError(f"{path}: cannot cast {array.dtype} data to {spec.dtype} "
                          f"for input '{spec.name}'") from None
+
+
+def _check_exact(array: np.ndarray, spec: TensorSpec, path: Path) -> None:
+    """Float data for an integer or bool input must hold whole numbers (0/1 for bool)."""
+    kind = np.dtype(spec.dtype).kind
+    if array.dtype.kind != "f" or kind not in "iub":
+        return
+    whole = bool(np.all(np.isfinite(array)) and np.all(array == np.round(array)))
+    if whole and kind == "b":
+        whole = bool(np.all((array == 0) | (array == 1)))
+    if not whole:
+        raise UsageError(f"{path}: input '{spec.name}' is {spec.dtype} but its data holds "
+                         f"non-{'0/1' if kind == 'b' else 'integer'} {array.dtype} values")
 
 
 def _is_batch(dim: int | str) -> bool:

@@ -18,7 +18,7 @@ from edge.core.bundle import FORMAT, check_writable, write_bundle
 from edge.core.cache import cache_root
 from edge.core.data import dataset_digest, load_dataset, synthetic_dataset
 from edge.core.errors import UsageError, first_line
-from edge.core.intake import reference_model
+from edge.core.intake import inspect_reference, is_tflite, reference_model
 from edge.core.model import inspect_model, sha256_file
 from edge.core.plan import Planned, make_plan
 from edge.core.profile import Profile
@@ -78,6 +78,8 @@ def plan_for(profile: Profile, model: ModelInfo) -> tuple[Planned, ...]:
     """The plan for this profile, with what this host can convert."""
     from targets import REGISTRY, get_target
 
+    if is_tflite(model.path):
+        return _tflite_plan(profile, model)
     available: dict[str, tuple[Any, str | None]] = {}
     for name in REGISTRY:
         try:
@@ -94,8 +96,8 @@ def optimize(model_path: Path, profile: Profile, out: Path, options: OptimizeOpt
     check_writable(out)
     with progress.step(f"reading {model_path.name}"):
         origin, reference = reference_model(model_path, shapes=options.shapes,
-                                            dtypes=options.dtypes)
-        model = inspect_model(reference)
+                                            dtypes=options.dtypes, tflite_fallback=True)
+        model = inspect_reference(reference)
     refuse_if_unfit(profile, model)
     check_metrics(options.limits, [o.name for o in model.outputs])
     with progress.step("loading data and running the fp32 reference"):
@@ -144,7 +146,7 @@ def _pinned(model: ModelInfo, options: OptimizeOptions) -> ModelInfo:
     """Pin dynamic input dims from the first calibration sample; refuse when nothing says."""
     from edge.core.intake import dynamic_inputs, pin_from_sample
 
-    dynamic = dynamic_inputs(Path(model.path))
+    dynamic = [] if is_tflite(model.path) else dynamic_inputs(Path(model.path))
     if not dynamic:
         return model
     if options.calib is None:
@@ -170,7 +172,10 @@ def _data(model: ModelInfo, options: OptimizeOptions) -> tuple[Dataset, Dataset]
 def _reference_outputs(model: ModelInfo, held_out: Dataset) -> Outputs:
     from targets.onnxruntime import OrtRunner
 
-    return run_all(OrtRunner(Path(model.path), threads=os.cpu_count() or 1), held_out)
+    threads = os.cpu_count() or 1
+    if is_tflite(model.path):
+        return run_all(_tflite_runner(model, threads), held_out)
+    return run_all(OrtRunner(Path(model.path), threads=threads), held_out)
 
 
 @contextlib.contextmanager
@@ -378,3 +383,50 @@ def _host_is(profile: Profile) -> bool:
 
 def _mark(result: CandidateResult, chosen: str | None) -> CandidateResult:
     return replace(result, status="chosen") if result.candidate.id == chosen else result
+
+
+# ---------------------------------------------------------------- intake: the original .tflite
+# as the reference. No converter made a faithful ONNX model of it, so it runs on LiteRT and only
+# the targets that read .tflite files (Capabilities.reads) make candidates from it.
+
+
+def _tflite_runner(model: ModelInfo, threads: int) -> Any:
+    """The reference .tflite loaded by the target that reads it."""
+    _, target = next(iter(_tflite_readers().values()))
+    return target.load(Path(model.path), model, threads=threads)
+
+
+def _tflite_readers() -> dict[str, tuple[str, Any]]:
+    """runtime -> (target name, target) of the registered targets that read .tflite files."""
+    from targets import REGISTRY, get_target
+
+    readers: dict[str, tuple[str, Any]] = {}
+    for name in REGISTRY:
+        with contextlib.suppress(ImportError):
+            target = get_target(name)
+            if target.caps.reads == ".tflite":
+                readers.setdefault(target.caps.runtime, (name, target))
+    if not readers:
+        raise UsageError("no target reads .tflite files here (pip install 'edge[tflite]')")
+    return readers
+
+
+def _tflite_plan(profile: Profile, model: ModelInfo) -> tuple[Planned, ...]:
+    """The plan over the .tflite readers, their candidates named by target; the other runtimes
+    of the profile are skipped with the reason."""
+    from edge.core.values import Candidate
+
+    readers = _tflite_readers()
+    plan = make_plan(profile, model, {runtime: (t.caps, t.missing())
+                                      for runtime, (_, t) in readers.items()})
+    renamed = []
+    for planned in plan:
+        runtime = planned.candidate.target
+        if runtime in readers:
+            cand = Candidate(target=readers[runtime][0], precision=planned.candidate.precision)
+            renamed.append(replace(planned, candidate=cand))
+        else:
+            renamed.append(replace(planned, keep=False, reason=(
+                f"{runtime} converts from ONNX, and no ONNX reference could be made of this "
+                ".tflite: only LiteRT candidates made from the original compete")))
+    return tuple(renamed)

@@ -22,6 +22,8 @@ import numpy as np
 MEDIAPIPE = "mediapipe==0.10.21"
 MEMBER = "mediapipe/modules/face_detection/face_detection_short_range.tflite"
 SIZE_BYTES = 229_714  # the member's size in the 0.10.21 wheel
+SPARSE_MEMBER = "mediapipe/modules/face_detection/face_detection_full_range_sparse.tflite"
+SPARSE_SIZE_BYTES = 676_746
 INPUT = "input"  # [1, 128, 128, 3] float32, NHWC
 SIDE, BORDER = 128, 12
 
@@ -35,11 +37,22 @@ def cache_dir() -> Path:
 
 def face_detector() -> Path:
     """face_detection_short_range.tflite, extracted from the cached mediapipe wheel."""
-    target = cache_dir() / "face_detection_short_range.tflite"
-    if target.is_file() and target.stat().st_size == SIZE_BYTES:
+    return _member(MEMBER, SIZE_BYTES)
+
+
+def sparse_face_detector() -> Path:
+    """face_detection_full_range_sparse.tflite ([1, 192, 192, 3] in [-1, 1]): its weights are
+    sparse (DENSIFY operators), which no ONNX converter reads."""
+    return _member(SPARSE_MEMBER, SPARSE_SIZE_BYTES)
+
+
+def _member(member: str, size: int) -> Path:
+    """A file of the cached mediapipe wheel, extracted once into the cache directory."""
+    target = cache_dir() / Path(member).name
+    if target.is_file() and target.stat().st_size == size:
         return target
     with zipfile.ZipFile(_wheel()) as wheel:
-        data = wheel.read(MEMBER)
+        data = wheel.read(member)
     tmp = target.with_suffix(f".tmp{os.getpid()}")
     tmp.write_bytes(data)
     os.replace(tmp, target)

@@ -4,6 +4,7 @@ digits CNN, loads, speaks the reference model's names and layout, and keeps its 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -40,6 +41,31 @@ def model(digits: DigitsModel) -> ModelInfo:
     return inspect_model(digits.onnx)
 
 
+@pytest.fixture(scope="module")
+def tflite_source(model: ModelInfo, digits: DigitsModel, workroot: Path) -> ModelInfo:
+    """The digits CNN as a float32 .tflite: the reference of targets that read .tflite files."""
+    from edge.core.intake import inspect_tflite
+
+    calib = load_dataset(digits.calib, model)
+    file, _ = get_target("tflite").convert(model, "fp32", calib=calib,
+                                           workdir=workroot / "tflite")
+    return inspect_tflite(file)
+
+
+def _as_source(data: Dataset, model: ModelInfo, source: ModelInfo) -> Dataset:
+    """The ONNX model's samples for ``source`` (its names; NCHW -> NHWC when its rank-4 input
+    is channels-last)."""
+    def one(value: np.ndarray, spec: Any) -> np.ndarray:
+        if value.ndim == 4 and tuple(value.shape) != tuple(spec.shape):
+            return np.ascontiguousarray(value.transpose(0, 2, 3, 1))
+        return value
+
+    feeds = tuple({t.name: one(f[m.name], t) for m, t in zip(model.inputs, source.inputs,
+                                                             strict=True)}
+                  for f in data.feeds)
+    return Dataset(feeds=feeds, labels=data.labels, source=data.source)
+
+
 def test_registry_is_lazy_and_complete() -> None:
     for name, ref in REGISTRY.items():
         target = get_target(name)
@@ -51,12 +77,17 @@ def test_registry_is_lazy_and_complete() -> None:
 
 @pytest.mark.parametrize("name, precision", CASES)
 def test_target_keeps_digits_accuracy(name: str, precision: str, model: ModelInfo,
-                                      digits: DigitsModel, workroot: Path) -> None:
+                                      digits: DigitsModel, workroot: Path,
+                                      request: pytest.FixtureRequest) -> None:
     target = get_target(name)
     if target.missing():
         pytest.fail(f"{name} is registered but cannot run here: {target.missing()}")
     calib = load_dataset(digits.calib, model)
     held_out = load_dataset(digits.eval, model, want_labels=True)
+    if target.caps.reads == ".tflite":  # it makes its candidates from the original .tflite
+        source = request.getfixturevalue("tflite_source")
+        calib, held_out = (_as_source(d, model, source) for d in (calib, held_out))
+        model = source
     file, notes = target.convert(model, precision, calib=calib, workdir=workroot / name)
     assert file.is_file() and file.name.endswith(target.caps.suffix) and file.stat().st_size > 0
     assert all(isinstance(n, str) for n in notes)

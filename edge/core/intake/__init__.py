@@ -4,10 +4,13 @@ The reference is one ONNX file every target converts from. ONNX sources pass thr
 their dims must be pinned or their weights sit in Constant nodes; TensorFlow-family sources are
 converted by tf2onnx in a child process (TensorFlow never loads into edge's own process);
 PyTorch modules are exported with the TorchScript exporter. Every conversion is checked: the
-source and the reference run on the same random inputs and must agree.
+source and the reference run on the same random inputs and must agree. A .tflite goes through
+a chain of converters; when none makes a faithful ONNX model (the failure is remembered), the
+original .tflite may be its own reference on LiteRT (``reference_model(tflite_fallback=True)``).
 """
 
-from edge.core.intake.common import ACCEPTED, OPSET
+from edge.core.intake.common import ACCEPTED, OPSET, NoOnnxReference
+from edge.core.intake.litert import inspect_reference, inspect_tflite, is_tflite
 from edge.core.intake.reference import (
     dynamic_inputs,
     pin_from_sample,
@@ -17,5 +20,6 @@ from edge.core.intake.reference import (
 )
 from edge.core.intake.shapes import parse_shape_flags, parse_shapes
 
-__all__ = ["ACCEPTED", "OPSET", "dynamic_inputs", "parse_shape_flags", "parse_shapes",
-           "pin_from_sample", "reference_model", "source_kind", "to_reference"]
+__all__ = ["ACCEPTED", "OPSET", "NoOnnxReference", "dynamic_inputs", "inspect_reference",
+           "inspect_tflite", "is_tflite", "parse_shape_flags", "parse_shapes", "pin_from_sample",
+           "reference_model", "source_kind", "to_reference"]

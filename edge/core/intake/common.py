@@ -52,8 +52,12 @@ _VERSION = "1"  # bump when the conversion changes, to invalidate cached referen
 _TF = ("tf2onnx", "tensorflow", "tf-keras", "ai-edge-litert", "onnx")
 
 #: distributions whose versions key the cached reference of each source kind
-_CONVERTERS = {"onnx": ("onnx",), "tflite": _TF, "keras": _TF, "savedmodel": _TF,
-               "torch": ("torch", "onnx")}
+_CONVERTERS = {"onnx": ("onnx",), "tflite": (*_TF, "tflite2onnx", "onnxruntime"), "keras": _TF,
+               "savedmodel": _TF, "torch": ("torch", "onnx")}
+
+
+class NoOnnxReference(UsageError):
+    """No converter made an ONNX model that reproduces the source (the message says why)."""
 
 
 def cached_path(source: Path, workdir: Path, kind: str, pins: Shapes,

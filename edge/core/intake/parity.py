@@ -26,12 +26,20 @@ def check_parity(reference: Path, feeds: dict[str, np.ndarray],
         reference.unlink(missing_ok=True)
         raise UsageError(f"{source}: the converted ONNX does not run in onnxruntime "
                          f"({first_line(exc)})") from None
-    pairs = _pair_outputs(got, expected, names)
-    problem = next((p for p in (_mismatch(n, a, b) for n, a, b in pairs) if p), None)
-    if problem or len(pairs) != len(names):
+    problem = output_mismatch(got, expected, names)
+    if problem:
         reference.unlink(missing_ok=True)
         raise UsageError(f"{source}: the converted ONNX does not reproduce the source: "
-                         f"{problem or 'outputs do not correspond'}")
+                         f"{problem}")
+
+
+def output_mismatch(got: dict[str, np.ndarray], expected: list[tuple[str, np.ndarray]],
+                    names: list[str]) -> str | None:
+    """How the ONNX outputs ``got`` (in ``names`` order) differ from the source's, or None."""
+    pairs = _pair_outputs(got, expected, names)
+    if len(pairs) != len(names):
+        return "outputs do not correspond"
+    return next((p for p in (_mismatch(n, a, b) for n, a, b in pairs) if p), None)
 
 
 def _pair_outputs(got: dict[str, np.ndarray], expected: list[tuple[str, np.ndarray]],

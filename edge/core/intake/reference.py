@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -9,13 +11,23 @@ import numpy as np
 
 from edge.core.cache import cache_root
 from edge.core.errors import UsageError
-from edge.core.intake.common import ACCEPTED, SUFFIXES, cached_path
+from edge.core.intake.common import (
+    ACCEPTED,
+    SUFFIXES,
+    NoOnnxReference,
+    Shapes,
+    cached_path,
+    require,
+)
+from edge.core.intake.memory import remembered_failure
 from edge.core.intake.onnxfix import finish, fix_onnx, graph_inputs, input_dims
 from edge.core.intake.parity import check_parity
 from edge.core.intake.pytorch import from_torch
 from edge.core.intake.tf import from_tf
 from edge.core.model import save_onnx_atomic, sha256_file
 from edge.core.values import Origin
+
+log = logging.getLogger("edge")
 
 
 def source_kind(source: Path) -> str:
@@ -55,14 +67,29 @@ def to_reference(
     if out.is_file():
         return out
     workdir.mkdir(parents=True, exist_ok=True)
+    return _convert(kind, source, out, pins, types)
+
+
+def _convert(kind: str, source: Path, out: Path, pins: Shapes,
+             types: dict[str, str]) -> Path:
+    """Run the converter, finish the ONNX and check it reproduces the source."""
     if kind == "torch":
         raw, feeds, expected = from_torch(source, out, pins, types)
     else:
-        raw, feeds, expected = from_tf(kind, source, out, pins)
+        require("tf2onnx", "tensorflow", why=f"{source}: reading {kind} models")  # not remembered
+        with _remembered(kind, out, source):
+            raw, feeds, expected = from_tf(kind, source, out, pins)
     model = finish(raw, pins, source)
     save_onnx_atomic(model, out)
-    check_parity(out, feeds, expected, source)
+    with _remembered(kind, out, source):
+        check_parity(out, feeds, expected, source)
     return out
+
+
+def _remembered(kind: str, out: Path, source: Path) -> contextlib.AbstractContextManager[None]:
+    """Failures of the TensorFlow-family converters (a child that loads TensorFlow) are
+    remembered; a PyTorch export fails fast and depends on --shape, so it is not."""
+    return contextlib.nullcontext() if kind == "torch" else remembered_failure(out, source)
 
 
 def dynamic_inputs(reference: Path) -> list[str]:
@@ -97,9 +124,22 @@ def _sniff(source: Path, kind: str) -> None:
 
 
 def reference_model(source: Path, *, shapes: dict[str, tuple[int, ...]] | None = None,
-                    dtypes: dict[str, str] | None = None) -> tuple[Origin, Path]:
-    """The user's file and the reference ONNX every target converts from (cached)."""
+                    dtypes: dict[str, str] | None = None,
+                    tflite_fallback: bool = False) -> tuple[Origin, Path]:
+    """The user's file and the reference ONNX every target converts from (cached).
+
+    With ``tflite_fallback`` a .tflite no converter can turn into a faithful ONNX model is its
+    own reference (run on LiteRT; only targets that read .tflite files take it), with a warning.
+    """
     kind = source_kind(source)
-    reference = to_reference(source, cache_root() / "reference", shapes=shapes, dtypes=dtypes)
+    try:
+        reference = to_reference(source, cache_root() / "reference", shapes=shapes,
+                                 dtypes=dtypes)
+    except NoOnnxReference as exc:
+        if not tflite_fallback or kind != "tflite":
+            raise
+        log.warning("%s; the original .tflite is the reference, run on LiteRT, and only "
+                    "TFLite candidates made from it compete", exc)
+        reference = source
     digest = sha256_file(source) if source.is_file() else "(folder)"
     return Origin(path=str(source.resolve()), sha256=digest, format=kind), reference

@@ -71,7 +71,7 @@ def _log_reason(log: Path) -> str:
     """The child's one-line failure reason (its last 'edge-intake-error:' line, or last line)."""
     lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
     marked = [ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("edge-intake-error:")]
-    return (marked or lines or ["no output"])[-1][:300]
+    return (marked or lines or ["no output"])[-1][:600]
 
 
 def _read_check(path: Path) -> tuple[dict[str, np.ndarray], list[tuple[str, np.ndarray]]]:
@@ -94,7 +94,9 @@ def child_main(job_file: str) -> int:
         import traceback
 
         traceback.print_exc()
-        print(f"edge-intake-error: {type(exc).__name__}: {first_line(exc)}", flush=True)
+        chain = type(exc).__name__ == "ChainFailed"  # already one line, every converter's reason
+        reason = str(exc) if chain else f"{type(exc).__name__}: {first_line(exc)}"
+        print(f"edge-intake-error: {reason}", flush=True)
         return 1
     arrays = {f"in/{k}": v for k, v in feeds.items()}
     arrays.update({f"out/{i}/{name}": v for i, (name, v) in enumerate(outputs)})
@@ -103,27 +105,10 @@ def child_main(job_file: str) -> int:
 
 
 def _child_tflite(job: dict[str, Any]) -> tuple[dict[str, np.ndarray], list[tuple[str, Any]]]:
-    """tf2onnx.from_tflite, then LiteRT runs the .tflite on random feeds."""
-    import tf2onnx
-    from ai_edge_litert.interpreter import Interpreter
+    """The converter chain (edge.core.intake.tflite), each result checked against LiteRT."""
+    from edge.core.intake.tflite import convert_tflite
 
-    proto, _ = tf2onnx.convert.from_tflite(job["source"], opset=job["opset"],
-                                           output_path=job["out"])
-    interp = Interpreter(model_path=job["source"])
-    details = interp.get_input_details()
-    names = [i.name for i in proto.graph.input]
-    feeds = {}
-    for name, detail in zip(names, details, strict=True):
-        shape = _child_shape(job, name, detail.get("shape_signature", detail["shape"]))
-        interp.resize_tensor_input(detail["index"], shape)
-        feeds[name] = example(shape, np.dtype(detail["dtype"]).name)
-    interp.allocate_tensors()
-    for name, detail in zip(names, details, strict=True):
-        interp.set_tensor(detail["index"], feeds[name])
-    interp.invoke()
-    outputs = [(d["name"], np.array(interp.get_tensor(d["index"])))
-               for d in interp.get_output_details()]
-    return feeds, outputs
+    return convert_tflite(job)
 
 
 def _child_keras(job: dict[str, Any]) -> tuple[dict[str, np.ndarray], list[tuple[str, Any]]]:

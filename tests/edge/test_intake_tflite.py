@@ -1,0 +1,117 @@
+"""TFLite intake when no converter can make an ONNX model: mediapipe's sparse face detector
+(its DENSIFY weights stop tf2onnx and tflite2onnx) is its own reference on LiteRT, the failure
+names the operator and is remembered, and ``edge optimize`` still verifies a bundle."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edge.core.intake import NoOnnxReference, inspect_tflite, to_reference
+from edge.core.intake.tflite import named_operator
+from tests.support import mediapipe
+from tests.support.cli import run_cli
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def sparse() -> Path:
+    return mediapipe.sparse_face_detector()
+
+
+def _faces(out: Path, count: int = 40) -> Path:
+    """lfw_subset faces and non-faces scaled to the detector's 192x192 input, in [-1, 1]."""
+    from skimage.transform import resize
+
+    images, _ = mediapipe.lfw_faces()
+    pick = np.r_[0:count // 2, 100:100 + count // 2]
+    np.save(out, np.stack([resize(images[i], (192, 192), order=1) for i in pick])
+            .astype(np.float32))
+    return out
+
+
+def test_no_converter_names_the_operator_and_the_failure_is_remembered(
+        sparse: Path, tmp_path: Path) -> None:
+    with pytest.raises(NoOnnxReference, match="unsupported operator DENSIFY: tf2onnx: ") as err:
+        to_reference(sparse, tmp_path)
+    assert "tflite2onnx: " in str(err.value) and "\n" not in str(err.value)
+    markers = list(tmp_path.glob("*.failed.txt"))
+    logs = list(tmp_path.glob("*.log"))
+    assert len(markers) == 1 and len(logs) == 1
+    logs[0].unlink()  # the converter child writes this log whenever it runs
+    with pytest.raises(NoOnnxReference, match="DENSIFY.*remembered from an earlier run"):
+        to_reference(sparse, tmp_path)
+    assert not logs[0].exists()  # the converters did not run again
+
+
+def test_the_operator_is_taken_from_the_model_s_own_operators() -> None:
+    reasons = ["tf2onnx: ValueError: cannot reshape", "tflite2onnx: Unsupported TFLite OP: "
+               "124 DENSIFY!"]
+    assert named_operator(reasons, ["DEPTHWISE_CONV_2D", "DENSIFY", "CONV_2D"]) == "DENSIFY"
+    assert named_operator(["tf2onnx: ValueError: cannot reshape"], ["CONV_2D"]) is None
+
+
+def test_a_tflite_reference_is_described_by_litert(sparse: Path) -> None:
+    info = inspect_tflite(sparse)
+    assert [(s.name, s.shape, s.dtype) for s in info.inputs] == [
+        ("input_1", (1, 192, 192, 3), "float32")]
+    assert len(info.outputs) == 2 and info.ops["DENSIFY"] > 0 and info.params > 100_000
+
+
+def test_optimize_verifies_a_bundle_from_a_tflite_no_converter_reads(
+        sparse: Path, tmp_path: Path) -> None:
+    calib = _faces(tmp_path / "faces.npy")
+    result = run_cli("optimize", str(sparse), "--profile", "rpi4", "--calib", str(calib),
+                     "-o", str(tmp_path / "b"), "--json")
+    assert result.status == 0, result.stderr
+    bundle = result.json()
+    rows = {c["candidate"]["target"] + "-" + c["candidate"]["precision"]: c
+            for c in bundle["candidates"]}
+    original = rows["litert-fp32"]
+    assert original["fidelity"]["cosine"] >= 0.9999 and original["status"] in ("passed",
+                                                                                 "chosen")
+    assert original["artifact"]["sha256"] == bundle["origin"]["sha256"]  # the original itself
+    assert "no ONNX reference" in rows["onnxruntime-*"]["reason"]
+    dynamic = rows["litert-int8-dynamic"]  # made from the original, its weights decoded first
+    assert dynamic["status"] in ("passed", "chosen") and dynamic["fidelity"]["cosine"] >= 0.98
+    assert any("DEQUANTIZE/DENSIFY" in n and "folded" in n for n in dynamic["artifact"]["notes"])
+    assert bundle["chosen"] in ("litert-fp32", "litert-int8-dynamic")
+    assert any("DENSIFY" in w for w in bundle["warnings"])
+
+
+def test_a_failed_litert_variant_is_remembered_not_rebuilt(sparse: Path, tmp_path: Path) -> None:
+    from edge.core.data import synthetic_dataset
+    from targets import get_target
+    from targets.base import ConversionError
+
+    target, info = get_target("litert"), inspect_tflite(sparse)
+    with pytest.warns(UserWarning):
+        calib = synthetic_dataset(info, count=4)
+    with pytest.raises(ConversionError, match="static_wi8_ai8|LiteRT cannot prepare") as first:
+        target.convert(info, "int8", calib=calib, workdir=tmp_path)
+    assert "remembered" not in str(first.value)
+    marker = tmp_path / "model_int8.tflite.failed.txt"
+    assert marker.read_text() == str(first.value)
+    marker.write_text("the failure as remembered")  # what a second call reports, not re-runs
+    with pytest.raises(ConversionError, match=r"^the failure as remembered \(remembered: "):
+        target.convert(info, "int8", calib=calib, workdir=tmp_path)
+    original, _ = target.convert(info, "fp32", calib=calib, workdir=tmp_path)
+    assert original.read_bytes() == sparse.read_bytes()
+
+
+def test_a_missing_converter_is_not_remembered(sparse: Path, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from edge.core.errors import UsageError
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "tf2onnx" else real(name, *a))
+    with pytest.raises(UsageError, match="needs tf2onnx") as err:
+        to_reference(sparse, tmp_path)
+    assert not isinstance(err.value, NoOnnxReference)
+    assert list(tmp_path.glob("*.failed.txt")) == []
