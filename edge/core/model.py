@@ -13,8 +13,8 @@ from edge.core.values import ModelInfo, TensorSpec
 if TYPE_CHECKING:
     import onnx
 
-__all__ = ["inspect_model", "load_named", "load_onnx", "node_macs", "node_names",
-           "save_onnx_atomic", "sha256_file", "value_shapes"]
+__all__ = ["inspect_model", "load_named", "load_onnx", "macs_caveat", "model_precision",
+           "node_macs", "node_names", "save_onnx_atomic", "sha256_file", "value_shapes"]
 
 
 def sha256_file(path: Path) -> str:
@@ -72,7 +72,59 @@ def inspect_model(path: str | Path) -> ModelInfo:
         params=sum(_numel(i.dims) for i in model.graph.initializer),
         macs=_count_macs(inferred),
         ops=dict(Counter(n.op_type for n in model.graph.node).most_common()),
+        precision=model_precision(model),
     )
+
+
+#: Ops that say a model is already quantized: int8 weights and activations (static) ...
+_STATIC_INT8 = frozenset({"QLinearConv", "QLinearMatMul", "QuantizeLinear", "QLinearAdd",
+                          "QLinearMul", "QGemm", "QAttention"})
+#: ... or int8 weights with activations quantized at run time (dynamic).
+_DYNAMIC_INT8 = frozenset({"ConvInteger", "MatMulInteger", "DynamicQuantizeLinear",
+                           "DynamicQuantizeLSTM", "DynamicQuantizeMatMul",
+                           "MatMulIntegerToFloat", "DequantizeLinear"})
+
+
+def model_precision(model: onnx.ModelProto) -> str:
+    """The model's own precision: ``int8`` (QLinear*/QDQ), ``int8-dynamic`` (ConvInteger,
+    MatMulInteger, DynamicQuantize*, weight-only DequantizeLinear), ``fp16`` (float16
+    weights), else ``fp32``."""
+    import onnx
+
+    ops = {n.op_type for n in model.graph.node}
+    if ops & _STATIC_INT8:
+        return "int8"
+    if ops & _DYNAMIC_INT8:
+        return "int8-dynamic"
+    kinds = Counter(i.data_type for i in model.graph.initializer if len(i.dims))
+    if kinds and kinds.most_common(1)[0][0] == onnx.TensorProto.FLOAT16:
+        return "fp16"
+    return "fp32"
+
+
+def macs_caveat(info: ModelInfo) -> str | None:
+    """Why ``info.macs`` is only a lower bound (inputs with symbolic dims beyond the batch dim,
+    counted as 1), with the --shape that gives the real count; None when the count is whole."""
+    loose = [s for s in info.inputs if any(isinstance(d, str) or d <= 0 for d in s.shape[1:])]
+    if not loose:
+        return None
+    dims = "; ".join(f"'{s.name}' {_shown(s.shape)}" for s in loose)
+    hint = " ".join(f"--shape {s.name}={','.join(_pin_hint(i, d) for i, d in enumerate(s.shape))}"
+                    for s in loose)
+    return (f"MACs are a lower bound: symbolic input dims ({dims}) are counted as 1; "
+            f"give {hint} for the real count")
+
+
+def _shown(shape: tuple[int | str, ...]) -> str:
+    return "[" + ", ".join(str(d) for d in shape) + "]"
+
+
+def _pin_hint(index: int, dim: int | str) -> str:
+    """A fixed dim as it is, a symbolic batch dim as 1, another as its name to fill in."""
+    if isinstance(dim, int) and dim > 0:
+        return str(dim)
+    return "1" if index == 0 else (str(dim).upper() if isinstance(dim, str) and dim != "?"
+                                   else "N")
 
 
 def _opset(model: onnx.ModelProto) -> int:
@@ -109,13 +161,16 @@ def value_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
 
 
 def _count_macs(model: onnx.ModelProto) -> int:
-    """Multiply-accumulates of Conv, ConvTranspose, Gemm and MatMul nodes (batch dims as 1)."""
+    """Multiply-accumulates of Conv, ConvTranspose, Gemm, MatMul and recurrent nodes, float or
+    quantized (batch dims as 1)."""
     shapes = value_shapes(model)
     return sum(node_macs(node, shapes) for node in model.graph.node)
 
 
 def node_macs(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]]) -> int:
-    """MACs of one Conv/ConvTranspose/Gemm/MatMul node; 0 for other ops or unknown shapes."""
+    """MACs of one Conv/ConvTranspose/Gemm/MatMul/LSTM/GRU/RNN node or of its quantized form
+    (ConvInteger, QLinearConv, MatMulInteger, QLinearMatMul, DynamicQuantizeLSTM, ...); 0 for
+    other ops or unknown shapes."""
     counter = _MAC_RULES.get(node.op_type)
     if counter is None:
         return 0
@@ -125,10 +180,14 @@ def node_macs(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]]) -> int:
         return 0  # unknown shape: leave it out rather than guess
 
 
-def _conv_macs(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]]) -> int:
-    weight = shapes[node.input[1]]
+def _conv_macs(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]], w: int = 1) -> int:
+    weight = shapes[node.input[w]]
     out = shapes[node.output[0]]
     return _numel(out) * _numel(weight[1:])
+
+
+def _qlinear_conv_macs(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]]) -> int:
+    return _conv_macs(node, shapes, w=3)  # x, x_scale, x_zero_point, w, ...
 
 
 def _conv_transpose_macs(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]]) -> int:
@@ -143,6 +202,19 @@ def _matmul_macs(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]]) -> in
     return _numel(out) * a[-1]
 
 
+def _qlinear_matmul_macs(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]]) -> int:
+    return _numel(shapes[node.output[0]]) * shapes[node.input[0]][-1]
+
+
+def _recurrent_macs(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]]) -> int:
+    """LSTM/GRU/RNN (and DynamicQuantizeLSTM): every step multiplies the input by W and the
+    hidden state by R, for every direction: steps x batch x (|W| + |R|)."""
+    x = shapes[node.input[0]]
+    layout = next((attr.i for attr in node.attribute if attr.name == "layout"), 0)
+    steps, batch = (x[1], x[0]) if layout else (x[0], x[1])
+    return steps * batch * (_numel(shapes[node.input[1]]) + _numel(shapes[node.input[2]]))
+
+
 def _gemm_macs(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]]) -> int:
     a = shapes[node.input[0]]
     trans_a = next((attr.i for attr in node.attribute if attr.name == "transA"), 0)
@@ -152,9 +224,19 @@ def _gemm_macs(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]]) -> int:
 
 _MAC_RULES = {
     "Conv": _conv_macs,
+    "ConvInteger": _conv_macs,
+    "QLinearConv": _qlinear_conv_macs,
     "ConvTranspose": _conv_transpose_macs,
     "MatMul": _matmul_macs,
+    "MatMulInteger": _matmul_macs,
+    "QLinearMatMul": _qlinear_matmul_macs,
+    "DynamicQuantizeMatMul": _matmul_macs,
+    "MatMulIntegerToFloat": _matmul_macs,
     "Gemm": _gemm_macs,
+    "LSTM": _recurrent_macs,
+    "GRU": _recurrent_macs,
+    "RNN": _recurrent_macs,
+    "DynamicQuantizeLSTM": _recurrent_macs,
 }
 
 

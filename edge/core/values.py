@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "JsonValue",
+    "ORIGINAL",
     "adapter",
     "Artifact",
     "StoredFile",
@@ -68,6 +69,10 @@ def _to_json(value: Any) -> Any:
     return value
 
 
+#: The candidate that is the user's own model file, run as it is (``Candidate.target``).
+ORIGINAL = "original"
+
+
 @pydantic_dataclass(frozen=True, kw_only=True, slots=True)
 class TensorSpec(JsonValue):
     """A model input or output: name, shape (ints, or strings for symbolic dims), dtype."""
@@ -95,6 +100,7 @@ class ModelInfo(JsonValue):
     params: int
     macs: int
     ops: dict[str, int] = field(default_factory=dict)
+    precision: str = "fp32"  # the model's own: int8 / int8-dynamic when already quantized
 
 
 @pydantic_dataclass(frozen=True, kw_only=True, slots=True)
@@ -108,15 +114,16 @@ class Origin(JsonValue):
 
 @pydantic_dataclass(frozen=True, kw_only=True, slots=True)
 class Candidate(JsonValue):
-    """One way to run the model: a target (runtime + converter) at a precision."""
+    """One way to run the model: a target (runtime + converter) at a precision; or, with
+    target ``original``, the user's own file at its own precision."""
 
     target: str
     precision: str
 
     @property
     def id(self) -> str:
-        """Stable name, e.g. ``tflite-int8``."""
-        return f"{self.target}-{self.precision}"
+        """Stable name, e.g. ``tflite-int8``; the user's own file is ``original``."""
+        return ORIGINAL if self.target == ORIGINAL else f"{self.target}-{self.precision}"
 
 
 @pydantic_dataclass(frozen=True, kw_only=True, slots=True)
