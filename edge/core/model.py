@@ -215,11 +215,19 @@ def _recurrent_macs(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]]) ->
     return steps * batch * (_numel(shapes[node.input[1]]) + _numel(shapes[node.input[2]]))
 
 
-def _gemm_macs(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]]) -> int:
-    a = shapes[node.input[0]]
-    trans_a = next((attr.i for attr in node.attribute if attr.name == "transA"), 0)
-    inner = a[0] if trans_a else a[-1]
-    return _numel(shapes[node.output[0]]) * inner
+def _gemm_macs(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]], b: int = 1) -> int:
+    """M x K x N from A and B (their transposes as flagged): Gemm, and QGemm whose output
+    ONNX shape inference does not know (recorded in ``shapes`` for the nodes after it)."""
+    flags = {attr.name: attr.i for attr in node.attribute}
+    a, w = shapes[node.input[0]], shapes[node.input[b]]
+    rows, inner = (a[1], a[0]) if flags.get("transA") else (a[0], a[-1])
+    cols = w[0] if flags.get("transB") else w[-1]
+    shapes.setdefault(node.output[0], (rows, cols))
+    return rows * inner * cols
+
+
+def _qgemm_macs(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]]) -> int:
+    return _gemm_macs(node, shapes, b=3)  # A, a_scale, a_zero_point, B, ...
 
 
 _MAC_RULES = {
@@ -233,6 +241,7 @@ _MAC_RULES = {
     "DynamicQuantizeMatMul": _matmul_macs,
     "MatMulIntegerToFloat": _matmul_macs,
     "Gemm": _gemm_macs,
+    "QGemm": _qgemm_macs,
     "LSTM": _recurrent_macs,
     "GRU": _recurrent_macs,
     "RNN": _recurrent_macs,
