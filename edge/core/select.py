@@ -122,9 +122,10 @@ def choose_candidate(results: Iterable[CandidateResult], runtimes: Sequence[str]
     if choice.basis == "measured":
         return _measured_reason(choice, options, where, tie, original)
     note = f"; {untrusted_why}" if times and untrusted_why else ""
+    chosen = next(r for r in passed if r.candidate.id == choice.id)
     return Choice(id=choice.id, basis="order", reason=(
         f"first in the runtime order ({' > '.join(runtimes)}) at the lowest precision that "
-        f"keeps fidelity{_order_vs_original(choice, original)}{note}"))
+        f"keeps fidelity{_order_vs_original(chosen, original)}{note}"))
 
 
 def _original_in_tie(choice: Choice) -> Choice:
@@ -147,15 +148,17 @@ def label(result: CandidateResult) -> str:
     return f"{ORIGINAL} ({runtime}, {result.candidate.precision})"
 
 
-def _order_vs_original(choice: Choice, original: CandidateResult | None) -> str:
+def _order_vs_original(chosen: CandidateResult, original: CandidateResult | None) -> str:
     """How the order-based choice stands to the original (by the profile, not a timing)."""
     if original is None:
         return ""
-    if choice.id == ORIGINAL:
+    if chosen.candidate.target == ORIGINAL:
         return (f": {describe_original(original)} ranks first by the profile's order; no "
                 "converted candidate ranks before it")
-    return (f"; it ranks before {describe_original(original)} by the profile's order "
-            "(int8 kernels and the preferred runtime), not by a measurement")
+    why = (f"its runtime {_runtime(chosen)} comes first" if _runtime(chosen) !=
+           _runtime(original) else f"its precision {chosen.candidate.precision} is lower")
+    return (f"; it ranks before {describe_original(original)} by the profile's order ({why}), "
+            "not by a measurement")
 
 
 def _measured_reason(choice: Choice, options: Sequence[Option], where: str, tie: float,

@@ -85,7 +85,7 @@ def test_untrusted_timings_follow_the_profile_and_say_so() -> None:
                               untrusted_why="this host is not an aarch64 device")
     assert choice.id == "tflite-int8" and choice.basis == "order"
     assert "ranks before the original (onnxruntime, fp32) by the profile's order" in choice.reason
-    assert "not by a measurement" in choice.reason
+    assert "(its runtime tflite comes first), not by a measurement" in choice.reason
     assert "this host is not an aarch64 device" in choice.reason
 
 
