@@ -144,8 +144,8 @@ def label(result: CandidateResult) -> str:
     """A candidate as tables show it: its id; the original with its runtime and precision."""
     if result.candidate.target != ORIGINAL:
         return result.candidate.id
-    runtime = result.artifact.runtime if result.artifact is not None else "as it is"
-    return f"{ORIGINAL} ({runtime}, {result.candidate.precision})"
+    runtime = f"{result.artifact.runtime}, " if result.artifact is not None else ""
+    return f"{ORIGINAL} ({runtime}{result.candidate.precision})"
 
 
 def _order_vs_original(chosen: CandidateResult, original: CandidateResult | None) -> str:
