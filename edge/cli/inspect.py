@@ -51,7 +51,8 @@ def inspect(model: Path, profile_ref: str | None, shapes: tuple[str, ...], as_js
     caveat = macs_caveat(info)
     if caveat:
         log.warning("%s", caveat)
-    document = (info.to_json() | {"macs_lower_bound": caveat is not None}
+    document = (info.to_json() | {"precision": info.precision,
+                                   "macs_lower_bound": caveat is not None}
                 | ({"fit": fit} if fit else {}))
     emit(as_json, document, render_model(info, fit["summary"] if fit else None))
     return int(ExitStatus.CHECK_FAILED) if fit and not fit["fits"] else 0

@@ -13,7 +13,7 @@ from edge.core.values import ModelInfo, TensorSpec
 if TYPE_CHECKING:
     import onnx
 
-__all__ = ["inspect_model", "load_named", "load_onnx", "macs_caveat", "model_precision",
+__all__ = ["inspect_model", "load_named", "load_onnx", "macs_caveat",
            "node_macs", "node_names", "save_onnx_atomic", "sha256_file", "value_shapes"]
 
 
@@ -72,34 +72,7 @@ def inspect_model(path: str | Path) -> ModelInfo:
         params=sum(_numel(i.dims) for i in model.graph.initializer),
         macs=_count_macs(inferred),
         ops=dict(Counter(n.op_type for n in model.graph.node).most_common()),
-        precision=model_precision(model),
     )
-
-
-#: Ops that say a model is already quantized: int8 weights and activations (static) ...
-_STATIC_INT8 = frozenset({"QLinearConv", "QLinearMatMul", "QuantizeLinear", "QLinearAdd",
-                          "QLinearMul", "QGemm", "QAttention"})
-#: ... or int8 weights with activations quantized at run time (dynamic).
-_DYNAMIC_INT8 = frozenset({"ConvInteger", "MatMulInteger", "DynamicQuantizeLinear",
-                           "DynamicQuantizeLSTM", "DynamicQuantizeMatMul",
-                           "MatMulIntegerToFloat", "DequantizeLinear"})
-
-
-def model_precision(model: onnx.ModelProto) -> str:
-    """The model's own precision: ``int8`` (QLinear*/QDQ), ``int8-dynamic`` (ConvInteger,
-    MatMulInteger, DynamicQuantize*, weight-only DequantizeLinear), ``fp16`` (float16
-    weights), else ``fp32``."""
-    import onnx
-
-    ops = {n.op_type for n in model.graph.node}
-    if ops & _STATIC_INT8:
-        return "int8"
-    if ops & _DYNAMIC_INT8:
-        return "int8-dynamic"
-    kinds = Counter(i.data_type for i in model.graph.initializer if len(i.dims))
-    if kinds and kinds.most_common(1)[0][0] == onnx.TensorProto.FLOAT16:
-        return "fp16"
-    return "fp32"
 
 
 def macs_caveat(info: ModelInfo) -> str | None:

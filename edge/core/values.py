@@ -100,7 +100,30 @@ class ModelInfo(JsonValue):
     params: int
     macs: int
     ops: dict[str, int] = field(default_factory=dict)
-    precision: str = "fp32"  # the model's own: int8 / int8-dynamic when already quantized
+
+    @property
+    def precision(self) -> str:
+        """The model's own precision, read from its ops and I/O types (derived, so manifests
+        keep their keys): ``int8`` when statically quantized (QLinear* ops, QGemm, or
+        QuantizeLinear/DequantizeLinear pairs), ``int8-dynamic`` for ONNX Runtime's dynamic
+        quantization (ConvInteger, MatMulInteger, DynamicQuantize*) or weight-only
+        DequantizeLinear, ``fp16`` with float16 inputs or outputs, else ``fp32``."""
+        if set(self.ops) & _STATIC_INT8:
+            return "int8"
+        if set(self.ops) & _DYNAMIC_INT8:
+            return "int8-dynamic"
+        if any(t.dtype == "float16" for t in (*self.inputs, *self.outputs)):
+            return "fp16"
+        return "fp32"
+
+
+#: Ops that say a model is already quantized: int8 weights and activations (static) ...
+_STATIC_INT8 = frozenset({"QLinearConv", "QLinearMatMul", "QuantizeLinear", "QLinearAdd",
+                          "QLinearMul", "QGemm", "QAttention"})
+#: ... or int8 weights with activations quantized at run time (dynamic), or weights only.
+_DYNAMIC_INT8 = frozenset({"ConvInteger", "MatMulInteger", "DynamicQuantizeLinear",
+                           "DynamicQuantizeLSTM", "DynamicQuantizeMatMul",
+                           "MatMulIntegerToFloat", "DequantizeLinear"})
 
 
 @pydantic_dataclass(frozen=True, kw_only=True, slots=True)

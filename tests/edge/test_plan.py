@@ -71,10 +71,11 @@ def test_a_target_module_that_did_not_import_is_explained() -> None:
     assert "did not import: boom" in _plan("rpi4", targets=targets)["tflite-*"].reason
 
 
-def _original(profile: str, origin_format: str, precision: str = "fp32", params: int = 1000):
+def _original(profile: str, origin_format: str, ops: dict[str, int] | None = None,
+              params: int = 1000):
     from dataclasses import replace
 
-    model = replace(_model(params), precision=precision)
+    model = replace(_model(params), ops=ops or {})
     plan = make_plan(load_profile(profile), model, TARGETS, origin_format)
     return plan[0], plan
 
@@ -85,7 +86,7 @@ def test_the_users_file_comes_first_when_the_device_runs_its_format() -> None:
     assert first.keep and "as it is, on tflite" in first.reason
     assert [p.candidate.id for p in plan if p.keep][1:] == [
         "tflite-int8", "tflite-fp32", "onnxruntime-int8", "onnxruntime-fp32"]
-    onnx, _ = _original("rpi4", "onnx", precision="int8-dynamic")
+    onnx, _ = _original("rpi4", "onnx", ops={"ConvInteger": 2, "DynamicQuantizeLinear": 2})
     assert onnx.keep and onnx.candidate.precision == "int8-dynamic" and "onnxruntime" in onnx.reason
 
 
