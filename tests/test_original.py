@@ -125,3 +125,41 @@ def test_a_tflite_original_runs_on_tflite(x86_bundle: Path, digits: DigitsModel,
 
     html = render_bundle_report(out, layers=False)
     assert "<title>edge report: digits.tflite on rpi4</title>" in html
+
+
+@pytest.fixture(scope="module")
+def ort_x86(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    profile = tmp_path_factory.mktemp("profiles") / "ort-x86.yaml"
+    profile.write_text("extends: x86-64\nid: ort-x86\nruntimes: [onnxruntime]\n")
+    return profile
+
+
+def test_a_dynamic_dims_original_is_timed_at_the_size_it_runs_at(
+        digits: DigitsModel, ort_x86: Path, tmp_path: Path) -> None:
+    from tests.support.variants import dynamic_features
+
+    trunk = dynamic_features(digits.onnx, tmp_path / "trunk.onnx")
+    frames = np.repeat(np.repeat(np.load(digits.calib)[:20], 4, axis=2), 4, axis=3)
+    np.save(tmp_path / "frames.npy", frames)  # [20, 1, 32, 32]
+    result = run_cli("optimize", str(trunk), "--profile", str(ort_x86), "--calib",
+                     str(tmp_path / "frames.npy"), "-o", str(tmp_path / "b"), "--json")
+    assert result.status == 0, result.stderr
+    original = _candidate(result.json(), "original")
+    assert original["status"] in ("passed", "chosen"), original["reason"]
+    assert "pinned to input [1, 1, 32, 32]" in original["artifact"]["notes"][0]
+    assert original["fidelity"]["cosine"] > 0.99999 and original["bench"]["p50_ms"] > 0
+
+
+def test_an_already_quantized_original_keeps_its_own_precision(
+        digits: DigitsModel, ort_x86: Path, tmp_path: Path) -> None:
+    from tests.support.variants import quantized
+
+    model = quantized(digits.onnx, digits.calib, tmp_path / "q")["dynamic"]
+    result = run_cli("optimize", str(model), "--profile", str(ort_x86), "--calib",
+                     str(digits.calib), "--eval", str(digits.eval), "-o", str(tmp_path / "b"))
+    assert "original (onnxruntime, int8-dynamic)" in result.stdout, result.stderr
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    original = _candidate(manifest, "original")
+    assert original["candidate"]["precision"] == "int8-dynamic"
+    assert original["status"] in ("passed", "chosen"), original["reason"]
+    assert original["artifact"]["sha256"] == sha256_file(model)
