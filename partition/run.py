@@ -315,10 +315,34 @@ def _named_reference(model_path: Path, options: PartitionOptions, out: Path) -> 
     from partition.graph import load_named
 
     _, reference = reference_model(model_path, shapes=options.shapes)
+    reference = _pinned(reference, options.samples)
     out.mkdir(parents=True, exist_ok=True)
     named = out / ".reference.onnx"
     onnx.save(load_named(reference), str(named))
     return named
+
+
+def _pinned(reference: Path, samples: Path | None) -> Path:
+    """The reference with its dynamic dims pinned to the first --calib sample's shapes;
+    without --calib a dynamic dim is a UsageError: every cost and transfer would be priced
+    at a guessed size (1)."""
+    from edge.core.cache import cache_root
+    from edge.core.data import load_dataset
+    from edge.core.intake import dynamic_inputs, pin_from_sample
+    from edge.core.model import inspect_model
+
+    dynamic = dynamic_inputs(reference)
+    if not dynamic:
+        return reference
+    if samples is None:
+        spec = next(s for s in inspect_model(reference).inputs if s.name == dynamic[0])
+        dims = ",".join(str(d) if isinstance(d, int) and d > 0 else "1" if i == 0 else "N"
+                        for i, d in enumerate(spec.shape))
+        raise UsageError(f"input(s) {', '.join(dynamic)} have dynamic dims, and a split is "
+                         f"priced at one size: give --shape {spec.name}={dims} (each N a "
+                         "number) or --calib data to pin them")
+    sample = load_dataset(samples, inspect_model(reference)).feeds[0]
+    return pin_from_sample(reference, cache_root() / "reference", sample)
 
 
 def _costs(reference: Path, edge: Profile, cloud: Profile,

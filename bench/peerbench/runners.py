@@ -147,7 +147,7 @@ def edge_rows(edge: dict[str, Any], out: Path, threads: int) -> list[Row]:
     how = f"{chosen.candidate.id} ({art.runtime}); {'; '.join(art.notes[:2])}"
     row = Row(f"edge's choice: {chosen.candidate.id}", "edge", art.runtime,
               _edge_compute(chosen.candidate.precision, art.runtime), how)
-    target = get_target(chosen.candidate.target)
+    target = get_target(art.runtime)  # the runtime's target loads any candidate's file
     runner = _guarded(row, lambda: target.load(path, bundle.source, threads=threads))
     name = bundle.source.inputs[0].name
     row.run = (lambda x: runner.run({name: x})[0]) if runner else None

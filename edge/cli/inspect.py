@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,8 @@ from edge.cli.output import emit, stdout_to_stderr
 from edge.core.errors import ExitStatus
 
 __all__ = ["inspect"]
+
+log = logging.getLogger("edge")
 
 
 @click.command()
@@ -24,6 +27,8 @@ def inspect(model: Path, profile_ref: str | None, shapes: tuple[str, ...], as_js
 
     MODEL may be ONNX, TFLite, Keras (.keras/.h5), a SavedModel folder or a PyTorch
     module (.pt/.pth, needs --shape); it is described as the reference ONNX edge converts from.
+    MACs of inputs with symbolic dims (other than the batch) are a lower bound, with a
+    warning: give --shape for the real count.
     Exits 1 when the weights do not fit the profile's model budget even at int8.
 
     \b
@@ -33,7 +38,7 @@ def inspect(model: Path, profile_ref: str | None, shapes: tuple[str, ...], as_js
     """
     from edge.cli.render import render_model
     from edge.core.intake import reference_model
-    from edge.core.model import inspect_model
+    from edge.core.model import inspect_model, macs_caveat
     from edge.core.profile import load_profile
 
     profile = load_profile(profile_ref) if profile_ref else None
@@ -43,7 +48,12 @@ def inspect(model: Path, profile_ref: str | None, shapes: tuple[str, ...], as_js
         _, reference = reference_model(model, shapes=pins, dtypes=types)
         info = inspect_model(reference)
     fit = _fit(info, profile) if profile else None
-    document = info.to_json() | ({"fit": fit} if fit else {})
+    caveat = macs_caveat(info)
+    if caveat:
+        log.warning("%s", caveat)
+    document = (info.to_json() | {"precision": info.precision,
+                                   "macs_lower_bound": caveat is not None}
+                | ({"fit": fit} if fit else {}))
     emit(as_json, document, render_model(info, fit["summary"] if fit else None))
     return int(ExitStatus.CHECK_FAILED) if fit and not fit["fits"] else 0
 

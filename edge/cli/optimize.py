@@ -87,12 +87,12 @@ def _print_plan(model: Path, profile: Any, options: Any, as_json: bool) -> int:
     from edge.flows.optimize import plan_for, refuse_if_unfit
 
     with stdout_to_stderr(as_json):
-        _, reference = reference_model(model, shapes=options.shapes, dtypes=options.dtypes,
-                                       tflite_fallback=True)
+        origin, reference = reference_model(model, shapes=options.shapes,
+                                            dtypes=options.dtypes, tflite_fallback=True)
     info = inspect_reference(reference)
     refuse_if_unfit(profile, info)
     check_metrics(options.limits, [o.name for o in info.outputs])
-    plan = plan_for(profile, info)
+    plan = plan_for(profile, info, origin.format)
     rows = [(p.candidate.id, "try" if p.keep else "skip", p.reason) for p in plan]
     listed = [{"candidate": p.candidate.id, "keep": p.keep, "reason": p.reason} for p in plan]
     emit(as_json, {"profile": profile.id, "plan": listed},

@@ -29,12 +29,16 @@ def _count(n: int) -> str:
 
 def render_model(info: ModelInfo, fit: str | None = None) -> str:
     """The ``edge inspect`` view."""
+    from edge.core.model import macs_caveat
+
     io = [("input", s.name, list(s.shape), s.dtype) for s in info.inputs]
     io += [("output", s.name, list(s.shape), s.dtype) for s in info.outputs]
+    caveat = macs_caveat(info)
     parts = [
         f"{info.path}",
-        f"  opset {info.opset}   size {_mb(info.size_bytes)}   params {_count(info.params)}   "
-        f"MACs {_count(info.macs)}   sha256 {info.sha256[:16]}",
+        f"  opset {info.opset}   precision {info.precision}   size {_mb(info.size_bytes)}   "
+        f"params {_count(info.params)}   MACs {'>= ' if caveat else ''}{_count(info.macs)}   "
+        f"sha256 {info.sha256[:16]}",
         "",
         table(("", "name", "shape", "dtype"), io),
         "",
@@ -59,7 +63,9 @@ def _fidelity(result: CandidateResult) -> str:
 
 def render_bundle(bundle: Bundle, where: str) -> str:
     """The ``edge optimize`` summary."""
-    rows = [(r.candidate.id, r.status, _mb(r.artifact.total_bytes) if r.artifact else "",
+    from edge.core.select import label
+
+    rows = [(label(r), r.status, _mb(r.artifact.total_bytes) if r.artifact else "",
              _fidelity(r), f"{r.bench.p50_ms:.3f}" if r.bench else "", r.reason)
             for r in bundle.candidates]
     ref = next((r.fidelity.reference_accuracy for r in bundle.candidates

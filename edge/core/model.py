@@ -13,8 +13,8 @@ from edge.core.values import ModelInfo, TensorSpec
 if TYPE_CHECKING:
     import onnx
 
-__all__ = ["inspect_model", "load_named", "load_onnx", "node_macs", "node_names",
-           "save_onnx_atomic", "sha256_file", "value_shapes"]
+__all__ = ["inspect_model", "load_named", "load_onnx", "macs_caveat",
+           "node_macs", "node_names", "save_onnx_atomic", "sha256_file", "value_shapes"]
 
 
 def sha256_file(path: Path) -> str:
@@ -75,6 +75,31 @@ def inspect_model(path: str | Path) -> ModelInfo:
     )
 
 
+def macs_caveat(info: ModelInfo) -> str | None:
+    """Why ``info.macs`` is only a lower bound (inputs with symbolic dims beyond the batch dim,
+    counted as 1), with the --shape that gives the real count; None when the count is whole."""
+    loose = [s for s in info.inputs if any(isinstance(d, str) or d <= 0 for d in s.shape[1:])]
+    if not loose:
+        return None
+    dims = "; ".join(f"'{s.name}' {_shown(s.shape)}" for s in loose)
+    hint = " ".join(f"--shape {s.name}={','.join(_pin_hint(i, d) for i, d in enumerate(s.shape))}"
+                    for s in loose)
+    return (f"MACs are a lower bound: symbolic input dims ({dims}) are counted as 1; "
+            f"give {hint} for the real count")
+
+
+def _shown(shape: tuple[int | str, ...]) -> str:
+    return "[" + ", ".join(str(d) for d in shape) + "]"
+
+
+def _pin_hint(index: int, dim: int | str) -> str:
+    """A fixed dim as it is, a symbolic batch dim as 1, another as its name to fill in."""
+    if isinstance(dim, int) and dim > 0:
+        return str(dim)
+    return "1" if index == 0 else (str(dim).upper() if isinstance(dim, str) and dim != "?"
+                                   else "N")
+
+
 def _opset(model: onnx.ModelProto) -> int:
     return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
 
@@ -109,13 +134,16 @@ def value_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
 
 
 def _count_macs(model: onnx.ModelProto) -> int:
-    """Multiply-accumulates of Conv, ConvTranspose, Gemm and MatMul nodes (batch dims as 1)."""
+    """Multiply-accumulates of Conv, ConvTranspose, Gemm, MatMul and recurrent nodes, float or
+    quantized (batch dims as 1)."""
     shapes = value_shapes(model)
     return sum(node_macs(node, shapes) for node in model.graph.node)
 
 
 def node_macs(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]]) -> int:
-    """MACs of one Conv/ConvTranspose/Gemm/MatMul node; 0 for other ops or unknown shapes."""
+    """MACs of one Conv/ConvTranspose/Gemm/MatMul/LSTM/GRU/RNN node or of its quantized form
+    (ConvInteger, QLinearConv, MatMulInteger, QLinearMatMul, DynamicQuantizeLSTM, ...); 0 for
+    other ops or unknown shapes."""
     counter = _MAC_RULES.get(node.op_type)
     if counter is None:
         return 0
@@ -125,10 +153,14 @@ def node_macs(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]]) -> int:
         return 0  # unknown shape: leave it out rather than guess
 
 
-def _conv_macs(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]]) -> int:
-    weight = shapes[node.input[1]]
+def _conv_macs(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]], w: int = 1) -> int:
+    weight = shapes[node.input[w]]
     out = shapes[node.output[0]]
     return _numel(out) * _numel(weight[1:])
+
+
+def _qlinear_conv_macs(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]]) -> int:
+    return _conv_macs(node, shapes, w=3)  # x, x_scale, x_zero_point, w, ...
 
 
 def _conv_transpose_macs(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]]) -> int:
@@ -143,18 +175,50 @@ def _matmul_macs(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]]) -> in
     return _numel(out) * a[-1]
 
 
-def _gemm_macs(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]]) -> int:
-    a = shapes[node.input[0]]
-    trans_a = next((attr.i for attr in node.attribute if attr.name == "transA"), 0)
-    inner = a[0] if trans_a else a[-1]
-    return _numel(shapes[node.output[0]]) * inner
+def _qlinear_matmul_macs(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]]) -> int:
+    return _numel(shapes[node.output[0]]) * shapes[node.input[0]][-1]
+
+
+def _recurrent_macs(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]]) -> int:
+    """LSTM/GRU/RNN (and DynamicQuantizeLSTM): every step multiplies the input by W and the
+    hidden state by R, for every direction: steps x batch x (|W| + |R|)."""
+    x = shapes[node.input[0]]
+    layout = next((attr.i for attr in node.attribute if attr.name == "layout"), 0)
+    steps, batch = (x[1], x[0]) if layout else (x[0], x[1])
+    return steps * batch * (_numel(shapes[node.input[1]]) + _numel(shapes[node.input[2]]))
+
+
+def _gemm_macs(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]], b: int = 1) -> int:
+    """M x K x N from A and B (their transposes as flagged): Gemm, and QGemm whose output
+    ONNX shape inference does not know (recorded in ``shapes`` for the nodes after it)."""
+    flags = {attr.name: attr.i for attr in node.attribute}
+    a, w = shapes[node.input[0]], shapes[node.input[b]]
+    rows, inner = (a[1], a[0]) if flags.get("transA") else (a[0], a[-1])
+    cols = w[0] if flags.get("transB") else w[-1]
+    shapes.setdefault(node.output[0], (rows, cols))
+    return rows * inner * cols
+
+
+def _qgemm_macs(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]]) -> int:
+    return _gemm_macs(node, shapes, b=3)  # A, a_scale, a_zero_point, B, ...
 
 
 _MAC_RULES = {
     "Conv": _conv_macs,
+    "ConvInteger": _conv_macs,
+    "QLinearConv": _qlinear_conv_macs,
     "ConvTranspose": _conv_transpose_macs,
     "MatMul": _matmul_macs,
+    "MatMulInteger": _matmul_macs,
+    "QLinearMatMul": _qlinear_matmul_macs,
+    "DynamicQuantizeMatMul": _matmul_macs,
+    "MatMulIntegerToFloat": _matmul_macs,
     "Gemm": _gemm_macs,
+    "QGemm": _qgemm_macs,
+    "LSTM": _recurrent_macs,
+    "GRU": _recurrent_macs,
+    "RNN": _recurrent_macs,
+    "DynamicQuantizeLSTM": _recurrent_macs,
 }
 
 

@@ -7,12 +7,15 @@ from dataclasses import dataclass
 
 from edge.core.capabilities import Capabilities
 from edge.core.profile import Profile
-from edge.core.values import Candidate, ModelInfo
+from edge.core.values import ORIGINAL, Candidate, ModelInfo
 
-__all__ = ["BYTES_PER_PARAM", "PRECISION_RANK", "Planned", "make_plan", "unfit"]
+__all__ = ["BYTES_PER_PARAM", "FORMAT_RUNTIME", "PRECISION_RANK", "Planned", "make_plan",
+           "plan_original", "unfit"]
 
 PRECISION_RANK = {"int8": 0, "int8-dynamic": 1, "fp16": 2, "fp32": 3}
 BYTES_PER_PARAM = {"int8": 1, "int8-dynamic": 1, "fp16": 2, "fp32": 4}
+#: A model file format -> the runtime that runs such a file as it is.
+FORMAT_RUNTIME = {"onnx": "onnxruntime", "tflite": "tflite", "openvino": "openvino"}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -28,10 +31,14 @@ def make_plan(
     profile: Profile,
     model: ModelInfo,
     targets: Mapping[str, tuple[Capabilities | None, str | None]],
+    origin_format: str | None = None,
 ) -> tuple[Planned, ...]:
     """Candidates in the profile's runtime order; ``targets`` maps a target's name to its
-    declared capabilities (None: its module did not import) and why it cannot convert here."""
+    declared capabilities (None: its module did not import) and why it cannot convert here.
+    With ``origin_format`` (the user's file's format) the user's own file comes first."""
     planned: list[Planned] = []
+    if origin_format is not None:
+        planned.append(plan_original(profile, model, origin_format, targets))
     for runtime in profile.runtimes:
         if runtime not in targets:
             planned.append(_no_target(runtime))
@@ -50,6 +57,36 @@ def make_plan(
             planned.append(_judge(profile, model, Candidate(target=runtime, precision=precision),
                                   missing))
     return tuple(planned)
+
+
+def plan_original(profile: Profile, model: ModelInfo, origin_format: str,
+                  targets: Mapping[str, tuple[Capabilities | None, str | None]]) -> Planned:
+    """The user's own file, run as it is, when the device runs its format: the baseline
+    every converted candidate must beat (precision: the model's own)."""
+    cand = Candidate(target=ORIGINAL, precision=model.precision)
+    runtime = FORMAT_RUNTIME.get(origin_format)
+    reason = _original_unrunnable(profile, origin_format, runtime, targets)
+    reason = reason or _budget(profile, model, cand)
+    if reason:
+        return Planned(candidate=cand, keep=False, reason=reason)
+    return Planned(candidate=cand, keep=True, reason=(
+        f"your own {origin_format} file as it is, on {runtime}: the baseline; another "
+        "candidate is chosen only when it is faster"))
+
+
+def _original_unrunnable(profile: Profile, origin_format: str, runtime: str | None,
+                         targets: Mapping[str, tuple[Capabilities | None, str | None]]
+                         ) -> str | None:
+    if runtime is None:
+        return (f"a {origin_format} model runs only once converted: no runtime of "
+                f"{profile.id} loads it as it is")
+    if runtime not in profile.runtimes:
+        return (f"{profile.id} runs {', '.join(profile.runtimes)}, not {runtime}: the "
+                f"{origin_format} file itself cannot run there")
+    caps = targets.get(runtime, (None, None))[0]
+    if caps is not None and not caps.runs_on(profile.compute.arch):
+        return f"{caps.runtime} does not run on {profile.compute.arch} devices"
+    return None
 
 
 def _no_target(runtime: str) -> Planned:

@@ -8,6 +8,13 @@ Three ways to choose, in order of trust:
 * **measured elsewhere**: the timings only inform; the preference order decides;
 * **not measured**: the preference order decides.
 
+The user's own model file (candidate ``original``, when the device runs its format) takes part
+like any other candidate, with one rule: it is never replaced by noise. Measured, a converted
+candidate wins only when it is faster than the original by more than ``TIE``, and the reason
+quotes its speed ratio to the original; by order, the original ranks by its runtime and
+precision like the others (first among equals), and the reason says the profile's order
+decided, not a measurement.
+
 ``optimize`` chooses a bundle's candidate here, ``deploy --on-device`` chooses among the
 candidates measured on the device here, ``deploy`` picks the candidate a device can run here,
 and the split client picks its cut here (its options are cuts priced by the partition model,
@@ -17,13 +24,13 @@ with no tie band: the model is exact).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from edge.core.plan import PRECISION_RANK
-from edge.core.values import CandidateResult
+from edge.core.values import ORIGINAL, CandidateResult
 
-__all__ = ["BASELINE", "TIE", "Choice", "Option", "choose", "choose_candidate", "preference",
-           "runnable"]
+__all__ = ["BASELINE", "TIE", "Choice", "Option", "choose", "choose_candidate",
+           "describe_original", "label", "preference", "runnable"]
 
 #: Medians within this fraction of the fastest are a tie on a shared, noisy machine.
 TIE = 0.10
@@ -72,14 +79,23 @@ def _order(option: Option) -> tuple[tuple[int, ...], str]:
 
 
 def preference(runtimes: Sequence[str]) -> Callable[[CandidateResult], tuple[int, ...]]:
-    """A candidate's rank: its target in the profile's runtime order, then the lower precision."""
+    """A candidate's rank: its runtime in the profile's runtime order, then the lower precision,
+    then the user's original file before a converted artifact of the same runtime and precision."""
     order = list(runtimes)
 
     def rank(result: CandidateResult) -> tuple[int, ...]:
-        target = result.candidate.target
-        return (order.index(target) if target in order else len(order),
-                PRECISION_RANK.get(result.candidate.precision, len(PRECISION_RANK)))
+        runtime = _runtime(result)
+        return (order.index(runtime) if runtime in order else len(order),
+                PRECISION_RANK.get(result.candidate.precision, len(PRECISION_RANK)),
+                0 if result.candidate.target == ORIGINAL else 1)
     return rank
+
+
+def _runtime(result: CandidateResult) -> str:
+    """The runtime that runs a candidate: its target's, or for the original its format's."""
+    if result.candidate.target == ORIGINAL and result.artifact is not None:
+        return result.artifact.runtime
+    return result.candidate.target
 
 
 def choose_candidate(results: Iterable[CandidateResult], runtimes: Sequence[str], *,
@@ -87,7 +103,12 @@ def choose_candidate(results: Iterable[CandidateResult], runtimes: Sequence[str]
                      trusted: bool = True, untrusted_why: str = "",
                      tie: float = TIE) -> Choice:
     """Among passed candidates: the fastest measured ``where`` (``ms``: candidate id -> median
-    ms), or the first in ``runtimes`` order at the lowest precision; the reason says which."""
+    ms), or the first in ``runtimes`` order at the lowest precision; the reason says which.
+
+    The user's original file, when it passed, is never beaten by noise: a converted candidate
+    is chosen over it only when measured faster by more than ``tie``, and the reason quotes
+    the ratio to it.
+    """
     passed = [r for r in results if r.status in ("passed", "chosen")]
     if not passed:
         return Choice(id=None, basis="none", reason="no candidate kept fidelity (and the "
@@ -96,30 +117,90 @@ def choose_candidate(results: Iterable[CandidateResult], runtimes: Sequence[str]
     times = ms or {}
     options = [Option(id=r.candidate.id, cost=times.get(r.candidate.id), rank=rank(r))
                for r in passed]
-    choice = choose(options, tie=tie, trusted=trusted)
+    original = next((r for r in passed if r.candidate.target == ORIGINAL), None)
+    choice = _original_in_tie(choose(options, tie=tie, trusted=trusted))
     if choice.basis == "measured":
-        return _measured_reason(choice, options, where, tie)
+        return _measured_reason(choice, options, where, tie, original)
     note = f"; {untrusted_why}" if times and untrusted_why else ""
+    chosen = next(r for r in passed if r.candidate.id == choice.id)
     return Choice(id=choice.id, basis="order", reason=(
         f"first in the runtime order ({' > '.join(runtimes)}) at the lowest precision that "
-        f"keeps fidelity{note}"))
+        f"keeps fidelity{_order_vs_original(chosen, original)}{note}"))
 
 
-def _measured_reason(choice: Choice, options: Sequence[Option], where: str,
-                     tie: float) -> Choice:
+def _original_in_tie(choice: Choice) -> Choice:
+    """The original when it is among the measured ties: only a clear win replaces it."""
+    if choice.basis != "measured" or ORIGINAL not in choice.tied or choice.id == ORIGINAL:
+        return choice
+    return replace(choice, id=ORIGINAL)
+
+
+def describe_original(result: CandidateResult) -> str:
+    """``the original (onnxruntime, fp32)``: the user's file, its runtime and own precision."""
+    return f"the {label(result)}"
+
+
+def label(result: CandidateResult) -> str:
+    """A candidate as tables show it: its id; the original with its runtime and precision."""
+    if result.candidate.target != ORIGINAL:
+        return result.candidate.id
+    runtime = f"{result.artifact.runtime}, " if result.artifact is not None else ""
+    return f"{ORIGINAL} ({runtime}{result.candidate.precision})"
+
+
+def _order_vs_original(chosen: CandidateResult, original: CandidateResult | None) -> str:
+    """How the order-based choice stands to the original (by the profile, not a timing)."""
+    if original is None:
+        return ""
+    if chosen.candidate.target == ORIGINAL:
+        return (f": {describe_original(original)} ranks first by the profile's order; no "
+                "converted candidate ranks before it")
+    why = (f"its runtime {_runtime(chosen)} comes first" if _runtime(chosen) !=
+           _runtime(original) else f"its precision {chosen.candidate.precision} is lower")
+    return (f"; it ranks before {describe_original(original)} by the profile's order ({why}), "
+            "not by a measurement")
+
+
+def _measured_reason(choice: Choice, options: Sequence[Option], where: str, tie: float,
+                     original: CandidateResult | None) -> Choice:
     times = {o.id: o.cost for o in options if o.cost is not None}
     best, fastest = times[choice.id or ""], min(times.values())
-    lead = "fastest" if best <= fastest else f"within {tie:.0%} of the fastest"
-    text = f"{lead} that keeps fidelity: median {best:.3f} ms measured on {where}"
-    base = times.get(BASELINE)
-    if base is not None and choice.id != BASELINE and best > 0:
-        text += f", {base / best:.1f}x the speed of {BASELINE}"
+    if original is not None and ORIGINAL in times:
+        text = _versus_original(choice.id or "", times, where, tie, describe_original(original))
+    else:
+        lead = "fastest" if best <= fastest else f"within {tie:.0%} of the fastest"
+        text = f"{lead} that keeps fidelity: median {best:.3f} ms measured on {where}"
+        base = times.get(BASELINE)
+        if base is not None and choice.id != BASELINE and best > 0:
+            text += f", {base / best:.1f}x the speed of {BASELINE}"
     slowest = max(times, key=lambda k: times[k])
     if len(times) > 1 and slowest != choice.id:
         text += f" (slowest {slowest} {times[slowest]:.3f} ms)"
     if len(choice.tied) > 1:
-        text += f"; {len(choice.tied)} candidates within {tie:.0%} (noise): runtime order decided"
+        decided = "the original kept" if choice.id == ORIGINAL else "runtime order decided"
+        text += f"; {len(choice.tied)} candidates within {tie:.0%} (noise): {decided}"
     return Choice(id=choice.id, basis="measured", reason=text, tied=choice.tied)
+
+
+def _versus_original(chosen: str, times: dict[str, float], where: str, tie: float,
+                     original: str) -> str:
+    """The measured comparison with the user's original file."""
+    mine = times[ORIGINAL]
+    if chosen != ORIGINAL:
+        best = times[chosen]
+        return (f"fastest that keeps fidelity: median {best:.3f} ms measured on {where}, "
+                f"{mine / best:.2f}x the speed of {original} ({mine:.3f} ms)")
+    others = {k: v for k, v in times.items() if k != ORIGINAL}
+    if not others:
+        return (f"{original} is the only faithful candidate measured: median {mine:.3f} ms "
+                f"on {where}")
+    rival = min(others, key=lambda k: others[k])
+    ratio = mine / others[rival] if others[rival] > 0 else float("inf")
+    verdict = ("nothing converted is faster" if ratio <= 1 else
+               f"nothing converted is faster by more than {tie:.0%} (noise)")
+    return (f"{original} kept: median {mine:.3f} ms measured on {where}; {verdict} (fastest "
+            f"converted: {rival} {others[rival]:.3f} ms, {ratio:.2f}x the speed of the "
+            "original)")
 
 
 def runnable(results: Iterable[CandidateResult], chosen: str | None,

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "JsonValue",
+    "ORIGINAL",
     "adapter",
     "Artifact",
     "StoredFile",
@@ -75,6 +76,10 @@ def _to_json(value: Any) -> Any:
     return value
 
 
+#: The candidate that is the user's own model file, run as it is (``Candidate.target``).
+ORIGINAL = "original"
+
+
 @pydantic_dataclass(frozen=True, kw_only=True, slots=True)
 class TensorSpec(JsonValue):
     """A model input or output: name, shape (ints, or strings for symbolic dims), dtype."""
@@ -103,6 +108,30 @@ class ModelInfo(JsonValue):
     macs: int
     ops: dict[str, int] = field(default_factory=dict)
 
+    @property
+    def precision(self) -> str:
+        """The model's own precision, read from its ops and I/O types (derived, so manifests
+        keep their keys): ``int8`` when statically quantized (QLinear* ops, QGemm, or
+        QuantizeLinear/DequantizeLinear pairs), ``int8-dynamic`` for ONNX Runtime's dynamic
+        quantization (ConvInteger, MatMulInteger, DynamicQuantize*) or weight-only
+        DequantizeLinear, ``fp16`` with float16 inputs or outputs, else ``fp32``."""
+        if set(self.ops) & _STATIC_INT8:
+            return "int8"
+        if set(self.ops) & _DYNAMIC_INT8:
+            return "int8-dynamic"
+        if any(t.dtype == "float16" for t in (*self.inputs, *self.outputs)):
+            return "fp16"
+        return "fp32"
+
+
+#: Ops that say a model is already quantized: int8 weights and activations (static) ...
+_STATIC_INT8 = frozenset({"QLinearConv", "QLinearMatMul", "QuantizeLinear", "QLinearAdd",
+                          "QLinearMul", "QGemm", "QAttention"})
+#: ... or int8 weights with activations quantized at run time (dynamic), or weights only.
+_DYNAMIC_INT8 = frozenset({"ConvInteger", "MatMulInteger", "DynamicQuantizeLinear",
+                           "DynamicQuantizeLSTM", "DynamicQuantizeMatMul",
+                           "MatMulIntegerToFloat", "DequantizeLinear"})
+
 
 @pydantic_dataclass(frozen=True, kw_only=True, slots=True)
 class Origin(JsonValue):
@@ -115,15 +144,16 @@ class Origin(JsonValue):
 
 @pydantic_dataclass(frozen=True, kw_only=True, slots=True)
 class Candidate(JsonValue):
-    """One way to run the model: a target (runtime + converter) at a precision."""
+    """One way to run the model: a target (runtime + converter) at a precision; or, with
+    target ``original``, the user's own file at its own precision."""
 
     target: str
     precision: str
 
     @property
     def id(self) -> str:
-        """Stable name, e.g. ``tflite-int8``."""
-        return f"{self.target}-{self.precision}"
+        """Stable name, e.g. ``tflite-int8``; the user's own file is ``original``."""
+        return ORIGINAL if self.target == ORIGINAL else f"{self.target}-{self.precision}"
 
 
 @pydantic_dataclass(frozen=True, kw_only=True, slots=True)

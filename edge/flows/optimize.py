@@ -24,12 +24,14 @@ from edge.core.plan import Planned, make_plan
 from edge.core.profile import Profile
 from edge.core.select import choose_candidate
 from edge.core.values import (
+    ORIGINAL,
     Artifact,
     Bundle,
     CandidateResult,
     Dataset,
     Fidelity,
     ModelInfo,
+    Origin,
     StoredFile,
 )
 from edge.core.verify import Outputs, Thresholds, check_metrics, judge, measure, run_all
@@ -63,6 +65,7 @@ class _Context:
     reference: Outputs
     workroot: Path
     limits: Thresholds
+    origin: Origin | None = None  # the user's file: the ``original`` candidate
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -74,8 +77,10 @@ class _Outcome:
     runner: Any = None
 
 
-def plan_for(profile: Profile, model: ModelInfo) -> tuple[Planned, ...]:
-    """The plan for this profile, with what this host can convert."""
+def plan_for(profile: Profile, model: ModelInfo,
+             origin_format: str | None = None) -> tuple[Planned, ...]:
+    """The plan for this profile, with what this host can convert (and, given the user's
+    file's format, that file itself as the ``original`` candidate)."""
     from targets import REGISTRY, get_target
 
     if is_tflite(model.path):
@@ -88,7 +93,7 @@ def plan_for(profile: Profile, model: ModelInfo) -> tuple[Planned, ...]:
             available[name] = (None, f"target module did not import: {exc}")
             continue
         available[name] = (target.caps, target.missing())
-    return make_plan(profile, model, available)
+    return make_plan(profile, model, available, origin_format)
 
 
 def optimize(model_path: Path, profile: Profile, out: Path, options: OptimizeOptions) -> Bundle:
@@ -101,8 +106,8 @@ def optimize(model_path: Path, profile: Profile, out: Path, options: OptimizeOpt
     refuse_if_unfit(profile, model)
     check_metrics(options.limits, [o.name for o in model.outputs])
     with progress.step("loading data and running the fp32 reference"):
-        ctx = _context(model, options)
-    plan = plan_for(profile, ctx.model)
+        ctx = replace(_context(model, options), origin=origin)
+    plan = plan_for(profile, ctx.model, origin.format)
     with _background_conversions(plan, ctx):
         outcomes = _converted(plan, ctx)
     outcomes = _measured(outcomes, profile, options, ctx)
@@ -192,8 +197,8 @@ def _background_conversions(plan: tuple[Planned, ...], ctx: _Context) -> Iterato
     for planned in plan:
         if planned.keep and planned.candidate.target not in first:
             first[planned.candidate.target] = planned
-    jobs = [p for p in first.values()
-            if get_target(p.candidate.target).caps.converts_in_background]
+    jobs = [p for p in first.values() if p.candidate.target != ORIGINAL
+            and get_target(p.candidate.target).caps.converts_in_background]
     settings = ConvertSettings()
 
     def convert(planned: Planned) -> None:
@@ -228,14 +233,13 @@ def _converted(plan: tuple[Planned, ...], ctx: _Context) -> list[_Outcome]:
 
 
 def _try(planned: Planned, ctx: _Context) -> _Outcome:
-    from targets import get_target
     from targets.base import ConversionError, ConvertSettings
 
     cand = planned.candidate
     if not planned.keep:
         return _Outcome(result=CandidateResult(candidate=cand, status="skipped",
                                                reason=planned.reason), files={})
-    target = get_target(cand.target)
+    target = _target(cand.target, ctx)
     settings = ConvertSettings()
     log.info("converting and verifying %s", cand.id)
     calibrating = f"calibrating on {len(ctx.calib)} samples, " if cand.precision == "int8" else ""
@@ -273,7 +277,19 @@ def _workdir(ctx: _Context, target: str, settings: Any) -> Path:
     """Where ``target``'s conversions of this model and calibration set are cached."""
     from targets import workdir_name
 
+    if target == ORIGINAL:  # nothing is converted: the user's file is used as it is
+        return ctx.workroot / ORIGINAL
     return ctx.workroot / workdir_name(target, settings)
+
+
+def _target(name: str, ctx: _Context) -> Any:
+    """The registered target ``name``, or the user's own file for ``original``."""
+    from targets import get_target
+    from targets.original import original_target
+
+    if name == ORIGINAL and ctx.origin is not None:
+        return original_target(ctx.origin, ctx.model)
+    return get_target(name)
 
 
 def _recover(target: Any, precision: str, ctx: _Context, settings: Any) -> Any:

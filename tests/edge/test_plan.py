@@ -69,3 +69,31 @@ def test_a_runtime_that_does_not_run_on_the_devices_arch_is_dropped_with_the_rea
 def test_a_target_module_that_did_not_import_is_explained() -> None:
     targets = dict(TARGETS, tflite=(None, "target module did not import: boom"))
     assert "did not import: boom" in _plan("rpi4", targets=targets)["tflite-*"].reason
+
+
+def _original(profile: str, origin_format: str, ops: dict[str, int] | None = None,
+              params: int = 1000):
+    from dataclasses import replace
+
+    model = replace(_model(params), ops=ops or {})
+    plan = make_plan(load_profile(profile), model, TARGETS, origin_format)
+    return plan[0], plan
+
+
+def test_the_users_file_comes_first_when_the_device_runs_its_format() -> None:
+    first, plan = _original("rpi4", "tflite")
+    assert first.candidate.id == "original" and first.candidate.precision == "fp32"
+    assert first.keep and "as it is, on tflite" in first.reason
+    assert [p.candidate.id for p in plan if p.keep][1:] == [
+        "tflite-int8", "tflite-fp32", "onnxruntime-int8", "onnxruntime-fp32"]
+    onnx, _ = _original("rpi4", "onnx", ops={"ConvInteger": 2, "DynamicQuantizeLinear": 2})
+    assert onnx.keep and onnx.candidate.precision == "int8-dynamic" and "onnxruntime" in onnx.reason
+
+
+def test_the_users_file_is_explained_when_the_device_cannot_run_it() -> None:
+    only_tflite = load_profile("rpi4").model_copy(update={"runtimes": ("tflite",)})
+    plan = make_plan(only_tflite, _model(1000), TARGETS, "onnx")
+    assert not plan[0].keep and "not onnxruntime" in plan[0].reason
+    keras, _ = _original("rpi4", "keras")
+    assert not keras.keep and "runs only once converted" in keras.reason
+    assert make_plan(load_profile("rpi4"), _model(1000), TARGETS)[0].candidate.id != "original"

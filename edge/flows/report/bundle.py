@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from edge.core.select import label as candidate_label
 from edge.flows.report.history import bundle_history, history_section
 from edge.flows.report.html import Section, figure, fmt_ms, fmt_size, note, page, pyplot, svg, table
 from edge.flows.report.layers import TOP_LAYERS, layers_section
@@ -28,10 +29,9 @@ def render_bundle_report(bundle_dir: Path, *, layers: bool = True,
     sections.append(history_section(plt, bundle_history(bundle, results), bundle))
     sections.append(Section("Model", _model_table(bundle), "model"))
     chosen = bundle.chosen or "none"
-    subtitle = (f"{bundle_dir.resolve()}: {bundle.source.path} for {bundle.profile}; "
-                f"chosen {chosen}")
-    return page(f"edge report: {Path(bundle.source.path).name} on {bundle.profile}",
-                 subtitle, sections)
+    model = bundle.origin.path if bundle.origin is not None else bundle.source.path
+    subtitle = f"{bundle_dir.resolve()}: {model} for {bundle.profile}; chosen {chosen}"
+    return page(f"edge report: {Path(model).name} on {bundle.profile}", subtitle, sections)
 
 
 def _fidelity_axis(results: Sequence[Any]) -> tuple[str, Any]:
@@ -86,7 +86,7 @@ def _candidates_section(plt: Any, bundle: Any) -> Section:
     rows, classes = [], []
     for r in bundle.candidates:
         fid = r.fidelity
-        rows.append((r.candidate.id, r.status,
+        rows.append((candidate_label(r), r.status,
                      fmt_size(r.artifact.total_bytes) if r.artifact else "",
                      f"{fid.cosine:.5f}" if fid else "",
                      f"{100 * fid.accuracy:.1f}%" if fid and fid.accuracy is not None else "",
@@ -135,8 +135,12 @@ def _label_apart(ax: Any, points: Sequence[tuple[float, float, str]], size: floa
 
 
 def _model_table(bundle: Any) -> str:
-    src = bundle.source
-    rows = [("model", src.path), ("sha256", src.sha256), ("size", fmt_size(src.size_bytes)),
+    src, origin = bundle.source, bundle.origin
+    given = ([("model", f"{origin.path} ({origin.format})"), ("sha256", origin.sha256)]
+             if origin is not None else [])
+    reference = "reference ONNX" if origin is not None and origin.path != src.path else "model"
+    rows = [*given, (reference, src.path), ("sha256", src.sha256),
+            ("size", fmt_size(src.size_bytes)), ("precision", src.precision),
             ("opset", src.opset), ("params", src.params), ("MACs", src.macs),
             ("inputs", ", ".join(f"{t.name} {list(t.shape)} {t.dtype}" for t in src.inputs)),
             ("outputs", ", ".join(f"{t.name} {list(t.shape)} {t.dtype}" for t in src.outputs)),

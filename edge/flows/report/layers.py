@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from edge.core import progress
+from edge.core.values import ORIGINAL
 from edge.flows.report.html import Section, e, note, short, svg, table
 
 #: Layers shown per candidate in the per-layer plot.
@@ -24,10 +25,11 @@ _RUNTIME_COLOR = {"onnxruntime": "#4c78a8", "openvino": "#7b3294", "tflite": "#f
 
 def layer_candidates(bundle: Any, bundle_dir: Path) -> list[tuple[str, str, Path]]:
     """(candidate id, runtime, file) of every artifact to break down: chosen, passed, then
-    rejected; within a status, runtimes not listed yet come first (so six cover them all)."""
-    pool = [(_LAYER_ORDER[r.status], r.candidate.id, r.artifact.runtime,
-             bundle_dir / r.artifact.file) for r in bundle.candidates
-            if r.artifact is not None and r.status in _LAYER_ORDER]
+    rejected; within a status, runtimes not listed yet come first (so six cover them all).
+    A file shared by two candidates (the original and its byte-identical onnxruntime-fp32
+    copy) is broken down once, at the better status of the two, under the converted one's id.
+    """
+    pool = _one_per_file(bundle, bundle_dir)
     picked: list[tuple[str, str, Path]] = []
     seen: dict[str, int] = {}
     while pool:
@@ -36,6 +38,22 @@ def layer_candidates(bundle: Any, bundle_dir: Path) -> list[tuple[str, str, Path
         seen[best[2]] = seen.get(best[2], 0) + 1
         picked.append(best[1:])
     return picked
+
+
+def _one_per_file(bundle: Any, bundle_dir: Path) -> list[tuple[int, str, str, Path]]:
+    """(status order, candidate id, runtime, file) per distinct artifact file."""
+    by_file: dict[str, tuple[int, str, str, Path]] = {}
+    for r in bundle.candidates:
+        if r.artifact is None or r.status not in _LAYER_ORDER:
+            continue
+        entry = (_LAYER_ORDER[r.status], r.candidate.id, r.artifact.runtime,
+                 bundle_dir / r.artifact.file)
+        other = by_file.get(r.artifact.file)
+        if other is not None:
+            name = other[1] if r.candidate.target == ORIGINAL else r.candidate.id
+            entry = (min(other[0], entry[0]), name, entry[2], entry[3])
+        by_file[r.artifact.file] = entry
+    return list(by_file.values())
 
 
 def _measure_layers(path: Path, device: Any) -> Any:

@@ -1,0 +1,109 @@
+"""The user's original file in the one chooser: replaced only by a clear, measured win.
+
+The choice logic is checked on given timings (no machine's noise decides these tests); the
+end-to-end presence and verification of the original is in tests/test_original.py.
+"""
+
+from __future__ import annotations
+
+from edge.core.select import TIE, choose_candidate, label
+from edge.core.values import ORIGINAL, Artifact, Candidate, CandidateResult
+
+RPI4 = ("tflite", "onnxruntime")
+
+
+def _result(target: str, precision: str, runtime: str | None = None,
+            status: str = "passed") -> CandidateResult:
+    cand = Candidate(target=target, precision=precision)
+    artifact = Artifact(candidate=cand, file=f"artifacts/{cand.id}", sha256="0" * 64,
+                        size_bytes=1, runtime=runtime or target)
+    return CandidateResult(candidate=cand, status=status, reason="keeps fidelity",
+                           artifact=artifact)
+
+
+ORIG_ONNX = _result(ORIGINAL, "fp32", "onnxruntime")
+ORIG_TFLITE = _result(ORIGINAL, "fp32", "tflite")
+TFL_INT8 = _result("tflite", "int8")
+ORT_FP32 = _result("onnxruntime", "fp32")
+ORT_INT8 = _result("onnxruntime", "int8")
+
+
+def test_the_original_is_labelled_by_its_runtime_and_own_precision() -> None:
+    assert ORIG_ONNX.candidate.id == "original"
+    assert label(ORIG_ONNX) == "original (onnxruntime, fp32)"
+    assert label(_result(ORIGINAL, "int8-dynamic", "onnxruntime")) == \
+        "original (onnxruntime, int8-dynamic)"
+    assert label(TFL_INT8) == "tflite-int8"
+
+
+def test_nothing_faster_keeps_the_original_and_names_the_comparison() -> None:
+    ms = {"original": 2.0, "tflite-int8": 2.6, "onnxruntime-int8": 3.1}
+    choice = choose_candidate([ORIG_ONNX, TFL_INT8, ORT_INT8], RPI4, ms=ms)
+    assert choice.id == ORIGINAL and choice.basis == "measured"
+    assert "the original (onnxruntime, fp32) kept" in choice.reason
+    assert "median 2.000 ms" in choice.reason
+    assert "nothing converted is faster" in choice.reason
+    assert "tflite-int8 2.600 ms" in choice.reason and "0.77x" in choice.reason
+
+
+def test_a_converted_candidate_within_the_tie_band_does_not_replace_the_original() -> None:
+    # tflite-int8 is 5% faster: noise on a shared machine; the original stays
+    ms = {"original": 2.0, "tflite-int8": 2.0 / 1.05}
+    choice = choose_candidate([ORIG_ONNX, TFL_INT8], RPI4, ms=ms)
+    assert choice.id == ORIGINAL
+    assert f"faster by more than {TIE:.0%} (noise)" in choice.reason
+    assert "the original kept" in choice.reason
+
+
+def test_a_clearly_faster_artifact_wins_with_its_ratio_to_the_original() -> None:
+    ms = {"original": 3.0, "tflite-int8": 1.5, "onnxruntime-fp32": 2.9}
+    choice = choose_candidate([ORIG_ONNX, TFL_INT8, ORT_FP32], RPI4, ms=ms)
+    assert choice.id == "tflite-int8" and choice.basis == "measured"
+    assert "2.00x the speed of the original (onnxruntime, fp32) (3.000 ms)" in choice.reason
+
+
+def test_just_outside_the_tie_band_the_faster_one_wins() -> None:
+    ms = {"original": 2.0, "onnxruntime-int8": 2.0 / (1 + TIE) * 0.99}
+    choice = choose_candidate([ORIG_ONNX, ORT_INT8], RPI4, ms=ms)
+    assert choice.id == "onnxruntime-int8"
+    assert "the speed of the original" in choice.reason
+
+
+def test_a_rejected_original_takes_no_part() -> None:
+    rejected = _result(ORIGINAL, "fp32", "onnxruntime", status="rejected")
+    ms = {"original": 1.0, "tflite-int8": 3.0}
+    choice = choose_candidate([rejected, TFL_INT8], RPI4, ms=ms)
+    assert choice.id == "tflite-int8"
+    assert "original" not in choice.reason
+
+
+def test_untrusted_timings_follow_the_profile_and_say_so() -> None:
+    # host is not the device: the profile's order decides; int8 on the first runtime ranks
+    # before the original ONNX on ONNX Runtime, and the reason says it was not measured
+    ms = {"original": 1.0, "tflite-int8": 5.0}
+    choice = choose_candidate([ORIG_ONNX, TFL_INT8, ORT_FP32], RPI4, ms=ms, trusted=False,
+                              untrusted_why="this host is not an aarch64 device")
+    assert choice.id == "tflite-int8" and choice.basis == "order"
+    assert "ranks before the original (onnxruntime, fp32) by the profile's order" in choice.reason
+    assert "(its runtime tflite comes first), not by a measurement" in choice.reason
+    assert "this host is not an aarch64 device" in choice.reason
+
+
+def test_by_order_the_original_beats_its_own_runtime_and_precision() -> None:
+    # ONNX-only device, only fp32 kept fidelity: the user's file first among equals
+    choice = choose_candidate([ORT_FP32, ORIG_ONNX], ("onnxruntime",), trusted=False)
+    assert choice.id == ORIGINAL
+    assert "the original (onnxruntime, fp32) ranks first by the profile's order" in choice.reason
+
+
+def test_a_tflite_original_ranks_on_the_tflite_runtime() -> None:
+    choice = choose_candidate([ORT_INT8, ORIG_TFLITE], RPI4, trusted=False)
+    assert choice.id == ORIGINAL  # tflite ranks before onnxruntime on rpi4
+
+
+def test_device_measurements_are_judged_the_same_way() -> None:
+    ms = {"original": 4.0, "tflite-int8": 4.2}
+    choice = choose_candidate([ORIG_TFLITE, TFL_INT8], RPI4, ms=ms,
+                              where="pi@raspberrypi (ssh) in one interleaved bench")
+    assert choice.id == ORIGINAL
+    assert "measured on pi@raspberrypi (ssh)" in choice.reason

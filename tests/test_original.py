@@ -1,0 +1,165 @@
+"""Never worse than the original (issue 12, item 4): the user's own file is a candidate on every
+device that runs its format, verified, timed, labelled, chosen and deployed like any artifact.
+
+Who is faster is not asserted here (a shared machine is noisy): the choice logic on given
+timings is in tests/edge/test_select_original.py. These tests check that the original is
+there, verified as exact, timed, and that a bundle whose choice is the original deploys.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edge.core.model import sha256_file
+from tests.support.cli import run_cli
+from tests.support.digits import DigitsModel
+
+pytestmark = pytest.mark.slow
+
+
+def _candidate(document: dict, cid: str) -> dict:
+    return next(c for c in document["candidates"] if c["candidate"]["target"] == cid
+                or f"{c['candidate']['target']}-{c['candidate']['precision']}" == cid)
+
+
+@pytest.fixture(scope="module")
+def x86_bundle(digits: DigitsModel, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("orig") / "x86.bundle"
+    result = run_cli("optimize", str(digits.onnx), "--profile", "x86-64", "--calib",
+                     str(digits.calib), "--eval", str(digits.eval), "-o", str(out))
+    assert result.status == 0, result.stderr
+    assert "original (onnxruntime, fp32)" in result.stdout  # the CLI table's label
+    return out
+
+
+def test_the_onnx_original_is_verified_timed_and_labelled(x86_bundle: Path,
+                                                         digits: DigitsModel) -> None:
+    manifest = json.loads((x86_bundle / "manifest.json").read_text())
+    original = _candidate(manifest, "original")
+    assert original["candidate"] == {"target": "original", "precision": "fp32"}
+    assert original["status"] in ("passed", "chosen"), original["reason"]
+    artifact = original["artifact"]
+    assert artifact["runtime"] == "onnxruntime" and artifact["file"].endswith(".onnx")
+    assert artifact["sha256"] == sha256_file(digits.onnx)  # the user's file, byte for byte
+    assert (x86_bundle / artifact["file"]).is_file()
+    assert "your own digits.onnx, run as it is by onnxruntime" in artifact["notes"][0]
+    assert original["fidelity"]["cosine"] > 0.99999
+    assert original["fidelity"]["accuracy"] == pytest.approx(digits.float_accuracy)
+    assert original["bench"]["p50_ms"] > 0  # timed beside the others (this host is x86-64)
+    if manifest["chosen"] == "original":
+        assert "the original (onnxruntime, fp32) kept" in manifest["reason"]
+    else:
+        assert "the speed of the original (onnxruntime, fp32)" in manifest["reason"]
+
+
+def test_the_report_labels_the_original_and_names_the_users_model(x86_bundle: Path) -> None:
+    from edge.flows.report import render_bundle_report
+
+    html = render_bundle_report(x86_bundle, layers=False)
+    assert "<title>edge report: digits.onnx on x86-64</title>" in html
+    assert "original (onnxruntime, fp32)" in html
+
+
+@pytest.fixture(scope="module")
+def onnx_only(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    profile = tmp_path_factory.mktemp("profiles") / "pi-onnx.yaml"
+    profile.write_text("extends: rpi4\nid: pi-onnx\nruntimes: [onnxruntime]\n")
+    return profile
+
+
+def test_a_bundle_whose_choice_is_the_original_deploys(digits: DigitsModel, onnx_only: Path,
+                                                       tmp_path: Path) -> None:
+    out = tmp_path / "exact.bundle"
+    # only an exact candidate passes; this host is not an aarch64 device, so the profile's
+    # order decides between the original and its byte-identical onnxruntime-fp32 copy
+    result = run_cli("optimize", str(digits.onnx), "--profile", str(onnx_only), "--calib",
+                     str(digits.calib), "--eval", str(digits.eval), "--min-cosine", "1.0",
+                     "-o", str(out), "--json")
+    assert result.status == 0, result.stderr
+    document = result.json()
+    assert document["chosen"] == "original"
+    assert "the original (onnxruntime, fp32) ranks first by the profile's order" in \
+        document["reason"]
+    deploy = run_cli("deploy", str(out), "--profile", str(onnx_only), "--runs", "5", "--json")
+    assert deploy.status == 0, deploy.stderr
+    report = deploy.json()
+    assert report["candidate"] == "original"
+    assert report["artifact_sha256"] == sha256_file(digits.onnx)
+    assert report["bench"]["runtime"].startswith("onnxruntime") and report["bench"]["p50_ms"] > 0
+    fastest = run_cli("deploy", str(out), "--profile", str(onnx_only), "--on-device", "--runs",
+                      "5", "--json")
+    assert fastest.status == 0, fastest.stderr
+    compared = {c["candidate"] for c in fastest.json()["compared"]}
+    assert "original" in compared
+
+
+def test_a_tflite_original_runs_on_tflite(x86_bundle: Path, digits: DigitsModel,
+                                          tmp_path: Path) -> None:
+    manifest = json.loads((x86_bundle / "manifest.json").read_text())
+    user_file = tmp_path / "digits.tflite"  # a float TFLite model, as a user would bring it
+    user_file.write_bytes((x86_bundle / _candidate(manifest, "tflite-fp32")["artifact"]["file"])
+                          .read_bytes())
+    nhwc = tmp_path / "calib.npy"
+    np.save(nhwc, np.load(digits.calib).transpose(0, 2, 3, 1))
+    evaluation = np.load(digits.eval)
+    np.savez(tmp_path / "eval.npz", input=evaluation["input"].transpose(0, 2, 3, 1),
+             labels=evaluation["labels"])
+    out = tmp_path / "tfl.bundle"
+    result = run_cli("optimize", str(user_file), "--profile", "rpi4", "--calib", str(nhwc),
+                     "--eval", str(tmp_path / "eval.npz"), "-o", str(out), "--json")
+    assert result.status == 0, result.stderr
+    document = result.json()
+    original = _candidate(document, "original")
+    assert original["status"] in ("passed", "chosen"), original["reason"]
+    assert original["artifact"]["runtime"] == "tflite"
+    assert original["artifact"]["sha256"] == sha256_file(user_file)
+    assert original["fidelity"]["cosine"] > 0.9999
+    if document["chosen"] != "original":  # the profile's order, not this x86 host's timings
+        assert "ranks before the original (tflite, fp32) by the profile's order" in \
+            document["reason"]
+    from edge.flows.report import render_bundle_report
+
+    html = render_bundle_report(out, layers=False)
+    assert "<title>edge report: digits.tflite on rpi4</title>" in html
+
+
+@pytest.fixture(scope="module")
+def ort_x86(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    profile = tmp_path_factory.mktemp("profiles") / "ort-x86.yaml"
+    profile.write_text("extends: x86-64\nid: ort-x86\nruntimes: [onnxruntime]\n")
+    return profile
+
+
+def test_a_dynamic_dims_original_is_timed_at_the_size_it_runs_at(
+        digits: DigitsModel, ort_x86: Path, tmp_path: Path) -> None:
+    from tests.support.variants import dynamic_features
+
+    trunk = dynamic_features(digits.onnx, tmp_path / "trunk.onnx")
+    frames = np.repeat(np.repeat(np.load(digits.calib)[:20], 4, axis=2), 4, axis=3)
+    np.save(tmp_path / "frames.npy", frames)  # [20, 1, 32, 32]
+    result = run_cli("optimize", str(trunk), "--profile", str(ort_x86), "--calib",
+                     str(tmp_path / "frames.npy"), "-o", str(tmp_path / "b"), "--json")
+    assert result.status == 0, result.stderr
+    original = _candidate(result.json(), "original")
+    assert original["status"] in ("passed", "chosen"), original["reason"]
+    assert "pinned to input [1, 1, 32, 32]" in original["artifact"]["notes"][0]
+    assert original["fidelity"]["cosine"] > 0.99999 and original["bench"]["p50_ms"] > 0
+
+
+def test_an_already_quantized_original_keeps_its_own_precision(
+        digits: DigitsModel, ort_x86: Path, tmp_path: Path) -> None:
+    from tests.support.variants import quantized
+
+    model = quantized(digits.onnx, digits.calib, tmp_path / "q")["dynamic"]
+    result = run_cli("optimize", str(model), "--profile", str(ort_x86), "--calib",
+                     str(digits.calib), "--eval", str(digits.eval), "-o", str(tmp_path / "b"))
+    assert "original (onnxruntime, int8-dynamic)" in result.stdout, result.stderr
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    original = _candidate(manifest, "original")
+    assert original["candidate"]["precision"] == "int8-dynamic"
+    assert original["status"] in ("passed", "chosen"), original["reason"]
+    assert original["artifact"]["sha256"] == sha256_file(model)
