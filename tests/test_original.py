@@ -78,6 +78,7 @@ def test_a_bundle_whose_choice_is_the_original_deploys(digits: DigitsModel, onnx
     # order decides between the original and its byte-identical onnxruntime-fp32 copy
     result = run_cli("optimize", str(digits.onnx), "--profile", str(onnx_only), "--calib",
                      str(digits.calib), "--eval", str(digits.eval), "--min-cosine", "1.0",
+                     "--metric", "*=values",
                      "-o", str(out), "--json")
     assert result.status == 0, result.stderr
     document = result.json()

@@ -76,9 +76,12 @@ def test_optimize_verifies_a_bundle_from_a_tflite_no_converter_reads(
     assert original["artifact"]["sha256"] == bundle["origin"]["sha256"]  # the original itself
     assert "no ONNX reference" in rows["onnxruntime-*"]["reason"]
     dynamic = rows["litert-int8-dynamic"]  # made from the original, its weights decoded first
-    assert dynamic["status"] in ("passed", "chosen") and dynamic["fidelity"]["cosine"] >= 0.98
+    # made and verified; its raw detector outputs keep cosine > 0.98 but lose about half their
+    # spread (per-output verification judges that), so it may be rejected: said per output
+    assert dynamic["fidelity"]["cosine"] >= 0.98
+    assert dynamic["status"] in ("passed", "chosen") or dynamic["reason"].startswith("output '")
     assert any("DEQUANTIZE/DENSIFY" in n and "folded" in n for n in dynamic["artifact"]["notes"])
-    assert bundle["chosen"] in ("litert-fp32", "litert-int8-dynamic")
+    assert bundle["chosen"] in ("original", "litert-fp32", "litert-int8-dynamic")
     assert any("DENSIFY" in w for w in bundle["warnings"])
 
 
