@@ -88,11 +88,13 @@ def optimize(path: Path, entry: zoo.Entry, profile: str, work: Path, metrics: bo
     done = edge(*args, timeout=timeout)
     took = round(time.monotonic() - start, 1)
     if done is None:
-        return {"ok": False, "exit": None, "error": f"timed out after {timeout:.0f} s", "seconds": took}
+        return {"ok": False, "exit": None, "seconds": took,
+                "error": f"timed out after {timeout:.0f} s"}
     if done.returncode != 0:
         return {"ok": False, "exit": done.returncode, "seconds": took,
                 "error": last_line(done.stderr or done.stdout), "args": args[1:]}
-    return {"ok": True, "exit": 0, "seconds": took, "args": args[1:], "json": json.loads(done.stdout)}
+    return {"ok": True, "exit": 0, "seconds": took, "args": args[1:],
+            "json": json.loads(done.stdout)}
 
 
 def candidates(report: dict[str, Any]) -> list[dict[str, Any]]:
@@ -105,8 +107,9 @@ def candidates(report: dict[str, Any]) -> list[dict[str, Any]]:
 def own_checks(entry: zoo.Entry, path: Path, report: dict[str, Any], work: Path,
                rounds: int) -> dict[str, Any]:
     """Task fidelity of every kept candidate, and the chosen one's speed vs the original."""
-    from tests.support.zoo_run import original, outputs
     from zoo_measure import artifact_model, fidelity, speed
+
+    from tests.support.zoo_run import original, outputs
 
     _, held = zoo.split(entry, zoo.samples(entry))
     orig = original(path, threads=2)
@@ -123,7 +126,8 @@ def own_checks(entry: zoo.Entry, path: Path, report: dict[str, Any], work: Path,
             if cand["status"] == "chosen":
                 out["speed"] = speed(orig, model, held, rounds=rounds)
         except Exception as exc:  # noqa: BLE001 - a bench records what broke and goes on
-            out["fidelity"][ident] = {"passed": False, "error": f"{type(exc).__name__}: {exc}"[:400]}
+            error = f"{type(exc).__name__}: {exc}"[:400]
+            out["fidelity"][ident] = {"passed": False, "error": error}
     return out
 
 

@@ -32,7 +32,7 @@ bars are issue 12's "Done when"):
 | ctc | greedy-decoded strings equal | >= 98 % |
 | boxes | the original's detections matched (IoU >= 0.5, same class) | >= 95 % |
 | mask | mean IoU of masks at 0.5 | >= 0.95 |
-| values | cosine, RMS error relative to the output's spread across samples | cos >= 0.98, error <= 10 % |
+| values | cosine; RMS error relative to the output's spread over samples | cos >= 0.98, <= 10 % |
 
 Each entry also names its outputs' kinds in edge's own vocabulary (`--metric OUTPUT=KIND`);
 `bench/zoo.py` passes them only when `edge optimize --help` lists `--metric`.
@@ -63,10 +63,12 @@ def render(summary: dict[str, Any]) -> str:
              f"{prov['machine']['cores']} cores ({prov['machine']['cpu']}). "
              f"{len(results)} of {summary['entries']} models x profiles "
              f"{'(complete)' if summary['complete'] else '— a partial run: the rest not yet run'}.",
-             "", "| model | profile | intake | optimize | chosen | task fidelity (chosen) | speed vs original |",
+             "", "| model | profile | intake | optimize | chosen | task fidelity (chosen) "
+             "| speed vs original |",
              "|---|---|---|---|---|---|---|"]
     lines += [row(r) for r in results]
-    lines += ["", "## Models", "", "| model | package | file | task | covers |", "|---|---|---|---|---|"]
+    lines += ["", "## Models", "", "| model | package | file | task | covers |",
+              "|---|---|---|---|---|"]
     seen: set[str] = set()
     for r in results:
         if r["model"] not in seen:
@@ -100,7 +102,8 @@ def _fidelity(fid: dict[str, Any]) -> str:
         return "—"
     if "error" in fid:
         return f"error: {_cell(fid['error'])}"
-    parts = [f"{'✓' if s['passed'] else '✗'} {name}: {s['text']}" for name, s in fid["outputs"].items()]
+    parts = [f"{'✓' if s['passed'] else '✗'} {name}: {s['text']}"
+             for name, s in fid["outputs"].items()]
     return "; ".join(parts)
 
 

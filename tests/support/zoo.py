@@ -74,7 +74,8 @@ def wheel(package: str, version: str) -> Path:
                    check=True, timeout=900, capture_output=True)
     found = sorted(cache_dir().glob(pattern))
     if not found:
-        raise FileNotFoundError(f"pip download {package}=={version} left no {pattern} in {cache_dir()}")
+        raise FileNotFoundError(f"pip download {package}=={version} left no {pattern} "
+                                f"in {cache_dir()}")
     return found[0]
 
 

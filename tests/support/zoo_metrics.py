@@ -35,7 +35,8 @@ def values(ref: np.ndarray, got: np.ndarray) -> Score:
     spread = float(np.std(a, axis=0).mean()) or float(np.abs(a).mean()) or 1.0
     rel = float(np.sqrt(np.mean((a - b) ** 2))) / spread
     ok = cos >= 0.98 and rel <= 0.10
-    return Score(kind="values", value=rel, passed=ok, text=f"cos {cos:.4f}, error {rel:.1%} of spread")
+    return Score(kind="values", value=rel, passed=ok,
+                 text=f"cos {cos:.4f}, error {rel:.1%} of spread")
 
 
 def classes(ref: np.ndarray, got: np.ndarray) -> Score:
@@ -54,7 +55,8 @@ def probs(ref: np.ndarray, got: np.ndarray, *, logits: bool = False) -> Score:
 def ctc(ref: np.ndarray, got: np.ndarray, *, blank: int = 0) -> Score:
     """Greedy CTC strings equal: [N, T, C] scores (arg-max) or [N, T] label ids."""
     a, b = (_labels(x) for x in (ref, got))
-    same = float(np.mean([_decode(x, blank) == _decode(y, blank) for x, y in zip(a, b, strict=True)]))
+    same = float(np.mean([_decode(x, blank) == _decode(y, blank)
+                          for x, y in zip(a, b, strict=True)]))
     return Score(kind="ctc", value=same, passed=same >= 0.98, text=f"strings equal {same:.1%}")
 
 
