@@ -31,8 +31,11 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import provenance  # noqa: E402
 import zoo_doc  # noqa: E402
+from zoo_measure import speed  # noqa: E402
 
 from tests.support import zoo  # noqa: E402
+from tests.support.zoo_check import artifact_model, fidelity  # noqa: E402
+from tests.support.zoo_run import original, outputs  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "zoo"
 EDGE = [sys.executable, "-m", "edge"]
@@ -107,9 +110,6 @@ def candidates(report: dict[str, Any]) -> list[dict[str, Any]]:
 def own_checks(entry: zoo.Entry, path: Path, report: dict[str, Any], work: Path,
                rounds: int) -> dict[str, Any]:
     """Task fidelity of every kept candidate, and the chosen one's speed vs the original."""
-    from zoo_measure import artifact_model, fidelity, speed
-
-    from tests.support.zoo_run import original, outputs
 
     _, held = zoo.split(entry, zoo.samples(entry))
     orig = original(path, threads=2)
@@ -165,8 +165,8 @@ def gather() -> list[dict[str, Any]]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    picked = [e for e in zoo.entries() if (not args.only or e.name in args.only)
-              and (not args.fast or e.fast)]
+    picked = [zoo.entry(n) for n in args.only] if args.only else list(zoo.entries())
+    picked = [e for e in picked if not args.fast or e.fast]
     metrics = metric_flag_supported()
     RESULTS.mkdir(parents=True, exist_ok=True)
     for entry in picked:
@@ -195,7 +195,8 @@ def write_summary(args: argparse.Namespace, total: int) -> None:
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", action="append", required=True)
-    parser.add_argument("--only", action="append", help="a zoo entry's name (repeatable)")
+    parser.add_argument("--only", action="append",
+                        help="a zoo entry's name (repeatable; run in this order)")
     parser.add_argument("--fast", action="store_true", help="only the entries marked fast")
     parser.add_argument("--force", action="store_true", help="redo results already written")
     parser.add_argument("--timeout", type=float, default=1800.0, help="per edge optimize, s")
