@@ -47,7 +47,10 @@ def test_wheel_fetched_and_model_checked(entry: zoo.Entry) -> None:
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=_ids)
-def test_intake(entry: zoo.Entry) -> None:
+def test_intake(entry: zoo.Entry, monkeypatch: pytest.MonkeyPatch) -> None:
+    # intake results are content-addressed (source sha, converter versions): kept with the
+    # wheels so that a rerun does not convert every TFLite and Keras model again
+    monkeypatch.setenv("EDGE_CACHE_DIR", str(zoo.cache_dir() / "zoo" / "edge-cache"))
     shapes = [a for s in entry.shapes for a in ("--shape", s)]
     result = run_cli("inspect", str(zoo.model(entry)), *shapes, "--json")
     if result.status == 0:
@@ -80,7 +83,12 @@ def _metric_flags(entry: zoo.Entry) -> list[str]:
     return [a for s in entry.metrics for a in ("--metric", s)]
 
 
-@pytest.mark.parametrize("name", ["rapidocr-cls", "fer-emotion"])
+ITEM_3 = pytest.mark.xfail(strict=True, reason=(
+    "issue 12 item 3: edge keeps an int8 embedding by its cosine (0.99) while its error is "
+    "~35% of the output's spread across samples; passes once fidelity is judged per output"))
+
+
+@pytest.mark.parametrize("name", ["fer-emotion", pytest.param("oww-embedding", marks=ITEM_3)])
 def test_small_model_optimized_and_every_output_keeps_its_task(name: str, tmp_path: Path) -> None:
     entry = zoo.entry(name)
     path = zoo.model(entry)

@@ -274,7 +274,9 @@ RAPID_CLS = Entry(
     task="text orientation classification (0 / 180 degrees)",
     covers=("classification", "dynamic dims"),
     inputs=_strip_inputs(192, flip=True), judge=_judge(("orientation", m.classes, (0,))),
-    shapes=("x=1,3,48,192",), metrics=("save_infer_model/scale_0.tmp_1=classes",), fast=True)
+    metrics=("save_infer_model/scale_0.tmp_1=classes",), fast=True,
+    note="input x is [-1, 3, '?', '?']: `--shape x=1,3,48,192` is refused (dim '?' is shared "
+         "by inputs 'x' and 'x' but pinned to 48 and 192), so the data pins it")
 
 SILERO = Entry(
     name="silero-vad", package="silero-vad", version="5.1.2",
@@ -301,7 +303,7 @@ OWW_EMBED = Entry(
     sha256="ba754db3cd768a524c655ea90655ee5e6055a43b8dfd29366a11e93716ae9e51",
     task="speech embedding of 76 mel frames", covers=("audio", "dynamic batch", "NHWC onnx"),
     inputs=_embedding_inputs, judge=_judge(("embedding", m.values, (0,))),
-    metrics=("conv2d_19=values",))
+    metrics=("conv2d_19=values",), fast=True)
 
 OWW_MYCROFT = Entry(
     name="oww-hey-mycroft", package="openwakeword", version="0.4.0",
