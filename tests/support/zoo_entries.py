@@ -132,6 +132,25 @@ def _silero_inputs(n: int) -> Arrays:
             "sr": np.full(n, 16000, np.int64)}
 
 
+def _silero_v4_inputs(n: int) -> Arrays:
+    """Like ``_silero_inputs`` for silero v4's separate LSTM states h and c [2, 1, 64]."""
+    from tests.support.zoo_run import original
+
+    vad = original(member(SILERO_V4))
+    clips = data.audio((n + 3) // 4, 2048, seed=11)
+    rows: dict[str, list[np.ndarray]] = {"input": [], "h": [], "c": []}
+    for clip in clips:
+        h = c = np.zeros((2, 1, 64), np.float32)
+        for k in range(4):
+            chunk = clip[k * 512:(k + 1) * 512][None]
+            for key, value in (("input", chunk[0]), ("h", h), ("c", c)):
+                rows[key].append(value)
+            feeds = {"input": chunk, "sr": np.array(16000, np.int64), "h": h, "c": c}
+            _, h, c = vad.run(feeds)
+    arrays = {k: np.stack(v)[:n] for k, v in rows.items()}
+    return {**arrays, "sr": np.full(n, 16000, np.int64)}
+
+
 def _mel_inputs(n: int) -> Arrays:
     return {"input": data.audio(n, 16000, seed=6)}
 
@@ -289,6 +308,16 @@ SILERO = Entry(
     metrics=("output=probs", "stateN=values"), fast=True)
 
 _OWW = "openwakeword/resources/models"
+SILERO_V4 = Entry(
+    name="silero-vad-v4", package="openwakeword", version="0.4.0",
+    member=f"{_OWW}/silero_vad.onnx",
+    sha256="a35ebf52fd3ce5f1469b2a36158dba761bc47b973ea3382b3186ca15b1f5af28",
+    task="voice activity, silero v4 (LSTM states h and c, int64 sample rate)",
+    covers=("audio", "recurrent state", "0-d int64 input", "several inputs", "If subgraphs"),
+    inputs=_silero_v4_inputs,
+    judge=_judge(("speech prob", m.probs, (0,)), ("h", m.values, (1,)), ("c", m.values, (2,))),
+    metrics=("output=probs", "hn=values", "cn=values"), fast=True)
+
 OWW_MEL = Entry(
     name="oww-melspectrogram", package="openwakeword", version="0.4.0",
     member=f"{_OWW}/melspectrogram.onnx",
@@ -357,4 +386,4 @@ MINILM = Entry(
 ENTRIES: tuple[Entry, ...] = (
     FACE_DETECTION, POSE_DETECTION, FACE_LANDMARK, HAND_LANDMARK, SELFIE, IRIS, DDDDOCR,
     DDDDOCR_DET, RAPID_DET, RAPID_REC, RAPID_CLS, SILERO, OWW_MEL, OWW_EMBED, OWW_MYCROFT,
-    FER, FER_INT8, MINILM)
+    FER, FER_INT8, MINILM, SILERO_V4)
