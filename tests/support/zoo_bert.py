@@ -80,9 +80,21 @@ def build_onnx(archive: Path, out: Path) -> None:
 
 
 def _weights(archive: Path) -> dict[str, Any]:
-    from safetensors.torch import load
+    """model.safetensors read as torch tensors (the format: an 8-byte little-endian header
+    length, a JSON header of dtype/shape/data_offsets per tensor, then the raw data)."""
+    import torch
 
-    return load(read(archive, "model.safetensors"))
+    blob = read(archive, "model.safetensors")
+    size = int.from_bytes(blob[:8], "little")
+    header = json.loads(blob[8:8 + size])
+    dtypes = {"F32": np.float32, "I64": np.int64}
+    out = {}
+    for name, spec in header.items():
+        if name != "__metadata__":
+            start, end = (8 + size + o for o in spec["data_offsets"])
+            array = np.frombuffer(blob[start:end], dtypes[spec["dtype"]]).reshape(spec["shape"])
+            out[name] = torch.from_numpy(array.copy())
+    return out
 
 
 def _encoder(weights: dict[str, Any]) -> Any:
