@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 HEAD = """# The zoo: real models from the wild
@@ -114,7 +115,9 @@ def _speed(speed: dict[str, Any] | None) -> str:
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "/").replace("\n", " ")[:200]
+    """One table cell: a path shortened to its file name, no pipes or newlines, <= 240 chars."""
+    short = re.sub(r"/[^\s:()]*/([^/\s:()]+)", r"\1", text)
+    return short.replace("|", "/").replace("\n", " ")[:240]
 
 
 def candidate_lines(r: dict[str, Any]) -> list[str]:
