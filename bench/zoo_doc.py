@@ -51,7 +51,7 @@ all results into `bench/results/zoo.json` (with provenance) and rewrites this pa
 through `edge optimize`.
 
 Speed is measured on this host: the original file on its own runtime (ONNX Runtime, LiteRT,
-Keras) against the chosen artifact, 7 interleaved rounds of 20 runs on one sample, 2 threads.
+Keras under `tf.function`) against the chosen artifact, 7 interleaved rounds of 20 runs on one sample, 2 threads.
 For the rpi4 profile that is not the device's speed, only a host-side sanity check.
 """
 
@@ -68,6 +68,7 @@ def render(summary: dict[str, Any]) -> str:
              "| speed vs original |",
              "|---|---|---|---|---|---|---|"]
     lines += [row(r) for r in results]
+    lines += ["", *scoreboard(results)]
     lines += ["", "## Models", "", "| model | package | file | task | covers |",
               "|---|---|---|---|---|"]
     seen: set[str] = set()
@@ -135,3 +136,24 @@ def candidate_lines(r: dict[str, Any]) -> list[str]:
 def line(r: dict[str, Any]) -> str:
     """One console line for a finished result."""
     return row(r).strip("| ").replace(" | ", "  ")
+
+
+def scoreboard(results: list[dict[str, Any]]) -> list[str]:
+    """Issue 12's "Done when" counts over the results found."""
+    def count(test: Any) -> int:
+        return sum(1 for r in results if test(r))
+
+    def chosen_fid(r: dict[str, Any]) -> dict[str, Any]:
+        return r.get("own", {}).get("fidelity", {}).get(r.get("optimize", {}).get("chosen"), {})
+
+    def speedup(r: dict[str, Any]) -> float:
+        return (r.get("own", {}).get("speed") or {}).get("speedup") or 0.0
+
+    x86 = [r for r in results if r["profile"] == "x86-64" and r.get("own", {}).get("speed")]
+    return [f"Scoreboard (issue 12's bars) over {len(results)} results: intake ok "
+            f"{count(lambda r: r.get('intake', {}).get('ok'))}; optimize ok "
+            f"{count(lambda r: r.get('optimize', {}).get('ok'))}; chosen artifact passes every "
+            f"output's task metric {count(lambda r: chosen_fid(r).get('passed'))}; on x86-64 "
+            f"never slower than the original (ratio >= 1.0) {sum(speedup(r) >= 1.0 for r in x86)}"
+            f" of {len(x86)} timed, a converted artifact >= 1.2x faster "
+            f"{sum(speedup(r) >= 1.2 for r in x86)} of {len(x86)}."]
