@@ -51,8 +51,10 @@ all results into `bench/results/zoo.json` (with provenance) and rewrites this pa
 through `edge optimize`.
 
 Speed is measured on this host: the original file on its own runtime (ONNX Runtime, LiteRT,
-Keras under `tf.function`) against the chosen artifact, 7 interleaved rounds of 20 runs on one sample, 2 threads.
-For the rpi4 profile that is not the device's speed, only a host-side sanity check.
+Keras under `tf.function`) against the chosen artifact, 7 interleaved rounds of 20 runs on one
+sample, 2 threads. For the rpi4 profile that is not the device's speed, only a host-side sanity
+check. A summary rebuilt with `--gather` carries that command in its provenance; the numbers
+are those of the per-model files, written by the runs before it.
 """
 
 
@@ -62,7 +64,7 @@ def render(summary: dict[str, Any]) -> str:
     lines = [HEAD, "## Results", "",
              f"From `{prov['command']}` at commit `{prov['git_sha'][:10]}` on {prov['when']}, "
              f"{prov['machine']['cores']} cores ({prov['machine']['cpu']}). "
-             f"{len(results)} of {summary['entries']} models x profiles "
+             f"{len(results)} results (model x profile) for {summary['entries']} models "
              f"{'(complete)' if summary['complete'] else '— a partial run: the rest not yet run'}.",
              "", "| model | profile | intake | optimize | chosen | task fidelity (chosen) "
              "| speed vs original |",
