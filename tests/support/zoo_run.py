@@ -1,0 +1,116 @@
+"""Run a zoo model file on its own runtime: ONNX on ONNX Runtime, TFLite on LiteRT, Keras on Keras.
+
+``original(path)`` loads a model file and returns a ``Model``: its input names and ranks and a
+``run(feeds)`` over one sample (feeds keyed by input name; a single-input model also takes its
+one array under any name). ``outputs(model, arrays)`` runs every sample and stacks each
+output over samples, in the file's own output order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+Feeds = dict[str, np.ndarray]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Model:
+    """A loaded model file."""
+
+    inputs: tuple[tuple[str, int], ...]  # (name, rank)
+    outputs: tuple[str, ...]
+    run: Callable[[Feeds], list[np.ndarray]]
+
+
+def original(path: Path, threads: int = 1) -> Model:
+    """The model file on the runtime its format belongs to."""
+    suffix = path.suffix.lower()
+    if suffix == ".onnx":
+        return _onnx(path, threads)
+    if suffix == ".tflite":
+        return _tflite(path, threads)
+    if suffix in (".h5", ".hdf5", ".keras"):
+        return _keras(path)
+    raise ValueError(f"no runtime for {path.name}")
+
+
+def _onnx(path: Path, threads: int) -> Model:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.log_severity_level = 3
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    inputs = tuple((i.name, len(i.shape)) for i in session.get_inputs())
+    names = [n for n, _ in inputs]
+    return Model(inputs=inputs, outputs=tuple(o.name for o in session.get_outputs()),
+                 run=lambda feeds: session.run(None, _by_name(feeds, names)))
+
+
+def _tflite(path: Path, threads: int) -> Model:
+    from ai_edge_litert.interpreter import Interpreter
+
+    interp = Interpreter(model_path=str(path), num_threads=threads)
+    interp.allocate_tensors()
+    details = interp.get_input_details()
+    inputs = tuple((d["name"], len(d["shape"])) for d in details)
+    outs = interp.get_output_details()
+
+    def run(feeds: Feeds) -> list[np.ndarray]:
+        named = _by_name(feeds, [n for n, _ in inputs])
+        for d in details:
+            interp.set_tensor(d["index"], named[d["name"]].astype(d["dtype"]))
+        interp.invoke()
+        return [np.array(interp.get_tensor(d["index"])) for d in outs]
+
+    return Model(inputs=inputs, outputs=tuple(d["name"] for d in outs), run=run)
+
+
+def _keras(path: Path) -> Model:
+    """A Keras model under ``tf.function`` (graph mode: eager calls would be ~100x slower)."""
+    import tensorflow as tf
+    import tf_keras
+
+    net = tf_keras.models.load_model(str(path), compile=False)
+    call = tf.function(lambda xs: net(xs, training=False))
+    inputs = tuple((t.name.split(":")[0], len(t.shape)) for t in net.inputs)
+    names = [n for n, _ in inputs]
+
+    def run(feeds: Feeds) -> list[np.ndarray]:
+        named = _by_name(feeds, names)
+        result = call([tf.constant(named[n]) for n in names])
+        return [np.asarray(r) for r in (result if isinstance(result, list) else [result])]
+
+    return Model(inputs=inputs, outputs=tuple(t.name for t in net.outputs), run=run)
+
+
+def _by_name(feeds: Feeds, names: Sequence[str]) -> Feeds:
+    """Feeds keyed by the model's names; one input takes the one array whatever its key."""
+    if len(names) == 1 and len(feeds) == 1:
+        return {names[0]: next(iter(feeds.values()))}
+    missing = [n for n in names if n not in feeds]
+    if missing:
+        raise KeyError(f"no data for input(s) {missing}; have {sorted(feeds)}")
+    return {n: feeds[n] for n in names}
+
+
+def feed(model: Model, arrays: Feeds, index: int) -> Feeds:
+    """Sample ``index`` of each array, given a batch axis where the input has one more dim."""
+    out: Feeds = {}
+    names = [n for n, _ in model.inputs]
+    for key, value in _by_name(arrays, names).items():
+        rank = dict(model.inputs)[key]
+        sample = np.asarray(value[index])
+        out[key] = sample[None] if sample.ndim == rank - 1 else sample
+    return out
+
+
+def outputs(model: Model, arrays: Feeds) -> list[np.ndarray]:
+    """Every output over every sample, stacked on a new axis 0."""
+    count = len(next(iter(arrays.values())))
+    runs = [model.run(feed(model, arrays, i)) for i in range(count)]
+    return [np.stack([r[k] for r in runs]) for k in range(len(runs[0]))]

