@@ -24,7 +24,10 @@ THREADS = 2
 def artifact_model(bundle: Path, candidate: dict[str, Any], reference: Path) -> Model:
     """A candidate of the bundle loaded by its target, as a ``Model`` over reference names."""
     info = inspect_model(reference)
-    runner = get_target(candidate["candidate"]["target"]).load(
+    name = candidate["candidate"]["target"]
+    if name == "original":  # the user's own file: its runtime's target runs it
+        name = candidate["artifact"]["runtime"]
+    runner = get_target(name).load(
         bundle / candidate["artifact"]["file"], info, threads=THREADS)
     return Model(inputs=tuple((s.name, len(s.shape)) for s in info.inputs),
                  outputs=tuple(s.name for s in info.outputs), run=runner.run)

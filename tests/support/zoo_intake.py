@@ -9,10 +9,12 @@ that a regression is caught as a new failure.
 from __future__ import annotations
 
 KNOWN_INTAKE: dict[str, str] = {
-    # issue 12 item 2: tf2onnx cannot convert mediapipe's pose detector, nothing else is tried
-    "mp-pose-detection": "cannot reshape array of size 96 into shape (16,1,1,24)",
-    # tf2onnx keeps the TFLite custom op; the reference ONNX cannot run
-    "mp-selfie-segmentation": "No Op registered for TFL_Convolution2DTransposeBias",
-    # an int8 TFLite converts with a small drift that the parity check refuses (cos 0.9996)
-    "fer-emotion-int8": "the converted ONNX does not reproduce the source",
+    # no converter of the TFLite chain makes a runnable ONNX (tf2onnx keeps the TFLite custom
+    # op, tflite2onnx has no HARD_SWISH); `edge optimize` takes the .tflite itself as the
+    # reference on LiteRT, `edge inspect` does not fall back to LiteRT yet
+    "mp-pose-detection": "unsupported operator DENSIFY",
+    "mp-selfie-segmentation": "could not convert this tflite model to ONNX",
+    # an int8 TFLite converts with a small drift that the parity check refuses (cos 0.9996);
+    # as above, only `edge inspect` stops here
+    "fer-emotion-int8": "could not convert this tflite model to ONNX",
 }
