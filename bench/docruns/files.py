@@ -1,7 +1,8 @@
 """The files the sessions start from: the shipped digits sample under the names each page uses,
 small models made here (a dynamic-batch MatMul, an outlier digits CNN, a TorchScript MLP, the
 digits trunk with symbolic height/width, a YOLO-layout detector), mediapipe's face detectors and
-LFW crops for them (as the tests fetch them), profiles that extend the catalog, and deliberately broken inputs for the error examples."""
+LFW crops for them (as the tests fetch them), profiles that extend the catalog, and deliberately
+broken inputs for the error examples."""
 
 from __future__ import annotations
 
