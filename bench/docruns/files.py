@@ -1,6 +1,8 @@
 """The files the sessions start from: the shipped digits sample under the names each page uses,
-small models made here (a dynamic-batch MatMul, an outlier digits CNN, a TorchScript MLP),
-profiles that extend the catalog, and deliberately broken inputs for the error examples."""
+small models made here (a dynamic-batch MatMul, an outlier digits CNN, a TorchScript MLP, the
+digits trunk with symbolic height/width, a YOLO-layout detector), mediapipe's face detectors and
+LFW crops for them (as the tests fetch them), profiles that extend the catalog, and deliberately
+broken inputs for the error examples."""
 
 from __future__ import annotations
 
@@ -107,6 +109,46 @@ def face_detector(path: Path) -> None:
     from tests.support.mediapipe import face_detector as cached
 
     shutil.copy(cached(), path)
+
+
+def sparse_face_detector(path: Path) -> None:
+    """mediapipe's full-range face detector with sparse weights (DENSIFY: no ONNX converter
+    reads it), from the cached mediapipe wheel."""
+    sys.path.insert(0, str(ROOT))
+    from tests.support.mediapipe import sparse_face_detector as cached
+
+    shutil.copy(cached(), path)
+
+
+def faces192(path: Path, count: int = 40) -> None:
+    """lfw_subset faces and non-faces (half each) scaled to 192x192, in [-1, 1] (as the tests)."""
+    sys.path.insert(0, str(ROOT))
+    from skimage.transform import resize
+
+    from tests.support.mediapipe import lfw_faces
+
+    images, _ = lfw_faces()
+    pick = np.r_[0:count // 2, 100:100 + count // 2]
+    np.save(path, np.stack([resize(images[i], (192, 192), order=1) for i in pick])
+            .astype(np.float32))
+
+
+def detector(work: Path) -> None:
+    """``det.onnx`` (one YOLO-layout output ``out`` [1, 32, 7]) and ``det.npy`` (60 inputs),
+    made by tests/support/verify_models.py."""
+    sys.path.insert(0, str(ROOT))
+    from tests.support.verify_models import detector_model, uniform_inputs
+
+    detector_model(work / "det.onnx")
+    np.save(work / "det.npy", uniform_inputs(60, (1, 16)))
+
+
+def trunk(work: Path) -> None:
+    """``trunk.onnx``: the digits CNN's convolutions with symbolic batch, height and width."""
+    sys.path.insert(0, str(ROOT))
+    from tests.support.variants import dynamic_features
+
+    dynamic_features(SAMPLES / "digits.onnx", work / "trunk.onnx")
 
 
 def not_models(work: Path) -> None:

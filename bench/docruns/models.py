@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from . import files
-from .steps import Session, Step, from_, nothing, on_page, upto
+from .steps import Session, Step, from_, head_tail, keep, nothing, on_page, upto
 
 DOCS_DIR = Path("/tmp/edge-docs")
 
@@ -32,11 +32,15 @@ def _optimize_files(work: Path) -> None:
     np.save(work / "three.npy", calib[:3])
     (work / "notbundle").mkdir()
     (work / "notbundle" / "notes.txt").write_text("not an edge bundle\n")
+    files.detector(work)
+    files.sparse_face_detector(work / "face_detection_full_range_sparse.tflite")
+    files.faces192(work / "faces192.npy")
     files.write(work, {"tiny.yaml": TINY, "one-mb.yaml": ONE_MB, "ort-only.yaml": ORT_ONLY,
                        "my-pi.yaml": files.MY_PI})
 
 
 _O = "edge optimize sample:digits --profile"
+_DET = "edge optimize det.onnx --profile ort-only.yaml --calib det.npy"
 _OUTLIER = ("edge optimize digits_outlier.onnx --profile ort-only.yaml --calib digits_calib.npy "
             "--eval digits_eval.npz -o outlier.bundle")
 
@@ -55,21 +59,28 @@ OPTIMIZE = Session(name="optimize", docs=("docs/commands/optimize.md",),
          show=from_("candidate ")),
     Step(command=f"{_O} rpi4 --latency-budget 5 --json -o lb-rpi4.bundle 2>/dev/null | tail -4",
          block=7),
-    Step(command=_OUTLIER, block=8, tty=True),
-    Step(command="edge optimize huge.onnx --profile one-mb.yaml -o huge.bundle", block=9),
-    Step(command="echo $?", block=9),
-    Step(command="edge optimize big.onnx --profile x86-64 -o big.bundle", block=10),
+    Step(command=f"{_DET} -o det.bundle", block=8,
+         show=keep(lambda _, line: "keeps fidelity" in line and "-int8 " in line
+                   or line.startswith(("outputs judged as:", "  out: ")))),
+    Step(command=f"{_DET} --metric out=yolo -o det-yolo.bundle", block=8),
+    Step(command="edge optimize det.onnx --profile ort-only.yaml --metric scroes=probs", block=9),
+    Step(command=_OUTLIER, block=10, tty=True),
+    Step(command="edge optimize huge.onnx --profile one-mb.yaml -o huge.bundle", block=11),
+    Step(command="echo $?", block=11),
+    Step(command="edge optimize big.onnx --profile x86-64 -o big.bundle", block=12),
     Step(command="edge optimize big.onnx --profile x86-64 --calib big_calib.npy -o big.bundle",
-         block=10, show=upto("verified on")),
+         block=12, show=upto("verified on")),
+    Step(command="edge optimize face_detection_full_range_sparse.tflite --profile x86-64 "
+                 "--calib faces192.npy -o sparse.bundle", block=13),
     Step(command="edge optimize model.onnx --profile rpi4 --calib calib.npy --eval eval.npz "
-                 "-o rpi4.bundle", block=11, show=from_("chosen:")),
+                 "-o rpi4.bundle", block=14, show=from_("chosen:")),
     Step(command=f"{_O} my-pi.yaml --min-cosine 1 --metric logits=values -o strict.bundle",
-         block=12,
+         block=15,
          show=from_("candidate ")),
-    Step(command="echo $?", block=12),
-    Step(command="edge optimize digits.onnx --profile rpi4 --calib calib_3d.npy", block=13),
-    Step(command="edge optimize digits.onnx --profile rpi4 --calib three.npy", block=13),
-    Step(command="edge optimize digits.onnx --profile rpi4 -o notbundle", block=13),
+    Step(command="echo $?", block=15),
+    Step(command="edge optimize digits.onnx --profile rpi4 --calib calib_3d.npy", block=16),
+    Step(command="edge optimize digits.onnx --profile rpi4 --calib three.npy", block=16),
+    Step(command="edge optimize digits.onnx --profile rpi4 -o notbundle", block=16),
 ])
 
 
@@ -77,6 +88,7 @@ def _inspect_files(work: Path) -> None:
     files.matmul(work / "big.onnx", 1024, 1024)
     files.face_detector(work / "face_detection_short_range.tflite")
     files.torchscript_mlp(work / "mlp_ts.pt")
+    files.trunk(work)
     files.not_models(work)
     files.write(work, {"tiny.yaml": TINY})
 
@@ -88,12 +100,14 @@ INSPECT = Session(name="inspect", docs=("docs/commands/inspect.md",),
     Step(command=f"{_I} face_detection_short_range.tflite --profile rpi4", block=1),
     Step(command=f"{_I} big.onnx --profile tiny.yaml", block=2),
     Step(command="echo $?", block=2),
-    Step(command=f"{_I} big.onnx --shape x=4,1024", block=3, show=upto("input ")),
-    Step(command=f"{_I} big.onnx --shape x=4,512", block=3),
-    Step(command=f"{_I} mlp_ts.pt", block=3, gap=True),
-    Step(command=f"{_I} mlp_ts.pt --shape y=1,32", block=3),
-    Step(command=f"{_I} mlp_ts.pt --shape x=1,32", block=3),
-    *(Step(command=f"{_I} {name}", block=4)
+    Step(command=f"{_I} trunk.onnx", block=3, show=head_tail(3, 0)),
+    Step(command=f"{_I} trunk.onnx --shape input=1,1,320,320", block=3, show=head_tail(2, 0)),
+    Step(command=f"{_I} big.onnx --shape x=4,1024", block=4, show=upto("input ")),
+    Step(command=f"{_I} big.onnx --shape x=4,512", block=4),
+    Step(command=f"{_I} mlp_ts.pt", block=4, gap=True),
+    Step(command=f"{_I} mlp_ts.pt --shape y=1,32", block=4),
+    Step(command=f"{_I} mlp_ts.pt --shape x=1,32", block=4),
+    *(Step(command=f"{_I} {name}", block=5)
       for name in ("bad.onnx", "model.tflite", "model.bin", "emptydir")),
 ])
 
