@@ -93,8 +93,9 @@ def test_optimize_on_a_terminal_shows_bars(optimized: tuple[Terminal, Path]) -> 
     assert run.status == 0, run.raw
     text = "\n".join(run.lines)
     assert BAR in run.raw and re.search(r"\b\d{1,3}%", text)
-    for candidate in ("onnxruntime-int8", "onnxruntime-int8-dynamic", "onnxruntime-fp32"):
-        assert re.search(rf"converting \d/3 {candidate}\b", text), text
+    for candidate in ("original", "onnxruntime-int8", "onnxruntime-int8-dynamic",
+                      "onnxruntime-fp32"):
+        assert re.search(rf"converting \d/4 {candidate}\b", text), text
         assert f"{candidate}: verifying on" in text
     assert "onnxruntime-int8: calibrating on" in text
     assert re.search(r"timing round 5/5 onnxruntime", text)
