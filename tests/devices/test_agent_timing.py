@@ -181,7 +181,7 @@ def test_per_node_and_counter_profiles_time_the_whole_model_with_it(
 NOT_TIMINGS = {
     "edge/flows/recover.py": "how long a recovery attempt took, for the log",
     "targets/openvino.py": "how long a conversion took, noted beside the artifact",
-    "targets/tflite.py": "how long the onnx2tf child process ran",
+    "targets/onnx2tf_run.py": "how long the onnx2tf child process ran",
     "partition/client.py": "the live split client's per-request latency (run-split telemetry)",
     "partition/serve.py": "the server's Server-Timing header",
 }

@@ -160,8 +160,9 @@ def test_yolo_matches_boxes_of_the_same_class() -> None:
 
 
 def test_ssd_pairs_boxes_with_a_scores_output() -> None:
-    corners = RNG.uniform(0, 1, size=(3, 1, 10, 4))
-    corners[..., 2:] = corners[..., :2] + 0.3
+    # ten disjoint boxes (none suppressed by NMS), whatever order the tests run in
+    low = np.arange(10)[:, None] * 0.1 * np.ones(2)
+    corners = np.broadcast_to(np.concatenate([low, low + 0.05], axis=1), (3, 1, 10, 4)).copy()
     scores = np.zeros((3, 1, 10, 3))
     scores[:, :, :4, 1] = 0.8
     limits = Thresholds(metrics=(("boxes", "ssd:scores=scores"),))
