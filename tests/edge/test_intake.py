@@ -211,6 +211,18 @@ def test_pin_from_sample_uses_a_calibration_feed(tmp_path: Path) -> None:
     assert pin_from_sample(ref, tmp_path / "work", feed) == ref
 
 
+def test_question_mark_dims_are_unknown_not_one_shared_symbol(tmp_path: Path) -> None:
+    # Paddle2ONNX writes every unknown dim as '?' (rapidocr's text-direction classifier:
+    # x [-1, 3, '?', '?']): pinning it to 48 x 192 is not a conflict
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["?", 3, "?", "?"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["?", 3, "?", "?"])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
+    source = tmp_path / "cls.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), source)
+    ref = to_reference(source, tmp_path / "work", shapes={"x": (1, 3, 48, 192)})
+    assert inspect_model(ref).inputs[0].shape == (1, 3, 48, 192)
+
+
 @pytest.mark.parametrize(("shapes", "says"), [
     ({"tokens": (1, 5)}, "has no input 'tokens'; its inputs: x, ids"),
     ({"x": (2, 4), "ids": (3, 5)}, "dim 'batch' is shared by inputs 'x' and 'ids'"),

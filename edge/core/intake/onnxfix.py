@@ -88,7 +88,7 @@ def _pin_dims(model: onnx.ModelProto, pins: Shapes) -> None:
             dim.dim_value = size
     for value in [*model.graph.input, *model.graph.output, *model.graph.value_info]:
         for dim in value.type.tensor_type.shape.dim:
-            if dim.HasField("dim_param") and dim.dim_param in params:
+            if _shared_symbol(dim) and dim.dim_param in params:
                 dim.dim_value = params[dim.dim_param]
 
 
@@ -98,7 +98,7 @@ def _pinned_params(model: onnx.ModelProto, pins: Shapes) -> dict[str, int]:
     for value in graph_inputs(model):
         for dim, size in zip(value.type.tensor_type.shape.dim, pins.get(value.name, ()),
                              strict=False):
-            if not (dim.HasField("dim_param") and dim.dim_param):
+            if not _shared_symbol(dim):
                 continue
             seen = params.setdefault(dim.dim_param, (size, value.name))
             if seen[0] != size:
@@ -106,6 +106,11 @@ def _pinned_params(model: onnx.ModelProto, pins: Shapes) -> dict[str, int]:
                                  f"'{seen[1]}' and '{value.name}' but pinned to {seen[0]} "
                                  f"and {size}")
     return {name: size for name, (size, _) in params.items()}
+
+
+def _shared_symbol(dim: onnx.TensorShapeProto.Dimension) -> bool:
+    """A named symbolic dim; ``?`` (Paddle2ONNX and others) means unknown, not one shared name."""
+    return dim.HasField("dim_param") and dim.dim_param not in ("", "?")
 
 
 def _movable(node: onnx.NodeProto) -> bool:
