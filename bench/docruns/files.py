@@ -14,7 +14,6 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "edge" / "samples"
-OUTLIER = 1000.0
 
 
 def write(work: Path, files: dict[str, str]) -> None:
@@ -51,38 +50,10 @@ def normal(path: Path, *shape: int, seed: int = 1) -> None:
 
 
 def outlier_digits(src: Path, dst: Path, calib: np.ndarray) -> None:
-    """The digits CNN with its most often active hidden unit (first Gemm) scaled by OUTLIER and
-    the next Gemm's weights for it divided by OUTLIER: fp32 is unchanged (ReLU commutes with a
-    positive scale), per-tensor int8 activations break."""
-    import onnx
-    from onnx import numpy_helper
+    """The digits CNN with an activation outlier, built as the recovery tests build it."""
+    from tests.support.variants import with_outlier_channel
 
-    proto = onnx.load(str(src))
-    gemm, head = [n for n in proto.graph.node if n.op_type == "Gemm"]
-    inits = {i.name: i for i in proto.graph.initializer}
-    weight, bias, head_weight = (numpy_helper.to_array(inits[name]).copy()
-                                 for name in (gemm.input[1], gemm.input[2], head.input[1]))
-    channel = int(np.argmax(np.mean(_hidden(src, gemm.output[0], calib) > 0, axis=0)))
-    weight[channel] *= OUTLIER  # Gemm transB=1: a row is a hidden unit
-    bias[channel] *= OUTLIER
-    head_weight[:, channel] /= OUTLIER
-    for name, array in ((gemm.input[1], weight), (gemm.input[2], bias),
-                        (head.input[1], head_weight)):
-        inits[name].CopyFrom(numpy_helper.from_array(array.astype(np.float32), name))
-    onnx.save(proto, str(dst))
-
-
-def _hidden(path: Path, tensor: str, x: np.ndarray) -> np.ndarray:
-    """The values of ``tensor`` inside the model at ``path`` for every sample of ``x``."""
-    import onnx
-    import onnxruntime as ort
-
-    proto = onnx.load(str(path))
-    proto.graph.output.append(onnx.helper.make_tensor_value_info(tensor, 1, None))
-    session = ort.InferenceSession(proto.SerializeToString(),
-                                   providers=["CPUExecutionProvider"])
-    return np.concatenate([session.run([tensor], {"input": x[i:i + 1]})[0]
-                           for i in range(len(x))])
+    with_outlier_channel(src, dst, calib)
 
 
 def torchscript_mlp(path: Path) -> None:

@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import numpy_helper
 
 from edge.core.data import load_dataset
 from edge.core.model import inspect_model
@@ -20,11 +19,11 @@ from edge.flows.recover import Recovery, attempt_sizes, rank_sensitive_nodes, re
 from targets.base import ConvertSettings
 from targets.onnxruntime import OnnxRuntimeTarget, OrtRunner
 from tests.support.digits import DigitsModel
+from tests.support.variants import with_outlier_channel
 
 TARGET = OnnxRuntimeTarget()
 LIMITS = Thresholds()  # 1 point of accuracy, cosine 0.98
 DEFAULT = ConvertSettings()
-OUTLIER = 1000.0
 
 
 class Case:
@@ -53,36 +52,6 @@ class Case:
         return recover(TARGET, self.model, precision, self.calib, self.held_out,
                        self.reference, kwargs.pop("limits", LIMITS),  # type: ignore[arg-type]
                        self.workdir_for, **kwargs)  # type: ignore[arg-type]
-
-
-def with_outlier_channel(src: Path, dst: Path, calib: np.ndarray) -> Path:
-    """Scale the most often active hidden unit of the first Gemm by OUTLIER and divide the
-    next Gemm's weights for it by OUTLIER (ReLU commutes with positive scaling)."""
-    proto = onnx.load(str(src))
-    gemm, head = [n for n in proto.graph.node if n.op_type == "Gemm"]
-    inits = {i.name: i for i in proto.graph.initializer}
-    weight, bias, head_weight = (numpy_helper.to_array(inits[name]).copy()
-                                 for name in (gemm.input[1], gemm.input[2], head.input[1]))
-    channel = int(np.argmax(np.mean(_hidden(src, gemm.output[0], calib) > 0, axis=0)))
-    weight[channel] *= OUTLIER  # Gemm transB=1: row = hidden unit
-    bias[channel] *= OUTLIER
-    head_weight[:, channel] /= OUTLIER
-    for name, array in ((gemm.input[1], weight), (gemm.input[2], bias),
-                        (head.input[1], head_weight)):
-        inits[name].CopyFrom(numpy_helper.from_array(array.astype(np.float32), name))
-    onnx.save(proto, str(dst))
-    return dst
-
-
-def _hidden(path: Path, tensor: str, x: np.ndarray) -> np.ndarray:
-    import onnxruntime as ort
-
-    proto = onnx.load(str(path))
-    proto.graph.output.append(onnx.helper.make_tensor_value_info(tensor, 1, None))
-    session = ort.InferenceSession(proto.SerializeToString(),
-                                   providers=["CPUExecutionProvider"])
-    return np.concatenate([session.run([tensor], {"input": x[i:i + 1]})[0]
-                           for i in range(len(x))])
 
 
 @pytest.fixture(scope="module")

@@ -96,3 +96,42 @@ def digits_lstm(out_dir: Path, *, epochs: int = 4, seed: int = 0) -> tuple[Path,
     quantize_dynamic(str(fp32), str(int8), op_types_to_quantize=["LSTM", "MatMul", "Gemm"],
                      weight_type=QuantType.QInt8)
     return fp32, int8
+
+
+OUTLIER = 1000.0
+
+
+def with_outlier_channel(src: Path, dst: Path, calib: np.ndarray) -> Path:
+    """The digits CNN with one activation outlier, fp32 unchanged (bench/docruns and the recovery
+    tests). Scale the most often active hidden unit of the first Gemm by OUTLIER and divide the
+    next Gemm's weights for it by OUTLIER (ReLU commutes with positive scaling)."""
+    import onnx
+    from onnx import numpy_helper
+
+    proto = onnx.load(str(src))
+    gemm, head = [n for n in proto.graph.node if n.op_type == "Gemm"]
+    inits = {i.name: i for i in proto.graph.initializer}
+    weight, bias, head_weight = (numpy_helper.to_array(inits[name]).copy()
+                                 for name in (gemm.input[1], gemm.input[2], head.input[1]))
+    channel = int(np.argmax(np.mean(_hidden(src, gemm.output[0], calib) > 0, axis=0)))
+    weight[channel] *= OUTLIER  # Gemm transB=1: row = hidden unit
+    bias[channel] *= OUTLIER
+    head_weight[:, channel] /= OUTLIER
+    for name, array in ((gemm.input[1], weight), (gemm.input[2], bias),
+                        (head.input[1], head_weight)):
+        inits[name].CopyFrom(numpy_helper.from_array(array.astype(np.float32), name))
+    onnx.save(proto, str(dst))
+    return dst
+
+
+def _hidden(path: Path, tensor: str, x: np.ndarray) -> np.ndarray:
+    """The values of ``tensor`` inside the model at ``path`` for every sample of ``x``."""
+    import onnx
+    import onnxruntime as ort
+
+    proto = onnx.load(str(path))
+    proto.graph.output.append(onnx.helper.make_tensor_value_info(tensor, 1, None))
+    session = ort.InferenceSession(proto.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    return np.concatenate([session.run([tensor], {"input": x[i:i + 1]})[0]
+                           for i in range(len(x))])

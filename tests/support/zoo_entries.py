@@ -294,8 +294,8 @@ RAPID_CLS = Entry(
     covers=("classification", "dynamic dims"),
     inputs=_strip_inputs(192, flip=True), judge=_judge(("orientation", m.classes, (0,))),
     metrics=("save_infer_model/scale_0.tmp_1=classes",), fast=True,
-    note="input x is [-1, 3, '?', '?']: `--shape x=1,3,48,192` is refused (dim '?' is shared "
-         "by inputs 'x' and 'x' but pinned to 48 and 192), so the data pins it")
+    note="input x is [-1, 3, '?', '?'], pinned from the data ('?' dims are unknown, not one "
+         "shared name, since b0d3b8c)")
 
 SILERO = Entry(
     name="silero-vad", package="silero-vad", version="5.1.2",
