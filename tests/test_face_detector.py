@@ -31,10 +31,7 @@ def face_bundle(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
 def _auc(bundle: Path, manifest: dict, result: dict, images: np.ndarray,
          labels: np.ndarray) -> float:
     model = ModelInfo.from_json(manifest["source"])
-    target = result["candidate"]["target"]
-    if target == "original":  # the .tflite itself: its runtime's target runs it
-        target = result["artifact"]["runtime"]
-    runner = get_target(target).load(
+    runner = get_target(result["artifact"]["runtime"]).load(
         bundle / result["artifact"]["file"], model, threads=2)
     name = model.inputs[0].name
     return mediapipe.face_auc(lambda batch: runner.run({name: batch}), images, labels)

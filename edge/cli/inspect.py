@@ -26,7 +26,9 @@ def inspect(model: Path, profile_ref: str | None, shapes: tuple[str, ...], as_js
     """Describe a model: inputs, outputs, params, MACs, size, ops, fit on a device.
 
     MODEL may be ONNX, TFLite, Keras (.keras/.h5), a SavedModel folder or a PyTorch
-    module (.pt/.pth, needs --shape); it is described as the reference ONNX edge converts from.
+    module (.pt/.pth, needs --shape); it is described as the reference ONNX edge converts from,
+    or, for a .tflite no converter turns into a faithful ONNX model, as the .tflite itself (read
+    with LiteRT, MACs not counted), with a warning naming what failed.
     MACs of inputs with symbolic dims (other than the batch) are a lower bound, with a
     warning: give --shape for the real count.
     Exits 1 when the weights do not fit the profile's model budget even at int8.
@@ -37,16 +39,16 @@ def inspect(model: Path, profile_ref: str | None, shapes: tuple[str, ...], as_js
       edge inspect face_detection.tflite
     """
     from edge.cli.render import render_model
-    from edge.core.intake import reference_model
-    from edge.core.model import inspect_model, macs_caveat
+    from edge.core.intake import inspect_reference, reference_model
+    from edge.core.model import macs_caveat
     from edge.core.profile import load_profile
 
     profile = load_profile(profile_ref) if profile_ref else None
     model, _, _ = with_sample(model, None, None)
     pins, types = parse_shapes(shapes)
     with stdout_to_stderr(as_json):
-        _, reference = reference_model(model, shapes=pins, dtypes=types)
-        info = inspect_model(reference)
+        _, reference = reference_model(model, shapes=pins, dtypes=types, tflite_fallback=True)
+        info = inspect_reference(reference)
     fit = _fit(info, profile) if profile else None
     caveat = macs_caveat(info)
     if caveat:

@@ -118,14 +118,43 @@ def choose_candidate(results: Iterable[CandidateResult], runtimes: Sequence[str]
     options = [Option(id=r.candidate.id, cost=times.get(r.candidate.id), rank=rank(r))
                for r in passed]
     original = next((r for r in passed if r.candidate.target == ORIGINAL), None)
+    slower = {} if trusted else _slower_than_original(passed, times, original, tie)
+    options = [o for o in options if o.id not in slower]
     choice = _original_in_tie(choose(options, tie=tie, trusted=trusted))
     if choice.basis == "measured":
         return _measured_reason(choice, options, where, tie, original)
     note = f"; {untrusted_why}" if times and untrusted_why else ""
+    note += _slower_note(slower, times, where)
     chosen = next(r for r in passed if r.candidate.id == choice.id)
     return Choice(id=choice.id, basis="order", reason=(
         f"first in the runtime order ({' > '.join(runtimes)}) at the lowest precision that "
         f"keeps fidelity{_order_vs_original(chosen, original)}{note}"))
+
+
+def _slower_than_original(passed: Sequence[CandidateResult], times: dict[str, float],
+                          original: CandidateResult | None, tie: float) -> dict[str, float]:
+    """Candidates on the original's own runtime that ``times`` (measured off the device) put
+    slower than the original by more than ``tie``: id -> ratio of their speed to the original's.
+
+    Timings off the device do not rank runtimes against each other, but the same runtime on
+    the same file format slowing down on the host is evidence enough not to swap the user's
+    file for it on the profile's word alone.
+    """
+    mine = times.get(ORIGINAL)
+    if original is None or not mine:
+        return {}
+    same = [r for r in passed if r.candidate.target != ORIGINAL
+            and _runtime(r) == _runtime(original) and r.candidate.id in times]
+    return {r.candidate.id: mine / times[r.candidate.id] for r in same
+            if times[r.candidate.id] > mine * (1 + tie)}
+
+
+def _slower_note(slower: dict[str, float], times: dict[str, float], where: str) -> str:
+    if not slower:
+        return ""
+    shown = ", ".join(f"{k} {v:.2f}x" for k, v in sorted(slower.items()))
+    return (f"; on {where} the original's own runtime ran {shown} the speed of the original "
+            f"({times[ORIGINAL]:.3f} ms): not preferred to it")
 
 
 def _original_in_tie(choice: Choice) -> Choice:

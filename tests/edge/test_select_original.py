@@ -107,3 +107,27 @@ def test_device_measurements_are_judged_the_same_way() -> None:
                               where="pi@raspberrypi (ssh) in one interleaved bench")
     assert choice.id == ORIGINAL
     assert "measured on pi@raspberrypi (ssh)" in choice.reason
+
+
+def test_off_the_device_the_same_runtime_slower_on_the_host_does_not_replace_the_original() -> None:
+    # rpi4 profile on an x86 host: tflite-int8 ranks before the original .tflite by the
+    # profile's order, but the host ran it on the original's own runtime 1.4x slower
+    ms = {"original": 1.0, "tflite-int8": 1.4, "onnxruntime-int8": 0.5}
+    choice = choose_candidate([ORIG_TFLITE, TFL_INT8, ORT_INT8], RPI4, ms=ms, trusted=False,
+                              untrusted_why="this host is not an aarch64 device")
+    assert choice.id == ORIGINAL and choice.basis == "order"
+    assert "the original's own runtime ran tflite-int8 0.71x the speed of the original" \
+        in choice.reason
+    assert "not preferred to it" in choice.reason
+
+
+def test_off_the_device_the_same_runtime_within_the_tie_band_keeps_the_profiles_order() -> None:
+    ms = {"original": 1.0, "tflite-int8": 1.0 + TIE * 0.9}
+    choice = choose_candidate([ORIG_TFLITE, TFL_INT8], RPI4, ms=ms, trusted=False)
+    assert choice.id == "tflite-int8"
+    assert "not preferred" not in choice.reason
+    # another runtime's host timing says nothing about the device: the order stands
+    choice = choose_candidate([ORIG_ONNX, TFL_INT8], RPI4, ms={"original": 1.0,
+                                                               "tflite-int8": 9.0},
+                              trusted=False)
+    assert choice.id == "tflite-int8"

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from edge.core.model import inspect_model
+from edge.core.values import ModelInfo
 from targets import get_target
 from tests.support.zoo import Arrays, Entry
 from tests.support.zoo_run import Model, outputs
@@ -21,14 +21,13 @@ from tests.support.zoo_run import Model, outputs
 THREADS = 2
 
 
-def artifact_model(bundle: Path, candidate: dict[str, Any], reference: Path) -> Model:
-    """A candidate of the bundle loaded by its target, as a ``Model`` over reference names."""
-    info = inspect_model(reference)
-    name = candidate["candidate"]["target"]
-    if name == "original":  # the user's own file: its runtime's target runs it
-        name = candidate["artifact"]["runtime"]
-    runner = get_target(name).load(
-        bundle / candidate["artifact"]["file"], info, threads=THREADS)
+def artifact_model(bundle: Path, candidate: dict[str, Any], source: dict[str, Any]) -> Model:
+    """A candidate of the bundle loaded by its runtime's target (as the device's runner loads
+    it), as a ``Model`` over the names of the reference ``source`` (the report's "source")."""
+    info = ModelInfo.from_json(source)
+    artifact = candidate["artifact"]
+    runner = get_target(artifact["runtime"]).load(bundle / artifact["file"], info,
+                                                  threads=THREADS)
     return Model(inputs=tuple((s.name, len(s.shape)) for s in info.inputs),
                  outputs=tuple(s.name for s in info.outputs), run=runner.run)
 
