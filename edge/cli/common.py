@@ -111,6 +111,9 @@ optimize_options = with_options([
                  help="Max accuracy (or top-1 agreement) loss, in points."),
     click.option("--min-cosine", type=click.FloatRange(-1, 1), default=0.98,
                  show_default=True, help="Min output cosine similarity to fp32."),
+    click.option("--max-error", type=click.FloatRange(0, min_open=True), default=0.10,
+                 show_default=True, help="Max RMS error of an output relative to its spread "
+                 "across samples (regression: relative error)."),
     click.option("--latency-budget", type=click.FloatRange(min=0, min_open=True),
                  help="Reject candidates whose measured p50 exceeds this (ms)."),
     click.option("-o", "--out", type=PATH, help="Bundle directory to write."),
@@ -127,7 +130,8 @@ def optimize_settings(opts: dict[str, Any]) -> Any:
     return OptimizeOptions(
         calib=opts.pop("calib"), eval=opts.pop("eval_"),
         latency_budget_ms=opts.pop("latency_budget"), shapes=shapes, dtypes=dtypes,
-        limits=Thresholds(max_drop=opts.pop("max_drop"), min_cosine=opts.pop("min_cosine")))
+        limits=Thresholds(max_drop=opts.pop("max_drop"), min_cosine=opts.pop("min_cosine"),
+                          max_error=opts.pop("max_error")))
 
 
 # ---------------------------------------------------------------- device flags

@@ -45,14 +45,17 @@ def _concatenated_cosine(reference: Outputs, candidate: Outputs) -> float:
 
 def test_small_scale_output_broken_by_int8_fails_by_name(tmp_path: Path) -> None:
     path = two_scale_model(tmp_path / "two.onnx")
-    fid, ref, got = _int8(path, uniform_inputs(60, (1, 8)), tmp_path / "w", Thresholds())
+    # --max-error loosened to 0.3: int8 moves 'pixels' by ~16% of its spread (the default 0.1
+    # rejects that too); the point here is 'metres', which keeps almost nothing
+    loose = Thresholds(max_error=0.3)
+    fid, ref, got = _int8(path, uniform_inputs(60, (1, 8)), tmp_path / "w", loose)
     assert _concatenated_cosine(ref, got) > 0.99  # the old single cosine passes it
     by_name = {o.name: o for o in fid.outputs}
     assert by_name["pixels"].passed and by_name["pixels"].kind == "values"
     metres = by_name["metres"]
     assert not metres.passed and metres.rel_rms is not None and metres.rel_rms > 0.8
     assert "no task shape" in metres.why
-    reason = judge(fid, Thresholds())
+    reason = judge(fid, loose)
     assert reason is not None and reason.startswith("output 'metres': ")
     assert fid.cosine == min(o.cosine for o in fid.outputs if o.cosine is not None)
 
@@ -60,7 +63,10 @@ def test_small_scale_output_broken_by_int8_fails_by_name(tmp_path: Path) -> None
 def test_detector_scores_collapse_while_cosine_stays_high(tmp_path: Path) -> None:
     path = detector_model(tmp_path / "det.onnx")
     inputs = uniform_inputs(60, (1, 16))
-    auto, ref, got = _int8(path, inputs, tmp_path / "w", Thresholds())
+    # judged as plain values with a loose error bound, the collapsed head passes: only the
+    # detector kind sees the scores gone
+    loose = Thresholds(max_error=0.5)
+    auto, ref, got = _int8(path, inputs, tmp_path / "w", loose)
     assert _concatenated_cosine(ref, got) > 0.99
     (out,) = auto.outputs
     assert out.kind == "values" and out.passed  # a raw head is not guessed to be a detector

@@ -178,7 +178,21 @@ def test_regression_relative_error() -> None:
     assert judge(_fid([ref], [ref * 1.05], ["age"], limits), limits) is None
     fid = _fid([ref], [ref * 1.5], ["age"], limits)
     assert fid.outputs[0].rel_error == pytest.approx(0.5)
-    assert "relative error 0.5000 > 0.2000" in (judge(fid, limits) or "")
+    assert "relative error 0.5000 > 0.1000 (--max-error 0.1)" in (judge(fid, limits) or "")
+
+
+def test_values_error_is_bounded_by_max_error_or_by_the_cosine_when_that_is_tighter() -> None:
+    # landmarks-like output: large offset, small spread; an error of 15% of the spread keeps
+    # the cosine ~1.0 (iris landmarks at int8: 0.8 px off on a 7 px iris)
+    ref = 100 + RNG.normal(0, 1, size=(40, 1, 30))
+    got = [ref + RNG.normal(0, 0.15, size=ref.shape)]
+    limits = Thresholds()
+    fid = _fid([ref], got, ["iris"], limits)
+    assert fid.outputs[0].cosine > 0.9999 and 0.12 < fid.outputs[0].rel_rms < 0.18
+    assert "of its spread across samples > 0.100 (--max-error 0.1)" in (judge(fid, limits) or "")
+    assert judge(fid, Thresholds(max_error=0.2)) is None
+    strict = Thresholds(min_cosine=0.999, max_error=0.2)
+    assert "> 0.045 (from --min-cosine 0.999)" in (judge(fid, strict) or "")
 
 
 # ---------------------------------------------------------------- flags and custom metrics

@@ -41,19 +41,32 @@ class Thresholds:
 
     ``max_drop`` (percentage points) bounds every counted metric: accuracy or top-1 agreement,
     probability flips, sequence positions, CTC strings, detections. ``min_cosine`` bounds a
-    ``values`` output's cosine, and through ``max_rel_rms`` its RMS error relative to its
-    spread across samples (and a ``regression`` output's relative error).
+    ``values`` output's cosine; ``max_rel_rms`` its RMS error relative to its spread across
+    samples (and a ``regression`` output's relative error): ``max_error``, or less when the
+    cosine bound asks for less.
     """
 
     max_drop: float = 1.0
     min_cosine: float = 0.98
+    max_error: float = 0.10
     metrics: tuple[tuple[str, str], ...] = ()  # (OUTPUT or '*', KIND[:options]) from --metric
     custom: tuple[str, ...] = ()  # module:function from --metric (command line only)
 
     @property
     def max_rel_rms(self) -> float:
-        """The relative error a cosine of ``min_cosine`` allows: sqrt(2 (1 - min_cosine))."""
+        """``max_error``, or the relative error a cosine of ``min_cosine`` allows,
+        sqrt(2 (1 - min_cosine)), when that is smaller."""
+        return min(self.max_error, self.from_cosine)
+
+    @property
+    def from_cosine(self) -> float:
         return math.sqrt(max(0.0, 2.0 * (1.0 - self.min_cosine)))
+
+    def error_bound(self) -> str:
+        """Which flag sets ``max_rel_rms``."""
+        if self.from_cosine < self.max_error:
+            return f"from --min-cosine {self.min_cosine}"
+        return f"--max-error {self.max_error}"
 
 
 def run_all(runner: object, data: Dataset) -> Outputs:
@@ -267,13 +280,13 @@ def _numeric_failure(head: str, out: OutputFidelity, limits: Thresholds) -> str 
     if out.rel_error is not None:
         if not out.rel_error <= allowed:
             return (f"{head}: relative error {out.rel_error:.4f} > {allowed:.4f} "
-                    f"(from --min-cosine {limits.min_cosine})")
+                    f"({limits.error_bound()})")
         return None
     if out.cosine is None or not out.cosine >= limits.min_cosine:
         return f"{head}: cosine {out.cosine:.4f} < --min-cosine {limits.min_cosine}"
     if out.rel_rms is None or not out.rel_rms <= allowed:
         return (f"{head}: RMS error {out.rel_rms:.3f} of its spread across samples > "
-                f"{allowed:.3f} (from --min-cosine {limits.min_cosine})")
+                f"{allowed:.3f} ({limits.error_bound()})")
     return None
 
 
