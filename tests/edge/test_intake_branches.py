@@ -175,3 +175,6 @@ def test_optimize_a_vad_with_an_if_on_its_sample_rate(tmp_path: Path) -> None:
     judged = [c for c in report["candidates"] if c["status"] in ("passed", "chosen")]
     assert judged and all(c["fidelity"]["outputs"][0]["why"] == "--metric y=values"
                           for c in judged)
+    own = next(c for c in report["candidates"] if c["candidate"]["target"] == "original")
+    assert own["status"] in ("passed", "chosen"), own["reason"]
+    assert any(n.startswith("rate_if: its else branch") for n in own["artifact"]["notes"])

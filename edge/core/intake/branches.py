@@ -62,11 +62,15 @@ def loadable_at_pins(model: onnx.ModelProto, source: Path, pinned: bool) -> onnx
 
 def repeat_notes(reference: Path) -> None:
     """Warn again about the If branches a cached reference dropped (its metadata says)."""
+    _warn(list(dropped_branches(reference)))
+
+
+def dropped_branches(reference: Path) -> tuple[str, ...]:
+    """The notes on the If branches the reference ONNX dropped at its pinned dims (none: ())."""
     import onnx
 
     model = onnx.load(str(reference), load_external_data=False)
-    notes = _props(model).get(NOTES_KEY, "")
-    _warn([line for line in notes.splitlines() if line])
+    return tuple(line for line in _props(model).get(NOTES_KEY, "").splitlines() if line)
 
 
 def has_ifs(model: onnx.ModelProto) -> bool:
