@@ -63,7 +63,8 @@ def original_target(origin: Origin, reference: ModelInfo) -> OriginalTarget:
     if origin.format == "onnx" and _dynamic(source):
         source = Path(reference.path)
         notes = [f"your own {name} with its dynamic input dims pinned to "
-                 f"{_shapes(reference)} (as verified and timed), run by {runtime}"]
+                 f"{_shapes(reference)} (as verified and timed), run by {runtime}",
+                 *_dropped(source)]
     caps = Capabilities(runtime=runtime, precisions=(reference.precision,),
                         suffix=source.suffix.lower())
     return OriginalTarget(caps=caps, source=source, notes=tuple(notes))
@@ -73,6 +74,13 @@ def _dynamic(source: Path) -> bool:
     from edge.core.intake import dynamic_inputs
 
     return bool(dynamic_inputs(source))
+
+
+def _dropped(reference: Path) -> tuple[str, ...]:
+    """The If branches the pinned copy dropped because they cannot run at its dims."""
+    from edge.core.intake import dropped_branches
+
+    return dropped_branches(reference)
 
 
 def _shapes(model: ModelInfo) -> str:

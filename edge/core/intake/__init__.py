@@ -9,6 +9,7 @@ a chain of converters; when none makes a faithful ONNX model (the failure is rem
 original .tflite may be its own reference on LiteRT (``reference_model(tflite_fallback=True)``).
 """
 
+from edge.core.intake.branches import dropped_branches
 from edge.core.intake.common import ACCEPTED, OPSET, NoOnnxReference
 from edge.core.intake.litert import inspect_reference, inspect_tflite, is_tflite
 from edge.core.intake.reference import (
@@ -20,6 +21,6 @@ from edge.core.intake.reference import (
 )
 from edge.core.intake.shapes import parse_shape_flags, parse_shapes
 
-__all__ = ["ACCEPTED", "OPSET", "NoOnnxReference", "dynamic_inputs", "inspect_reference",
-           "inspect_tflite", "is_tflite", "parse_shape_flags", "parse_shapes", "pin_from_sample",
-           "reference_model", "source_kind", "to_reference"]
+__all__ = ["ACCEPTED", "OPSET", "NoOnnxReference", "dropped_branches", "dynamic_inputs",
+           "inspect_reference", "inspect_tflite", "is_tflite", "parse_shape_flags",
+           "parse_shapes", "pin_from_sample", "reference_model", "source_kind", "to_reference"]

@@ -52,8 +52,9 @@ _VERSION = "1"  # bump when the conversion changes, to invalidate cached referen
 _TF = ("tf2onnx", "tensorflow", "tf-keras", "ai-edge-litert", "onnx")
 
 #: distributions whose versions key the cached reference of each source kind
-_CONVERTERS = {"onnx": ("onnx",), "tflite": (*_TF, "tflite2onnx", "onnxruntime"), "keras": _TF,
-               "savedmodel": _TF, "torch": ("torch", "onnx")}
+#: (onnxruntime for ONNX too: whether it loads a pinned model decides which If branches stay)
+_CONVERTERS = {"onnx": ("onnx", "onnxruntime"), "tflite": (*_TF, "tflite2onnx", "onnxruntime"),
+               "keras": _TF, "savedmodel": _TF, "torch": ("torch", "onnx")}
 
 
 class NoOnnxReference(UsageError):

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from edge.core.errors import UsageError, first_line
+from edge.core.intake.branches import has_ifs, loadable_at_pins, repeat_notes
 from edge.core.intake.common import Shapes, cached_path
 from edge.core.model import save_onnx_atomic
 
@@ -27,6 +28,8 @@ def fix_onnx(source: Path, workdir: Path, pins: Shapes) -> Path:
     if not out.is_file():
         workdir.mkdir(parents=True, exist_ok=True)
         save_onnx_atomic(finish(model, pins, source), out)
+    elif has_ifs(model):
+        repeat_notes(out)  # the cached copy may have dropped If branches: say so again
     return out
 
 
@@ -38,11 +41,13 @@ def _needs_fix(model: onnx.ModelProto, pins: Shapes) -> bool:
 
 
 def finish(model: onnx.ModelProto, pins: Shapes, source: Path) -> onnx.ModelProto:
-    """Pin dims, move Constant nodes to initializers and check the result."""
+    """Pin dims, drop the If branches the pins rule out, move Constant nodes to initializers
+    and check the result."""
     import onnx
 
     check_pins(model, pins, source)
     _pin_dims(model, pins)
+    model = loadable_at_pins(model, source, pinned=bool(pins))
     _constants_to_initializers(model)
     _static_outputs(model)
     try:
