@@ -114,6 +114,10 @@ optimize_options = with_options([
     click.option("--max-error", type=click.FloatRange(0, min_open=True), default=0.10,
                  show_default=True, help="Max RMS error of an output relative to its spread "
                  "across samples (regression: relative error)."),
+    click.option("--metric", "metrics", multiple=True, metavar="OUTPUT=KIND|MODULE:FUNCTION",
+                 help="How to judge an output (repeatable): KIND is values, classes, probs, "
+                      "sequence, ctc[:blank=K], yolo[:obj], ssd[:scores=OUTPUT] or regression; "
+                      "OUTPUT may be '*'. MODULE:FUNCTION is your own check (see docs)."),
     click.option("--latency-budget", type=click.FloatRange(min=0, min_open=True),
                  help="Reject candidates whose measured p50 exceeds this (ms)."),
     click.option("-o", "--out", type=PATH, help="Bundle directory to write."),
@@ -123,15 +127,16 @@ optimize_options = with_options([
 
 def optimize_settings(opts: dict[str, Any]) -> Any:
     """OptimizeOptions from the shared optimize flags (consumed from ``opts``)."""
-    from edge.core.verify import Thresholds
+    from edge.core.verify import Thresholds, parse_metrics
     from edge.flows.optimize import OptimizeOptions
 
     shapes, dtypes = parse_shapes(opts.pop("shapes"))
+    pairs, custom = parse_metrics(opts.pop("metrics"))
     return OptimizeOptions(
         calib=opts.pop("calib"), eval=opts.pop("eval_"),
         latency_budget_ms=opts.pop("latency_budget"), shapes=shapes, dtypes=dtypes,
         limits=Thresholds(max_drop=opts.pop("max_drop"), min_cosine=opts.pop("min_cosine"),
-                          max_error=opts.pop("max_error")))
+                          max_error=opts.pop("max_error"), metrics=pairs, custom=custom))
 
 
 # ---------------------------------------------------------------- device flags

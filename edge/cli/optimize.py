@@ -28,10 +28,6 @@ __all__ = ["optimize"]
 @click.argument("model", type=PATH)
 @click.option("--profile", "profile_ref", required=True, help="Device profile id or file.")
 @optimize_options
-@click.option("--metric", "metrics", multiple=True, metavar="OUTPUT=KIND|MODULE:FUNCTION",
-              help="How to judge an output (repeatable): KIND is values, classes, probs, "
-                   "sequence, ctc[:blank=K], yolo[:obj], ssd[:scores=OUTPUT] or regression; "
-                   "OUTPUT may be '*'. MODULE:FUNCTION is your own check (see docs).")
 @click.option("--dry-run", is_flag=True, help="Print the plan; convert nothing.")
 @report_option
 @json_option
@@ -53,8 +49,7 @@ def optimize(model: Path, profile_ref: str, out: Path | None, dry_run: bool,
 
     profile = load_profile(profile_ref)
     model, opts["calib"], opts["eval_"] = with_sample(model, opts["calib"], opts["eval_"])
-    metrics = opts.pop("metrics")
-    options = _with_metrics(optimize_settings(opts), metrics)
+    options = optimize_settings(opts)
     if dry_run:
         return _print_plan(model, profile, options, as_json)
     check_report_file(report_file)
@@ -65,18 +60,6 @@ def optimize(model: Path, profile_ref: str, out: Path | None, dry_run: bool,
     emit(as_json, bundle.to_json() | {"bundle": str(where)} | ({"report": html} if html else {}),
          render_bundle(bundle, str(where)) + (f"\nreport: {html}" if html else ""))
     return 0 if bundle.chosen else int(ExitStatus.CHECK_FAILED)
-
-
-def _with_metrics(options: Any, texts: tuple[str, ...]) -> Any:
-    """The options with the ``--metric`` flags checked and added to the thresholds."""
-    from dataclasses import replace
-
-    from edge.core.verify import parse_metrics
-
-    if not texts:
-        return options
-    pairs, custom = parse_metrics(texts)
-    return replace(options, limits=replace(options.limits, metrics=pairs, custom=custom))
 
 
 def _print_plan(model: Path, profile: Any, options: Any, as_json: bool) -> int:

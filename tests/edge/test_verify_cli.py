@@ -97,3 +97,18 @@ def test_bad_metric_is_one_line_exit_2(work: Path, flag: str, words: str) -> Non
     assert result.status == 2, result.stderr
     assert len(result.error_lines) == 1 and words in result.error_lines[0]
     assert "Traceback" not in result.stderr and not out.exists()
+
+
+def test_deploy_takes_the_same_metric_flags(work: Path) -> None:
+    # deploy (here on this host) optimizes a model first: its outputs are judged by the same
+    # --metric flags, checked before anything is converted; a bad kind before connecting
+    out = work / "never-deployed.bundle"
+    result = run_cli("deploy", str(work / "det.onnx"), "--profile", str(work / "ort.yaml"),
+                     "--calib", str(work / "det.npy"), "-o", str(out), "--metric",
+                     "scroes=probs")
+    assert result.status == 2, result.stderr
+    assert "the model has no output 'scroes' (outputs: out)" in result.error_lines[0]
+    assert not out.exists()
+    bad = run_cli("deploy", str(work / "det.onnx"), "--profile", str(work / "ort.yaml"),
+                  "--host", "nobody@192.0.2.1", "--metric", "out=boxes")
+    assert bad.status == 2 and "unknown kind 'boxes'" in bad.error_lines[0]
