@@ -98,6 +98,7 @@ def test_optimize_on_a_terminal_shows_bars(optimized: tuple[Terminal, Path]) -> 
         assert re.search(rf"converting \d/4 {candidate}\b", text), text
         assert f"{candidate}: verifying on" in text
     assert "onnxruntime-int8: calibrating on" in text
+    assert "original: your own file, nothing to convert" in text
     assert re.search(r"timing round 5/5 onnxruntime", text)
     # log lines print whole above the bars, in the usual 'edge: ' style
     assert "edge: converting and verifying onnxruntime-int8" in run.lines

@@ -242,9 +242,8 @@ def _try(planned: Planned, ctx: _Context) -> _Outcome:
     target = _target(cand.target, ctx)
     settings = ConvertSettings()
     log.info("converting and verifying %s", cand.id)
-    calibrating = f"calibrating on {len(ctx.calib)} samples, " if cand.precision == "int8" else ""
     try:
-        with progress.step(f"{cand.id}: {calibrating}converting"):
+        with progress.step(_doing(cand, len(ctx.calib))):
             file, notes = target.convert(ctx.model, cand.precision, calib=ctx.calib,
                                          workdir=_workdir(ctx, cand.target, settings),
                                          settings=settings)
@@ -290,6 +289,14 @@ def _target(name: str, ctx: _Context) -> Any:
     if name == ORIGINAL and ctx.origin is not None:
         return original_target(ctx.origin, ctx.model)
     return get_target(name)
+
+
+def _doing(cand: Any, calib: int) -> str:
+    """What the progress line says while a candidate's artifact is made."""
+    if cand.target == ORIGINAL:
+        return f"{cand.id}: your own file, nothing to convert"
+    calibrating = f"calibrating on {calib} samples, " if cand.precision == "int8" else ""
+    return f"{cand.id}: {calibrating}converting"
 
 
 def _recover(target: Any, precision: str, ctx: _Context, settings: Any) -> Any:
