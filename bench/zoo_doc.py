@@ -52,8 +52,11 @@ through `edge optimize`.
 
 Speed is measured on this host: the original file on its own runtime (ONNX Runtime, LiteRT,
 Keras under `tf.function`) against the chosen artifact, 7 interleaved rounds of 20 runs on one
-sample, 2 threads. For the rpi4 profile that is not the device's speed, only a host-side sanity
-check. A summary rebuilt with `--gather` carries that command in its provenance; the numbers
+sample, 2 threads; the chosen artifact runs through edge's runner for its runtime, as the device
+would run it. When the chosen artifact is the original file itself, byte for byte (`original`,
+or `litert-fp32` when a .tflite is its own reference), its speed is 1.00x by definition and is
+not timed. For the rpi4 profile the host's speed is not the device's, only a sanity check. A
+summary rebuilt with `--gather` carries that command in its provenance; the numbers
 are those of the per-model files, written by the runs before it.
 """
 
