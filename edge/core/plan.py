@@ -95,7 +95,8 @@ def _no_target(runtime: str) -> Planned:
 
 
 def _judge(profile: Profile, model: ModelInfo, cand: Candidate, missing: str | None) -> Planned:
-    reason = (_missing(missing) or _precision(profile, cand) or _budget(profile, model, cand))
+    reason = (_missing(missing) or _precision(profile, cand) or _requantized(model, cand)
+              or _budget(profile, model, cand))
     if reason:
         return Planned(candidate=cand, keep=False, reason=reason)
     return Planned(candidate=cand, keep=True, reason=_why_keep(profile, cand))
@@ -110,6 +111,14 @@ def _precision(profile: Profile, cand: Candidate) -> str | None:
         return None
     return (f"{profile.compute.cpu} has no fp16 arithmetic: fp16 would only halve the file "
             "and compute in fp32")
+
+
+def _requantized(model: ModelInfo, cand: Candidate) -> str | None:
+    """An already-quantized model is not quantized again (its scales would be quantized)."""
+    if not cand.precision.startswith("int8") or not model.precision.startswith("int8"):
+        return None
+    return (f"the model is already quantized ({model.precision}): quantizing it again would "
+            "stack a second rounding on the first; the original competes as it is")
 
 
 def computes_fp16(profile: Profile, runtime: str) -> bool:

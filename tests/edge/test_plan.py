@@ -97,3 +97,18 @@ def test_the_users_file_is_explained_when_the_device_cannot_run_it() -> None:
     keras, _ = _original("rpi4", "keras")
     assert not keras.keep and "runs only once converted" in keras.reason
     assert make_plan(load_profile("rpi4"), _model(1000), TARGETS)[0].candidate.id != "original"
+
+
+def test_an_already_quantized_model_is_not_quantized_again() -> None:
+    # ddddocr's captcha model ships with DynamicQuantizeLSTM and ConvInteger: ORT's static
+    # int8 of it failed with a bare "'140_scale'"; the plan says why int8 is not tried
+    base = _model(1000)
+    model = ModelInfo(path="m", sha256="0", size_bytes=1, opset=12, inputs=base.inputs,
+                      outputs=base.outputs, params=1000, macs=0,
+                      ops={"ConvInteger": 2, "DynamicQuantizeLSTM": 1})
+    plan = {p.candidate.id: p for p in make_plan(load_profile("rpi4"), model, TARGETS)}
+    for cid in ("tflite-int8", "onnxruntime-int8"):
+        assert not plan[cid].keep
+        assert "already quantized (int8-dynamic)" in plan[cid].reason
+    assert plan["tflite-fp32"].keep and plan["onnxruntime-fp32"].keep
+    assert all(p.keep for p in _plan("rpi4").values() if p.candidate.precision == "int8")
