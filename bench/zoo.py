@@ -152,7 +152,10 @@ def run_one(entry: zoo.Entry, profile: str, args: argparse.Namespace, metrics: b
     result: dict[str, Any] = {"model": entry.name, "profile": profile, "package": entry.spec,
                               "file": entry.member, "sha256": entry.sha256, "task": entry.task,
                               "covers": list(entry.covers), "metrics": list(entry.metrics),
-                              "metric_flags_passed": metrics, "note": entry.note}
+                              "metric_flags_passed": metrics, "note": entry.note,
+                              "git_sha": provenance.git_sha(), "when": time.strftime(
+                                  "%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                              "load_average": os.getloadavg()[0]}
     try:
         path = zoo.model(entry)
     except Exception as exc:  # noqa: BLE001

@@ -68,7 +68,8 @@ def render(summary: dict[str, Any]) -> str:
              f"From `{prov['command']}` at commit `{prov['git_sha'][:10]}` on {prov['when']}, "
              f"{prov['machine']['cores']} cores ({prov['machine']['cpu']}). "
              f"{len(results)} results (model x profile) for {summary['entries']} models "
-             f"{'(complete)' if summary['complete'] else '— a partial run: the rest not yet run'}.",
+             f"{'(complete)' if summary['complete'] else '— a partial run: the rest not yet run'}."
+             f"{_commits(results)}",
              "", "| model | profile | intake | optimize | chosen | task fidelity (chosen) "
              "| speed vs original |",
              "|---|---|---|---|---|---|---|"]
@@ -112,6 +113,12 @@ def _fidelity(fid: dict[str, Any]) -> str:
     parts = [f"{'✓' if s['passed'] else '✗'} {name}: {s['text']}"
              for name, s in fid["outputs"].items()]
     return "; ".join(parts)
+
+
+def _commits(results: list[dict[str, Any]]) -> str:
+    """Which commits the per-model results were run at (each file records its own)."""
+    shas = sorted({r.get("git_sha", "")[:10] for r in results if r.get("git_sha")})
+    return f" The per-model results were run at commit(s) {', '.join(shas)}." if shas else ""
 
 
 def _speed(speed: dict[str, Any] | None) -> str:
