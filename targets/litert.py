@@ -236,6 +236,7 @@ def prepared(path: Path) -> tuple[bytes, int]:
 
     model = flatbuffer_utils.read_model(str(path))
     folded = _fold_decoders(model, path)
+    _drop_orphans(model, model.subgraphs[0])
     _add_signature(model)
     return bytes(flatbuffer_utils.convert_object_to_bytearray(model)), folded
 
@@ -259,7 +260,6 @@ def _fold_decoders(model: Any, path: Path) -> int:
         model.buffers.append(buffer)
         graph.tensors[index].buffer = len(model.buffers) - 1
     graph.operators = [op for op in graph.operators if all(op is not f for f in folds)]
-    _drop_orphans(model, graph, {t for op in folds for t in op.inputs})
     return len(folds)
 
 
@@ -279,19 +279,23 @@ def _decoders(model: Any, graph: Any) -> list[Any]:
     return folds
 
 
-def _drop_orphans(model: Any, graph: Any, candidates: set[int]) -> None:
-    """Remove the folded operators' inputs that nothing uses any more, with their buffers: a
-    tensor no operator makes nor any buffer fills has no data after a run, and
-    ai-edge-quantizer's calibration reads every named tensor ("Tensor data is null")."""
+def _drop_orphans(model: Any, graph: Any) -> None:
+    """Remove the tensors no operator reads or writes (the folded decoders' inputs), and the
+    buffers no tensor holds any more: a tensor no operator makes nor any buffer fills has no
+    data after a run, and ai-edge-quantizer's calibration reads every named tensor ("Tensor
+    data is null. Run allocate_tensors() first")."""
     used = {t for op in graph.operators
             for t in (*_list(op.inputs), *_list(op.outputs), *_list(op.intermediates))}
-    used |= {*graph.inputs, *graph.outputs}
-    orphans = candidates - used
-    for index in orphans:
-        model.buffers[graph.tensors[index].buffer].data = None
-    keep = [i for i in range(len(graph.tensors)) if i not in orphans]
+    used |= {*_list(graph.inputs), *_list(graph.outputs)}
+    if len(used - {-1}) == len(graph.tensors):
+        return
+    dropped = {t.buffer for i, t in enumerate(graph.tensors) if i not in used}
+    keep = [i for i in range(len(graph.tensors)) if i in used]
     _renumber(model, graph, {old: new for new, old in enumerate(keep)})
     graph.tensors = [graph.tensors[i] for i in keep]
+    held = {t.buffer for g in model.subgraphs for t in g.tensors}
+    for buffer in dropped - held - {0}:  # buffers may be shared; 0 is the empty one
+        model.buffers[buffer].data = None
 
 
 def _renumber(model: Any, graph: Any, new: dict[int, int]) -> None:
