@@ -5,9 +5,11 @@ weights (int8-dynamic) and full int8 (int8) variants written by ai-edge-quantize
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import warnings
 from collections.abc import Iterator
@@ -27,7 +29,7 @@ from targets.base import (
     workdir_lock,
 )
 
-__all__ = ["LiteRTRunner", "LiteRTTarget"]
+__all__ = ["LiteRTRunner", "LiteRTTarget", "op_names", "op_scope", "prepared", "quantize"]
 
 DEFAULT_SETTINGS = ConvertSettings()
 FILES = {"fp32": "original.tflite", "fp16": "model_fp16.tflite",
@@ -45,7 +47,8 @@ class LiteRTTarget:
     caps: ClassVar[Capabilities] = Capabilities(
         runtime="tflite", precisions=("fp32", "fp16", "int8-dynamic", "int8"), suffix=".tflite",
         modules=("ai_edge_litert", "ai_edge_quantizer"), extra="tflite",
-        converters=("ai-edge-quantizer", "ai-edge-litert"), recipe=1, reads=".tflite")
+        converters=("ai-edge-quantizer", "ai-edge-litert"), recipe=2, reads=".tflite",
+        keeps_float=True)
 
     def missing(self) -> str | None:
         """Name LiteRT or ai-edge-quantizer when not importable."""
@@ -61,7 +64,8 @@ class LiteRTTarget:
             raise ConversionError(f"litert converts .tflite references, not {model.path}")
         out = Path(workdir) / FILES[precision]
         with workdir_lock(Path(workdir)):
-            return out, _cached(out) or _build(model, precision, calib, out)
+            return out, _cached(out) or _build(model, precision, calib, out,
+                                               settings.keep_float)
 
     def load(self, artifact: Path, model: ModelInfo, *, threads: int) -> LiteRTRunner:
         """A LiteRT interpreter bound to the reference's input and output names."""
@@ -87,10 +91,11 @@ def _cached(out: Path) -> tuple[str, ...] | None:
     return tuple(notes) if out.is_file() else None
 
 
-def _build(model: ModelInfo, precision: str, calib: Dataset, out: Path) -> tuple[str, ...]:
+def _build(model: ModelInfo, precision: str, calib: Dataset, out: Path,
+           keep_float: tuple[str, ...]) -> tuple[str, ...]:
     """Write the artifact and its notes (last); a failure is written down and raised."""
     try:
-        notes = _make(model, precision, calib, out)
+        notes = _make(model, precision, calib, out, keep_float)
     except ConversionError as exc:
         _write(out.with_name(out.name + ".failed.txt"), str(exc).encode())
         raise
@@ -98,7 +103,8 @@ def _build(model: ModelInfo, precision: str, calib: Dataset, out: Path) -> tuple
     return notes
 
 
-def _make(model: ModelInfo, precision: str, calib: Dataset, out: Path) -> tuple[str, ...]:
+def _make(model: ModelInfo, precision: str, calib: Dataset, out: Path,
+          keep_float: tuple[str, ...]) -> tuple[str, ...]:
     if precision == "fp32":
         tmp = out.with_name(out.name + ".partial")
         shutil.copyfile(model.path, tmp)
@@ -108,13 +114,14 @@ def _make(model: ModelInfo, precision: str, calib: Dataset, out: Path) -> tuple[
     content, folded = prepared(Path(model.path))
     if not _float_weights(content):
         raise ConversionError(f"ai-edge-quantizer {recipe}: {_NO_WEIGHTS}")
-    data = _quantized(content, recipe, calib)
+    data = _quantized(content, recipe, calib, keep_float)
     if _count_dtype(data, dtype) <= _count_dtype(content, dtype):
-        raise ConversionError(f"ai-edge-quantizer {recipe} made no {dtype} tensor: "
-                              f"{_NO_WEIGHTS}")
+        why = f"{len(keep_float)} operator(s) kept float" if keep_float else _NO_WEIGHTS
+        raise ConversionError(f"ai-edge-quantizer {recipe} made no {dtype} tensor: {why}")
     _load_check(data)
     _write(out, data)
-    calibrated = f", calibrated on {len(calib)} samples" if precision == "int8" else ""
+    calibrated = (f", calibrated on {len(calib)} samples (int8 inside, float32 input and "
+                  "output)") if precision == "int8" else ""
     notes = [f"ai-edge-quantizer {recipe} of the original .tflite{calibrated}"]
     if folded:
         notes.append(f"{folded} weight decoder(s) (DEQUANTIZE/DENSIFY of constants) folded "
@@ -122,17 +129,22 @@ def _make(model: ModelInfo, precision: str, calib: Dataset, out: Path) -> tuple[
     return tuple(notes)
 
 
-def _quantized(content: bytes, recipe: str, calib: Dataset) -> bytes:
-    """The model quantized with an ai-edge-quantizer recipe (calibrated when it needs it)."""
+def quantize(content: bytes, precision: str, calib: Dataset,
+             keep_float: tuple[str, ...] = ()) -> bytes:
+    """A ``prepared`` model quantized to ``precision`` (int8, int8-dynamic or fp16) as the
+    target makes it, the operators named in ``keep_float`` left in float."""
+    return _quantized(content, _RECIPES[precision][0], calib, keep_float)
+
+
+def _quantized(content: bytes, recipe: str, calib: Dataset, keep_float: tuple[str, ...]) -> bytes:
+    """The model quantized with an ai-edge-quantizer recipe (calibrated when it needs it),
+    the operators named in ``keep_float`` (``op_names``) left in float."""
     from ai_edge_quantizer import quantizer
 
     try:
         with _quiet():
-            quant = quantizer.Quantizer(content, _recipe(recipe))
-            result = None
-            if quant.need_calibration:
-                result = quant.calibrate({SIGNATURE: [dict(f) for f in calib.feeds]},
-                                         num_threads=1)
+            quant = quantizer.Quantizer(content, _recipe(recipe, keep_float))
+            result = _calibrated(content, recipe, calib) if quant.need_calibration else None
             done = quant.quantize(result, enable_progress_bar=False,
                                   enable_progress_report=False)
         return bytes(done.quantized_model)
@@ -149,18 +161,72 @@ def _quiet() -> Iterator[None]:
         yield
 
 
-def _recipe(name: str) -> Any:
-    """A built-in recipe, or fp16 weights (float casting of every supported op's weights)."""
+#: (model sha256, recipe, calibration digest) -> ai-edge-quantizer's calibration result: the
+#: recovery's attempts (the same model and samples, other operators kept float) reuse it
+_CALIBRATIONS: dict[tuple[str, str, str], Any] = {}
+
+
+def _calibrated(content: bytes, recipe: str, calib: Dataset) -> Any:
+    """Ranges of the model's tensors over the calibration samples, for the full recipe (a
+    superset of what a recipe keeping operators float needs)."""
+    from ai_edge_quantizer import quantizer
+
+    from edge.core.data import dataset_digest
+
+    key = (hashlib.sha256(content).hexdigest(), recipe, dataset_digest(calib))
+    if key not in _CALIBRATIONS:
+        quant = quantizer.Quantizer(content, _recipe(recipe, ()))
+        _CALIBRATIONS.clear()  # one model's ranges at a time
+        _CALIBRATIONS[key] = quant.calibrate({SIGNATURE: [dict(f) for f in calib.feeds]},
+                                             num_threads=1)
+    return _CALIBRATIONS[key]
+
+
+def _recipe(name: str, keep_float: tuple[str, ...]) -> Any:
+    """A built-in recipe, or fp16 weights (float casting of every supported op's weights),
+    with the operators named in ``keep_float`` not quantized."""
     from ai_edge_quantizer import qtyping, recipe, recipe_manager
     from ai_edge_quantizer.algorithm_manager import AlgorithmName
 
-    if name != "weight_only_wf16_afp32":
-        return getattr(recipe, name)()
     manager = recipe_manager.RecipeManager()
-    manager.add_weight_only_config(regex=".*",
-                                   operation_name=qtyping.TFLOperationName.ALL_SUPPORTED,
-                                   num_bits=16, algorithm_key=AlgorithmName.FLOAT_CASTING)
+    if name != "weight_only_wf16_afp32":
+        manager.load_quantization_recipe(getattr(recipe, name)())
+    else:
+        manager.add_weight_only_config(regex=".*",
+                                       operation_name=qtyping.TFLOperationName.ALL_SUPPORTED,
+                                       num_bits=16, algorithm_key=AlgorithmName.FLOAT_CASTING)
+    for end in (qtyping.TFLOperationName.INPUT, qtyping.TFLOperationName.OUTPUT):
+        manager.add_quantization_config(regex=".*", operation_name=end,  # float in and out
+                                        algorithm_key=AlgorithmName.NO_QUANTIZE)
+    for op in keep_float:  # a later matching scope wins: these ops are left float
+        manager.add_quantization_config(regex=f"^{re.escape(op)};",
+                                        operation_name=qtyping.TFLOperationName.ALL_SUPPORTED,
+                                        algorithm_key=AlgorithmName.NO_QUANTIZE)
     return manager.get_quantization_recipe()
+
+
+def op_scope(graph: Any, op: Any) -> str:
+    """An operator's output tensors' names, ';'-joined (ai-edge-quantizer's op scope without
+    its trailing ';'); TensorFlow's fused names hold ';' themselves."""
+    names = (_text(graph.tensors[t].name) for t in _list(op.outputs) if t >= 0)
+    return ";".join(n for n in names if n)
+
+
+def op_names(graph: Any) -> list[str]:
+    """Each operator's name: the fewest leading ';'-parts of its scope that no other operator's
+    scope starts with ("model_1/model/re_lu_1/Relu6", not the six fused names of its tensor);
+    ``keep_float`` names these. An operator without named outputs is ''."""
+    scopes = [op_scope(graph, op).split(";") for op in graph.operators]
+    starts: dict[tuple[str, ...], int] = {}
+    for parts in scopes:
+        for k in range(1, len(parts) + 1):
+            starts[tuple(parts[:k])] = starts.get(tuple(parts[:k]), 0) + 1
+    return [";".join(next((parts[:k] for k in range(1, len(parts))
+                           if starts[tuple(parts[:k])] == 1), parts)) for parts in scopes]
+
+
+def _text(name: bytes | str | None) -> str:
+    return name.decode() if isinstance(name, bytes) else name or ""
 
 
 def prepared(path: Path) -> tuple[bytes, int]:
@@ -170,19 +236,19 @@ def prepared(path: Path) -> tuple[bytes, int]:
 
     model = flatbuffer_utils.read_model(str(path))
     folded = _fold_decoders(model, path)
+    _drop_orphans(model, model.subgraphs[0])
     _add_signature(model)
     return bytes(flatbuffer_utils.convert_object_to_bytearray(model)), folded
 
 
 def _fold_decoders(model: Any, path: Path) -> int:
-    """Replace DEQUANTIZE/DENSIFY operators of constants by their (exact) float32 outputs,
-    computed by LiteRT's reference kernels; return how many were folded."""
+    """Replace DEQUANTIZE/DENSIFY operators of constants (or of folded ones: DENSIFY of sparse
+    float16 weights then DEQUANTIZE) by their (exact) outputs, computed by LiteRT's reference
+    kernels; return how many were folded."""
     from ai_edge_litert import schema_py_generated as schema
 
     graph = model.subgraphs[0]
-    decoders = {schema.BuiltinOperator.DEQUANTIZE, schema.BuiltinOperator.DENSIFY}
-    folds = [op for op in graph.operators if _code(model, op) in decoders
-             and all(_constant(model, graph, t) for t in op.inputs)]
+    folds = _decoders(model, graph)
     if not folds:
         return 0
     values = (_decoded(path, [op.outputs[0] for op in folds])
@@ -194,18 +260,63 @@ def _fold_decoders(model: Any, path: Path) -> int:
         model.buffers.append(buffer)
         graph.tensors[index].buffer = len(model.buffers) - 1
     graph.operators = [op for op in graph.operators if all(op is not f for f in folds)]
-    _drop_orphans(model, graph, {t for op in folds for t in op.inputs})
     return len(folds)
 
 
-def _drop_orphans(model: Any, graph: Any, candidates: set[int]) -> None:
-    """Empty the buffers of the folded operators' inputs that nothing uses any more."""
-    used = {t for op in graph.operators for t in (*op.inputs, *op.outputs)}
-    used |= {*graph.inputs, *graph.outputs}
-    for index in candidates - used:
-        tensor = graph.tensors[index]
-        model.buffers[tensor.buffer].data = None
-        tensor.sparsity = None
+def _decoders(model: Any, graph: Any) -> list[Any]:
+    """The DEQUANTIZE/DENSIFY operators whose inputs are constants or decoded constants, in
+    execution order."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    kinds = {schema.BuiltinOperator.DEQUANTIZE, schema.BuiltinOperator.DENSIFY}
+    decoded: set[int] = set()
+    folds = []
+    for op in graph.operators:
+        if _code(model, op) in kinds and all(
+                t in decoded or _constant(model, graph, t) for t in _list(op.inputs)):
+            folds.append(op)
+            decoded.update(_list(op.outputs))
+    return folds
+
+
+def _drop_orphans(model: Any, graph: Any) -> None:
+    """Remove the tensors no operator reads or writes (the folded decoders' inputs), and the
+    buffers no tensor holds any more: a tensor no operator makes nor any buffer fills has no
+    data after a run, and ai-edge-quantizer's calibration reads every named tensor ("Tensor
+    data is null. Run allocate_tensors() first")."""
+    used = {t for op in graph.operators
+            for t in (*_list(op.inputs), *_list(op.outputs), *_list(op.intermediates))}
+    used |= {*_list(graph.inputs), *_list(graph.outputs)}
+    if len(used - {-1}) == len(graph.tensors):
+        return
+    dropped = {t.buffer for i, t in enumerate(graph.tensors) if i not in used}
+    keep = [i for i in range(len(graph.tensors)) if i in used]
+    _renumber(model, graph, {old: new for new, old in enumerate(keep)})
+    graph.tensors = [graph.tensors[i] for i in keep]
+    held = {t.buffer for g in model.subgraphs for t in g.tensors}
+    for buffer in dropped - held - {0}:  # buffers may be shared; 0 is the empty one
+        model.buffers[buffer].data = None
+
+
+def _renumber(model: Any, graph: Any, new: dict[int, int]) -> None:
+    """Point the graph's operators, inputs, outputs and signatures at renumbered tensors
+    (-1, an omitted optional input, stays)."""
+    def moved(indices: Any) -> list[int]:
+        return [new[int(i)] if i >= 0 else -1 for i in _list(indices)]
+
+    for op in graph.operators:
+        op.inputs, op.outputs = moved(op.inputs), moved(op.outputs)
+        if op.intermediates is not None:
+            op.intermediates = moved(op.intermediates)
+    graph.inputs, graph.outputs = moved(graph.inputs), moved(graph.outputs)
+    for signature in model.signatureDefs or ():
+        if signature.subgraphIndex == 0:  # the folds are in the main graph
+            for entry in (*(signature.inputs or ()), *(signature.outputs or ())):
+                entry.tensorIndex = new[entry.tensorIndex]
+
+
+def _list(indices: Any) -> list[int]:
+    return [] if indices is None else [int(i) for i in indices]
 
 
 def _code(model: Any, op: Any) -> int:
@@ -246,7 +357,8 @@ def _float16_decoded(model: Any, graph: Any, folds: list[Any]) -> dict[int, np.n
     for op in folds:
         source = graph.tensors[op.inputs[0]]
         if _code(model, op) == schema.BuiltinOperator.DEQUANTIZE and \
-                source.type == schema.TensorType.FLOAT16:
+                source.type == schema.TensorType.FLOAT16 and \
+                _constant(model, graph, op.inputs[0]):
             data = np.asarray(model.buffers[source.buffer].data, np.uint8).view(np.float16)
             out[op.outputs[0]] = data.astype(np.float32).reshape(source.shape)
     return out

@@ -78,8 +78,7 @@ def recover(
     try:
         naive, _ = target.convert(model, precision, calib=calib, workdir=workdir_for(base),
                                   settings=base)
-        ranking = rank_sensitive_nodes(model, calib, _ranking_model(naive, model, calib, base,
-                                                                    workdir_for))
+        ranking = _ranking(target, model, precision, calib, naive, base, workdir_for)
     except Exception as exc:  # recovery is best effort: a failed ranking is no recovery
         log.warning("cannot rank %s nodes for recovery: %s", model.path, exc)
         return None
@@ -137,6 +136,19 @@ def _note(ranking: list[tuple[str, float]], kept: list[str], cap: int) -> str:
     listed = ", ".join(f"{name} (int8 error {score[name]:.2f})" for name in kept)
     return (f"accuracy recovery: kept {len(kept)} of {len(ranking)} quantized node(s) float "
             f"(cap {cap}), most sensitive first: {listed}")
+
+
+def _ranking(target: Target, model: ModelInfo, precision: str, calib: Dataset, naive: Path,
+             settings: ConvertSettings,
+             workdir_for: Callable[[ConvertSettings], Path]) -> list[tuple[str, float]]:
+    """The nodes ``naive`` quantizes, most sensitive first: a target converting the original
+    .tflite ranks its own operators (there is no ONNX model)."""
+    if target.caps.reads == ".tflite":
+        from targets.litert_rank import rank_sensitive_ops
+
+        return rank_sensitive_ops(model, precision, calib, naive)
+    return rank_sensitive_nodes(model, calib, _ranking_model(naive, model, calib, settings,
+                                                             workdir_for))
 
 
 def _ranking_model(artifact: Path, model: ModelInfo, calib: Dataset, settings: ConvertSettings,

@@ -75,6 +75,9 @@ def test_optimize_verifies_a_bundle_from_a_tflite_no_converter_reads(
                                                                                  "chosen")
     assert original["artifact"]["sha256"] == bundle["origin"]["sha256"]  # the original itself
     assert "no ONNX reference" in rows["onnxruntime-*"]["reason"]
+    static = rows["litert-int8"]  # calibrated: no orphaned weight tensor stops ai-edge-quantizer
+    assert static["artifact"] is not None and static["fidelity"]["cosine"] >= 0.95, static
+    assert static["status"] in ("passed", "chosen") or static["reason"].startswith("output '")
     dynamic = rows["litert-int8-dynamic"]  # made from the original, its weights decoded first
     # made and verified; its raw detector outputs keep cosine > 0.98 but lose about half their
     # spread (per-output verification judges that), so it may be rejected: said per output
@@ -86,21 +89,27 @@ def test_optimize_verifies_a_bundle_from_a_tflite_no_converter_reads(
 
 
 def test_a_failed_litert_variant_is_remembered_not_rebuilt(sparse: Path, tmp_path: Path) -> None:
+    from ai_edge_litert.tools import flatbuffer_utils
+
     from edge.core.data import synthetic_dataset
     from targets import get_target
-    from targets.base import ConversionError
+    from targets.base import ConversionError, ConvertSettings
+    from targets.litert import op_names, prepared
 
     target, info = get_target("litert"), inspect_tflite(sparse)
     with pytest.warns(UserWarning):
         calib = synthetic_dataset(info, count=4)
-    with pytest.raises(ConversionError, match="static_wi8_ai8|LiteRT cannot prepare") as first:
-        target.convert(info, "int8", calib=calib, workdir=tmp_path)
+    model = flatbuffer_utils.read_model_from_bytearray(bytearray(prepared(sparse)[0]))
+    every = ConvertSettings(keep_float=tuple(op_names(model.subgraphs[0])))
+    nothing = r"static_wi8_ai8 made no int8 tensor: \d+ operator\(s\) kept float"
+    with pytest.raises(ConversionError, match=nothing) as first:
+        target.convert(info, "int8", calib=calib, workdir=tmp_path, settings=every)
     assert "remembered" not in str(first.value)
     marker = tmp_path / "model_int8.tflite.failed.txt"
     assert marker.read_text() == str(first.value)
     marker.write_text("the failure as remembered")  # what a second call reports, not re-runs
     with pytest.raises(ConversionError, match=r"^the failure as remembered \(remembered: "):
-        target.convert(info, "int8", calib=calib, workdir=tmp_path)
+        target.convert(info, "int8", calib=calib, workdir=tmp_path, settings=every)
     original, _ = target.convert(info, "fp32", calib=calib, workdir=tmp_path)
     assert original.read_bytes() == sparse.read_bytes()
 
