@@ -435,17 +435,20 @@ def _tflite_readers() -> dict[str, tuple[str, Any]]:
 
 
 def _tflite_plan(profile: Profile, model: ModelInfo) -> tuple[Planned, ...]:
-    """The plan over the .tflite readers, their candidates named by target; the other runtimes
-    of the profile are skipped with the reason."""
+    """The user's .tflite itself (``original``), then the plan over the .tflite readers, their
+    candidates named by target; the other runtimes of the profile are skipped with the
+    reason."""
     from edge.core.values import Candidate
 
     readers = _tflite_readers()
     plan = make_plan(profile, model, {runtime: (t.caps, t.missing())
-                                      for runtime, (_, t) in readers.items()})
+                                      for runtime, (_, t) in readers.items()}, "tflite")
     renamed = []
     for planned in plan:
         runtime = planned.candidate.target
-        if runtime in readers:
+        if runtime == ORIGINAL:
+            renamed.append(planned)
+        elif runtime in readers:
             cand = Candidate(target=readers[runtime][0], precision=planned.candidate.precision)
             renamed.append(replace(planned, candidate=cand))
         else:

@@ -31,7 +31,9 @@ from tests.support import mediapipe
 pytestmark = pytest.mark.slow
 
 TARGET = get_target("litert")
-LIMITS = Thresholds()
+# the model's 1x1 convolutions after the filter keep ~10% RMS error over the spread at int8:
+# --max-error 0.2 lets the filter alone decide pass or fail
+LIMITS = Thresholds(max_error=0.2)
 SIZE = 32
 
 
