@@ -136,7 +136,7 @@ def _speed(speed: dict[str, Any] | None, original: bool = False) -> str:
 
 def _cell(text: str) -> str:
     """One table cell: a path shortened to its file name, no pipes or newlines, <= 240 chars."""
-    short = re.sub(r"/[^\s:()]*/([^/\s:()]+)", r"\1", text)
+    short = re.sub(r"(?<![\w.-])/[^\s:()]*/([^/\s:()]+)", r"\1", text)
     return short.replace("|", "/").replace("\n", " ")[:240]
 
 
