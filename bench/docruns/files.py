@@ -51,6 +51,7 @@ def normal(path: Path, *shape: int, seed: int = 1) -> None:
 
 def outlier_digits(src: Path, dst: Path, calib: np.ndarray) -> None:
     """The digits CNN with an activation outlier, built as the recovery tests build it."""
+    sys.path.insert(0, str(ROOT))
     from tests.support.variants import with_outlier_channel
 
     with_outlier_channel(src, dst, calib)
