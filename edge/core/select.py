@@ -121,8 +121,12 @@ def choose_candidate(results: Iterable[CandidateResult], runtimes: Sequence[str]
     slower = {} if trusted else _slower_than_original(passed, times, original, tie)
     options = [o for o in options if o.id not in slower]
     choice = _original_in_tie(choose(options, tie=tie, trusted=trusted))
+    copy = choice.id if choice.id in _copies(passed, original) else None
+    if copy:  # the original file, byte for byte: only noise made it faster
+        choice = replace(choice, id=ORIGINAL)
     if choice.basis == "measured":
-        return _measured_reason(choice, options, where, tie, original)
+        done = _measured_reason(choice, options, where, tie, original)
+        return replace(done, reason=done.reason + _copy_note(copy))
     note = f"; {untrusted_why}" if times and untrusted_why else ""
     note += _slower_note(slower, times, where)
     chosen = next(r for r in passed if r.candidate.id == choice.id)
@@ -155,6 +159,23 @@ def _slower_note(slower: dict[str, float], times: dict[str, float], where: str) 
     shown = ", ".join(f"{k} {v:.2f}x" for k, v in sorted(slower.items()))
     return (f"; on {where} the original's own runtime ran {shown} the speed of the original "
             f"({times[ORIGINAL]:.3f} ms): not preferred to it")
+
+
+def _copies(passed: Sequence[CandidateResult], original: CandidateResult | None) -> set[str]:
+    """Candidates whose artifact is the original file, byte for byte (LiteRT's fp32 of a
+    .tflite with nothing to decode, ONNX Runtime's fp32 of an ONNX file edge left alone)."""
+    if original is None or original.artifact is None:
+        return set()
+    digest = original.artifact.sha256
+    return {r.candidate.id for r in passed if r.candidate.target != ORIGINAL
+            and r.artifact is not None and r.artifact.sha256 == digest}
+
+
+def _copy_note(copy: str | None) -> str:
+    if not copy:
+        return ""
+    return (f"; {copy} measured faster is the original file, byte for byte: its timing is the "
+            "original's, noise apart")
 
 
 def _original_in_tie(choice: Choice) -> Choice:

@@ -6,6 +6,8 @@ end-to-end presence and verification of the original is in tests/test_original.p
 
 from __future__ import annotations
 
+import hashlib
+
 from edge.core.select import TIE, choose_candidate, label
 from edge.core.values import ORIGINAL, Artifact, Candidate, CandidateResult
 
@@ -13,9 +15,10 @@ RPI4 = ("tflite", "onnxruntime")
 
 
 def _result(target: str, precision: str, runtime: str | None = None,
-            status: str = "passed") -> CandidateResult:
+            status: str = "passed", sha256: str = "") -> CandidateResult:
     cand = Candidate(target=target, precision=precision)
-    artifact = Artifact(candidate=cand, file=f"artifacts/{cand.id}", sha256="0" * 64,
+    digest = sha256 or hashlib.sha256(f"{cand.id} {runtime}".encode()).hexdigest()
+    artifact = Artifact(candidate=cand, file=f"artifacts/{cand.id}", sha256=digest,
                         size_bytes=1, runtime=runtime or target)
     return CandidateResult(candidate=cand, status=status, reason="keeps fidelity",
                            artifact=artifact)
@@ -131,3 +134,13 @@ def test_off_the_device_the_same_runtime_within_the_tie_band_keeps_the_profiles_
                                                                "tflite-int8": 9.0},
                               trusted=False)
     assert choice.id == "tflite-int8"
+
+
+def test_a_byte_identical_copy_never_replaces_the_original() -> None:
+    # LiteRT's fp32 of a .tflite with nothing to decode is the original file itself: a
+    # shared host made it look 13% faster; the original stays, and the reason says why
+    copy = _result("litert", "fp32", "tflite", sha256=ORIG_TFLITE.artifact.sha256)
+    ms = {"original": 15.5, "litert-fp32": 13.7, "tflite-int8": 16.0}
+    choice = choose_candidate([ORIG_TFLITE, copy, TFL_INT8], RPI4, ms=ms)
+    assert choice.id == ORIGINAL and choice.basis == "measured"
+    assert "litert-fp32 measured faster is the original file, byte for byte" in choice.reason
