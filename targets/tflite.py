@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from edge.core.capabilities import Capabilities
+from edge.core.errors import first_line
 from edge.core.values import Dataset, ModelInfo
 from targets.base import ConversionError, ConvertSettings, check_precision, missing_modules
 from targets.litert_runner import TFLiteRunner, interpreter, layout_notes
@@ -85,6 +86,8 @@ def _notes(precision: str, model: ModelInfo, run: dict[str, Any],
         notes += layout_notes(file, model, run.get("kept_layout", ()))
     except ValueError as exc:
         raise ConversionError(f"the .tflite does not match the model: {exc}") from None
+    except RuntimeError as exc:  # e.g. Select TensorFlow ops (Flex*) LiteRT does not have
+        raise ConversionError(f"LiteRT cannot load the .tflite: {first_line(exc)}") from None
     if run.get("fixed_shapes"):
         notes.append(f"symbolic input dims fixed: {' '.join(run['fixed_shapes'])}")
     notes.append(f"one onnx2tf run for all precisions: {run['seconds']:.0f} s, "
