@@ -1,0 +1,64 @@
+"""edge's tail as an MLServer inference runtime: one onnxruntime session per served tail.
+
+MLServer loads it by name (``partition.cloud.runtime.TailRuntime`` in model-settings.json) and
+drives it: adaptive batching merges requests before ``predict``, parallel workers (when asked)
+run it in other processes. Tensors arrive as numpy arrays (edge's front layer and gRPC servicer
+decode them), as a list of arrays (a merged batch), or as plain lists (any other client of the
+engine), and leave as flat arrays the batcher can slice per request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import numpy as np
+from mlserver import MLModel
+from mlserver.types import InferenceRequest, InferenceResponse, ResponseOutput, TensorData
+from mlserver.utils import get_model_uri
+
+from partition.cloud.tensors import KSERVE_TO_NP, NP_TO_KSERVE
+
+
+class TailRuntime(MLModel):
+    """An onnxruntime CPU session; ``parameters.extra.threads`` sets its intra-op threads."""
+
+    async def load(self) -> bool:
+        import onnxruntime as ort
+
+        extra = (self.settings.parameters.extra if self.settings.parameters else None) or {}
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = int(extra.get("threads", 0))
+        options.log_severity_level = 3
+        path = await get_model_uri(self.settings)
+        self._session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        self._outputs = [o.name for o in self._session.get_outputs()]
+        return True
+
+    async def predict(self, payload: InferenceRequest) -> InferenceResponse:
+        feeds = {item.name: as_array(item) for item in payload.inputs}
+        names = [o.name for o in payload.outputs] if payload.outputs else self._outputs
+        arrays = await asyncio.to_thread(self._session.run, names, feeds)
+        outputs = [flat_output(name, array) for name, array in zip(names, arrays, strict=True)]
+        return InferenceResponse.model_construct(model_name=self.name, model_version="1",
+                                                 id=None, parameters=None, outputs=outputs)
+
+
+def flat_output(name: str, array: np.ndarray) -> ResponseOutput:
+    """A response tensor holding ``array`` flat (no list conversion, no validation pass)."""
+    return ResponseOutput.model_construct(
+        name=name, shape=list(array.shape), datatype=NP_TO_KSERVE[array.dtype.name],
+        parameters=None, data=TensorData.model_construct(root=array.reshape(-1)))
+
+
+def as_array(item: Any) -> np.ndarray:
+    """A request input or response output as an array of its shape and datatype."""
+    data = getattr(item.data, "root", item.data)
+    dtype = KSERVE_TO_NP[str(getattr(item.datatype, "value", item.datatype))]
+    if isinstance(data, np.ndarray):
+        flat = data
+    elif isinstance(data, list) and data and isinstance(data[0], np.ndarray):
+        flat = np.concatenate([part.reshape(-1) for part in data])  # a merged batch
+    else:
+        flat = np.asarray(data, dtype=dtype)
+    return flat.astype(dtype, copy=False).reshape(item.shape)
