@@ -311,7 +311,7 @@ class _Http:
                       _server_ms(reply_headers.get("Server-Timing")), len(body), len(data))
 
     def _request(self, method: str, path: str, body: bytes,
-                 headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+                 headers: dict[str, str]) -> tuple[int, Mapping[str, str], bytes]:
         """One request on the kept-alive connection, reconnecting once if it went stale."""
         headers = dict(headers)  # never share a headers dict between requests
         if self._token:
@@ -321,7 +321,7 @@ class _Http:
                 conn = self._connection()
                 conn.request(method, self._base + path, body=body, headers=headers)
                 response = conn.getresponse()
-                return response.status, dict(response.getheaders()), response.read()
+                return response.status, response.headers, response.read()  # any case
             except (ConnectionError, http.client.HTTPException, TimeoutError, OSError) as exc:
                 self.close()
                 if attempt:

@@ -22,7 +22,13 @@ from typing import Any
 
 from edge.core.errors import UsageError
 from partition.cloud.batch import ServedTail
-from partition.cloud.repository import Batching, resolve_tail, resolve_tails, write_repository
+from partition.cloud.repository import (
+    SETTINGS,
+    Batching,
+    resolve_tail,
+    resolve_tails,
+    write_repository,
+)
 
 __all__ = ["Batching", "EdgeCloudServer", "ServeOptions", "export_repository", "resolve_tail",
            "resolve_tails", "serve", "serve_forever"]
@@ -70,18 +76,25 @@ def resolve_token(token: str | None, token_file: str | os.PathLike[str] | None) 
 
 def serve_forever(split: str | os.PathLike[str], options: ServeOptions) -> int:
     """Serve the tails of ``split`` in this process until SIGINT/SIGTERM."""
-    from partition.cloud.engine import Engine, run
-
     _check_auth(options)
+    from partition.cloud.engine import Engine, run  # not before: MLServer's gRPC messages
+
     with tempfile.TemporaryDirectory(prefix="edge-serve-") as tmp:
-        served = export_repository(split, Path(tmp) / "models", options.batching,
-                                   options.threads)
-        _say_batching(served, options)
-        run(Engine(repository=Path(tmp) / "models", host=options.host, port=options.port,
+        repository = Path(split)
+        if not is_repository(repository):
+            repository = Path(tmp) / "models"
+            served = export_repository(split, repository, options.batching, options.threads)
+            _say_batching(served, options)
+        run(Engine(repository=repository, host=options.host, port=options.port,
                    grpc_port=options.grpc_port, limits=_limits(options),
                    workers=options.workers, metrics_port=options.metrics_port,
                    verbose=options.verbose))
     return 0
+
+
+def is_repository(path: Path) -> bool:
+    """Whether ``path`` is an exported repository (served as it is, settings and all)."""
+    return path.is_dir() and any(path.glob(f"*/{SETTINGS}"))
 
 
 def export_repository(split: str | os.PathLike[str], out: str | os.PathLike[str],

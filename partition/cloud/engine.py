@@ -21,10 +21,10 @@ from typing import Any
 import uvicorn
 from grpc import aio
 from mlserver import MLServer
+from mlserver.grpc.dataplane_pb2_grpc import add_GRPCInferenceServiceServicer_to_server
 from mlserver.grpc.model_repository import ModelRepositoryServicer
 from mlserver.grpc.model_repository_pb2_grpc import add_ModelRepositoryServiceServicer_to_server
 from mlserver.grpc.server import GRPCServer
-from mlserver.grpc.dataplane_pb2_grpc import add_GRPCInferenceServiceServicer_to_server
 from mlserver.rest.server import RESTServer
 from mlserver.settings import Settings
 

@@ -60,7 +60,7 @@ class Wanted:
 
 
 def split_body(body: bytes, header_len: str | None) -> tuple[dict[str, Any], memoryview]:
-    """A request body's JSON header (depth-limited: orjson refuses > 1024 levels) and binary part."""
+    """The JSON header (orjson refuses nesting over 1024 levels) and binary part of a body."""
     view = memoryview(body)
     n = len(body) if header_len is None else _header_length(header_len, len(body))
     try:

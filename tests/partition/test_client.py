@@ -32,7 +32,7 @@ def split_dir(splitnet: SplitNet, tmp_path_factory: pytest.TempPathFactory) -> P
     return out
 
 
-@pytest.fixture()
+@pytest.fixture(scope="module")
 def server(split_dir: Path) -> Iterator[EdgeCloudServer]:
     srv = serve(split_dir, token=TOKEN, threads=1)
     yield srv
