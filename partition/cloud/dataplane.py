@@ -57,7 +57,7 @@ class Inferencer:
             self._specs[key] = (_specs(meta.inputs), _specs(meta.outputs))
         return self._specs[key]
 
-    async def rest(self, name: str, version: str | None, body: bytes,
+    async def rest(self, name: str, version: str | None, body: bytes | bytearray,
                    header_len: str | None) -> Reply:
         """One REST inference: the reply body (JSON or binary tensors) and its server time."""
         inputs, outputs = await self.specs(name, version)

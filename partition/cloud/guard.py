@@ -8,7 +8,8 @@ Checked in this order, each before any work the next one costs:
 2. the bearer token (health endpoints excepted): 401;
 3. the body: Content-Length over ``max_body``, or a JSON part over ``max_json``, is a 413 before
    a byte is read; a body slower than ``read_timeout_s`` is a 408;
-4. concurrency: more than ``max_inflight`` inferences in progress is a 503 at once;
+4. concurrency: more than ``max_inflight`` inferences in progress, or bodies adding up to more
+   than ``max_buffered`` bytes held at once, is a 503 at once;
 5. the tensors (:mod:`partition.cloud.tensors`): names, dtype, shape, size: 400.
 
 Inference requests are decoded here (JSON or binary tensor data) and handed to MLServer's data
@@ -33,7 +34,7 @@ from partition.cloud.tensors import HEADER_LEN, RequestError
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-Infer = Callable[[str, str | None, bytes, str | None], Awaitable[Any]]
+Infer = Callable[[str, str | None, bytes | bytearray, str | None], Awaitable[Any]]
 HEALTH = ("/v2/health/live", "/v2/health/ready")
 
 
@@ -48,6 +49,7 @@ class Limits:
     header_timeout_s: float = 10.0
     read_timeout_s: float = 30.0
     max_connections: int = 960
+    max_buffered: int = 192 * 2**20  # bodies held at once (503 beyond): memory stays bounded
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -65,6 +67,7 @@ class Guard:
     def __init__(self, app: Any, infer: Infer, limits: Limits, grpc_port: int | None) -> None:
         self.app, self.infer, self.limits = app, infer, limits
         self.inflight = 0
+        self.buffered = 0
         self._extra = [(b"edge-grpc-port", str(grpc_port).encode())] if grpc_port else []
         self._expected = f"Bearer {limits.token}".encode() if limits.token else None
 
@@ -104,10 +107,15 @@ class Guard:
 
     async def _infer(self, route: tuple[str, str | None], scope: Scope, receive: Receive,
                      send: Send) -> None:
-        if self.inflight >= self.limits.max_inflight:
+        try:
+            declared = _declared_length(scope, self.limits.max_body) or 0
+        except RequestError as exc:
+            return await _error(send, exc.status, str(exc))
+        if self._busy(declared):
             return await _error(send, 503, "server busy: too many requests in progress",
                                 [(b"retry-after", b"1")])
         self.inflight += 1
+        self.buffered += declared
         try:
             body = await self._body(scope, receive)
             header_len = _header(scope, HEADER_LEN.encode())
@@ -118,8 +126,14 @@ class Guard:
             await _error(send, exc.status, str(exc))
         finally:
             self.inflight -= 1
+            self.buffered -= declared
 
-    async def _body(self, scope: Scope, receive: Receive) -> bytes:
+    def _busy(self, declared: int) -> bool:
+        limits = self.limits
+        budget = max(limits.max_buffered, limits.max_body)
+        return self.inflight >= limits.max_inflight or self.buffered + declared > budget
+
+    async def _body(self, scope: Scope, receive: Receive) -> bytes | bytearray:
         """The whole body, refusing what is too large before reading it, or too slow."""
         limits = self.limits
         declared = _declared_length(scope, limits.max_body)
@@ -128,27 +142,49 @@ class Guard:
         if json_part is not None and json_part > limits.max_json:
             raise RequestError(f"JSON part of {json_part} bytes exceeds {limits.max_json}; send "
                                "tensors as binary data (Inference-Header-Content-Length)", 413)
+        limit = limits.max_json if json_len is None else limits.max_body
         try:
-            return await asyncio.wait_for(_read(receive, limits.max_body, limits.max_json,
-                                                json_len is None), limits.read_timeout_s)
+            async with asyncio.timeout(limits.read_timeout_s):
+                return await _read(receive, declared, limit)
         except TimeoutError:
             raise RequestError(f"body not received within {limits.read_timeout_s:g} s",
                                408) from None
 
 
-async def _read(receive: Receive, limit: int, json_limit: int, all_json: bool) -> bytes:
+async def _read(receive: Receive, declared: int | None, limit: int) -> bytes | bytearray:
+    """The body into one buffer of its declared length (no second copy), else in parts."""
+    if declared is None:
+        return await _read_parts(receive, limit)
+    body, size = bytearray(declared), 0
+    while size < declared:
+        message = await receive()
+        chunk = _chunk(message)
+        if size + len(chunk) > declared:
+            raise RequestError("body longer than its Content-Length", 400)
+        body[size:size + len(chunk)] = chunk
+        size += len(chunk)
+        if not message.get("more_body") and size < declared:
+            raise RequestError(f"body ended after {size} of {declared} bytes", 400)
+    return body
+
+
+async def _read_parts(receive: Receive, limit: int) -> bytes:
     parts, size = [], 0
     while True:
         message = await receive()
-        if message["type"] == "http.disconnect":
-            raise RequestError("client disconnected", 400)
-        chunk = message.get("body", b"")
+        chunk = _chunk(message)
         size += len(chunk)
-        if size > limit or (all_json and size > json_limit):
-            raise RequestError(f"body exceeds {json_limit if all_json else limit} bytes", 413)
+        if size > limit:
+            raise RequestError(f"body exceeds {limit} bytes", 413)
         parts.append(chunk)
         if not message.get("more_body"):
             return b"".join(parts)
+
+
+def _chunk(message: MutableMapping[str, Any]) -> bytes:
+    if message["type"] == "http.disconnect":
+        raise RequestError("client disconnected", 400)
+    return bytes(message.get("body", b""))
 
 
 def _bounded(receive: Receive, limit: int) -> Receive:

@@ -59,7 +59,8 @@ class Wanted:
     binary: bool
 
 
-def split_body(body: bytes, header_len: str | None) -> tuple[dict[str, Any], memoryview]:
+def split_body(body: bytes | bytearray,
+               header_len: str | None) -> tuple[dict[str, Any], memoryview]:
     """The JSON header (orjson refuses nesting over 1024 levels) and binary part of a body."""
     view = memoryview(body)
     n = len(body) if header_len is None else _header_length(header_len, len(body))
