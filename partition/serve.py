@@ -22,17 +22,12 @@ from typing import Any
 
 from edge.core.errors import UsageError
 from partition.cloud.batch import ServedTail
-from partition.cloud.repository import (
-    SETTINGS,
-    Batching,
-    resolve_tail,
-    resolve_tails,
-    write_repository,
-)
+from partition.cloud.repository import SETTINGS, Batching, write_repository
 
 __all__ = ["Batching", "EdgeCloudServer", "ServeOptions", "export_repository", "resolve_tail",
            "resolve_tails", "serve", "serve_forever"]
 
+MODEL_NAME = "tail"
 TOKEN_ENV = "EDGE_CLOUD_TOKEN"
 DEFAULT_MAX_BODY = 64 * 2**20
 _READY = re.compile(r"serving .* on http://(?P<host>\S+):(?P<port>\d+)/v2 and grpc "
@@ -101,9 +96,34 @@ def export_repository(split: str | os.PathLike[str], out: str | os.PathLike[str]
                       batching: Batching | None = None, threads: int = 0) -> list[ServedTail]:
     """Write the model repository of every tail (see :mod:`partition.cloud.repository`)."""
     try:
-        return write_repository(split, Path(out), batching or Batching(), threads)
+        tails = resolve_tails(split)
     except FileNotFoundError as exc:
         raise UsageError(str(exc)) from None
+    return write_repository(tails, Path(out), batching or Batching(), threads)
+
+
+def resolve_tail(path: str | os.PathLike[str]) -> Path:
+    """The tail ONNX of a split directory, or the ONNX file itself."""
+    p = Path(path)
+    p = p / "tail.onnx" if p.is_dir() else p
+    if not p.is_file():
+        raise FileNotFoundError(f"no tail model at {p}")
+    return p
+
+
+def resolve_tails(path: str | os.PathLike[str]) -> dict[str, Path]:
+    """Served name -> tail ONNX: every cut of a split directory ("tail" is the chosen one)."""
+    p = Path(path)
+    tails = {MODEL_NAME: resolve_tail(p)} if not p.is_dir() or (p / "tail.onnx").is_file() else {}
+    if p.is_dir() and (p / "split.yaml").is_file():
+        from partition.split import read_split_yaml
+
+        for cut in read_split_yaml(p).cuts:
+            if cut.model and cut.split.tail is not None:
+                tails.setdefault(cut.model, cut.split.tail)
+    if not tails:
+        raise FileNotFoundError(f"no tail model in {p}")
+    return tails
 
 
 def _check_auth(options: ServeOptions) -> None:
@@ -177,7 +197,7 @@ def serve(split: str | os.PathLike[str], host: str = "127.0.0.1", port: int = 0,
           insecure_no_auth: bool = False, max_body: int = DEFAULT_MAX_BODY,
           threads: int = 0, grpc_port: int = 0, batching: Batching | None = None,
           startup_s: float = 120.0, preexec: Any = None, **options: Any) -> EdgeCloudServer:
-    """Start serve-cloud in a child process (``python -m partition.cloud``); wait until ready."""
+    """Start serve-cloud in a child process (``python -m partition.serve``); wait until ready."""
     chosen = ServeOptions(host=host, port=port, grpc_port=grpc_port,
                           token=resolve_token(token, token_file),
                           insecure_no_auth=insecure_no_auth, max_body=max_body, threads=threads,
@@ -185,7 +205,7 @@ def serve(split: str | os.PathLike[str], host: str = "127.0.0.1", port: int = 0,
     _check_auth(chosen)
     if not Path(split).exists():
         raise UsageError(f"no tail model in {split}")
-    child = subprocess.Popen([sys.executable, "-m", "partition.cloud"], stdin=subprocess.PIPE,
+    child = subprocess.Popen([sys.executable, "-m", "partition.serve"], stdin=subprocess.PIPE,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                              preexec_fn=preexec)
     assert child.stdin is not None
@@ -236,3 +256,7 @@ def main() -> int:
     split = doc.pop("split")
     doc["batching"] = Batching(**doc["batching"])
     return serve_forever(split, ServeOptions(**doc))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

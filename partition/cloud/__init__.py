@@ -10,5 +10,6 @@
 - :mod:`.engine` -- MLServer started with those pieces
 
 Only :mod:`partition.serve` (and the child process it starts) imports the engine modules:
-MLServer's gRPC messages and tritonclient's cannot live in one process.
+MLServer's gRPC messages and tritonclient's cannot live in one process. Nothing here imports
+the rest of ``partition``: :mod:`partition.serve` resolves the tails and hands them over.
 """

@@ -60,7 +60,6 @@ class _Rest(RESTServer):
                                 log_level="info" if engine.verbose else "warning",
                                 access_log=engine.verbose, timeout_keep_alive=5, backlog=4096)
         self._server = uvicorn.Server(config)
-        self._server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
 
     async def start(self) -> None:
         await self._server.serve(sockets=[self.socket])
@@ -124,7 +123,7 @@ class EdgeMLServer(MLServer):
         await running
 
     async def _announce(self, names: list[str]) -> None:
-        server = self._rest_server._server  # type: ignore[attr-defined]
+        server = self._rest_server._server
         while not server.started:
             await asyncio.sleep(0.01)
         host = self._engine.host

@@ -267,7 +267,7 @@ class GuardedHttp(HttpToolsProtocol):
     max_connections = 960
     waiting: dict[GuardedHttp, None] = {}  # connections waiting for headers, oldest first
 
-    def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+    def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
         self._deadline: asyncio.TimerHandle | None = None
         self._arm(self.header_timeout_s)

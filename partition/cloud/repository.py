@@ -15,9 +15,8 @@ so what is exported is exactly what was served.
 from __future__ import annotations
 
 import json
-import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,6 @@ import yaml
 from partition.cloud.batch import PLATFORM, ServedTail, prepare
 from partition.cloud.tensors import TensorSpec
 
-MODEL_NAME = "tail"
 RUNTIME = "partition.cloud.runtime.TailRuntime"
 SETTINGS = "model-settings.json"
 
@@ -40,35 +38,11 @@ class Batching:
     max_delay_ms: float = 2.0
 
 
-def resolve_tail(path: str | os.PathLike[str]) -> Path:
-    """The tail ONNX of a split directory, or the ONNX file itself."""
-    p = Path(path)
-    p = p / "tail.onnx" if p.is_dir() else p
-    if not p.is_file():
-        raise FileNotFoundError(f"no tail model at {p}")
-    return p
-
-
-def resolve_tails(path: str | os.PathLike[str]) -> dict[str, Path]:
-    """Served name -> tail ONNX: every cut of a split directory ("tail" is the chosen one)."""
-    p = Path(path)
-    tails = {MODEL_NAME: resolve_tail(p)} if not p.is_dir() or (p / "tail.onnx").is_file() else {}
-    if p.is_dir() and (p / "split.yaml").is_file():
-        from partition.split import read_split_yaml
-
-        for cut in read_split_yaml(p).cuts:
-            if cut.model and cut.split.tail is not None:
-                tails.setdefault(cut.model, cut.split.tail)
-    if not tails:
-        raise FileNotFoundError(f"no tail model in {p}")
-    return tails
-
-
-def write_repository(split: str | os.PathLike[str], out: Path, batching: Batching,
+def write_repository(tails: Mapping[str, Path], out: Path, batching: Batching,
                      threads: int = 0) -> list[ServedTail]:
-    """Write the repository for every tail of ``split``; the served tails, in name order."""
+    """Write the repository for ``tails`` (served name -> ONNX); the served tails, by name."""
     served = []
-    for name, source in sorted(resolve_tails(split).items()):
+    for name, source in sorted(tails.items()):
         (out / name / "1").mkdir(parents=True, exist_ok=True)
         tail = prepare(name, source, out / name / "1" / "model.onnx", batching.max_batch)
         (out / name / "config.pbtxt").write_text(triton_config(tail, batching), encoding="utf-8")

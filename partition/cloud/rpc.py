@@ -49,7 +49,7 @@ def _refusal(method: str) -> grpc.RpcMethodHandler:
     async def refuse(request: Any, context: grpc.aio.ServicerContext) -> None:
         await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or invalid bearer token")
     if method.endswith("ModelStreamInfer"):
-        return grpc.stream_stream_rpc_method_handler(refuse)  # type: ignore[arg-type]
+        return grpc.stream_stream_rpc_method_handler(refuse)
     return grpc.unary_unary_rpc_method_handler(refuse)
 
 

@@ -183,6 +183,7 @@ NOT_TIMINGS = {
     "targets/openvino.py": "how long a conversion took, noted beside the artifact",
     "targets/onnx2tf_run.py": "how long the onnx2tf child process ran",
     "partition/client.py": "the live split client's per-request latency (run-split telemetry)",
+    "partition/client_grpc.py": "the same over gRPC",
     "partition/cloud/guard.py": "the server's Server-Timing header (data-plane time)",
 }
 
