@@ -50,6 +50,7 @@ class ServeOptions:
     read_timeout_s: float = 30.0
     threads: int = 0
     workers: int = 0
+    processes: int = 1
     batching: Batching = field(default_factory=Batching)
     metrics_port: int | None = None
     verbose: bool = False
@@ -78,13 +79,20 @@ def serve_forever(split: str | os.PathLike[str], options: ServeOptions) -> int:
         repository = Path(split)
         if not is_repository(repository):
             repository = Path(tmp) / "models"
-            served = export_repository(split, repository, options.batching, options.threads)
+            served = export_repository(split, repository, options.batching, _threads(options))
             _say_batching(served, options)
         run(Engine(repository=repository, host=options.host, port=options.port,
                    grpc_port=options.grpc_port, limits=_limits(options),
                    workers=options.workers, metrics_port=options.metrics_port,
-                   verbose=options.verbose))
+                   verbose=options.verbose, processes=options.processes))
     return 0
+
+
+def _threads(options: ServeOptions) -> int:
+    """onnxruntime threads per inference: asked, else the cores shared by the processes."""
+    if options.threads or options.processes <= 1:
+        return options.threads
+    return max(1, (os.cpu_count() or 1) // options.processes)
 
 
 def is_repository(path: Path) -> bool:

@@ -133,16 +133,19 @@ def _no_host(ctx: click.Context, param: click.Parameter, value: str | None) -> N
               help="Inferences in progress at once (more: 503 at once).")
 @click.option("--workers", type=click.IntRange(0, 64), default=0, show_default=True,
               help="MLServer inference worker processes (0: in the server process).")
+@click.option("--processes", type=click.IntRange(1, 256), default=1, show_default=True,
+              help="Server processes sharing the ports (each loads the tails; 2+ uses more "
+                   "cores).")
 @click.option("--threads", type=click.IntRange(0, 1024), default=0, show_default=True,
-              help="onnxruntime threads per inference (0: all cores).")
+              help="onnxruntime threads per inference (0: the cores, shared by --processes).")
 @click.option("--metrics-port", type=click.IntRange(1, 65535),
               help="Serve Prometheus metrics on this port (no token: keep it private).")
 @click.option("--export-repository", type=PATH,
               help="Write the model repository (MLServer, Triton, KServe) and exit.")
 def serve_cloud(split_dir: Path, address: str, port: int, grpc_port: int,
                 token_file: Path | None, insecure_no_auth: bool, max_body: int, max_batch: int,
-                max_delay: float, max_inflight: int, workers: int, threads: int,
-                metrics_port: int | None, export_repository: Path | None) -> int:
+                max_delay: float, max_inflight: int, workers: int, processes: int,
+                threads: int, metrics_port: int | None, export_repository: Path | None) -> int:
     """Serve a split's tail on MLServer over KServe v2 REST and gRPC as model "tail".
 
     The other precomputed cuts' tails are served too, as "tail-ID" (see split.yaml), so
@@ -172,7 +175,7 @@ def serve_cloud(split_dir: Path, address: str, port: int, grpc_port: int,
                            token=resolve_token(None, token_file),
                            insecure_no_auth=insecure_no_auth, max_body=max_body,
                            max_inflight=max_inflight, threads=threads, workers=workers,
-                           batching=batching, metrics_port=metrics_port)
+                           processes=processes, batching=batching, metrics_port=metrics_port)
     return serve_forever(split_dir, options)
 
 

@@ -8,22 +8,25 @@ compute.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from mlserver.errors import MLServerError
-from mlserver.types import InferenceRequest, RequestInput, RequestOutput, TensorData
+from mlserver.types import InferenceRequest, RequestInput, RequestOutput
 
-from partition.cloud.guard import Reply, clock, elapsed_ms
+from partition.cloud.guard import Reply
 from partition.cloud.runtime import as_array
 from partition.cloud.tensors import (
-    NP_TO_KSERVE,
+    DTYPE_TO_KSERVE,
     RequestError,
     TensorSpec,
     Wanted,
     binary_array,
     check_shape,
+    clock,
+    elapsed_ms,
     encode_reply,
     json_array,
     parse_inputs,
@@ -31,6 +34,7 @@ from partition.cloud.tensors import (
     split_body,
 )
 
+_IDS = itertools.count()
 Specs = tuple[tuple[TensorSpec, ...], tuple[TensorSpec, ...]]
 #: gRPC InferTensorContents field per KServe datatype (FP16 travels raw only)
 CONTENTS = {"BOOL": "bool_contents", "INT8": "int_contents", "INT16": "int_contents",
@@ -90,12 +94,12 @@ def _specs(tensors: Any) -> tuple[TensorSpec, ...]:
 
 def _request(feeds: Mapping[str, np.ndarray], wanted: Sequence[Wanted]) -> InferenceRequest:
     inputs = [RequestInput.model_construct(
-        name=name, shape=list(array.shape), datatype=NP_TO_KSERVE[array.dtype.name],
-        parameters=None, data=TensorData.model_construct(root=array))
+        name=name, shape=list(array.shape), datatype=DTYPE_TO_KSERVE[array.dtype],
+        parameters=None, data=array)  # the engine reads data.root or data
         for name, array in feeds.items()]
     outputs = [RequestOutput.model_construct(name=w.name, parameters=None) for w in wanted]
-    return InferenceRequest.model_construct(id=None, parameters=None, inputs=inputs,
-                                            outputs=outputs)
+    return InferenceRequest.model_construct(id=f"edge-{next(_IDS)}", parameters=None,
+                                            inputs=inputs, outputs=outputs)
 
 
 def grpc_inputs(specs: Sequence[TensorSpec], request: Any) -> dict[str, np.ndarray]:

@@ -45,6 +45,8 @@ class Engine:
     workers: int = 0
     metrics_port: int | None = None
     verbose: bool = False
+    processes: int = 1  # servers sharing the ports (SO_REUSEPORT), see .processes
+    ready: Any = None  # a multiprocessing Event a server process sets instead of announcing
 
 
 class _Rest(RESTServer):
@@ -53,12 +55,13 @@ class _Rest(RESTServer):
     def __init__(self, engine: Engine, inferencer: Inferencer, grpc_port: int,
                  *args: Any) -> None:
         super().__init__(*args)
-        self.socket = _bind(engine.host, engine.port)
+        self.socket = _bind(engine.host, engine.port, reuse_port=engine.processes > 1)
         self.port = int(self.socket.getsockname()[1])
         guard = Guard(self._app, inferencer.rest, engine.limits, grpc_port)
         config = uvicorn.Config(guard, http=protocol(engine.limits), lifespan="off",
                                 log_level="info" if engine.verbose else "warning",
-                                access_log=engine.verbose, timeout_keep_alive=5, backlog=4096)
+                                access_log=engine.verbose, timeout_keep_alive=5, backlog=4096,
+                                proxy_headers=False, server_header=False)
         self._server = uvicorn.Server(config)
 
     async def start(self) -> None:
@@ -126,16 +129,21 @@ class EdgeMLServer(MLServer):
         server = self._rest_server._server
         while not server.started:
             await asyncio.sleep(0.01)
+        if self._engine.ready is not None:
+            self._engine.ready.set()
+            return
         host = self._engine.host
         print(f"serving {', '.join(repr(n) for n in names)} on http://{host}:"
               f"{self._rest_server.port}/v2 and grpc {host}:{self._grpc_server.port}",
               file=sys.stderr, flush=True)
 
 
-def _bind(host: str, port: int) -> socket.socket:
+def _bind(host: str, port: int, reuse_port: bool = False) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind((host, port))
     sock.set_inheritable(True)
     return sock
@@ -160,7 +168,16 @@ async def _serve(engine: Engine) -> None:
 
 
 def run(engine: Engine) -> None:
-    """Serve until SIGINT/SIGTERM."""
+    """Serve until SIGINT/SIGTERM (in ``engine.processes`` processes, see :mod:`.processes`)."""
+    if engine.processes > 1:
+        from partition.cloud.processes import run_many
+
+        return run_many(engine)
+    serve_here(engine)
+
+
+def serve_here(engine: Engine) -> None:
+    """Serve in this process."""
     import uvloop
 
     uvloop.run(_serve(engine))

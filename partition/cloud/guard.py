@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
@@ -245,16 +244,6 @@ async def _send(send: Send, status: int, body: bytes, header_len: int | None = N
 async def _error(send: Send, status: int, message: str,
                  extra: list[tuple[bytes, bytes]] | None = None) -> None:
     await _send(send, status, orjson.dumps({"error": message}), extra=extra)
-
-
-def clock() -> float:
-    """A ``time.perf_counter()`` reading, for :func:`elapsed_ms`."""
-    return time.perf_counter()
-
-
-def elapsed_ms(start: float) -> float:
-    """Milliseconds since ``start`` (a ``time.perf_counter()`` reading): the Server-Timing."""
-    return (time.perf_counter() - start) * 1e3
 
 
 # ---------------------------------------------------------------- connections

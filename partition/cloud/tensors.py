@@ -9,6 +9,7 @@ REST path has no binary tensor data, MLServer issue #324).
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,7 @@ KSERVE_TO_NP: dict[str, np.dtype] = {
     "FP16": np.dtype(np.float16), "FP32": np.dtype(np.float32), "FP64": np.dtype(np.float64),
 }
 NP_TO_KSERVE = {dtype.name: name for name, dtype in KSERVE_TO_NP.items()}
+DTYPE_TO_KSERVE = {dtype: name for name, dtype in KSERVE_TO_NP.items()}  # no dtype.name lookup
 ORT_TO_KSERVE = {f"tensor({t})": name for t, name in (
     ("bool", "BOOL"), ("uint8", "UINT8"), ("uint16", "UINT16"), ("uint32", "UINT32"),
     ("uint64", "UINT64"), ("int8", "INT8"), ("int16", "INT16"), ("int32", "INT32"),
@@ -204,7 +206,7 @@ def encode_reply(model: str, request_id: Any, wanted: Sequence[Wanted],
     for want in wanted:
         array = outputs[want.name]
         entry: dict[str, Any] = {"name": want.name, "shape": list(array.shape),
-                                 "datatype": NP_TO_KSERVE[array.dtype.name]}
+                                 "datatype": DTYPE_TO_KSERVE[array.dtype]}
         if want.binary:
             blob = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes()
             entry["parameters"] = {"binary_data_size": len(blob)}
@@ -217,3 +219,13 @@ def encode_reply(model: str, request_id: Any, wanted: Sequence[Wanted],
         reply["id"] = request_id
     head = orjson.dumps(reply, option=orjson.OPT_SERIALIZE_NUMPY)
     return (head + b"".join(blobs), len(head)) if blobs else (head, None)
+
+
+def clock() -> float:
+    """A ``time.perf_counter()`` reading, for :func:`elapsed_ms`."""
+    return time.perf_counter()
+
+
+def elapsed_ms(start: float) -> float:
+    """Milliseconds since ``start``: the server time (``Server-Timing``), a run at load."""
+    return (time.perf_counter() - start) * 1e3

@@ -4,6 +4,7 @@ and raw bad requests."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -401,3 +402,32 @@ def test_requests_are_batched_and_each_gets_its_own_rows(batchable: Path,
         assert max(s for _, s in answers) < lone_s
     finally:
         srv.close()
+
+
+def test_several_processes_share_the_ports(split_dir: Path) -> None:
+    """--processes 2: two engines on one REST and one gRPC port, both answering (connections
+    spread by the kernel), and both stop with the parent."""
+    import tritonclient.grpc as grpcclient
+
+    srv = serve(split_dir, token=TOKEN, processes=2)
+    try:
+        listed = Path(f"/proc/{srv.process.pid}/task/{srv.process.pid}/children")
+        children = [int(p) for p in listed.read_text().split()]
+        assert len(children) >= 2
+        feeds = _feeds(2)
+        for _ in range(6):  # a new connection each time
+            client = httpclient.InferenceServerClient(srv.url)
+            y, _ = _infer(client, feeds, binary=True)
+            np.testing.assert_allclose(y, _local(split_dir, feeds)[0], rtol=1e-6, atol=1e-6)
+            client.close()
+        grpc = grpcclient.InferenceServerClient(srv.grpc_url)
+        got = grpc.infer("tail", _grpc_inputs(grpcclient, feeds),
+                         headers={"authorization": f"Bearer {TOKEN}"})
+        assert got.as_numpy("z").tolist() == [6, -6]
+        grpc.close()
+    finally:
+        srv.close()
+    assert srv.process.returncode is not None
+    time.sleep(0.5)
+    assert not [pid for pid in children if Path(f"/proc/{pid}").exists()
+                and "zombie" not in Path(f"/proc/{pid}/status").read_text()]
