@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -261,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", default=BASELINE)
     parser.add_argument("--out", type=Path, default=ROOT / "bench/results/serve_load.json")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the servers on the way out
     print(HEADER)
     with tempfile.TemporaryDirectory(prefix="serve-load-") as tmp:
         rows = measure(args, Path(tmp))

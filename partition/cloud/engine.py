@@ -28,6 +28,7 @@ from mlserver.grpc.server import GRPCServer
 from mlserver.rest.server import RESTServer
 from mlserver.settings import Settings
 
+from partition.cloud.batching import Arrivals, eager
 from partition.cloud.dataplane import Inferencer
 from partition.cloud.guard import Guard, Limits, protocol
 from partition.cloud.rpc import EdgeServicer, TokenInterceptor
@@ -53,11 +54,11 @@ class _Rest(RESTServer):
     """MLServer's REST server on a socket bound here, behind the guard and guarded protocol."""
 
     def __init__(self, engine: Engine, inferencer: Inferencer, grpc_port: int,
-                 *args: Any) -> None:
+                 arrivals: Arrivals, *args: Any) -> None:
         super().__init__(*args)
         self.socket = _bind(engine.host, engine.port, reuse_port=engine.processes > 1)
         self.port = int(self.socket.getsockname()[1])
-        guard = Guard(self._app, inferencer.rest, engine.limits, grpc_port)
+        guard = Guard(self._app, inferencer.rest, engine.limits, grpc_port, arrivals)
         config = uvicorn.Config(guard, http=protocol(engine.limits), lifespan="off",
                                 log_level="info" if engine.verbose else "warning",
                                 access_log=engine.verbose, timeout_keep_alive=5, backlog=4096,
@@ -103,14 +104,21 @@ class EdgeMLServer(MLServer):
 
     def __init__(self, settings: Settings, engine: Engine) -> None:
         self._engine = engine
+        self._arrivals = Arrivals()
         super().__init__(settings)
+
+    def _create_model_registry(self) -> Any:
+        registry = super()._create_model_registry()
+        registry._on_model_load.append(eager(self._arrivals))  # after load_batching
+        return registry
 
     def _create_servers(self) -> None:
         inferencer = Inferencer(self._data_plane)
         common = (self._settings, self._data_plane, self._model_repository_handlers)
         self._grpc_server = _Grpc(self._engine, inferencer, *common)
         self._grpc_server._create_server()
-        self._rest_server = _Rest(self._engine, inferencer, self._grpc_server.port, *common)
+        self._rest_server = _Rest(self._engine, inferencer, self._grpc_server.port,
+                                  self._arrivals, *common)
         self._kafka_server = None
 
     async def start(self, models_settings: list[Any] | None = None) -> None:

@@ -63,8 +63,10 @@ class Reply:
 class Guard:
     """ASGI app: the limits, then inference via ``infer`` or anything else via ``app``."""
 
-    def __init__(self, app: Any, infer: Infer, limits: Limits, grpc_port: int | None) -> None:
+    def __init__(self, app: Any, infer: Infer, limits: Limits, grpc_port: int | None,
+                 arrivals: Any = None) -> None:
         self.app, self.infer, self.limits = app, infer, limits
+        self.arrivals = arrivals  # batching.Arrivals: bodies being read, for the batcher
         self.inflight = 0
         self.buffered = 0
         self._extra = [(b"edge-grpc-port", str(grpc_port).encode())] if grpc_port else []
@@ -116,7 +118,7 @@ class Guard:
         self.inflight += 1
         self.buffered += declared
         try:
-            body = await self._body(scope, receive)
+            body = await self._reading(scope, receive)
             header_len = _header(scope, HEADER_LEN.encode())
             reply = await self.infer(route[0], route[1], body,
                                      header_len.decode("latin-1") if header_len else None)
@@ -126,6 +128,16 @@ class Guard:
         finally:
             self.inflight -= 1
             self.buffered -= declared
+
+    async def _reading(self, scope: Scope, receive: Receive) -> bytes | bytearray:
+        """The body, counted as arriving while it is read (the batcher waits for it)."""
+        if self.arrivals is None:
+            return await self._body(scope, receive)
+        self.arrivals.reading += 1
+        try:
+            return await self._body(scope, receive)
+        finally:
+            self.arrivals.reading -= 1
 
     def _busy(self, declared: int) -> bool:
         limits = self.limits

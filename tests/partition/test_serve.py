@@ -370,9 +370,9 @@ def test_batchable_tail_exports_a_dynamic_batch_dim(batchable: Path, tmp_path: P
 
 def test_requests_are_batched_and_each_gets_its_own_rows(batchable: Path,
                                                         tmp_path: Path) -> None:
-    """With a 1 s max delay a lone request waits for company; 8 at once fill a batch and come
-    back sooner, each with the answer for its own input (served from the exported repository:
-    the engine loads the exported settings)."""
+    """With a 1 s max delay, a lone request is still answered at once (nothing else is on its
+    way); 8 at once each get the answer for their own input (served from the exported
+    repository: the engine loads the exported settings)."""
     import time
     from concurrent.futures import ThreadPoolExecutor
 
@@ -398,8 +398,7 @@ def test_requests_are_batched_and_each_gets_its_own_rows(batchable: Path,
             answers = list(pool.map(one, frames))
         for frame, (got, _) in zip(frames, answers, strict=True):
             np.testing.assert_allclose(got, session.run(None, {"x": frame})[0], atol=1e-6)
-        assert lone_s >= 0.9
-        assert max(s for _, s in answers) < lone_s
+        assert lone_s < 0.5 and max(s for _, s in answers) < 0.9
     finally:
         srv.close()
 
