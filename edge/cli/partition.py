@@ -118,8 +118,8 @@ def _no_host(ctx: click.Context, param: click.Parameter, value: str | None) -> N
               help="Address to listen on (0.0.0.0: every interface).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
               help="KServe v2 REST port (0: any free port, printed at start).")
-@click.option("--grpc-port", type=click.IntRange(0, 65535), default=8001, show_default=True,
-              help="KServe v2 gRPC port (0: any free port).")
+@click.option("--grpc-port", type=click.IntRange(0, 65535),
+              help="KServe v2 gRPC port (0: any free port) [--port + 1].")
 @click.option("--host", hidden=True, expose_value=False, callback=_no_host)
 @_TOKEN_FILE
 @click.option("--insecure-no-auth", is_flag=True, help="Serve without a token (never in public).")
@@ -142,7 +142,7 @@ def _no_host(ctx: click.Context, param: click.Parameter, value: str | None) -> N
               help="Serve Prometheus metrics on this port (no token: keep it private).")
 @click.option("--export-repository", type=PATH,
               help="Write the model repository (MLServer, Triton, KServe) and exit.")
-def serve_cloud(split_dir: Path, address: str, port: int, grpc_port: int,
+def serve_cloud(split_dir: Path, address: str, port: int, grpc_port: int | None,
                 token_file: Path | None, insecure_no_auth: bool, max_body: int, max_batch: int,
                 max_delay: float, max_inflight: int, workers: int, processes: int,
                 threads: int, metrics_port: int | None, export_repository: Path | None) -> int:
@@ -171,6 +171,8 @@ def serve_cloud(split_dir: Path, address: str, port: int, grpc_port: int,
             click.echo(f"{export_repository / tail.name}  "
                        f"{'batch up to ' + str(tail.max_batch) if tail.max_batch else tail.note}")
         return 0
+    if grpc_port is None:  # beside the REST port, as Triton's 8000/8001
+        grpc_port = port + 1 if 0 < port < 65535 else 0
     options = ServeOptions(host=address, port=port, grpc_port=grpc_port,
                            token=resolve_token(None, token_file),
                            insecure_no_auth=insecure_no_auth, max_body=max_body,
