@@ -170,8 +170,11 @@ def settings(engine: Engine) -> Settings:
 
 async def _serve(engine: Engine) -> None:
     server = EdgeMLServer(settings(engine), engine)
-    for name in ("mlserver", "uvicorn", "uvicorn.error"):
-        logging.getLogger(name).setLevel(logging.INFO if engine.verbose else logging.WARNING)
+    # MLServer warns at every load that batching skips streaming inference (edge's is unary)
+    quiet = {"mlserver": logging.ERROR, "uvicorn": logging.WARNING,
+             "uvicorn.error": logging.WARNING}
+    for name, level in quiet.items():
+        logging.getLogger(name).setLevel(logging.INFO if engine.verbose else level)
     await server.start()
 
 
