@@ -132,8 +132,11 @@ class SplitClient:
 
     def measure_rtt(self, tries: int = 3) -> float:
         """Minimum round trip of a tiny health request, ms; updates the link estimate."""
+        first = self._rtt_at == -math.inf
         best = min(self._http.ping() for _ in range(max(1, tries)))
         self._rtt_at = time.monotonic()
+        if first:  # the probe clock starts once the link is up (gRPC set-up is not idle time)
+            self._last_network = self._rtt_at
         self.link = LinkEstimate(self.link.uplink_mbps, self.link.downlink_mbps, best,
                                  self.link.measured)
         return best

@@ -224,3 +224,16 @@ def test_tritonclient_reaches_every_served_tail(split_dir: Path, server: EdgeClo
     want = model_outputs(splitnet.onnx, {"frame": frame})["logits"]
     np.testing.assert_allclose(result.as_numpy("logits"), want, atol=1e-5)
     client.close()
+
+
+def test_start_up_time_does_not_trigger_a_probe(split_dir: Path, server: EdgeCloudServer) -> None:
+    """A client that takes a while between being made and its first inference (a slow device
+    loading grpc, say) does not spend that first inference on a probe: the probe clock starts
+    when the link is first measured."""
+    import time
+
+    with SplitClient(split_dir, server.url, token=TOKEN, probe_every_s=1.0) as client:
+        time.sleep(1.2)
+        assert client._probe_due()  # idle since it was made...
+        client.measure_rtt()
+        assert not client._probe_due()  # ...but the link has just come up
