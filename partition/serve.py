@@ -73,7 +73,8 @@ def resolve_token(token: str | None, token_file: str | os.PathLike[str] | None) 
 def serve_forever(split: str | os.PathLike[str], options: ServeOptions) -> int:
     """Serve the tails of ``split`` in this process until SIGINT/SIGTERM."""
     _check_auth(options)
-    from partition.cloud.engine import Engine, run  # not before: MLServer's gRPC messages
+    from partition.cloud.engine import Engine  # not before: MLServer's gRPC messages
+    from partition.cloud.processes import run
 
     with tempfile.TemporaryDirectory(prefix="edge-serve-") as tmp:
         repository = Path(split)

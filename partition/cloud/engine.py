@@ -178,15 +178,6 @@ async def _serve(engine: Engine) -> None:
     await server.start()
 
 
-def run(engine: Engine) -> None:
-    """Serve until SIGINT/SIGTERM (in ``engine.processes`` processes, see :mod:`.processes`)."""
-    if engine.processes > 1:
-        from partition.cloud.processes import run_many
-
-        return run_many(engine)
-    serve_here(engine)
-
-
 def serve_here(engine: Engine) -> None:
     """Serve in this process."""
     import uvloop

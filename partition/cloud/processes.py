@@ -22,6 +22,13 @@ from typing import Any
 from partition.cloud.engine import Engine, serve_here
 
 
+def run(engine: Engine) -> None:
+    """Serve until SIGINT/SIGTERM: here, or in ``engine.processes`` processes."""
+    if engine.processes > 1:
+        return run_many(engine)
+    serve_here(engine)
+
+
 def run_many(engine: Engine) -> None:
     """Run ``engine.processes`` engines on one REST and one gRPC port until told to stop."""
     rest, grpc = _reserve(engine.host, engine.port), _reserve(engine.host, engine.grpc_port)

@@ -18,7 +18,7 @@ import pytest
 import requests
 from onnx import TensorProto, helper, numpy_helper
 
-from partition.serve import Batching, EdgeCloudServer, export_repository, serve
+from partition.serve import EdgeCloudServer, serve
 
 TOKEN = "attack-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -165,21 +165,24 @@ def test_malformed_json_is_a_400(server: EdgeCloudServer, label: str, body: byte
     assert "error" in r.json()
 
 
-def test_overload_is_a_503_at_once(split_dir: Path, tmp_path: Path) -> None:
-    """One inference in progress allowed: a second one is told 503 at once, not queued."""
-    export_repository(split_dir, tmp_path / "repo", Batching(max_batch=4, max_delay_ms=1500))
-    srv = serve(tmp_path / "repo", token=TOKEN, max_inflight=1)
+def test_overload_is_a_503_at_once(split_dir: Path) -> None:
+    """One inference in progress allowed (its body still arriving): a second one is told 503
+    at once, not queued; once the first is done the next is served."""
+    srv = serve(split_dir, token=TOKEN, max_inflight=1)
     try:
-        slow = threading.Thread(target=_good, args=(srv,))  # waits 1.5 s for a batch
-        slow.start()
-        time.sleep(0.5)
-        start = time.perf_counter()
-        x = {"inputs": [{"name": "x", "shape": [1, 1024], "datatype": "FP32",
-                         "data": [0.0] * 1024}]}
-        r = requests.post(f"http://{srv.url}/v2/models/tail/infer", json=x, headers=AUTH,
-                          timeout=10)
-        assert r.status_code == 503 and r.headers["retry-after"] == "1"
-        assert time.perf_counter() - start < 0.5
-        slow.join()
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=5) as slow:
+            slow.sendall(b"POST /v2/models/tail/infer HTTP/1.1\r\nHost: x\r\n"
+                         b"Authorization: Bearer " + TOKEN.encode() + b"\r\n"
+                         b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+            time.sleep(0.3)
+            start = time.perf_counter()
+            x = {"inputs": [{"name": "x", "shape": [1, 1024], "datatype": "FP32",
+                             "data": [0.0] * 1024}]}
+            r = requests.post(f"http://{srv.url}/v2/models/tail/infer", json=x, headers=AUTH,
+                              timeout=10)
+            assert r.status_code == 503 and r.headers["retry-after"] == "1"
+            assert time.perf_counter() - start < 0.5
+        time.sleep(0.3)  # the slow request is gone with its connection
+        assert _good(srv) < 2.0
     finally:
         srv.close()
