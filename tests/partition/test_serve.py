@@ -4,6 +4,7 @@ and raw bad requests."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +14,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 import requests
+import yaml
 from onnx import TensorProto, helper, numpy_helper
 
 from edge.core.errors import UsageError
@@ -285,6 +287,13 @@ def test_export_model_repository(split_dir: Path, tmp_path: Path) -> None:
     settings = json.loads((model_dir / "model-settings.json").read_text())
     assert settings["implementation"] == "partition.cloud.runtime.TailRuntime"
     assert "max_batch_size" not in settings
+    service = yaml.safe_load((tmp_path / "repo" / "inference-service.yaml").read_text())
+    assert (service["apiVersion"], service["kind"]) == ("serving.kserve.io/v1beta1",
+                                                       "InferenceService")
+    assert re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", service["metadata"]["name"])  # DNS-1035
+    model = service["spec"]["predictor"]["model"]
+    assert model["modelFormat"]["name"] == "triton" and model["protocolVersion"] == "v2"
+    assert model["storageUri"].endswith("/repo")
 
 
 def _triton_config(path: Path):  # noqa: ANN202 - a protobuf message
