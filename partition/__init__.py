@@ -23,11 +23,14 @@ Planning (``edge partition``, :mod:`partition.run`):
 
 Running (the split at run time):
 
-- :mod:`partition.serve` -- ``edge serve-cloud``: every cut's tail over the KServe v2 REST API
-  ("tail", "tail-cN"), bearer token, request validation, ``Server-Timing``; Triton export.
+- :mod:`partition.serve` -- ``edge serve-cloud``: every cut's tail ("tail", "tail-cN") on
+  MLServer over KServe v2 REST and gRPC, dynamic batching, edge's front layer (token, size, time
+  and concurrency limits; :mod:`partition.cloud`), ``Server-Timing``; the model repository for
+  MLServer, Triton and KServe.
 - :mod:`partition.client` -- ``SplitClient``: runs the head on the device, sends the cut tensors
-  over one keep-alive connection, estimates the uplink, picks the cut that is best for the plan's
-  objective at the measured link, and falls back to all-edge when the cloud fails.
+  over one connection (gRPC when offered, :mod:`partition.client_grpc`, else REST), estimates
+  the uplink, picks the cut that is best for the plan's objective at the measured link, and
+  falls back to all-edge when the cloud fails.
 - :mod:`partition.runsplit` -- ``edge run-split``: drives the client and reports.
 
 Everything imports lazily from ``edge.cli``; ``edge --help`` loads none of it.

@@ -10,8 +10,11 @@ running all on the device it sends one request through the best split cut every
 ``probe_every_s`` seconds so the estimate stays current (that request still returns the right
 outputs).
 
-HTTP is the stdlib's ``http.client`` with one keep-alive connection and the KServe v2 binary
-tensor extension, so the device needs numpy and onnxruntime only.
+The link is gRPC when the server offers it (its health replies name an ``edge-grpc-port``) and the
+device has grpcio and tritonclient's messages (:mod:`partition.client_grpc`: raw binary tensors,
+one HTTP/2 connection); otherwise, or when gRPC cannot be reached, REST: the stdlib's
+``http.client`` with one keep-alive connection and the KServe v2 binary tensor extension, so the
+device needs numpy and onnxruntime only.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import numpy as np
 from edge.core import progress
 from edge.core.errors import DeviceError, UsageError
 from edge.core.select import Option, choose
+from partition.client_grpc import GrpcLink, GrpcUnreachable, available
 from partition.split import CutOption, SplitPlan, read_split_yaml
 
 __all__ = ["CloudUnreachable", "LinkEstimate", "SplitClient", "SplitResult"]
@@ -93,11 +97,12 @@ class SplitClient:
     def __init__(self, split_dir: str | os.PathLike[str], url: str, *,
                  token: str | None = None, cut: str | None = None, threads: int = 1,
                  timeout_s: float = 30.0, probe_every_s: float = 5.0,
-                 smoothing: float = 0.5, rtt_every_s: float = 30.0) -> None:
+                 smoothing: float = 0.5, rtt_every_s: float = 30.0,
+                 protocol: str = "auto") -> None:
         self.plan = read_split_yaml(Path(split_dir))
         self.cuts = _cuts(self.plan)
         self._fixed = _fixed_cut(self.cuts, cut)
-        self._http = _Http(url, _token(token), timeout_s)
+        self._http = _Link(url, _token(token), timeout_s, protocol)
         self._heads: dict[str, Any] = {}
         self._threads = threads
         self._probe_every_s = probe_every_s
@@ -114,6 +119,11 @@ class SplitClient:
         """Close the connection to the server."""
         self._http.close()
 
+    @property
+    def protocol(self) -> str:
+        """"grpc" or "http": what the last request went over ("" before the first)."""
+        return self._http.used
+
     def __enter__(self) -> SplitClient:
         return self
 
@@ -122,8 +132,11 @@ class SplitClient:
 
     def measure_rtt(self, tries: int = 3) -> float:
         """Minimum round trip of a tiny health request, ms; updates the link estimate."""
+        first = self._rtt_at == -math.inf
         best = min(self._http.ping() for _ in range(max(1, tries)))
         self._rtt_at = time.monotonic()
+        if first:  # the probe clock starts once the link is up (gRPC set-up is not idle time)
+            self._last_network = self._rtt_at
         self.link = LinkEstimate(self.link.uplink_mbps, self.link.downlink_mbps, best,
                                  self.link.measured)
         return best
@@ -270,6 +283,67 @@ class _Reply:
     down_bytes: int
 
 
+class _Link:
+    """REST, or gRPC when the server offers it and this device can speak it (``protocol``:
+    auto, http or grpc). gRPC that cannot be reached falls back to REST in auto."""
+
+    def __init__(self, url: str, token: str | None, timeout_s: float, protocol: str) -> None:
+        if protocol not in ("auto", "http", "grpc"):
+            raise UsageError(f"--protocol {protocol!r} is not auto, http or grpc")
+        self._rest = _Http(url, token, timeout_s)
+        self._protocol, self._token, self._timeout = protocol, token, timeout_s
+        self._grpc: GrpcLink | None = None
+        self._decided = protocol == "http"
+        self.used = ""
+
+    def close(self) -> None:
+        self._rest.close()
+        if self._grpc is not None:
+            self._grpc.close()
+
+    def ping(self) -> float:
+        """Wall ms of a health request, over the link inferences use."""
+        if not self._decided:
+            self._rest.ping()
+            self._decide()
+        if self._grpc is not None:
+            try:
+                return self._grpc.ping()
+            except GrpcUnreachable as exc:
+                self._drop_grpc(exc)
+        return self._rest.ping()
+
+    def infer(self, model: str, inputs: Mapping[str, np.ndarray], outputs: list[str]) -> _Reply:
+        if not self._decided:
+            self.ping()
+        if self._grpc is not None:
+            try:
+                got = self._grpc.infer(model, inputs, outputs)
+                self.used = "grpc"
+                return _Reply(got.outputs, got.wall_ms, got.server_ms, got.up_bytes,
+                              got.down_bytes)
+            except GrpcUnreachable as exc:
+                self._drop_grpc(exc)
+        self.used = "http"
+        return self._rest.infer(model, inputs, outputs)
+
+    def _decide(self) -> None:
+        self._decided = True
+        port = self._rest.grpc_port
+        if port is not None and not self._rest.https and available():
+            self._grpc = GrpcLink(self._rest.host, port, self._token, self._timeout)
+        elif self._protocol == "grpc":
+            raise UsageError("--protocol grpc: the server offers no gRPC, or this device has "
+                             "no grpcio/tritonclient[grpc] (or the URL is https)")
+
+    def _drop_grpc(self, exc: Exception) -> None:
+        if self._protocol == "grpc":
+            raise CloudUnreachable(f"cannot reach the cloud server over gRPC: {exc}") from None
+        assert self._grpc is not None
+        self._grpc.close()
+        self._grpc = None  # REST from now on
+
+
 class _Http:
     """One keep-alive HTTP connection speaking KServe v2 with binary tensors."""
 
@@ -277,8 +351,9 @@ class _Http:
         parsed = urllib.parse.urlsplit(url if "://" in url else f"http://{url}")
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
             raise UsageError(f"--url {url!r} is not http[s]://HOST:PORT")
-        self._https = parsed.scheme == "https"
-        self._host, self._port = parsed.hostname, parsed.port
+        self.https = parsed.scheme == "https"
+        self.host, self._port = parsed.hostname, parsed.port
+        self.grpc_port: int | None = None  # offered by the server's health replies
         self._base = parsed.path.rstrip("/")
         self._token, self._timeout = token, timeout_s
         self._conn: http.client.HTTPConnection | None = None
@@ -291,9 +366,11 @@ class _Http:
     def ping(self) -> float:
         """Wall ms of GET /v2/health/ready."""
         start = time.perf_counter()
-        status, _, body = self._request("GET", "/v2/health/ready", b"", {})
+        status, headers, body = self._request("GET", "/v2/health/ready", b"", {})
         if status != 200:
             raise DeviceError(f"cloud server not ready: HTTP {status} {body[:200]!r}")
+        offered = headers.get("edge-grpc-port")
+        self.grpc_port = int(offered) if offered and offered.isdigit() else None
         return (time.perf_counter() - start) * 1e3
 
     def infer(self, model: str, inputs: Mapping[str, np.ndarray], outputs: list[str]) -> _Reply:
@@ -311,7 +388,7 @@ class _Http:
                       _server_ms(reply_headers.get("Server-Timing")), len(body), len(data))
 
     def _request(self, method: str, path: str, body: bytes,
-                 headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+                 headers: dict[str, str]) -> tuple[int, http.client.HTTPMessage, bytes]:
         """One request on the kept-alive connection, reconnecting once if it went stale."""
         headers = dict(headers)  # never share a headers dict between requests
         if self._token:
@@ -321,18 +398,18 @@ class _Http:
                 conn = self._connection()
                 conn.request(method, self._base + path, body=body, headers=headers)
                 response = conn.getresponse()
-                return response.status, dict(response.getheaders()), response.read()
+                return response.status, response.headers, response.read()  # any case
             except (ConnectionError, http.client.HTTPException, TimeoutError, OSError) as exc:
                 self.close()
                 if attempt:
-                    raise CloudUnreachable(f"cannot reach the cloud server at {self._host}:"
+                    raise CloudUnreachable(f"cannot reach the cloud server at {self.host}:"
                                            f"{self._port}: {exc}") from None
         raise AssertionError("unreachable")
 
     def _connection(self) -> http.client.HTTPConnection:
         if self._conn is None:
-            cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
-            conn = cls(self._host, self._port, timeout=self._timeout)
+            cls = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
+            conn = cls(self.host, self._port, timeout=self._timeout)
             conn.connect()
             conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._conn = conn

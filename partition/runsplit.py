@@ -29,6 +29,7 @@ class RunSplitOptions:
     threads: int = 1
     probe_every_s: float = 5.0
     out: Path | None = None
+    protocol: str = "auto"  # auto (gRPC when offered), http or grpc
 
 
 def run(split_dir: Path, options: RunSplitOptions) -> dict[str, Any]:
@@ -36,7 +37,8 @@ def run(split_dir: Path, options: RunSplitOptions) -> dict[str, Any]:
     from partition.client import SplitClient
 
     with SplitClient(split_dir, options.url, token=options.token, cut=options.cut,
-                     threads=options.threads, probe_every_s=options.probe_every_s) as client:
+                     threads=options.threads, probe_every_s=options.probe_every_s,
+                     protocol=options.protocol) as client:
         feeds = _feeds(client.plan.inputs, options.data)
         for feed, _ in zip(_cycle(feeds), range(options.warmup), strict=False):
             client.infer(feed)
@@ -48,11 +50,11 @@ def run(split_dir: Path, options: RunSplitOptions) -> dict[str, Any]:
                 bar.update(f"inference {index + 1}/{options.runs}")
                 results.append(client.infer(feed))
                 bar.advance()
-        last_error = client.last_error
+        last_error, protocol = client.last_error, client.protocol
     if options.out is not None:
         _save(options.out, [r.outputs for r in results])
     runs = [r.timing() for r in results]
-    return {"split": str(split_dir), "url": options.url, "runs": runs,
+    return {"split": str(split_dir), "url": options.url, "protocol": protocol, "runs": runs,
             "summary": _summary(runs), "last_error": last_error}
 
 

@@ -18,7 +18,7 @@ from targets import REGISTRY, get_target
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("edge", "targets", "devices", "partition")
 #: Replaced by the serving-engine issue; its size is left alone until then.
-SIZE_EXEMPT = {"partition/serve.py"}
+SIZE_EXEMPT: set[str] = set()  # partition/serve.py left with the hand-written server (issue 13)
 MAX_LINES = 600
 
 

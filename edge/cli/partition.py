@@ -117,41 +117,68 @@ def _no_host(ctx: click.Context, param: click.Parameter, value: str | None) -> N
 @click.option("--bind", "address", metavar="ADDR", default="127.0.0.1", show_default=True,
               help="Address to listen on (0.0.0.0: every interface).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
-              help="TCP port to listen on (0: any free port, printed at start).")
+              help="KServe v2 REST port (0: any free port, printed at start).")
+@click.option("--grpc-port", type=click.IntRange(0, 65535),
+              help="KServe v2 gRPC port (0: any free port) [--port + 1].")
 @click.option("--host", hidden=True, expose_value=False, callback=_no_host)
 @_TOKEN_FILE
 @click.option("--insecure-no-auth", is_flag=True, help="Serve without a token (never in public).")
 @click.option("--max-body", type=click.IntRange(1), default=64 * 2**20, show_default=True,
-              help="Largest request body in bytes (larger: 413).")
-@click.option("--export-repository", type=PATH,
-              help="Write a Triton/KServe model repository for the tails and exit.")
+              help="Largest request body in bytes (larger: 413, before it is read).")
+@click.option("--max-batch", type=click.IntRange(1, 4096), default=16, show_default=True,
+              help="Dynamic batching: most requests merged into one run (1: off).")
+@click.option("--max-delay", type=click.FloatRange(0, 1000), default=2.0, show_default=True,
+              help="Dynamic batching: longest wait for a batch to fill, ms.")
+@click.option("--max-inflight", type=click.IntRange(1), default=256, show_default=True,
+              help="Inferences in progress at once (more: 503 at once).")
+@click.option("--workers", type=click.IntRange(0, 64), default=0, show_default=True,
+              help="MLServer inference worker processes (0: in the server process).")
+@click.option("--processes", type=click.IntRange(1, 256), default=1, show_default=True,
+              help="Server processes sharing the ports (each loads the tails; 2+ uses more "
+                   "cores).")
 @click.option("--threads", type=click.IntRange(0, 1024), default=0, show_default=True,
-              help="onnxruntime threads per inference (0: all cores).")
-def serve_cloud(split_dir: Path, address: str, port: int, token_file: Path | None,
-                insecure_no_auth: bool, max_body: int, export_repository: Path | None,
-                threads: int) -> int:
-    """Serve a split's tail over the KServe v2 REST API as model "tail".
+              help="onnxruntime threads per inference (0: the cores, shared by --processes).")
+@click.option("--metrics-port", type=click.IntRange(1, 65535),
+              help="Serve Prometheus metrics on this port (no token: keep it private).")
+@click.option("--export-repository", type=PATH,
+              help="Write the model repository (MLServer, Triton, KServe) and exit.")
+def serve_cloud(split_dir: Path, address: str, port: int, grpc_port: int | None,
+                token_file: Path | None, insecure_no_auth: bool, max_body: int, max_batch: int,
+                max_delay: float, max_inflight: int, workers: int, processes: int,
+                threads: int, metrics_port: int | None, export_repository: Path | None) -> int:
+    """Serve a split's tail on MLServer over KServe v2 REST and gRPC as model "tail".
 
     The other precomputed cuts' tails are served too, as "tail-ID" (see split.yaml), so
-    `edge run-split` can switch cut without a restart.
+    `edge run-split` can switch cut without a restart. Requests are merged into batches
+    (--max-batch, --max-delay) when the tail verifies at batch 1 and at the max batch.
 
     Every request but health needs "Authorization: Bearer TOKEN" (from $EDGE_CLOUD_TOKEN or
-    --token-file); every request is validated (names, dtype, shape, size) and answered 4xx
-    when bad. Triton, KServe or OpenVINO Model Server can serve the exported repository.
+    --token-file), on REST and gRPC; every request is validated (names, dtype, shape, size)
+    and answered 4xx when bad. --export-repository writes what MLServer, Triton and KServe
+    load (docs/architecture.md shows the way from one box to a cluster).
 
     \b
     Examples:
-      EDGE_CLOUD_TOKEN=s3cret edge serve-cloud mobilenet-split --bind 0.0.0.0 --port 8000
+      EDGE_CLOUD_TOKEN=s3cret edge serve-cloud mobilenet-split --bind 0.0.0.0
       edge serve-cloud mobilenet-split --export-repository models/
     """
-    from partition.serve import main as serve_main
+    from partition.serve import Batching, ServeOptions, resolve_token, serve_forever
+    from partition.serve import export_repository as export_to
 
-    argv = [str(split_dir), "--bind", address, "--port", str(port), "--max-body", str(max_body),
-            "--threads", str(threads)]
-    argv += ["--token-file", str(token_file)] if token_file else []
-    argv += ["--insecure-no-auth"] if insecure_no_auth else []
-    argv += ["--export-repository", str(export_repository)] if export_repository else []
-    return serve_main(argv)
+    batching = Batching(max_batch=max_batch, max_delay_ms=max_delay)
+    if export_repository:
+        for tail in export_to(split_dir, export_repository, batching, threads):
+            click.echo(f"{export_repository / tail.name}  "
+                       f"{'batch up to ' + str(tail.max_batch) if tail.max_batch else tail.note}")
+        return 0
+    if grpc_port is None:  # beside the REST port, as Triton's 8000/8001
+        grpc_port = port + 1 if 0 < port < 65535 else 0
+    options = ServeOptions(host=address, port=port, grpc_port=grpc_port,
+                           token=resolve_token(None, token_file),
+                           insecure_no_auth=insecure_no_auth, max_body=max_body,
+                           max_inflight=max_inflight, threads=threads, workers=workers,
+                           processes=processes, batching=batching, metrics_port=metrics_port)
+    return serve_forever(split_dir, options)
 
 
 @click.command("run-split")
@@ -170,11 +197,13 @@ def serve_cloud(split_dir: Path, address: str, port: int, token_file: Path | Non
               help="onnxruntime threads for the head.")
 @click.option("--probe-every", type=click.FloatRange(min=0), default=5.0, show_default=True,
               help="Seconds between link probes while running all on the device.")
+@click.option("--protocol", type=click.Choice(["auto", "http", "grpc"]), default="auto",
+              show_default=True, help="auto: gRPC when the server offers it, else REST.")
 @click.option("-o", "--out", type=PATH, help="Save the outputs of every run to this .npz.")
 @json_option
 def run_split(split_dir: Path, url: str, data: Path | None, runs: int, warmup: int, cut: str,
-              token_file: Path | None, threads: int, probe_every: float, out: Path | None,
-              as_json: bool) -> int:
+              token_file: Path | None, threads: int, probe_every: float, protocol: str,
+              out: Path | None, as_json: bool) -> int:
     """Run a split model on this device against `edge serve-cloud` (the edge client).
 
     Runs the head here, sends the cut tensors to the server, and returns the final outputs.
@@ -192,7 +221,7 @@ def run_split(split_dir: Path, url: str, data: Path | None, runs: int, warmup: i
 
     options = RunSplitOptions(url=url, data=data, runs=runs, warmup=warmup, cut=cut,
                               token=_read_token(token_file), threads=threads,
-                              probe_every_s=probe_every, out=out)
+                              probe_every_s=probe_every, out=out, protocol=protocol)
     with stdout_to_stderr(as_json):
         report = run(split_dir, options)
     emit(as_json, report, render_run_split(report))

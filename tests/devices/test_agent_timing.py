@@ -183,7 +183,8 @@ NOT_TIMINGS = {
     "targets/openvino.py": "how long a conversion took, noted beside the artifact",
     "targets/onnx2tf_run.py": "how long the onnx2tf child process ran",
     "partition/client.py": "the live split client's per-request latency (run-split telemetry)",
-    "partition/serve.py": "the server's Server-Timing header",
+    "partition/client_grpc.py": "the same over gRPC",
+    "partition/cloud/tensors.py": "the server's Server-Timing header; a tail's run time at load",
 }
 
 

@@ -5,6 +5,7 @@ by itself) and returns what the whole model returns."""
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,7 +33,7 @@ def split_dir(splitnet: SplitNet, tmp_path_factory: pytest.TempPathFactory) -> P
     return out
 
 
-@pytest.fixture()
+@pytest.fixture(scope="module")
 def server(split_dir: Path) -> Iterator[EdgeCloudServer]:
     srv = serve(split_dir, token=TOKEN, threads=1)
     yield srv
@@ -127,11 +128,50 @@ def test_cloud_down_falls_back_to_the_device(split_dir: Path, splitnet: SplitNet
         client.infer(feeds)
 
 
+@pytest.mark.parametrize("protocol,refusal", [("http", "HTTP 401"),
+                                              ("grpc", "gRPC UNAUTHENTICATED")])
 def test_wrong_token_is_a_one_line_device_error(split_dir: Path, server: EdgeCloudServer,
-                                                splitnet: SplitNet) -> None:
-    with SplitClient(split_dir, server.url, token="wrong", cut="split") as client, \
-            pytest.raises(DeviceError, match="HTTP 401"):
+                                                splitnet: SplitNet, protocol: str,
+                                                refusal: str) -> None:
+    with SplitClient(split_dir, server.url, token="wrong", cut="split",
+                     protocol=protocol) as client, pytest.raises(DeviceError, match=refusal):
         client.infer({"frame": _frames(splitnet, 1)})
+
+
+@pytest.mark.parametrize("protocol", ["auto", "http", "grpc"])
+def test_the_link_is_grpc_when_offered_and_rest_when_asked(
+        split_dir: Path, server: EdgeCloudServer, splitnet: SplitNet, protocol: str) -> None:
+    """auto takes the gRPC port the server offers; both links give the model's answer and a
+    server time."""
+    frame = _frames(splitnet, 1)
+    want = model_outputs(splitnet.onnx, {"frame": frame})["logits"]
+    with SplitClient(split_dir, server.url, token=TOKEN, cut="all-cloud",
+                     protocol=protocol) as client:
+        got = client.infer({"frame": frame})
+        assert client.protocol == ("http" if protocol == "http" else "grpc")
+    _assert_same_answer(got.outputs["logits"], want, exact=True)
+    assert got.cloud_ms > 0 and got.up_bytes >= frame.nbytes
+
+
+def test_grpc_that_cannot_be_reached_falls_back_to_rest(split_dir: Path, splitnet: SplitNet,
+                                                        tmp_path: Path) -> None:
+    """A server whose gRPC port is not reachable from the device (a proxy that passes only
+    HTTP, here a closed port): auto keeps going over REST, grpc is a device error."""
+    from partition.serve import Batching
+
+    srv = serve(split_dir, token=TOKEN, threads=1, batching=Batching(max_batch=1))
+    try:
+        with socket.socket() as free:
+            free.bind(("127.0.0.1", 0))
+            closed = free.getsockname()[1]
+        frame = {"frame": _frames(splitnet, 1)}
+        with SplitClient(split_dir, srv.url, token=TOKEN, cut="all-cloud") as client:
+            client._http._rest.ping()
+            client._http._rest.grpc_port = closed  # what a proxy in front would hide
+            client._http._decide()
+            assert client.infer(frame).cloud_ms > 0 and client.protocol == "http"
+    finally:
+        srv.close()
 
 
 def test_unknown_cut_is_refused(split_dir: Path) -> None:
@@ -184,3 +224,16 @@ def test_tritonclient_reaches_every_served_tail(split_dir: Path, server: EdgeClo
     want = model_outputs(splitnet.onnx, {"frame": frame})["logits"]
     np.testing.assert_allclose(result.as_numpy("logits"), want, atol=1e-5)
     client.close()
+
+
+def test_start_up_time_does_not_trigger_a_probe(split_dir: Path, server: EdgeCloudServer) -> None:
+    """A client that takes a while between being made and its first inference (a slow device
+    loading grpc, say) does not spend that first inference on a probe: the probe clock starts
+    when the link is first measured."""
+    import time
+
+    with SplitClient(split_dir, server.url, token=TOKEN, probe_every_s=1.0) as client:
+        time.sleep(1.2)
+        assert client._probe_due()  # idle since it was made...
+        client.measure_rtt()
+        assert not client._probe_due()  # ...but the link has just come up

@@ -1,7 +1,7 @@
 """Edge's split over real emulated links: a slow device (its own network namespace, an eighth
 of a CPU) and a cloud namespace joined by a userspace netem link. Edge's prediction is made by
 `edge partition` from costs measured ON that device; the measurement is `edge run-split` in the
-device's namespace against `python -m partition.serve` in the cloud's.
+device's namespace against `edge serve-cloud` in the cloud's.
 
 These tests check behaviour, and only timings with margins no busy host can eat: which
 placement edge picks, that the client uses it and switches when the link changes, that all-cloud

@@ -84,7 +84,8 @@ def test_serve_cloud_serves_the_tail_to_a_real_client(cnn: Path, tmp_path: Path)
         port = probe.getsockname()[1]
     env = dict(os.environ, EDGE_CLOUD_TOKEN="t0ken")
     server = subprocess.Popen([sys.executable, "-m", "edge", "serve-cloud", str(tmp_path / "split"),
-                               "--port", str(port)], env=env, stderr=subprocess.PIPE, text=True)
+                               "--port", str(port), "--grpc-port", "0"], env=env,
+                              stderr=subprocess.PIPE, text=True)
     try:
         client = tritonclient.InferenceServerClient(f"127.0.0.1:{port}")
         deadline = time.monotonic() + 30

@@ -1,8 +1,11 @@
-"""Serve a tail model over KServe v2; drive it with real tritonclient and raw bad requests."""
+"""Serve a tail model on MLServer over KServe v2; drive it with real tritonclient (HTTP and gRPC)
+and raw bad requests."""
 
 from __future__ import annotations
 
 import json
+import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,9 +14,12 @@ import onnx
 import onnxruntime as ort
 import pytest
 import requests
+import yaml
 from onnx import TensorProto, helper, numpy_helper
 
-from partition.serve import EdgeCloudServer, export_model_repository, main, serve
+from edge.core.errors import UsageError
+from partition.serve import Batching, EdgeCloudServer, export_repository, serve
+from tests.support.cli import run_cli
 
 httpclient = pytest.importorskip("tritonclient.http")
 
@@ -228,9 +234,10 @@ def test_metadata_needs_token(server: EdgeCloudServer) -> None:
 def test_refuses_to_start_without_token(split_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No token and no explicit insecure flag is an error; the flag serves without auth."""
     monkeypatch.delenv("EDGE_CLOUD_TOKEN", raising=False)
-    with pytest.raises(ValueError, match="no token"):
+    with pytest.raises(UsageError, match="no token"):
         serve(split_dir)
-    assert main([str(split_dir), "--port", "0"]) == 2
+    refused = run_cli("serve-cloud", str(split_dir), "--port", "0")
+    assert refused.status == 2 and "no token configured" in refused.stderr
     srv = serve(split_dir / "tail.onnx", insecure_no_auth=True)
     try:
         assert requests.get(_url(srv, "/v2/models/tail"), timeout=5).status_code == 200
@@ -266,22 +273,169 @@ def test_token_from_env_and_file(
 
 
 def test_export_model_repository(split_dir: Path, tmp_path: Path) -> None:
-    """The Triton layout has the model bytes and a config with types and dims."""
-    model_dir = export_model_repository(split_dir / "tail.onnx", tmp_path / "repo")
-    assert model_dir == tmp_path / "repo" / "tail"
+    """The Triton layout has the model bytes and a config with types and dims; the tail's
+    fixed [2] input keeps it unbatched (max_batch_size 0, the batch dim stays in dims)."""
+    (tail,) = export_repository(split_dir / "tail.onnx", tmp_path / "repo")
+    model_dir = tmp_path / "repo" / "tail"
+    assert tail.name == "tail" and tail.max_batch == 0 and "'b'" in tail.note
     assert (model_dir / "1" / "model.onnx").read_bytes() == (split_dir / "tail.onnx").read_bytes()
-    cfg = (model_dir / "config.pbtxt").read_text()
-    assert 'platform: "onnxruntime_onnx"' in cfg and 'name: "tail"' in cfg
-    for frag in (
-        'name: "a"',
-        "data_type: TYPE_FP32",
-        "dims: [ -1, 4 ]",
-        'name: "b"',
-        "data_type: TYPE_INT64",
-        "dims: [ 2 ]",
-        'name: "y"',
-        "dims: [ -1, 3 ]",
-        'name: "z"',
-    ):
-        assert frag in cfg, frag
-    assert 'name: "w"' not in cfg
+    config = _triton_config(model_dir / "config.pbtxt")
+    assert config.name == "tail" and config.platform == "onnxruntime_onnx"
+    assert config.max_batch_size == 0 and not config.HasField("dynamic_batching")
+    assert [(t.name, list(t.dims)) for t in config.input] == [("a", [-1, 4]), ("b", [2])]
+    assert [(t.name, list(t.dims)) for t in config.output] == [("y", [-1, 3]), ("z", [2])]
+    settings = json.loads((model_dir / "model-settings.json").read_text())
+    assert settings["implementation"] == "partition.cloud.runtime.TailRuntime"
+    assert "max_batch_size" not in settings
+    service = yaml.safe_load((tmp_path / "repo" / "inference-service.yaml").read_text())
+    assert (service["apiVersion"], service["kind"]) == ("serving.kserve.io/v1beta1",
+                                                       "InferenceService")
+    assert re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", service["metadata"]["name"])  # DNS-1035
+    model = service["spec"]["predictor"]["model"]
+    assert model["modelFormat"]["name"] == "triton" and model["protocolVersion"] == "v2"
+    assert model["storageUri"].endswith("/repo")
+
+
+def _triton_config(path: Path):  # noqa: ANN202 - a protobuf message
+    """config.pbtxt parsed with Triton's own model-config schema (shipped by tritonclient)."""
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    return text_format.Parse(path.read_text(), model_config_pb2.ModelConfig())
+
+
+# ---------------------------------------------------------------- gRPC
+
+
+def _grpc_inputs(grpcclient, feeds: dict[str, np.ndarray]) -> list:  # noqa: ANN001
+    inputs = []
+    for name, dt in (("a", "FP32"), ("b", "INT64")):
+        tensor = grpcclient.InferInput(name, list(feeds[name].shape), dt)
+        tensor.set_data_from_numpy(feeds[name])
+        inputs.append(tensor)
+    return inputs
+
+
+def test_grpc_matches_local_and_needs_the_token(server: EdgeCloudServer, split_dir: Path) -> None:
+    """tritonclient's gRPC client (raw binary tensors) gets the local answer; without the token
+    UNAUTHENTICATED, with a bad shape INVALID_ARGUMENT, and health needs no token."""
+    import tritonclient.grpc as grpcclient
+    from tritonclient.utils import InferenceServerException
+
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    feeds = _feeds(5)
+    result = client.infer("tail", _grpc_inputs(grpcclient, feeds),
+                          headers={"authorization": f"Bearer {TOKEN}"})
+    ref_y, ref_z = _local(split_dir, feeds)
+    np.testing.assert_allclose(result.as_numpy("y"), ref_y, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(result.as_numpy("z"), ref_z)
+    assert client.is_server_live() and client.is_server_ready()
+    with pytest.raises(InferenceServerException, match="UNAUTHENTICATED"):
+        client.infer("tail", _grpc_inputs(grpcclient, feeds))
+    bad = {**feeds, "a": np.zeros((2, 5), np.float32)}
+    with pytest.raises(InferenceServerException, match="INVALID_ARGUMENT.*shape"):
+        client.infer("tail", _grpc_inputs(grpcclient, bad),
+                     headers={"authorization": f"Bearer {TOKEN}"})
+    meta = client.get_model_metadata("tail", headers={"authorization": f"Bearer {TOKEN}"},
+                                     as_json=True)
+    assert [i["name"] for i in meta["inputs"]] == ["a", "b"]
+    client.close()
+
+
+# ---------------------------------------------------------------- dynamic batching
+
+
+@pytest.fixture(scope="module")
+def batchable(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A one-frame tail (leading dim 1 everywhere): a 4->3 layer with a ReLU."""
+    d = tmp_path_factory.mktemp("batchable")
+    w = numpy_helper.from_array(RNG.standard_normal((4, 3)).astype(np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])],
+        "tail", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])], initializer=[w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    onnx.save(model, str(d / "tail.onnx"))
+    return d
+
+
+def test_batchable_tail_exports_a_dynamic_batch_dim(batchable: Path, tmp_path: Path) -> None:
+    (tail,) = export_repository(batchable, tmp_path / "repo", Batching(max_batch=8,
+                                                                       max_delay_ms=3))
+    assert tail.max_batch == 8 and tail.inputs[0].shape == (-1, 4)
+    config = _triton_config(tmp_path / "repo" / "tail" / "config.pbtxt")
+    assert config.max_batch_size == 8
+    assert config.dynamic_batching.max_queue_delay_microseconds == 3000
+    assert [list(t.dims) for t in config.input] == [[4]]  # the batch dim is implicit
+    assert [list(t.dims) for t in config.output] == [[3]]
+    settings = json.loads((tmp_path / "repo" / "tail" / "model-settings.json").read_text())
+    assert settings["max_batch_size"] == 8 and settings["max_batch_time"] == 0.003
+    session = ort.InferenceSession(str(tail.onnx), providers=["CPUExecutionProvider"])
+    x = RNG.standard_normal((8, 4)).astype(np.float32)
+    rows = [session.run(None, {"x": x[i:i + 1]})[0] for i in range(8)]
+    np.testing.assert_allclose(session.run(None, {"x": x})[0], np.concatenate(rows), atol=1e-6)
+
+
+def test_requests_are_batched_and_each_gets_its_own_rows(batchable: Path,
+                                                        tmp_path: Path) -> None:
+    """With a 1 s max delay, a lone request is still answered at once (nothing else is on its
+    way); 8 at once each get the answer for their own input (served from the exported
+    repository: the engine loads the exported settings)."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    export_repository(batchable, tmp_path / "repo", Batching(max_batch=8, max_delay_ms=1000))
+    srv = serve(tmp_path / "repo", token=TOKEN)
+    try:
+        session = ort.InferenceSession(str(batchable / "tail.onnx"),
+                                       providers=["CPUExecutionProvider"])
+
+        def one(x: np.ndarray) -> tuple[np.ndarray, float]:
+            client = httpclient.InferenceServerClient(srv.url)  # gevent: one per thread
+            tensor = httpclient.InferInput("x", [1, 4], "FP32")
+            tensor.set_data_from_numpy(x)
+            start = time.perf_counter()
+            got = client.infer("tail", [tensor], headers=dict(AUTH)).as_numpy("y")
+            elapsed = time.perf_counter() - start
+            client.close()
+            return got, elapsed
+
+        frames = RNG.standard_normal((8, 1, 4)).astype(np.float32)
+        _, lone_s = one(frames[0])
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(one, frames))
+        for frame, (got, _) in zip(frames, answers, strict=True):
+            np.testing.assert_allclose(got, session.run(None, {"x": frame})[0], atol=1e-6)
+        assert lone_s < 0.5 and max(s for _, s in answers) < 0.9
+    finally:
+        srv.close()
+
+
+def test_several_processes_share_the_ports(split_dir: Path) -> None:
+    """--processes 2: two engines on one REST and one gRPC port, both answering (connections
+    spread by the kernel), and both stop with the parent."""
+    import tritonclient.grpc as grpcclient
+
+    srv = serve(split_dir, token=TOKEN, processes=2)
+    try:
+        listed = Path(f"/proc/{srv.process.pid}/task/{srv.process.pid}/children")
+        children = [int(p) for p in listed.read_text().split()]
+        assert len(children) >= 2
+        feeds = _feeds(2)
+        for _ in range(6):  # a new connection each time
+            client = httpclient.InferenceServerClient(srv.url)
+            y, _ = _infer(client, feeds, binary=True)
+            np.testing.assert_allclose(y, _local(split_dir, feeds)[0], rtol=1e-6, atol=1e-6)
+            client.close()
+        grpc = grpcclient.InferenceServerClient(srv.grpc_url)
+        got = grpc.infer("tail", _grpc_inputs(grpcclient, feeds),
+                         headers={"authorization": f"Bearer {TOKEN}"})
+        assert got.as_numpy("z").tolist() == [6, -6]
+        grpc.close()
+    finally:
+        srv.close()
+    assert srv.process.returncode is not None
+    time.sleep(0.5)
+    assert not [pid for pid in children if Path(f"/proc/{pid}").exists()
+                and "zombie" not in Path(f"/proc/{pid}/status").read_text()]

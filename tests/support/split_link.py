@@ -7,7 +7,7 @@ unthrottled. The whole product path runs, as a user would run it:
 1. ``edge partition --on-device --device-python WRAPPER`` -- per-node costs of the edge
    side measured ON the emulated device by its agent (WRAPPER runs python inside the device's
    namespace and cgroup), the cloud side's measured on this host; bandwidth and RTT are the link's.
-2. ``python -m partition.serve`` in the cloud namespace serves every cut's tail.
+2. ``edge serve-cloud`` in the cloud namespace serves every cut's tail.
 3. ``edge run-split`` in the device namespace runs all-edge, all-cloud and edge's own choice
    (``--cut auto``: it measures the link and switches), interleaved, several rounds.
 
@@ -114,8 +114,8 @@ def partition(device: Device, model: Path, samples: Path, out: Path,
 
 @contextmanager
 def cloud_server(device: Device, split_dir: Path) -> Iterator[str]:
-    """``python -m partition.serve`` in the cloud namespace; yields its URL."""
-    argv = [sys.executable, "-m", "partition.serve", str(split_dir), "--bind",
+    """``edge serve-cloud`` in the cloud namespace; yields its URL."""
+    argv = [EDGE, "serve-cloud", str(split_dir), "--bind",
             device.link.cloud_ip, "--port", str(PORT), "--threads", "1"]
     server = device.link.popen("cloud", argv, env=device.env, stderr=subprocess.PIPE,
                                stdout=subprocess.DEVNULL, text=True)

@@ -1,0 +1,125 @@
+"""The split client's gRPC link: KServe v2 ``ModelInfer`` with raw binary tensors on one
+HTTP/2 connection (grpcio and tritonclient's generated messages; absent on a device without them,
+which then keeps to REST). The server's compute time comes back as ``server-timing`` trailing
+metadata, as REST's ``Server-Timing`` header."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from edge.core.errors import DeviceError
+
+_NP_TO_KSERVE = {"bool": "BOOL", "uint8": "UINT8", "uint16": "UINT16", "uint32": "UINT32",
+                 "uint64": "UINT64", "int8": "INT8", "int16": "INT16", "int32": "INT32",
+                 "int64": "INT64", "float16": "FP16", "float32": "FP32", "float64": "FP64"}
+_KSERVE_TO_NP = {v: np.dtype(k) for k, v in _NP_TO_KSERVE.items()}
+_UNREACHABLE = ("UNAVAILABLE", "DEADLINE_EXCEEDED")
+
+
+class GrpcUnreachable(ConnectionError):
+    """The gRPC side cannot be reached (the caller may fall back to REST)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GrpcReply:
+    outputs: dict[str, np.ndarray]
+    wall_ms: float
+    server_ms: float
+    up_bytes: int
+    down_bytes: int
+
+
+def available() -> bool:
+    """Whether this device can speak gRPC (grpcio and tritonclient's messages installed)."""
+    try:
+        import grpc  # noqa: F401
+        from tritonclient.grpc import service_pb2  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class GrpcLink:
+    """One gRPC channel to the server's KServe v2 service."""
+
+    def __init__(self, host: str, port: int, token: str | None, timeout_s: float) -> None:
+        import grpc
+        from tritonclient.grpc import service_pb2, service_pb2_grpc
+
+        limit = 256 * 2**20
+        self._pb, self._grpc = service_pb2, grpc
+        self._channel = grpc.insecure_channel(f"{host}:{port}", options=[
+            ("grpc.max_send_message_length", limit), ("grpc.max_receive_message_length", limit)])
+        self._stub = service_pb2_grpc.GRPCInferenceServiceStub(self._channel)
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        self._timeout = timeout_s
+        self.where = f"{host}:{port}"
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def ping(self) -> float:
+        """Wall ms of ServerReady."""
+        start = time.perf_counter()
+        self._call(self._stub.ServerReady, self._pb.ServerReadyRequest())
+        return (time.perf_counter() - start) * 1e3
+
+    def infer(self, model: str, inputs: Mapping[str, np.ndarray],
+              outputs: list[str]) -> GrpcReply:
+        """One ModelInfer with raw tensors both ways."""
+        request = _request(self._pb, model, inputs, outputs)
+        start = time.perf_counter()
+        response, call = self._call(self._stub.ModelInfer.with_call, request)
+        wall = (time.perf_counter() - start) * 1e3
+        trailing = dict(call.trailing_metadata() or ())
+        return GrpcReply(_decode(response), wall, _server_ms(trailing.get("server-timing")),
+                         request.ByteSize(), response.ByteSize())
+
+    def _call(self, method: Any, request: Any) -> Any:
+        try:
+            return method(request, metadata=self._metadata, timeout=self._timeout)
+        except self._grpc.RpcError as exc:
+            code = exc.code().name if exc.code() else "UNKNOWN"
+            if code in _UNREACHABLE:
+                raise GrpcUnreachable(f"{self.where}: {code} {exc.details()}") from None
+            raise DeviceError(f"cloud server refused the request: gRPC {code} "
+                              f"{exc.details()}") from None
+
+
+def _request(pb: Any, model: str, inputs: Mapping[str, np.ndarray], outputs: list[str]) -> Any:
+    request = pb.ModelInferRequest(model_name=model)
+    for name, value in inputs.items():
+        array = np.ascontiguousarray(value)
+        request.inputs.add(name=name, datatype=_NP_TO_KSERVE[array.dtype.name],
+                           shape=list(array.shape))
+        request.raw_input_contents.append(
+            array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes())
+    for name in outputs:
+        request.outputs.add(name=name)
+    return request
+
+
+def _decode(response: Any) -> dict[str, np.ndarray]:
+    try:
+        return {out.name: np.frombuffer(response.raw_output_contents[k],
+                                        _KSERVE_TO_NP[out.datatype].newbyteorder("<"))
+                .astype(_KSERVE_TO_NP[out.datatype]).reshape(list(out.shape))
+                for k, out in enumerate(response.outputs)}
+    except (IndexError, KeyError, ValueError) as exc:
+        raise DeviceError(f"cloud server sent a malformed reply: {exc}") from None
+
+
+def _server_ms(header: str | None) -> float:
+    for part in (header or "").split(";"):
+        key, _, value = part.strip().partition("=")
+        if key == "dur":
+            try:
+                return max(0.0, float(value))
+            except ValueError:
+                return 0.0
+    return 0.0
