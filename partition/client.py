@@ -80,6 +80,7 @@ class SplitResult:
     link: LinkEstimate  # the estimate after this request
     fell_back: bool = False  # the cloud failed and this ran all on the device
     started: float = 0.0  # wall clock (epoch s) when the inference started
+    probe: bool = False  # sent through the cloud only to keep the link estimate current
 
     def timing(self) -> dict[str, Any]:
         """Everything but the outputs, JSON-ready."""
@@ -88,7 +89,7 @@ class SplitResult:
                 "up_bytes": self.up_bytes, "down_bytes": self.down_bytes,
                 "predicted_ms": self.predicted_ms, "uplink_mbps": self.link.uplink_mbps,
                 "rtt_ms": self.link.rtt_ms, "link_measured": self.link.measured,
-                "fell_back": self.fell_back, "started": self.started}
+                "fell_back": self.fell_back, "started": self.started, "probe": self.probe}
 
 
 class SplitClient:
@@ -143,16 +144,20 @@ class SplitClient:
 
     def choose(self) -> CutOption:
         """The cut split.yaml's objective prefers (latency by default) at the current link."""
+        return self._pick()[0]
+
+    def _pick(self) -> tuple[CutOption, bool]:
+        """The cut to run next, and whether it is a probe of the cloud (the device is best)."""
         if self._fixed is not None:
-            return self._fixed
+            return self._fixed, False
         local = [c for c in self.cuts if c.split.tail is None]
         if local and time.monotonic() < self._down_until:
-            return local[0]  # the cloud was unreachable a moment ago
+            return local[0], False  # the cloud was unreachable a moment ago
         best = self._best(self.cuts)
-        if best.split.tail is None and self._probe_due():
-            remote = [c for c in self.cuts if c.split.tail is not None]
-            return self._best(remote) if remote else best
-        return best
+        remote = [c for c in self.cuts if c.split.tail is not None]
+        if best.split.tail is None and remote and self._probe_due():
+            return self._best(remote), True
+        return best, False
 
     def _best(self, cuts: Sequence[CutOption]) -> CutOption:
         """The cut with the lowest score (edge's one chooser; the model is exact: no ties)."""
@@ -170,9 +175,9 @@ class SplitClient:
         """
         if time.monotonic() - self._rtt_at >= self._rtt_every_s:
             self._try_measure_rtt()
-        cut = self.choose()
+        cut, probe = self._pick()
         try:
-            return self._infer(cut, feeds)
+            return replace(self._infer(cut, feeds), probe=probe)
         except CloudUnreachable as exc:
             local = [c for c in self.cuts if c.split.tail is None]
             if self._fixed is not None or not local or cut.split.tail is None:

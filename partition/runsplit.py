@@ -64,7 +64,7 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
         cuts[r["cut_id"]] = cuts.get(r["cut_id"], 0) + 1
     return {"runs": len(runs), "median_ms": statistics.median(r["total_ms"] for r in runs),
             "median_predicted_ms": statistics.median(r["predicted_ms"] for r in runs),
-            "cuts": cuts}
+            "cuts": cuts, "probes": sum(1 for r in runs if r["probe"])}
 
 
 def _feeds(inputs: tuple[dict[str, Any], ...], data: Path | None) -> list[dict[str, np.ndarray]]:

@@ -178,9 +178,10 @@ def _parts(cut: Any, spec: LinkSpec) -> dict[str, float]:
 
 def _summarise(placement: str, rows: list[dict[str, Any]],
                predicted: dict[str, dict[str, float]]) -> Measured:
-    cuts: dict[str, int] = {}
+    cuts: dict[str, int] = {}  # where the client chose to run (a probe of the cloud is not)
     for row in rows:
-        cuts[row["cut_id"]] = cuts.get(row["cut_id"], 0) + 1
+        if not row["probe"]:
+            cuts[row["cut_id"]] = cuts.get(row["cut_id"], 0) + 1
     totals = [row["total_ms"] for row in rows]
 
     def median(key: str, table: list[dict[str, float]]) -> float:
