@@ -133,12 +133,22 @@ def _classes(ref: Arrays, got: Arrays, spec: Spec, labels: Any) -> Measured:
     differ = int(np.sum(top_ref != top_got))
     agreement = {"top1_agreement": 1.0 - differ / len(top_ref)}
     if labels is not None and len(labels) == len(top_ref):
+        _check_labels(labels, ref[0].shape[-1])
         acc, ref_acc = float(np.mean(top_got == labels)), float(np.mean(top_ref == labels))
         return Measured(drop=100.0 * (ref_acc - acc), accuracy=acc, reference_accuracy=ref_acc,
                         detail=f"accuracy {100 * acc:.1f}% vs fp32 {100 * ref_acc:.1f}%",
                         numbers=agreement)
     return Measured(drop=_percent(differ, len(top_ref)), numbers=agreement,
                     detail=f"top-1 differs from fp32 on {differ} of {len(top_ref)} rows")
+
+
+def _check_labels(labels: np.ndarray, classes: int) -> None:
+    """Labels name classes of this output: 0 <= id < K (else accuracy means nothing)."""
+    outside = int(np.sum((labels < 0) | (labels >= classes)))
+    if outside:
+        raise ValueError(f"{outside} of {len(labels)} labels are not class ids 0..{classes - 1} "
+                         f"(e.g. {labels[(labels < 0) | (labels >= classes)][0]}); "
+                         "fix the 'labels' in --eval")
 
 
 def _probs(ref: Arrays, got: Arrays, spec: Spec, labels: Any) -> Measured:
