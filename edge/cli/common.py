@@ -24,8 +24,6 @@ class Finite(click.FloatRange):
     """A float range that refuses NaN and Inf (``nan <= 0`` is False, so a plain range lets
     NaN through: ``--bandwidth nan`` chose "nan ms")."""
 
-    name = "finite float"
-
     def convert(self, value: Any, param: click.Parameter | None,
                 ctx: click.Context | None) -> Any:
         number = super().convert(value, param, ctx)

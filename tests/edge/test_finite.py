@@ -131,3 +131,17 @@ def test_a_profile_with_a_nan_link_is_refused(work: Path) -> None:
     assert result.status == 2, result.stderr
     assert "rtt_ms" in result.stderr and len(result.error_lines) == 1
     assert "Traceback" not in result.stderr
+
+
+def test_one_number_per_sample_gets_its_cosine_over_the_samples() -> None:
+    # int8 rounds a wake-word probability of 1e-5 to 0: per sample the cosine was 0 (one side
+    # all zeros) and 1 whenever both were positive -- a sign test, not a similarity
+    ref = np.array([[0.79], [1e-5], [2e-5], [0.06], [3e-5]], np.float32)
+    got = np.array([[0.78], [0.0], [0.0], [0.065], [0.0]], np.float32)
+    data = Dataset(feeds=({},) * 5, source="t")
+    fid = measure(_outputs(ref), _outputs(got), data, Thresholds(metrics=(("y", "values"),)),
+                  ["y"])
+    assert fid.outputs[0].cosine > 0.999 and fid.outputs[0].passed
+    flipped = measure(_outputs(ref), _outputs(-got), data, Thresholds(metrics=(("y", "values"),)),
+                      ["y"])
+    assert flipped.outputs[0].cosine < -0.99 and not flipped.outputs[0].passed
