@@ -127,19 +127,20 @@ def own_checks(entry: zoo.Entry, path: Path, report: dict[str, Any], work: Path,
             model = artifact_model(work / "bundle", cand, report["source"])
             out["fidelity"][name] = fidelity(entry, orig, ref, model, held)
             if cand["status"] == "chosen":
-                out["speed"] = chosen_speed(entry, cand, orig, model, held, rounds)
+                out["speed"] = chosen_speed(path, cand, orig, model, held, rounds)
         except Exception as exc:  # noqa: BLE001 - a bench records what broke and goes on
             error = f"{type(exc).__name__}: {exc}"[:400]
             out["fidelity"][name] = {"passed": False, "error": error}
     return out
 
 
-def chosen_speed(entry: zoo.Entry, cand: dict[str, Any], orig: Any, model: Any, held: Any,
+def chosen_speed(path: Path, cand: dict[str, Any], orig: Any, model: Any, held: Any,
                  rounds: int) -> dict[str, Any]:
-    """The chosen artifact's speed against the original's; the original file itself (byte for
+    """The chosen artifact's speed against the original's (``path``, the file edge was given:
+    the wheel's member, or a file built from it); the original file itself (byte for
     byte, e.g. ``original`` or LiteRT's fp32 when the .tflite is its own reference) is 1.0x by
     definition, with no timing whose noise could say otherwise."""
-    if cand["artifact"].get("sha256") == entry.sha256:
+    if cand["artifact"].get("sha256") == zoo.sha256(path):
         return {"same_file": True, "speedup": 1.0,
                 "note": "the chosen artifact is the original file, byte for byte"}
     return speed(orig, model, held, rounds=rounds)

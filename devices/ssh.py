@@ -110,7 +110,7 @@ class SSHTransport:
         paramiko = _paramiko()
         client = paramiko.SSHClient()
         if self.known_hosts.is_file():
-            client.load_host_keys(str(self.known_hosts))
+            self._load_host_keys(client)
         client.set_missing_host_key_policy(
             _RecordNewHost(self.known_hosts) if self.trust_new_host else paramiko.RejectPolicy())
         try:
@@ -124,6 +124,14 @@ class SSHTransport:
             raise self._translate(exc) from None
         self._client = client
         return client
+
+    def _load_host_keys(self, client: paramiko.SSHClient) -> None:
+        """known_hosts read by paramiko; a file it cannot read (binary, bad lines) is one line."""
+        try:
+            client.load_host_keys(str(self.known_hosts))
+        except (UnicodeDecodeError, ValueError, OSError, _paramiko().SSHException) as exc:
+            raise UsageError(f"--known-hosts {self.known_hosts}: not a readable known_hosts "
+                             f"file ({type(exc).__name__}); fix or remove it") from None
 
     def _translate(self, exc: Exception) -> Exception:
         paramiko = _paramiko()
@@ -217,6 +225,9 @@ def _paramiko():
         import paramiko
     except ImportError:
         raise UsageError("SSH deploys need paramiko: pip install 'edge[ssh]'") from None
+    # paramiko's transport thread logs a whole traceback at ERROR when a peer is not an SSH
+    # server; edge reports the failure itself, in one line (_translate)
+    logging.getLogger("paramiko.transport").setLevel(logging.CRITICAL)
     return paramiko
 
 

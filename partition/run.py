@@ -316,10 +316,20 @@ def _named_reference(model_path: Path, options: PartitionOptions, out: Path) -> 
 
     _, reference = reference_model(model_path, shapes=options.shapes)
     reference = _pinned(reference, options.samples)
+    _refuse_unrunnable(reference, model_path.name)
     out.mkdir(parents=True, exist_ok=True)
     named = out / ".reference.onnx"
     onnx.save(load_named(reference), str(named))
     return named
+
+
+def _refuse_unrunnable(reference: Path, shown: str) -> None:
+    """Non-numeric or absurdly large tensors are one clear error, not a crash in a runtime."""
+    from edge.core.model import inspect_model, unrunnable
+
+    odd = unrunnable(inspect_model(reference))
+    if odd:
+        raise UsageError(f"{shown}: {odd}")
 
 
 def _pinned(reference: Path, samples: Path | None) -> Path:

@@ -40,6 +40,7 @@ from edge.core.documents import (
     write_yaml,
 )
 from edge.core.errors import UsageError
+from edge.core.files import inside
 from edge.core.model import save_onnx_atomic
 
 __all__ = [
@@ -447,12 +448,7 @@ def _split_from_doc(doc: SplitHalves, out_dir: Path) -> SplitModels:
 def _inside(root: Path, name: str | None) -> Path | None:
     """``root/name``, refused when ``name`` is absolute or leads out of ``root`` (``..`` or a
     symlink)."""
-    if name is None:
-        return None
-    path = root / name
-    if Path(name).is_absolute() or not path.resolve().is_relative_to(root.resolve()):
-        raise UsageError(f"{root / YAML_NAME}: {name!r} is outside the split directory")
-    return path
+    return None if name is None else inside(root, name, root / YAML_NAME)
 
 
 def read_split_yaml(path: Path) -> SplitPlan:

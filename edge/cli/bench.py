@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from edge.cli.common import PATH, device, device_options, json_option
+from edge.cli.common import PATH, Finite, device, device_options, json_option
 from edge.cli.output import emit, stdout_to_stderr
 from edge.core.errors import ExitStatus
 
@@ -23,7 +23,7 @@ __all__ = ["bench"]
 @click.option("--baseline", metavar="last|FILE",
               help="Compare with the last result kept for this device and artifact, or with "
                    "a report saved from `edge bench --json`; exit 1 on a regression.")
-@click.option("--max-regression", type=click.FloatRange(min=0), default=10.0, show_default=True,
+@click.option("--max-regression", type=Finite(min=0), default=10.0, show_default=True,
               help="Allowed p50 slow-down against --baseline, percent.")
 @json_option
 def bench(source: Path, candidate: str | None, profile_ref: str | None, baseline: str | None,

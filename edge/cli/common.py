@@ -5,18 +5,32 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
-__all__ = ["ACCESS", "PATH", "SHAPE", "SSH", "bundle_report", "check_report_file", "device",
-           "device_options", "json_option", "on_device_option", "optimize_options",
+__all__ = ["ACCESS", "PATH", "SHAPE", "SSH", "Finite", "bundle_report", "check_report_file",
+           "device", "device_options", "json_option", "on_device_option", "optimize_options",
            "optimize_settings", "parse_shapes", "remote", "remote_options", "report_option",
            "with_options", "with_sample", "write_report"]
 
 PATH = click.Path(path_type=Path)
+
+
+class Finite(click.FloatRange):
+    """A float range that refuses NaN and Inf (``nan <= 0`` is False, so a plain range lets
+    NaN through: ``--bandwidth nan`` chose "nan ms")."""
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
+
 _HOST_HELP = "USER@HOST[:PORT] [profile access.host, else the embedded local device]."
 
 
@@ -107,18 +121,18 @@ optimize_options = with_options([
     click.option("--calib", type=PATH, help="Calibration data: .npy, .npz or image folder."),
     click.option("--eval", "eval_", type=PATH,
                  help="Held-out data to verify on (.npz may carry 'labels')."),
-    click.option("--max-drop", type=click.FloatRange(0, 100), default=1.0, show_default=True,
+    click.option("--max-drop", type=Finite(0, 100), default=1.0, show_default=True,
                  help="Max accuracy (or top-1 agreement) loss, in points."),
-    click.option("--min-cosine", type=click.FloatRange(-1, 1), default=0.98,
+    click.option("--min-cosine", type=Finite(-1, 1), default=0.98,
                  show_default=True, help="Min output cosine similarity to fp32."),
-    click.option("--max-error", type=click.FloatRange(0, min_open=True), default=0.10,
+    click.option("--max-error", type=Finite(0, min_open=True), default=0.10,
                  show_default=True, help="Max RMS error of an output relative to its spread "
                  "across samples (regression: relative error)."),
     click.option("--metric", "metrics", multiple=True, metavar="OUTPUT=KIND|MODULE:FUNCTION",
                  help="How to judge an output (repeatable): KIND is values, classes, probs, "
                       "sequence, ctc[:blank=K], yolo[:obj], ssd[:scores=OUTPUT] or regression; "
                       "OUTPUT may be '*'. MODULE:FUNCTION is your own check (see docs)."),
-    click.option("--latency-budget", type=click.FloatRange(min=0, min_open=True),
+    click.option("--latency-budget", type=Finite(min=0, min_open=True),
                  help="Reject candidates whose measured p50 exceeds this (ms)."),
     click.option("-o", "--out", type=PATH, help="Bundle directory to write."),
     SHAPE,
@@ -175,7 +189,11 @@ def remote(opts: dict[str, Any]) -> Any:
     """DeviceTarget from the access flags (consumed from ``opts``)."""
     from devices.connect import DeviceTarget
 
-    return DeviceTarget(host=opts.pop("host"), identity=opts.pop("identity"),
+    host = opts.pop("host")
+    if host is not None and not host.strip():
+        raise click.BadParameter("is empty: give USER@HOST[:PORT], or leave --host out for "
+                                 "the profile's access.host", param_hint="--host")
+    return DeviceTarget(host=host, identity=opts.pop("identity"),
                         known_hosts=opts.pop("known_hosts"),
                         trust_new_host=opts.pop("trust_new_host"),
                         python=opts.pop("device_python"))

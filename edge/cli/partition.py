@@ -11,6 +11,7 @@ import click
 from edge.cli.common import (
     PATH,
     SHAPE,
+    Finite,
     check_report_file,
     device,
     device_options,
@@ -37,9 +38,9 @@ _TOKEN_FILE = click.option("--token-file", type=PATH,
 @click.argument("model", type=PATH)
 @click.option("--profile", "profile_ref", required=True, help="The edge device's profile.")
 @click.option("--cloud", "cloud_ref", required=True, help="The cloud server's profile.")
-@click.option("--bandwidth", type=click.FloatRange(min=0, min_open=True),
+@click.option("--bandwidth", type=Finite(min=0, min_open=True),
               help="Uplink in Mbit/s [the edge profile's link.uplink_mbps].")
-@click.option("--rtt", type=click.FloatRange(min=0), help="Round trip in ms [link.rtt_ms].")
+@click.option("--rtt", type=Finite(min=0), help="Round trip in ms [link.rtt_ms].")
 @click.option("-o", "--out", type=PATH, help="Split directory [MODEL-PROFILE-split].")
 @click.option("--compress", type=click.Choice(["none", "fp16", "int8"]), default="none",
               show_default=True, help="Send float cut tensors as fp16 or int8.")
@@ -195,7 +196,7 @@ def serve_cloud(split_dir: Path, address: str, port: int, grpc_port: int | None,
 @_TOKEN_FILE
 @click.option("--threads", type=click.IntRange(0, 1024), default=1, show_default=True,
               help="onnxruntime threads for the head.")
-@click.option("--probe-every", type=click.FloatRange(min=0), default=5.0, show_default=True,
+@click.option("--probe-every", type=Finite(min=0), default=5.0, show_default=True,
               help="Seconds between link probes while running all on the device.")
 @click.option("--protocol", type=click.Choice(["auto", "http", "grpc"]), default="auto",
               show_default=True, help="auto: gRPC when the server offers it, else REST.")

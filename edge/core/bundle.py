@@ -10,7 +10,7 @@ from pathlib import Path
 
 from edge.core.documents import read_json, write_json
 from edge.core.errors import UsageError
-from edge.core.files import current_umask
+from edge.core.files import current_umask, inside
 from edge.core.model import sha256_file
 from edge.core.values import Bundle
 
@@ -78,6 +78,7 @@ def _swap_in(staging: Path, out: Path) -> None:
 def read_bundle(path: Path) -> Bundle:
     """Read and check a bundle: manifest format and every artifact's sha256."""
     bundle: Bundle = read_json("manifest", path / MANIFEST)
+    _check_consistent(bundle, path / MANIFEST)
     for result in bundle.candidates:
         if result.artifact is not None:
             _check_artifact(path, result.artifact.file, result.artifact.sha256)
@@ -86,8 +87,24 @@ def read_bundle(path: Path) -> Bundle:
     return bundle
 
 
+def _check_consistent(bundle: Bundle, manifest: Path) -> None:
+    """The chosen candidate is one of the bundle's, with an artifact on a runtime edge knows."""
+    from edge.core.profile import RUNTIMES
+
+    if bundle.chosen is not None:
+        chosen = bundle.chosen_result()
+        if chosen is None or chosen.artifact is None:
+            raise UsageError(f"{manifest}: chosen {bundle.chosen!r} is not a candidate with an "
+                             "artifact in this manifest; re-run edge optimize")
+    for result in bundle.candidates:
+        if result.artifact is not None and result.artifact.runtime not in RUNTIMES:
+            raise UsageError(f"{manifest}: runtime {result.artifact.runtime!r} of "
+                             f"{result.candidate.id} is not one edge knows "
+                             f"({', '.join(RUNTIMES)})")
+
+
 def _check_artifact(root: Path, name: str, sha: str) -> None:
-    file = root / name
+    file = inside(root, name, root / MANIFEST)
     if not file.is_file():
         raise UsageError(f"{root}: artifact {name} is missing; re-run edge optimize")
     if sha256_file(file) != sha:

@@ -3,7 +3,8 @@
 Axis 0 indexes samples; a sample gets a batch dimension of 1 when it has one dimension fewer
 than the model input, and a 0-d input (a scalar such as a sample rate) takes one value per
 sample: shape [N] (or [N, 1]). Integer and bool inputs take integer data, or floats holding
-whole numbers. ``--eval`` files carry labels under the key ``labels``.
+whole numbers; float data must be finite and within +/-1e18. ``--eval`` files carry labels
+under the key ``labels``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from edge.core.values import Dataset, ModelInfo, TensorSpec
 
 __all__ = ["SyntheticDataWarning", "dataset_digest", "load_dataset", "synthetic_dataset"]
 
+MAX_MAGNITUDE = 1e18  # no real input is larger; its square overflows float32 in comparisons
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".ppm", ".pgm", ".webp")
 
 
@@ -82,6 +84,9 @@ def _class_ids(labels: np.ndarray, path: Path) -> np.ndarray:
     if not np.issubdtype(labels.dtype, np.integer):
         if not np.issubdtype(labels.dtype, np.floating) or np.any(labels != np.round(labels)):
             raise UsageError(f"{path}: 'labels' must be integer class ids, got {labels.dtype}")
+    if labels.size and labels.min() < 0:
+        raise UsageError(f"{path}: 'labels' must be class ids 0, 1, ...; "
+                         f"{int(np.sum(labels < 0))} are negative (e.g. {labels.min()})")
     return labels.astype(np.int64)
 
 
@@ -146,7 +151,12 @@ def _read_image(path: Path, spec: TensorSpec) -> np.ndarray:
         raise UsageError(f"{path}: images need a 4-D model input, {spec.name} is {spec.shape}")
     channels_first = shape[1] in (1, 3)
     channels, height, width = (shape[1:] if channels_first else (shape[3], shape[1], shape[2]))
-    image = Image.open(path).convert("L" if channels == 1 else "RGB").resize((width, height))
+    try:
+        with Image.open(path) as opened:
+            image = opened.convert("L" if channels == 1 else "RGB").resize((width, height))
+    except (OSError, ValueError, Image.DecompressionBombError) as exc:  # truncated, unknown, bomb
+        raise UsageError(f"{path}: not a readable image ({type(exc).__name__}: "
+                         f"{str(exc).splitlines()[0] if str(exc) else 'unreadable'})") from None
     array = np.asarray(image, dtype=np.float32).reshape(height, width, channels) / 255.0
     return array.transpose(2, 0, 1) if channels_first else array
 
@@ -178,6 +188,7 @@ def _per_sample(array: np.ndarray, spec: TensorSpec, path: Path) -> np.ndarray:
         raise UsageError(f"{path}: samples of shape {list(given)} do not fit input "
                          f"'{spec.name}' of shape {list(want)}")
     _check_exact(array, spec, path)
+    _check_finite(array, spec, path)
     try:
         return array.astype(spec.dtype, copy=False)
     except (TypeError, ValueError):
@@ -196,6 +207,22 @@ def _check_exact(array: np.ndarray, spec: TensorSpec, path: Path) -> None:
     if not whole:
         raise UsageError(f"{path}: input '{spec.name}' is {spec.dtype} but its data holds "
                          f"non-{'0/1' if kind == 'b' else 'integer'} {array.dtype} values")
+
+
+def _check_finite(array: np.ndarray, spec: TensorSpec, path: Path) -> None:
+    """Float data holds finite numbers of a sane size: NaN, Inf or 3e38 would make every
+    comparison against the original meaningless (a NaN cosine passes nothing and fails nothing)."""
+    if array.dtype.kind not in "fc" or array.size == 0:
+        return
+    bad = ~np.isfinite(array)
+    what = "NaN or Inf"
+    if not bad.any():
+        bad, what = np.abs(array) > MAX_MAGNITUDE, f"beyond +/-{MAX_MAGNITUDE:.0e}"
+    if bad.any():
+        first = int(np.argmax(bad.reshape(len(array), -1).any(axis=1))) if array.ndim else 0
+        raise UsageError(f"{path}: input '{spec.name}' has {int(bad.sum())} of {array.size} "
+                         f"values {what} (first in sample {first}); give finite data at "
+                         "the scale the model was trained on")
 
 
 def _is_batch(dim: int | str) -> bool:

@@ -1,4 +1,5 @@
-"""Files written atomically: a reader sees the old file or the new one, never half of one."""
+"""Files written atomically (a reader sees the old file or the new one, never half of one), and
+files named by a document kept inside the document's folder."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-__all__ = ["current_umask", "staged", "write_atomic"]
+__all__ = ["current_umask", "inside", "staged", "write_atomic"]
 
 
 def current_umask() -> int:
@@ -45,3 +46,19 @@ def write_atomic(path: Path, data: str | bytes | Callable[[Path], object]) -> Pa
         else:
             data(tmp)
     return Path(path)
+
+
+def inside(root: Path, name: object, document: Path | str) -> Path:
+    """``root / name`` for a file a document names, refused (UsageError naming the document)
+    when ``name`` is not a relative path string or leads out of ``root``: absolute, ``..``, or a
+    symlink anywhere on the way that points outside. Every reader of a manifest, split.yaml,
+    profile or inventory takes its files through this."""
+    from edge.core.errors import UsageError
+
+    if not isinstance(name, str) or not name or "\x00" in name:
+        raise UsageError(f"{document}: {name!r} is not a file name")
+    path = root / name
+    if Path(name).is_absolute() or not path.resolve().is_relative_to(root.resolve()):
+        raise UsageError(f"{document}: {name!r} is outside {root} (absolute, '..' or a symlink "
+                         "leading out); files a document names must stay in its folder")
+    return path

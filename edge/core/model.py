@@ -14,7 +14,8 @@ if TYPE_CHECKING:
     import onnx
 
 __all__ = ["inspect_model", "load_named", "load_onnx", "macs_caveat",
-           "node_macs", "node_names", "save_onnx_atomic", "sha256_file", "value_shapes"]
+           "node_macs", "node_names", "save_onnx_atomic", "sha256_file", "unrunnable",
+           "value_shapes"]
 
 
 def sha256_file(path: Path) -> str:
@@ -73,6 +74,51 @@ def inspect_model(path: str | Path) -> ModelInfo:
         macs=_count_macs(inferred),
         ops=dict(Counter(n.op_type for n in model.graph.node).most_common()),
     )
+
+
+MAX_SAMPLE_BYTES = 4 * 2**30  # one input of one sample: no edge device holds more
+
+
+def unrunnable(info: ModelInfo) -> str | None:
+    """Why edge cannot feed or compare this model's tensors (non-numeric, absurdly large)."""
+    import numpy as np
+    import onnx
+
+    newest = onnx.defs.onnx_opset_version()
+    if info.opset > newest:
+        return (f"opset {info.opset} is newer than any this edge's ONNX knows ({newest}): "
+                f"export the model with opset {newest} or older")
+    for spec in (*info.inputs, *info.outputs):
+        kind = np.dtype(spec.dtype).kind
+        if kind not in "fiub":
+            shown = "a string" if kind in "OSU" else spec.dtype
+            return (f"tensor '{spec.name}' is {shown}: edge feeds and verifies numeric "
+                    "tensors only (float, int, bool); move text handling out of the graph")
+    for spec in info.inputs:
+        size = _bytes(spec)
+        if size > MAX_SAMPLE_BYTES:
+            return (f"input '{spec.name}' declares {_shown(spec.shape)} {spec.dtype}: "
+                    f"{_human(size)} per sample, more than any device holds; pin real dims "
+                    f"with --shape {spec.name}=DIMS")
+    return None
+
+
+def _bytes(spec: TensorSpec) -> int:
+    """Bytes of one sample of ``spec`` with its static dims (symbolic ones count 1)."""
+    import numpy as np
+
+    count = 1
+    for dim in spec.shape:
+        count *= dim if isinstance(dim, int) and dim > 0 else 1
+    return count * np.dtype(spec.dtype).itemsize
+
+
+def _human(size: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024:
+            return f"{size:.2f} {unit}"
+        size /= 1024
+    return f"{size:.2f} PiB"
 
 
 def macs_caveat(info: ModelInfo) -> str | None:

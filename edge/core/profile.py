@@ -6,11 +6,19 @@ A profile is data. The catalog ships in the ``profiles`` package; a user profile
 
 from __future__ import annotations
 
+import re
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from edge.core.errors import UsageError
 
@@ -41,7 +49,7 @@ Precision = Literal["fp32", "fp16", "bf16", "int8", "int16", "int4"]
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class Compute(_Frozen):
@@ -109,6 +117,9 @@ class Link(_Frozen):
     )
 
 
+_PRINTABLE = r"[^\x00-\x1f\x7f]+"  # one non-empty line: no newline, NUL or other control
+
+
 class Access(_Frozen):
     """How to reach the device and run code on it."""
 
@@ -118,6 +129,15 @@ class Access(_Frozen):
     port: int = Field(default=22, gt=0, lt=65536)
     python: str = Field(default="python3", description="Python on the device that runs the agent")
     work_dir: str = Field(default="~/.edge", description="Directory on the device edge owns")
+
+    @field_validator("user", "host", "python", "work_dir")
+    @classmethod
+    def _one_line(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and not re.fullmatch(_PRINTABLE, value):
+            what = "the device python" if info.field_name == "python" else info.field_name
+            raise ValueError(f"{what} must be one non-empty line without control characters "
+                             "(newline, tab, NUL)")
+        return value
 
 
 class Profile(_Frozen):
@@ -223,10 +243,15 @@ def _read_merged(path: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
 
 
 def _resolve_relative(ref: str, child: Path) -> Path:
-    sibling = child.parent / ref
-    if Path(ref).suffix in (".yaml", ".yml", ".json") and sibling.is_file():
-        return sibling
-    return _resolve(ref)
+    """``extends:`` names a catalog id or a file in the child's own folder (never outside it)."""
+    from edge.core.files import inside
+
+    if Path(ref).suffix not in (".yaml", ".yml", ".json") and "/" not in ref and "\\" not in ref:
+        return _resolve(ref)
+    sibling = inside(child.parent, ref, f"{child}: extends")
+    if not sibling.is_file():
+        raise UsageError(f"{child}: extends: {ref} does not exist beside it")
+    return sibling
 
 
 def _read(path: Path) -> dict[str, Any]:

@@ -183,7 +183,10 @@ def _is_bundle(path: Path) -> bool:
 def _check_source(request: DeployRequest) -> None:
     if not request.source.exists():
         raise UsageError(f"{request.source} does not exist: give an .onnx model or a bundle dir")
-    if _is_bundle(request.source):
+    if _is_bundle(request.source):  # a malformed or escaping bundle fails before connecting
+        from edge.core.bundle import read_bundle
+
+        read_bundle(request.source)
         return
     if request.profile is None:
         raise UsageError("deploying a model needs --profile (e.g. --profile rpi4)")
@@ -207,10 +210,15 @@ def _profile(request: DeployRequest | BenchRequest, default: str | None = None) 
     from edge.core.profile import catalog_ids
 
     bundle = read_bundle(request.source)
-    if bundle.profile in catalog_ids() or not bundle.profile_spec:
+    if bundle.profile in catalog_ids():
         return load_profile(bundle.profile)
-    # a user profile, kept in the manifest: validated as a profile document
-    return parse("profile", bundle.profile_spec, f"{request.source}: profile_spec")
+    if not bundle.profile_spec:
+        raise UsageError(f"{request.source}: its profile {bundle.profile!r} is not a built-in "
+                         "one and the manifest holds no profile_spec: give --profile")
+    # a user profile, kept in the manifest: validated as a profile document; how to reach the
+    # device never comes from a bundle (profile or command line only)
+    spec = parse("profile", bundle.profile_spec, f"{request.source}: profile_spec")
+    return spec.model_copy(update={"access": type(spec.access)()})
 
 
 def _bundle(request: DeployRequest, profile: Any) -> tuple[Bundle, Path]:

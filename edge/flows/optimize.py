@@ -19,7 +19,7 @@ from edge.core.cache import cache_root
 from edge.core.data import dataset_digest, load_dataset, synthetic_dataset
 from edge.core.errors import UsageError, first_line
 from edge.core.intake import inspect_reference, is_tflite, reference_model
-from edge.core.model import inspect_model, sha256_file
+from edge.core.model import inspect_model, sha256_file, unrunnable
 from edge.core.plan import Planned, make_plan
 from edge.core.profile import Profile
 from edge.core.select import choose_candidate
@@ -133,6 +133,9 @@ def refuse_if_unfit(profile: Profile, model: ModelInfo) -> None:
     from edge.core.errors import CheckFailed
     from edge.core.plan import unfit
 
+    odd = unrunnable(model)
+    if odd:
+        raise UsageError(f"{Path(model.path).name}: {odd}")
     reason = unfit(profile, model)
     if reason:
         raise CheckFailed(f"the model does not fit {profile.id}: {reason}")
@@ -180,7 +183,12 @@ def _reference_outputs(model: ModelInfo, held_out: Dataset) -> Outputs:
     threads = os.cpu_count() or 1
     if is_tflite(model.path):
         return run_all(_tflite_runner(model, threads), held_out)
-    return run_all(OrtRunner(Path(model.path), threads=threads), held_out)
+    try:
+        runner = OrtRunner(Path(model.path), threads=threads)
+    except Exception as exc:  # noqa: BLE001 - ORT's own types (Fail, InvalidGraph, ...) vary
+        raise UsageError(f"{Path(model.path).name}: ONNX Runtime cannot load the model: "
+                         f"{first_line(exc)}") from None
+    return run_all(runner, held_out)
 
 
 @contextlib.contextmanager

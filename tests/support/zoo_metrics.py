@@ -29,9 +29,11 @@ class Score:
 
 
 def values(ref: np.ndarray, got: np.ndarray) -> Score:
-    """Mean per-sample cosine and RMS error relative to the output's spread across samples."""
+    """Mean per-sample cosine (over the samples when each is one number) and RMS error
+    relative to the output's spread across samples."""
     a, b = _flat(ref), _flat(got)
-    cos = float(np.mean([_cosine(x, y) for x, y in zip(a, b, strict=True)]))
+    pairs = [(a.ravel(), b.ravel())] if a.shape[-1] == 1 else zip(a, b, strict=True)
+    cos = float(np.mean([_cosine(x, y) for x, y in pairs]))  # one number: over the samples
     spread = float(np.std(a, axis=0).mean()) or float(np.abs(a).mean()) or 1.0
     rel = float(np.sqrt(np.mean((a - b) ** 2))) / spread
     ok = cos >= 0.98 and rel <= 0.10

@@ -170,6 +170,7 @@ def _one(index: int, names: Sequence[str], picked: Picked, pair: tuple[Outputs, 
     ref, got = _arrays(pair[0], index), _arrays(pair[1], index)
     base = OutputFidelity(name=names[index], kind=picked.spec.kind, why=picked.why,
                           passed=False, reason="")
+    _check_reference(names[index], ref)
     broken = _broken(ref, got)
     if broken:
         bad = sum(int(np.sum(~np.isfinite(g))) for g in got)
@@ -186,6 +187,15 @@ def _one(index: int, names: Sequence[str], picked: Picked, pair: tuple[Outputs, 
                      numbers=found.numbers)
     failure = output_failure(result, limits)
     return replace(result, passed=failure is None, reason=failure or _kept(result))
+
+
+def _check_reference(name: str, ref: list[np.ndarray]) -> None:
+    """The original's own output must be finite: nothing compares with NaN (it would pass)."""
+    bad = sum(int(np.sum(~np.isfinite(r))) for r in ref)
+    if bad:
+        raise UsageError(f"output {name!r} of the original model holds {bad} NaN or Inf "
+                         f"values on these samples: nothing can be verified against it; check "
+                         "the data's scale and preprocessing")
 
 
 def _broken(ref: list[np.ndarray], got: list[np.ndarray]) -> str:
@@ -263,12 +273,12 @@ def output_failure(out: OutputFidelity, limits: Thresholds) -> str | None:
         return None if out.passed else f"--metric {out.name}: {out.reason}"
     if out.accuracy is not None and out.reference_accuracy is not None:
         drop = 100.0 * (out.reference_accuracy - out.accuracy)
-        if drop > limits.max_drop + 1e-9:
+        if not drop <= limits.max_drop + 1e-9:  # NaN fails
             return (f"{head}: accuracy {100 * out.accuracy:.1f}% is {drop:.1f} points below "
                     f"fp32 {100 * out.reference_accuracy:.1f}% (--max-drop {limits.max_drop})")
         return None
     if out.drop is not None:
-        if out.drop > limits.max_drop + 1e-9:
+        if not out.drop <= limits.max_drop + 1e-9:  # NaN fails
             return f"{head}: {out.detail} ({out.drop:.1f}% > --max-drop {limits.max_drop})"
         return None
     return _numeric_failure(head, out, limits)
@@ -301,12 +311,12 @@ def _judge_aggregate(fidelity: Fidelity, limits: Thresholds) -> str | None:
     """A fidelity recorded before per-output results (older manifests): its aggregates."""
     if fidelity.accuracy is not None and fidelity.reference_accuracy is not None:
         drop = 100.0 * (fidelity.reference_accuracy - fidelity.accuracy)
-        if drop > limits.max_drop + 1e-9:
+        if not drop <= limits.max_drop + 1e-9:  # NaN fails
             return (f"accuracy {100 * fidelity.accuracy:.1f}% is {drop:.1f} points below "
                     f"fp32 {100 * fidelity.reference_accuracy:.1f}% (--max-drop {limits.max_drop})")
     elif fidelity.top1_agreement is not None:
         drop = 100.0 * (1.0 - fidelity.top1_agreement)
-        if drop > limits.max_drop + 1e-9:
+        if not drop <= limits.max_drop + 1e-9:  # NaN fails
             return (f"top-1 agrees with fp32 on {100 * fidelity.top1_agreement:.1f}% of samples "
                     f"(--max-drop {limits.max_drop} points)")
     if not fidelity.cosine >= limits.min_cosine:

@@ -44,13 +44,17 @@ class Common:
 
 def common(ref: Arrays, got: Arrays) -> Common:
     """Mean per-sample cosine, RMS error relative to the spread across samples, max error
-    (float64 one sample at a time: a large output is never copied whole)."""
+    (float64 one sample at a time: a large output is never copied whole). An output of one
+    number per sample (a score, a flag) gets the cosine over the samples instead: per sample it
+    would be 1 whenever the signs agree, and 0 when either side is exactly 0."""
     cosines, err2, max_abs = [], [], 0.0
     for r, g in zip(ref, got, strict=True):
         r64, g64 = _f64(r).ravel(), _f64(g).ravel()
         cosines.append(_cosine(r64, g64))
         err2.append(float(np.mean((g64 - r64) ** 2)) if r64.size else 0.0)
         max_abs = max(max_abs, float(np.max(np.abs(g64 - r64))) if r64.size else 0.0)
+    if ref and all(r.size == 1 for r in ref):  # one number's cosine is only its sign
+        cosines = [_cosine(_f64([r.ravel()[0] for r in ref]), _f64([g.ravel()[0] for g in got]))]
     return Common(cosine=float(np.mean(cosines)) if cosines else 1.0,
                   rel_rms=_relative(float(np.mean(err2)) if err2 else 0.0, spread(ref)),
                   max_abs=max_abs)
@@ -133,12 +137,22 @@ def _classes(ref: Arrays, got: Arrays, spec: Spec, labels: Any) -> Measured:
     differ = int(np.sum(top_ref != top_got))
     agreement = {"top1_agreement": 1.0 - differ / len(top_ref)}
     if labels is not None and len(labels) == len(top_ref):
+        _check_labels(labels, ref[0].shape[-1])
         acc, ref_acc = float(np.mean(top_got == labels)), float(np.mean(top_ref == labels))
         return Measured(drop=100.0 * (ref_acc - acc), accuracy=acc, reference_accuracy=ref_acc,
                         detail=f"accuracy {100 * acc:.1f}% vs fp32 {100 * ref_acc:.1f}%",
                         numbers=agreement)
     return Measured(drop=_percent(differ, len(top_ref)), numbers=agreement,
                     detail=f"top-1 differs from fp32 on {differ} of {len(top_ref)} rows")
+
+
+def _check_labels(labels: np.ndarray, classes: int) -> None:
+    """Labels name classes of this output: 0 <= id < K (else accuracy means nothing)."""
+    outside = int(np.sum((labels < 0) | (labels >= classes)))
+    if outside:
+        raise ValueError(f"{outside} of {len(labels)} labels are not class ids 0..{classes - 1} "
+                         f"(e.g. {labels[(labels < 0) | (labels >= classes)][0]}); "
+                         "fix the 'labels' in --eval")
 
 
 def _probs(ref: Arrays, got: Arrays, spec: Spec, labels: Any) -> Measured:
