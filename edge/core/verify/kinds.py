@@ -54,7 +54,8 @@ def common(ref: Arrays, got: Arrays) -> Common:
         err2.append(float(np.mean((g64 - r64) ** 2)) if r64.size else 0.0)
         max_abs = max(max_abs, float(np.max(np.abs(g64 - r64))) if r64.size else 0.0)
     if ref and all(r.size == 1 for r in ref):  # one number's cosine is only its sign
-        cosines = [_cosine(_f64([r.ravel()[0] for r in ref]), _f64([g.ravel()[0] for g in got]))]
+        cosines = [_cosine(np.array([r.ravel()[0] for r in ref], np.float64),
+                           np.array([g.ravel()[0] for g in got], np.float64))]
     return Common(cosine=float(np.mean(cosines)) if cosines else 1.0,
                   rel_rms=_relative(float(np.mean(err2)) if err2 else 0.0, spread(ref)),
                   max_abs=max_abs)
