@@ -128,7 +128,7 @@ def _no_host(ctx: click.Context, param: click.Parameter, value: str | None) -> N
               help="Largest request body in bytes (larger: 413, before it is read).")
 @click.option("--max-batch", type=click.IntRange(1, 4096), default=16, show_default=True,
               help="Dynamic batching: most requests merged into one run (1: off).")
-@click.option("--max-delay", type=click.FloatRange(0, 1000), default=2.0, show_default=True,
+@click.option("--max-delay", type=Finite(0, 1000), default=2.0, show_default=True,
               help="Dynamic batching: longest wait for a batch to fill, ms.")
 @click.option("--max-inflight", type=click.IntRange(1), default=256, show_default=True,
               help="Inferences in progress at once (more: 503 at once).")
