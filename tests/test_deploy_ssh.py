@@ -200,13 +200,16 @@ def test_a_user_profile_names_its_device(ssh_device: SSHDevice, tmp_path: Path) 
     report = result.json()
     assert report["target"] == f"ssh://{ssh_device.target}" and report["profile"] == "my-pi"
     assert (ssh_device.home / ".edge-my-pi" / "current").is_symlink()
-    # The bundle keeps the user profile, so it redeploys without the file.
-    again = run_edge("deploy", str(tmp_path / "b"), "--identity", str(ssh_device.identity),
-                     "--known-hosts", str(ssh_device.known_hosts), "--runs", "3", "--json")
+    # The bundle keeps the user profile's numbers; how to reach the device comes from the
+    # profile file or the command line, never from a bundle (issue 14).
+    again = run_edge("deploy", str(tmp_path / "b"), "--profile", str(profile), "--identity",
+                     str(ssh_device.identity), "--known-hosts", str(ssh_device.known_hosts),
+                     "--runs", "3", "--json")
     assert again.status == 0, again.stderr
     assert again.json()["release"] == report["release"]
     measured = run_edge("bench", str(tmp_path / "b"), "--candidate", "onnxruntime-fp32",
-                        "--identity", str(ssh_device.identity), "--known-hosts",
+                        "--profile", str(profile), "--identity", str(ssh_device.identity),
+                        "--known-hosts",
                         str(ssh_device.known_hosts), "--runs", "3", "--json")
     assert measured.status == 0, measured.stderr
     assert measured.json()["target"] == f"ssh://{ssh_device.target}"

@@ -40,7 +40,7 @@ def inspect(model: Path, profile_ref: str | None, shapes: tuple[str, ...], as_js
     """
     from edge.cli.render import render_model
     from edge.core.intake import inspect_reference, reference_model
-    from edge.core.model import macs_caveat
+    from edge.core.model import macs_caveat, unrunnable
     from edge.core.profile import load_profile
 
     profile = load_profile(profile_ref) if profile_ref else None
@@ -53,6 +53,9 @@ def inspect(model: Path, profile_ref: str | None, shapes: tuple[str, ...], as_js
     caveat = macs_caveat(info)
     if caveat:
         log.warning("%s", caveat)
+    odd = unrunnable(info)
+    if odd:  # described all the same; optimize, deploy and partition refuse it
+        log.warning("edge cannot optimize or run this model: %s", odd)
     document = (info.to_json() | {"precision": info.precision,
                                    "macs_lower_bound": caveat is not None}
                 | ({"fit": fit} if fit else {}))

@@ -190,11 +190,9 @@ def _check_source(request: DeployRequest) -> None:
         return
     if request.profile is None:
         raise UsageError("deploying a model needs --profile (e.g. --profile rpi4)")
-    from edge.core.intake import source_kind
-    from edge.core.model import load_onnx
+    from edge.core.intake import check_model_file
 
-    if source_kind(request.source) == "onnx":  # a corrupt model fails before any connection
-        load_onnx(request.source)
+    check_model_file(request.source)  # a corrupt model fails before any connection
 
 
 def _profile(request: DeployRequest | BenchRequest, default: str | None = None) -> Any:

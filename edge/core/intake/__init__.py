@@ -13,6 +13,7 @@ from edge.core.intake.branches import dropped_branches
 from edge.core.intake.common import ACCEPTED, OPSET, NoOnnxReference
 from edge.core.intake.litert import inspect_reference, inspect_tflite, is_tflite
 from edge.core.intake.reference import (
+    check_model_file,
     dynamic_inputs,
     pin_from_sample,
     reference_model,
@@ -21,6 +22,7 @@ from edge.core.intake.reference import (
 )
 from edge.core.intake.shapes import parse_shape_flags, parse_shapes
 
-__all__ = ["ACCEPTED", "OPSET", "NoOnnxReference", "dropped_branches", "dynamic_inputs",
+__all__ = ["ACCEPTED", "OPSET", "NoOnnxReference", "check_model_file", "dropped_branches",
+           "dynamic_inputs",
            "inspect_reference", "inspect_tflite", "is_tflite", "parse_shape_flags",
            "parse_shapes", "pin_from_sample", "reference_model", "source_kind", "to_reference"]

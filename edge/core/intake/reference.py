@@ -111,6 +111,19 @@ def pin_from_sample(reference: Path, workdir: Path, feed: Mapping[str, np.ndarra
 _MAGIC = {"tflite": (4, (b"TFL3",)), "keras": (0, (b"PK\x03\x04", b"\x89HDF\r\n\x1a\n"))}
 
 
+def check_model_file(source: Path) -> None:
+    """The cheap checks a model file gets before anything connects or converts: its kind, its
+    header, and for ONNX a model that loads and that edge can run (UsageError otherwise)."""
+    from edge.core.model import inspect_model, unrunnable
+
+    kind = source_kind(source)
+    _sniff(source, kind)
+    if kind == "onnx":
+        odd = unrunnable(inspect_model(source))
+        if odd:
+            raise UsageError(f"{source.name}: {odd}")
+
+
 def _sniff(source: Path, kind: str) -> None:
     """Reject a file that is plainly not of its suffix's format before starting a converter."""
     if kind not in _MAGIC:
