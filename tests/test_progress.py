@@ -131,8 +131,8 @@ def test_fleet_shows_a_hosts_bar_and_counts_failures(optimized: tuple[Terminal, 
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     inventory = tmp_path / "hosts.ini"
-    inventory.write_text("[devs]\n" + "".join(f"d{i} ansible_host=127.0.0.1 ansible_port={port} ansible_user=pi\n"
-                                              for i in range(3)))
+    inventory.write_text("[devs]\n" + "".join(
+        f"d{i} ansible_host=127.0.0.1 ansible_port={port} ansible_user=pi\n" for i in range(3)))
     run = on_terminal("deploy", str(bundle), "--inventory", str(inventory))
     assert run.status == 3, run.raw
     text = "\n".join(run.lines)
