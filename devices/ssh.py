@@ -55,8 +55,11 @@ def parse_host(text: str, *, default_user: str | None = None) -> HostSpec:
 
 def _split_port(rest: str, text: str) -> tuple[str, int]:
     if rest.startswith("["):
-        host, _, tail = rest[1:].partition("]")
-        port_text = tail[1:] if tail.startswith(":") else ""
+        host, closed, tail = rest[1:].partition("]")
+        if not closed or (tail and not tail.startswith(":")):
+            raise UsageError(f"--host {text!r}: an IPv6 address goes in [brackets], then "
+                             "an optional :PORT")
+        port_text = tail[1:]
     elif rest.count(":") == 1:
         host, _, port_text = rest.partition(":")
     else:

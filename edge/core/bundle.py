@@ -12,7 +12,7 @@ from edge.core.documents import read_json, write_json
 from edge.core.errors import UsageError
 from edge.core.files import current_umask, inside
 from edge.core.model import sha256_file
-from edge.core.values import Bundle
+from edge.core.values import Artifact, Bundle, StoredFile
 
 __all__ = ["FORMAT", "MANIFEST", "check_writable", "is_bundle", "read_bundle",
            "write_bundle"]
@@ -81,9 +81,9 @@ def read_bundle(path: Path) -> Bundle:
     _check_consistent(bundle, path / MANIFEST)
     for result in bundle.candidates:
         if result.artifact is not None:
-            _check_artifact(path, result.artifact.file, result.artifact.sha256)
+            _check_artifact(path, result.artifact)
             for companion in result.artifact.companions:
-                _check_artifact(path, companion.file, companion.sha256)
+                _check_artifact(path, companion)
     return bundle
 
 
@@ -103,9 +103,12 @@ def _check_consistent(bundle: Bundle, manifest: Path) -> None:
                              f"({', '.join(RUNTIMES)})")
 
 
-def _check_artifact(root: Path, name: str, sha: str) -> None:
+def _check_artifact(root: Path, stored: Artifact | StoredFile) -> None:
+    """The file is in the bundle, of the size and sha256 the manifest says."""
+    name = stored.file
     file = inside(root, name, root / MANIFEST)
     if not file.is_file():
         raise UsageError(f"{root}: artifact {name} is missing; re-run edge optimize")
-    if sha256_file(file) != sha:
-        raise UsageError(f"{root}: artifact {name} does not match its sha256; re-run edge optimize")
+    if file.stat().st_size != stored.size_bytes or sha256_file(file) != stored.sha256:
+        raise UsageError(f"{root}: artifact {name} does not match its size and sha256; re-run "
+                         "edge optimize")

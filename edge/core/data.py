@@ -10,6 +10,7 @@ under the key ``labels``.
 from __future__ import annotations
 
 import warnings
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -121,7 +122,7 @@ def _load_npz(path: Path, model: ModelInfo) -> tuple[dict[str, np.ndarray], np.n
     try:
         with np.load(path, allow_pickle=False) as archive:
             data = {k: archive[k] for k in archive.files}
-    except (ValueError, OSError, EOFError) as exc:
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
         raise UsageError(f"{path}: not a readable .npz archive ({exc})") from None
     labels = data.pop("labels", None)
     missing = [s.name for s in model.inputs if s.name not in data]
@@ -187,8 +188,8 @@ def _per_sample(array: np.ndarray, spec: TensorSpec, path: Path) -> np.ndarray:
     ):
         raise UsageError(f"{path}: samples of shape {list(given)} do not fit input "
                          f"'{spec.name}' of shape {list(want)}")
-    _check_exact(array, spec, path)
     _check_finite(array, spec, path)
+    _check_exact(array, spec, path)
     try:
         return array.astype(spec.dtype, copy=False)
     except (TypeError, ValueError):
@@ -212,7 +213,10 @@ def _check_exact(array: np.ndarray, spec: TensorSpec, path: Path) -> None:
 def _check_finite(array: np.ndarray, spec: TensorSpec, path: Path) -> None:
     """Float data holds finite numbers of a sane size: NaN, Inf or 3e38 would make every
     comparison against the original meaningless (a NaN cosine passes nothing and fails nothing)."""
-    if array.dtype.kind not in "fc" or array.size == 0:
+    if array.dtype.kind == "c":
+        raise UsageError(f"{path}: input '{spec.name}' has complex {array.dtype} data; give "
+                         "real numbers (the imaginary part would be dropped silently)")
+    if array.dtype.kind != "f" or array.size == 0:
         return
     bad = ~np.isfinite(array)
     what = "NaN or Inf"

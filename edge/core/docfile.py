@@ -11,10 +11,12 @@ from typing import Any
 
 from edge.core.errors import UsageError
 
-__all__ = ["MAX_DEPTH", "check_depth", "check_version", "loads", "read_data"]
+__all__ = ["MAX_DEPTH", "MAX_VALUES", "check_depth", "check_version", "loads", "read_data"]
 
 #: Deepest nesting a document may have: deeper input is refused.
 MAX_DEPTH = 64
+#: Most values (mappings, lists and scalars, aliases expanded) a document may hold.
+MAX_VALUES = 1_000_000
 
 
 def read_data(path: Path, fmt: str | None = None) -> Any:
@@ -47,12 +49,19 @@ def loads(text: str, fmt: str, where: str) -> Any:
 
 
 def check_depth(data: Any, where: str) -> None:
-    """Refuse data nested deeper than MAX_DEPTH (iteratively: no recursion)."""
+    """Refuse data nested deeper than MAX_DEPTH or holding more than MAX_VALUES values
+    (iteratively: no recursion; YAML aliases that expand a few lines into billions of values
+    are caught after MAX_VALUES steps, not walked for minutes)."""
     stack = [(data, 1)]
+    seen = 0
     while stack:
         value, depth = stack.pop()
+        seen += 1
         if depth > MAX_DEPTH:
             raise UsageError(f"{where}: nested deeper than {MAX_DEPTH} levels")
+        if seen > MAX_VALUES:
+            raise UsageError(f"{where}: more than {MAX_VALUES:,} values (YAML aliases "
+                             "expanding?); edge's documents are far smaller")
         children = value.values() if isinstance(value, dict) else (
             value if isinstance(value, list) else ())
         stack.extend((child, depth + 1) for child in children)

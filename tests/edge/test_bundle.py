@@ -83,7 +83,7 @@ def test_tampered_artifact_is_detected(tmp_path: Path) -> None:
     out = write_bundle(tmp_path / "out", bundle, {name: tmp_path / "a"})
     (out / name).unlink()
     (out / name).write_bytes(b"evil")
-    with pytest.raises(UsageError, match="does not match its sha256"):
+    with pytest.raises(UsageError, match="does not match its size and sha256"):
         read_bundle(out)
 
 
