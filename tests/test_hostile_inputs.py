@@ -11,19 +11,15 @@ import contextlib
 import json
 import shutil
 import socket
-import struct
 import threading
-import zlib
 from pathlib import Path
 
-import onnx
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto
 
 from edge.core.model import sha256_file
 from tests.support.cli import Result, run_cli, run_edge
-
-OLD_BUNDLE = Path(__file__).parent / "fixtures" / "edge-0.1" / "tiny.bundle"
+from tests.support.hostile import OLD_BUNDLE, png_header, tiny_model
 
 
 def _one_line(result: Result, words: str, status: int = 2) -> None:
@@ -31,25 +27,6 @@ def _one_line(result: Result, words: str, status: int = 2) -> None:
     assert len(result.error_lines) == 1, result.stderr
     assert words in result.error_lines[0], result.error_lines[0]
     assert "Traceback" not in result.stderr and "internal error" not in result.stderr
-
-
-def _model(path: Path, dtype: int, dims: list[int], opset: int = 17) -> Path:
-    x = helper.make_tensor_value_info("x", dtype, dims)
-    y = helper.make_tensor_value_info("y", dtype, dims)
-    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g", [x], [y])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 8
-    onnx.save(model, path)
-    return path
-
-
-def _png_header(path: Path, width: int, height: int) -> None:
-    """A PNG that declares width x height pixels and holds none (a decompression bomb's head)."""
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(
-            ">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
-    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IEND", b""))
 
 
 @pytest.mark.parametrize(("dtype", "dims", "opset", "words"), [
@@ -62,7 +39,7 @@ def _png_header(path: Path, width: int, height: int) -> None:
 def test_models_edge_cannot_run_are_one_line(tmp_path: Path, dtype: int, dims: list[int],
                                              opset: int, words: str, command: str) -> None:
     # a child process: a string tensor fed to ONNX Runtime used to abort the interpreter
-    model = _model(tmp_path / "m.onnx", dtype, dims, opset)
+    model = tiny_model(tmp_path / "m.onnx", dtype, tuple(dims), opset, op="Identity")
     extra = ["--cloud", "cloud-c7i"] if command == "partition" else []
     result = run_edge(command, str(model), "--profile", "x86-64", *extra,
                       "-o", str(tmp_path / "out"), timeout=300)
@@ -75,10 +52,10 @@ def test_models_edge_cannot_run_are_one_line(tmp_path: Path, dtype: int, dims: l
     (None, "not a readable image (DecompressionBombError: Image size (400000000 pixels)"),
 ])
 def test_bad_images_are_one_line(tmp_path: Path, content: bytes | None, words: str) -> None:
-    model = _model(tmp_path / "m.onnx", TensorProto.FLOAT, [1, 3, 8, 8])
+    model = tiny_model(tmp_path / "m.onnx", dims=(1, 3, 8, 8))
     (tmp_path / "images").mkdir()
     if content is None:
-        _png_header(tmp_path / "images" / "a.png", 20000, 20000)
+        png_header(tmp_path / "images" / "a.png", 20000, 20000)
     else:
         (tmp_path / "images" / "a.png").write_bytes(content)
     result = run_cli("optimize", str(model), "--profile", "x86-64", "--calib",
@@ -89,7 +66,7 @@ def test_bad_images_are_one_line(tmp_path: Path, content: bytes | None, words: s
 
 def test_an_empty_host_is_refused(tmp_path: Path) -> None:
     # --host "" used to deploy to the local device with exit 0
-    model = _model(tmp_path / "m.onnx", TensorProto.FLOAT, [1, 4])
+    model = tiny_model(tmp_path / "m.onnx")
     result = run_cli("deploy", str(model), "--profile", "x86-64", "--host", "",
                      "-o", str(tmp_path / "out"))
     _one_line(result, "--host: is empty")

@@ -54,16 +54,16 @@ def run_deploy_outcome(request: DeployRequest) -> tuple[Any, Bundle, Path]:
     sent, the health check, the previous release (rollback target) and pruned releases."""
     from devices.deploy import deploy
 
-    _check_source(request)
+    read = _check_source(request)
     _check_keep(request.keep)
-    profile = _profile(request)
+    profile = _profile(request, read=read)
     _check_paths(request.device, profile)
     with transport_for(request.device, profile) as transport:
         log.info("connecting to %s", transport.label)
         with progress.step(f"connecting to {transport.label}"):
             transport.home()  # connect and authenticate before any work: fail fast, write nothing
         transport.close()  # a long conversion must not hold an idle session open; reconnects
-        bundle, bundle_dir = _bundle(request, profile)
+        bundle, bundle_dir = _bundle(request, profile, read)
         log.info("deploying %s to %s", bundle.chosen, transport.label)
         python = device_python(request.device, profile, transport)
         if request.device.provision:
@@ -155,8 +155,7 @@ def _bench(device: DeviceTarget, profile: Any) -> tuple[Any, int]:
 
 def describe(request: DeployRequest) -> dict[str, Any]:
     """What run_deploy would do, without doing it."""
-    _check_source(request)
-    profile = _profile(request)
+    profile = _profile(request, read=_check_source(request))
     where = request.device.host or profile_host(profile) or "the embedded local device"
     steps = []
     fastest = (("every faithful candidate ", "the fastest") if request.measure_on_device
@@ -180,23 +179,27 @@ def _is_bundle(path: Path) -> bool:
     return is_bundle(path)
 
 
-def _check_source(request: DeployRequest) -> None:
+def _check_source(request: DeployRequest) -> Bundle | None:
+    """The bundle, read and checked (containment, sizes, sha256) before any connection; or
+    None for a model, whose file is checked as cheaply as it can be."""
     if not request.source.exists():
         raise UsageError(f"{request.source} does not exist: give an .onnx model or a bundle dir")
     if _is_bundle(request.source):  # a malformed or escaping bundle fails before connecting
         from edge.core.bundle import read_bundle
 
-        read_bundle(request.source)
-        return
+        return read_bundle(request.source)
     if request.profile is None:
         raise UsageError("deploying a model needs --profile (e.g. --profile rpi4)")
     from edge.core.intake import check_model_file
 
     check_model_file(request.source)  # a corrupt model fails before any connection
+    return None
 
 
-def _profile(request: DeployRequest | BenchRequest, default: str | None = None) -> Any:
-    """--profile, else the bundle's (a user profile is kept in its manifest), else default."""
+def _profile(request: DeployRequest | BenchRequest, default: str | None = None,
+             read: Bundle | None = None) -> Any:
+    """--profile, else the bundle's (a user profile is kept in its manifest; ``read``: the
+    bundle already read), else default."""
     from edge.core.profile import load_profile
 
     if request.profile is not None:
@@ -207,7 +210,7 @@ def _profile(request: DeployRequest | BenchRequest, default: str | None = None) 
     from edge.core.documents import parse
     from edge.core.profile import catalog_ids
 
-    bundle = read_bundle(request.source)
+    bundle = read or read_bundle(request.source)
     if bundle.profile in catalog_ids():
         return load_profile(bundle.profile)
     if not bundle.profile_spec:
@@ -219,11 +222,12 @@ def _profile(request: DeployRequest | BenchRequest, default: str | None = None) 
     return spec.model_copy(update={"access": type(spec.access)()})
 
 
-def _bundle(request: DeployRequest, profile: Any) -> tuple[Bundle, Path]:
+def _bundle(request: DeployRequest, profile: Any,
+            read: Bundle | None = None) -> tuple[Bundle, Path]:
     from edge.core.bundle import read_bundle
 
     if _is_bundle(request.source):
-        bundle = read_bundle(request.source)
+        bundle = read or read_bundle(request.source)
         if bundle.chosen is None:
             raise CheckFailed(f"{request.source} has no chosen candidate (none kept fidelity): "
                               "fix the model or relax --max-drop/--min-cosine and re-optimize")

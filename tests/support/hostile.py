@@ -60,7 +60,8 @@ def _image_model(path: Path) -> Path:
     return tiny_model(path, dims=(1, 3, 8, 8))
 
 
-def _png_header(path: Path, width: int, height: int) -> None:
+def png_header(path: Path, width: int, height: int) -> None:
+    """A PNG that declares width x height pixels and holds none (a decompression bomb's head)."""
     def chunk(kind: bytes, data: bytes) -> bytes:
         return (struct.pack(">I", len(data)) + kind + data
                 + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
@@ -150,7 +151,7 @@ def _bad_images() -> dict[str, Callable[[Path], None]]:
         "no-images": lambda p: (p / "readme.txt").write_text("no images"),
         "truncated-png": one(b"\x89PNG\r\n\x1a\nnot really"),
         "text-as-jpg": lambda p: (p / "a.jpg").write_text("not a jpeg"),
-        "bomb": lambda p: _png_header(p / "a.png", 20000, 20000),
+        "bomb": lambda p: png_header(p / "a.png", 20000, 20000),
         "zero-size": one(b""),
     }
 
@@ -400,12 +401,14 @@ def _bundle_cases() -> Iterator[Case]:
     for kind, text in _raw_manifests().items():
         for command, argv in commands.items():
             yield Case(name=f"manifest {kind} {command}", argv=argv,
-                       make=lambda d, text=text: _raw_bundle(d, text))
+                       make=lambda d, text=text: _document(d / "b.bundle" / "manifest.json",
+                                                           text))
 
 
-def _raw_bundle(folder: Path, text: str) -> None:
-    (folder / "b.bundle").mkdir()
-    (folder / "b.bundle" / "manifest.json").write_text(text)
+def _document(path: Path, text: str) -> None:
+    """``text`` as a document edge reads (its folder made)."""
+    path.parent.mkdir()
+    path.write_text(text)
 
 
 def _split_cases() -> Iterator[Case]:
@@ -417,12 +420,7 @@ def _split_cases() -> Iterator[Case]:
     for kind, text in _bad_splits().items():
         for command, argv in commands.items():
             yield Case(name=f"split {kind} {command}", argv=argv,
-                       make=lambda d, text=text: _write_split(d, text))
-
-
-def _write_split(folder: Path, text: str) -> None:
-    (folder / "s").mkdir()
-    (folder / "s" / "split.yaml").write_text(text)
+                       make=lambda d, text=text: _document(d / "s" / "split.yaml", text))
 
 
 def _inventory_cases() -> Iterator[Case]:
