@@ -3,7 +3,7 @@
 batching off and on, over REST and gRPC, and the hand-written server it replaced as a baseline.
 
     python bench/serve_load.py [--seconds 20] [--rounds 2] [--clients 1,8,32,64]
-                               [--models digits,cnn] [--processes 1] [--max-batch 16]
+                               [--models digits,cnn] [--processes 0] [--max-batch 16]
                                [--baseline a328948] [--out bench/results/serve_load.json]
 
 Models: the digits tail (`edge partition sample:digits`, the chosen or all-cloud cut) and a CNN
@@ -146,10 +146,11 @@ class Server:
 
 def _engine(split: Path, token_file: Path, max_batch: int, delay_ms: float,
             processes: int) -> Server:
+    """serve-cloud; ``processes`` 0: its own default (this host's cores)."""
+    chosen = ["--processes", str(processes)] if processes else []
     return Server([EDGE, "serve-cloud", str(split), "--port", "{port}", "--grpc-port", "{grpc}",
                    "--token-file", str(token_file), "--max-batch", str(max_batch),
-                   "--max-delay", str(delay_ms), "--processes", str(processes)],
-                  dict(os.environ))
+                   "--max-delay", str(delay_ms), *chosen], dict(os.environ))
 
 
 def _baseline(tree: Path, split: Path, token_file: Path) -> Server:
@@ -176,7 +177,9 @@ def _servers(args: argparse.Namespace, tree: Path, split: Path,
                                                args.max_delay, args.processes))]
 
 
-def measure(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
+def measure(args: argparse.Namespace, work: Path,
+            scaling: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The load table; ``scaling`` gets each tail's runtime batch scaling (no server running)."""
     token_file = work / "token"
     token_file.write_text(TOKEN)
     tree = _baseline_tree(args.baseline, work)
@@ -185,6 +188,7 @@ def measure(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
     for name in args.models.split(","):
         split = splits[name](work)
         model, onnx_path = _target(split)
+        scaling.extend(runtime_scaling(name, onnx_path, args.rounds))
         servers = _servers(args, tree, split, token_file)
         try:
             rows += _sweep(args, servers, name, model, _feeds(onnx_path))
@@ -192,6 +196,62 @@ def measure(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
             for _, _, server in servers:
                 server.close()
     return rows
+
+
+BATCHES = (1, 8, 16, 32)
+
+
+def runtime_scaling(name: str, onnx_path: Path, rounds: int) -> list[dict[str, Any]]:
+    """onnxruntime alone, the tail made batch-dynamic: ms per sample at each batch size, 1 and
+    all threads, interleaved rounds, medians — the most batching can gain on this CPU."""
+    import statistics
+
+    sessions = {t: _session(_dynamic(onnx_path), t) for t in (1, os.cpu_count() or 1)}
+    feeds = _feeds(onnx_path)
+    times: dict[tuple[int, int], list[float]] = {}
+    for _ in range(max(3, rounds)):
+        for (threads, session), batch in ((s, b) for s in sessions.items() for b in BATCHES):
+            times.setdefault((threads, batch), []).append(_per_sample(session, feeds, batch))
+    rows = [{"model": name, "threads": t, "batch": b,
+             "per_sample_ms": round(statistics.median(v), 4)} for (t, b), v in times.items()]
+    one = {r["threads"]: r["per_sample_ms"] for r in rows if r["batch"] == 1}
+    for row in rows:
+        row["gain_vs_batch_1"] = round(one[row["threads"]] / row["per_sample_ms"], 3)
+        print(f"runtime {name}: {row['threads']} threads, batch {row['batch']}: "
+              f"{row['per_sample_ms']} ms/sample ({row['gain_vs_batch_1']}x)", flush=True)
+    return rows
+
+
+def _dynamic(onnx_path: Path) -> bytes:
+    import onnx
+
+    model = onnx.load(str(onnx_path))
+    del model.graph.value_info[:]  # inferred shapes hold the fixed batch
+    for value in (*model.graph.input, *model.graph.output):
+        value.type.tensor_type.shape.dim[0].dim_param = "batch"
+    return model.SerializeToString()
+
+
+def _session(model: bytes, threads: int) -> Any:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+
+
+def _per_sample(session: Any, feeds: dict[str, np.ndarray], batch: int) -> float:
+    """Median ms per sample over ~64 samples' worth of runs at ``batch``."""
+    import statistics
+
+    batched = {k: np.repeat(v, batch, axis=0) for k, v in feeds.items()}
+    session.run(None, batched)
+    runs = []
+    for _ in range(max(5, 64 // batch)):
+        start = time.perf_counter()
+        session.run(None, batched)
+        runs.append((time.perf_counter() - start) * 1e3 / batch)
+    return statistics.median(runs)
 
 
 def _sweep(args: argparse.Namespace, servers: list[tuple[str, int, Server]], name: str,
@@ -258,17 +318,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", default="digits,cnn")
     parser.add_argument("--max-batch", type=int, default=16)
     parser.add_argument("--max-delay", type=float, default=2.0)
-    parser.add_argument("--processes", type=int, default=1, help="engine server processes")
+    parser.add_argument("--processes", type=int, default=0,
+                        help="engine server processes (0: serve-cloud's default)")
     parser.add_argument("--baseline", default=BASELINE)
     parser.add_argument("--out", type=Path, default=ROOT / "bench/results/serve_load.json")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the servers on the way out
     print(HEADER)
+    scaling: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="serve-load-") as tmp:
-        rows = measure(args, Path(tmp))
+        rows = measure(args, Path(tmp), scaling)
     doc = {"provenance": provenance.record("bench/serve_load.py", argv), "baseline": args.baseline,
            "seconds": args.seconds, "max_delay_ms": args.max_delay,
-           "processes": args.processes, "rounds": args.rounds, "rows": rows}
+           "processes": args.processes or "serve-cloud's default", "rounds": args.rounds,
+           "rows": rows, "runtime_batching": scaling}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2) + "\n")
     return 0

@@ -156,7 +156,8 @@ def _partition(model_path: Path, edge: Profile, cloud: Profile, out: Path,
             "objective": objective, "energy": _energy_doc(energy)}
     write_split_yaml(out, chosen.option.split, predicted=_predicted(best, costs) | link,
                      bandwidth_table=list(rows), cuts=[b.option for b in built],
-                     compression=options.compression, inputs=_input_specs(reference))
+                     compression=options.compression, inputs=_input_specs(reference),
+                     serving=cloud.serving.model_dump() | {"cloud": cloud.id})
     reference.unlink(missing_ok=True)
     names = [n.name for n in graph.nodes]
     return PartitionReport(
@@ -325,9 +326,9 @@ def _named_reference(model_path: Path, options: PartitionOptions, out: Path) -> 
 
 def _refuse_unrunnable(reference: Path, shown: str) -> None:
     """Non-numeric or absurdly large tensors are one clear error, not a crash in a runtime."""
-    from edge.core.model import inspect_model, unrunnable
+    from edge.core.model import inspect_model, ort_refusal, unrunnable
 
-    odd = unrunnable(inspect_model(reference))
+    odd = unrunnable(inspect_model(reference)) or ort_refusal(reference)
     if odd:
         raise UsageError(f"{shown}: {odd}")
 

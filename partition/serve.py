@@ -20,12 +20,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from edge.core.documents import ServingDocument
 from edge.core.errors import UsageError
 from partition.cloud.batch import ServedTail
 from partition.cloud.repository import SETTINGS, Batching, write_repository
 
-__all__ = ["Batching", "EdgeCloudServer", "ServeOptions", "export_repository", "resolve_tail",
-           "resolve_tails", "serve", "serve_forever"]
+__all__ = ["Batching", "EdgeCloudServer", "ServeOptions", "chosen_serving", "default_processes",
+           "export_repository", "resolve_tail", "resolve_tails", "serve", "serve_forever",
+           "split_serving"]
 
 MODEL_NAME = "tail"
 TOKEN_ENV = "EDGE_CLOUD_TOKEN"
@@ -54,6 +56,39 @@ class ServeOptions:
     batching: Batching = field(default_factory=Batching)
     metrics_port: int | None = None
     verbose: bool = False
+    source: str = "defaults"  # where batching and processes came from (said at start)
+
+
+def default_processes() -> int:
+    """Server processes when neither the flags nor the cloud profile say: the cores, at most 8
+    (one Python process serves on about one core)."""
+    return max(1, min(os.cpu_count() or 1, 8))
+
+
+def split_serving(split: str | os.PathLike[str]) -> ServingDocument | None:
+    """The serving settings split.yaml recorded from its cloud profile, if any."""
+    p = Path(split)
+    if not (p / "split.yaml").is_file():
+        return None
+    from partition.split import read_split_yaml
+
+    return read_split_yaml(p).serving
+
+
+def chosen_serving(split: str | os.PathLike[str], max_batch: int | None,
+                   max_delay_ms: float | None, processes: int | None) -> tuple[Batching, int, str]:
+    """Batching and processes: each flag given, else the split's cloud profile, else the
+    defaults; and where they came from."""
+    recorded = split_serving(split)
+    base = recorded or ServingDocument()
+    batching = Batching(max_batch=base.max_batch if max_batch is None else max_batch,
+                        max_delay_ms=base.max_delay_ms if max_delay_ms is None else max_delay_ms)
+    count = processes or base.processes or default_processes()
+    given = [name for name, value in (("--max-batch", max_batch), ("--max-delay", max_delay_ms),
+                                      ("--processes", processes)) if value is not None]
+    rest = f"cloud profile {recorded.cloud}" if recorded and recorded.cloud else "defaults"
+    source = ", ".join(given + ([] if len(given) == 3 else [rest]))
+    return batching, count, source
 
 
 def resolve_token(token: str | None, token_file: str | os.PathLike[str] | None) -> str | None:
@@ -144,6 +179,9 @@ def _check_auth(options: ServeOptions) -> None:
 
 
 def _say_batching(served: list[ServedTail], options: ServeOptions) -> None:
+    print(f"batching up to {options.batching.max_batch}, {options.batching.max_delay_ms:g} ms; "
+          f"{options.processes} process{'es' if options.processes > 1 else ''} "
+          f"({options.source})", file=sys.stderr)
     for tail in served:
         if tail.max_batch > 1:
             print(f"{tail.name}: dynamic batching up to {tail.max_batch}, waiting at most "

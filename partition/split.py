@@ -32,6 +32,7 @@ import onnx.utils
 
 from edge.core.documents import (
     CutDocument,
+    ServingDocument,
     SplitDocument,
     SplitHalves,
     dump,
@@ -116,6 +117,7 @@ class SplitPlan:
     cuts: tuple[CutOption, ...] = ()
     compression: str = "none"
     inputs: tuple[dict[str, Any], ...] = ()  # the model's inputs: name, shape, dtype
+    serving: ServingDocument | None = None  # the cloud profile's serving settings
 
 
 @dataclass(frozen=True)
@@ -412,6 +414,7 @@ def write_split_yaml(
     cuts: Sequence[CutOption] = (),
     compression: str = "none",
     inputs: Sequence[Mapping[str, Any]] = (),
+    serving: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write ``out_dir/split.yaml`` atomically and return its path."""
     out_dir = Path(out_dir)
@@ -427,6 +430,7 @@ def write_split_yaml(
         "inputs": _plain([dict(i) for i in inputs]),
         "cuts": [_cut_doc(c, out_dir).model_dump(exclude_unset=True) for c in cuts],
         "bandwidth_table": _plain(list(bandwidth_table)),
+        "serving": None if serving is None else dict(serving),
     }, "split.yaml")
     return write_yaml("split", out_dir / YAML_NAME, doc)
 
@@ -464,5 +468,5 @@ def read_split_yaml(path: Path) -> SplitPlan:
         _split_from_doc(doc.split, path.parent), list(plain["cut"]), dict(plain["predicted"]),
         list(plain["bandwidth_table"]),
         tuple(_cut_from_doc(c, path.parent) for c in doc.cuts), doc.compression,
-        tuple(dict(i) for i in plain["inputs"]),
+        tuple(dict(i) for i in plain["inputs"]), doc.serving,
     )

@@ -40,7 +40,7 @@ def inspect(model: Path, profile_ref: str | None, shapes: tuple[str, ...], as_js
     """
     from edge.cli.render import render_model
     from edge.core.intake import inspect_reference, reference_model
-    from edge.core.model import macs_caveat, unrunnable
+    from edge.core.model import macs_caveat, ort_refusal, unrunnable
     from edge.core.profile import load_profile
 
     profile = load_profile(profile_ref) if profile_ref else None
@@ -53,7 +53,7 @@ def inspect(model: Path, profile_ref: str | None, shapes: tuple[str, ...], as_js
     caveat = macs_caveat(info)
     if caveat:
         log.warning("%s", caveat)
-    odd = unrunnable(info)
+    odd = unrunnable(info) or (ort_refusal(reference) if reference.suffix == ".onnx" else None)
     if odd:  # described all the same; optimize, deploy and partition refuse it
         log.warning("edge cannot optimize or run this model: %s", odd)
     document = (info.to_json() | {"precision": info.precision,

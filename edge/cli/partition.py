@@ -126,17 +126,19 @@ def _no_host(ctx: click.Context, param: click.Parameter, value: str | None) -> N
 @click.option("--insecure-no-auth", is_flag=True, help="Serve without a token (never in public).")
 @click.option("--max-body", type=click.IntRange(1), default=64 * 2**20, show_default=True,
               help="Largest request body in bytes (larger: 413, before it is read).")
-@click.option("--max-batch", type=click.IntRange(1, 4096), default=16, show_default=True,
-              help="Dynamic batching: most requests merged into one run (1: off).")
-@click.option("--max-delay", type=Finite(0, 1000), default=2.0, show_default=True,
-              help="Dynamic batching: longest wait for a batch to fill, ms.")
+@click.option("--max-batch", type=click.IntRange(1, 4096),
+              help="Dynamic batching: most requests merged into one run (1: off) [the cloud "
+                   "profile's serving.max_batch, else 16].")
+@click.option("--max-delay", type=Finite(0, 1000),
+              help="Dynamic batching: longest wait for a batch to fill, ms [the cloud profile's "
+                   "serving.max_delay_ms, else 2].")
 @click.option("--max-inflight", type=click.IntRange(1), default=256, show_default=True,
               help="Inferences in progress at once (more: 503 at once).")
 @click.option("--workers", type=click.IntRange(0, 64), default=0, show_default=True,
               help="MLServer inference worker processes (0: in the server process).")
-@click.option("--processes", type=click.IntRange(1, 256), default=1, show_default=True,
-              help="Server processes sharing the ports (each loads the tails; 2+ uses more "
-                   "cores).")
+@click.option("--processes", type=click.IntRange(1, 256),
+              help="Server processes sharing the ports (each loads the tails) [the cloud "
+                   "profile's serving.processes, else this host's cores, at most 8].")
 @click.option("--threads", type=click.IntRange(0, 1024), default=0, show_default=True,
               help="onnxruntime threads per inference (0: the cores, shared by --processes).")
 @click.option("--metrics-port", type=click.IntRange(1, 65535),
@@ -144,8 +146,9 @@ def _no_host(ctx: click.Context, param: click.Parameter, value: str | None) -> N
 @click.option("--export-repository", type=PATH,
               help="Write the model repository (MLServer, Triton, KServe) and exit.")
 def serve_cloud(split_dir: Path, address: str, port: int, grpc_port: int | None,
-                token_file: Path | None, insecure_no_auth: bool, max_body: int, max_batch: int,
-                max_delay: float, max_inflight: int, workers: int, processes: int,
+                token_file: Path | None, insecure_no_auth: bool, max_body: int,
+                max_batch: int | None, max_delay: float | None, max_inflight: int, workers: int,
+                processes: int | None,
                 threads: int, metrics_port: int | None, export_repository: Path | None) -> int:
     """Serve a split's tail on MLServer over KServe v2 REST and gRPC as model "tail".
 
@@ -163,10 +166,10 @@ def serve_cloud(split_dir: Path, address: str, port: int, grpc_port: int | None,
       EDGE_CLOUD_TOKEN=s3cret edge serve-cloud mobilenet-split --bind 0.0.0.0
       edge serve-cloud mobilenet-split --export-repository models/
     """
-    from partition.serve import Batching, ServeOptions, resolve_token, serve_forever
+    from partition.serve import ServeOptions, chosen_serving, resolve_token, serve_forever
     from partition.serve import export_repository as export_to
 
-    batching = Batching(max_batch=max_batch, max_delay_ms=max_delay)
+    batching, processes, source = chosen_serving(split_dir, max_batch, max_delay, processes)
     if export_repository:
         for tail in export_to(split_dir, export_repository, batching, threads):
             click.echo(f"{export_repository / tail.name}  "
@@ -178,7 +181,8 @@ def serve_cloud(split_dir: Path, address: str, port: int, grpc_port: int | None,
                            token=resolve_token(None, token_file),
                            insecure_no_auth=insecure_no_auth, max_body=max_body,
                            max_inflight=max_inflight, threads=threads, workers=workers,
-                           processes=processes, batching=batching, metrics_port=metrics_port)
+                           processes=processes, batching=batching, metrics_port=metrics_port,
+                           source=source)
     return serve_forever(split_dir, options)
 
 

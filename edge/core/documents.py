@@ -28,12 +28,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from edge.core.docfile import check_depth, check_version, read_data
 from edge.core.errors import UsageError
 from edge.core.files import write_atomic
-from edge.core.profile import Profile, profile_schema
+from edge.core.profile import Profile, Serving, profile_schema
 from edge.core.values import Bundle, DeployReport, _to_json, adapter
 
 __all__ = ["KINDS", "BandRow", "CutDocument", "CutTensor", "EnergyDocument", "InputSpec",
-           "Kind", "Predicted", "ResultRecord", "SplitDocument", "SplitHalves", "dump", "parse",
-           "read_json", "read_yaml", "schema", "write_json", "write_yaml"]
+           "Kind", "Predicted", "ResultRecord", "ServingDocument", "SplitDocument",
+           "SplitHalves", "dump", "parse", "read_json", "read_yaml", "schema", "write_json",
+           "write_yaml"]
 
 class _Doc(BaseModel):
     """A document part: frozen; keys a later version adds are ignored."""
@@ -122,6 +123,14 @@ class BandRow(_Doc):
     cut_id: str | None = None
 
 
+class ServingDocument(Serving):
+    """How serve-cloud serves this split: the ``serving`` of the ``--cloud`` profile it was
+    planned for (``cloud`` names that profile); serve-cloud's flags override it."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", allow_inf_nan=False)
+    cloud: str | None = None
+
+
 class SplitDocument(_Doc):
     """``split.yaml``: what ``edge partition`` wrote and ``serve-cloud``/``run-split`` read."""
 
@@ -133,6 +142,7 @@ class SplitDocument(_Doc):
     inputs: tuple[InputSpec, ...] = ()
     cuts: tuple[CutDocument, ...] = ()
     bandwidth_table: tuple[BandRow, ...]
+    serving: ServingDocument | None = None
 
 
 class ResultRecord(_Doc):

@@ -103,6 +103,20 @@ def unrunnable(info: ModelInfo) -> str | None:
     return None
 
 
+def ort_refusal(path: str | Path) -> str | None:
+    """Why ONNX Runtime cannot load this ONNX file (an op of an unknown domain, shapes that do
+    not fit), in one line; None when it loads."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    try:
+        ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # noqa: BLE001 - ORT's own types (Fail, InvalidGraph, ...) vary
+        return f"ONNX Runtime cannot load the model: {first_line(exc)}"
+    return None
+
+
 def _bytes(spec: TensorSpec) -> int:
     """Bytes of one sample of ``spec`` with its static dims (symbolic ones count 1)."""
     import numpy as np

@@ -25,6 +25,7 @@ from edge.core.errors import UsageError
 __all__ = [
     "RUNTIMES",
     "Profile",
+    "Serving",
     "catalog_ids",
     "load_profile",
     "profile_schema",
@@ -140,6 +141,19 @@ class Access(_Frozen):
         return value
 
 
+class Serving(_Frozen):
+    """How ``edge serve-cloud`` serves a tail when this profile is a split's ``--cloud``."""
+
+    max_batch: int = Field(default=16, ge=1, le=4096,
+                           description="Dynamic batching: most requests merged into one run "
+                                       "(1: off)")
+    max_delay_ms: float = Field(default=2.0, ge=0, le=1000,
+                                description="Dynamic batching: longest wait for a batch, ms")
+    processes: int | None = Field(default=None, ge=1, le=256,
+                                  description="Server processes (unset: the serving host's "
+                                              "cores, at most 8)")
+
+
 class Profile(_Frozen):
     """Everything edge knows about a device."""
 
@@ -155,6 +169,7 @@ class Profile(_Frozen):
     runtimes: tuple[Runtime, ...] = Field(min_length=1, description="In order of preference")
     link: Link
     access: Access = Access()
+    serving: Serving = Serving()
 
     @field_validator("version")
     @classmethod

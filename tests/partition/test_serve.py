@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import time
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +23,8 @@ from onnx import TensorProto, helper, numpy_helper
 from edge.core.errors import UsageError
 from partition.serve import Batching, EdgeCloudServer, export_repository, serve
 from tests.support.cli import run_cli
+from tests.support.mediapipe import cache_dir
+from tests.support.zoo import wheel
 
 httpclient = pytest.importorskip("tritonclient.http")
 
@@ -294,6 +299,44 @@ def test_export_model_repository(split_dir: Path, tmp_path: Path) -> None:
     model = service["spec"]["predictor"]["model"]
     assert model["modelFormat"]["name"] == "triton" and model["protocolVersion"] == "v2"
     assert model["storageUri"].endswith("/repo")
+
+
+KSERVE_SDK = (("kserve", "0.21.0"), ("kubernetes", "37.0.1"))
+
+
+def _kserve_sdk() -> Path:
+    """The kserve SDK and the kubernetes client its models use, unpacked from their wheels
+    (fetched once from the registry into the test cache): see tests/support/kserve_check.py."""
+    root = cache_dir() / ("kserve-sdk-" + "-".join(v for _, v in KSERVE_SDK))
+    if not (root / "kserve" / "models").is_dir():
+        for package, version in KSERVE_SDK:
+            with zipfile.ZipFile(wheel(package, version)) as zf:
+                zf.extractall(root)
+    return root
+
+
+def _kserve_problems(manifest: Path) -> list[str]:
+    done = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "support" /
+                                               "kserve_check.py"), str(_kserve_sdk()),
+                           str(manifest)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout)["problems"]
+
+
+def test_the_inference_service_is_what_the_kserve_sdk_builds(split_dir: Path,
+                                                             tmp_path: Path) -> None:
+    """Every key of the exported InferenceService is a field of the kserve SDK's own model for
+    it, of the right type, and the SDK serializes it back to the same document; a misspelled
+    key or a wrong type is caught (so the check can fail)."""
+    export_repository(split_dir / "tail.onnx", tmp_path / "repo")
+    manifest = tmp_path / "repo" / "inference-service.yaml"
+    assert _kserve_problems(manifest) == []
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(manifest.read_text().replace("storageUri", "storageURI")
+                   .replace("maxReplicas: 4", "maxReplicas: four"))
+    assert sorted(_kserve_problems(bad)) == [
+        "$.spec.predictor.maxReplicas: 'four' is not int",
+        "$.spec.predictor.model.storageURI: not a field of V1beta1ModelSpec"]
 
 
 def _triton_config(path: Path):  # noqa: ANN202 - a protobuf message

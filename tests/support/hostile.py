@@ -28,7 +28,8 @@ NOWHERE = "nobody@192.0.2.1"
 
 
 #: Models ``inspect`` still describes (exit 0, with a warning that edge cannot run them).
-DESCRIBED = ("string-input.onnx", "huge-dims.onnx", "opset-99.onnx")
+DESCRIBED = ("string-input.onnx", "huge-dims.onnx", "opset-99.onnx", "custom-domain-op.onnx",
+             "shape-mismatch.onnx")
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +86,29 @@ def _external_data_model(path: Path) -> None:
     path.write_bytes(model.SerializeToString())
 
 
+def _custom_domain_model(path: Path) -> None:
+    """An op of a domain no runtime here knows (com.acme:Bar): onnx reads it, ORT cannot."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    graph = helper.make_graph([helper.make_node("Bar", ["x"], ["y"], domain="com.acme")], "g",
+                              [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.acme", 1)])
+    model.ir_version = 8
+    onnx.save(model, path)
+
+
+def _shape_mismatch_model(path: Path) -> None:
+    """x[1,4] @ w[5,3]: a graph whose shapes cannot fit (ORT refuses it at load)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])
+    w = helper.make_tensor("w", TensorProto.FLOAT, [5, 3], [0.0] * 15)
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g", [x], [y], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+
+
 def _bad_models() -> dict[str, Callable[[Path], None]]:
     """name -> writes {folder}/m.<suffix> (the suffix is in the name)."""
     return {
@@ -97,6 +121,8 @@ def _bad_models() -> dict[str, Callable[[Path], None]]:
         "huge-dims.onnx": lambda p: tiny_model(p, dims=(100000, 100000, 100000)),
         "opset-99.onnx": lambda p: tiny_model(p, opset=99),
         "unknown-op.onnx": lambda p: tiny_model(p, op="NoSuchOp"),
+        "custom-domain-op.onnx": _custom_domain_model,
+        "shape-mismatch.onnx": _shape_mismatch_model,
         "external-data-escape.onnx": _external_data_model,
         "directory.onnx": lambda p: p.mkdir(),
         "garbage.tflite": lambda p: p.write_bytes(b"TFL3" + bytes(200)),
