@@ -482,3 +482,16 @@ def test_several_processes_share_the_ports(split_dir: Path) -> None:
     time.sleep(0.5)
     assert not [pid for pid in children if Path(f"/proc/{pid}").exists()
                 and "zombie" not in Path(f"/proc/{pid}/status").read_text()]
+
+
+def test_the_cloud_side_imports_no_tensorflow() -> None:
+    """``edge[cloud]`` installs no TensorFlow: serve-cloud's modules, the engine and the tail
+    runtime import none of the converter stacks."""
+    code = ("import sys; import edge.cli.partition, partition.serve, partition.cloud.engine, "
+            "partition.cloud.runtime, partition.cloud.repository; "
+            "print(sorted(m for m in ('tensorflow', 'torch', 'openvino', 'onnx2tf', 'keras') "
+            "if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
