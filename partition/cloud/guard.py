@@ -9,7 +9,8 @@ Checked in this order, each before any work the next one costs:
 3. the body: Content-Length over ``max_body``, or a JSON part over ``max_json``, is a 413 before
    a byte is read; a body slower than ``read_timeout_s`` is a 408;
 4. concurrency: more than ``max_inflight`` inferences in progress, or bodies adding up to more
-   than ``max_buffered`` bytes held at once, is a 503 at once;
+   than ``max_buffered`` bytes held at once (a chunked body counts twice its limit), is a 503
+   at once;
 5. the tensors (:mod:`partition.cloud.tensors`): names, dtype, shape, size: 400.
 
 Inference requests are decoded here (JSON or binary tensor data) and handed to MLServer's data
@@ -109,7 +110,7 @@ class Guard:
     async def _infer(self, route: tuple[str, str | None], scope: Scope, receive: Receive,
                      send: Send) -> None:
         try:
-            declared = _declared_length(scope, self.limits.max_body) or 0
+            declared = _reservation(scope, self.limits)
         except RequestError as exc:
             return await _error(send, exc.status, str(exc))
         if self._busy(declared):
@@ -209,6 +210,16 @@ def _bounded(receive: Receive, limit: int) -> Receive:
             raise RequestError(f"body exceeds {limit} bytes", 413)
         return message
     return bounded
+
+
+def _reservation(scope: Scope, limits: Limits) -> int:
+    """Bytes a request may hold while its body is read: its Content-Length, or for a chunked
+    body twice its limit (the parts, then the one buffer they are joined into)."""
+    declared = _declared_length(scope, limits.max_body)
+    if declared is not None:
+        return declared
+    binary = _header(scope, HEADER_LEN.encode()) is not None
+    return 2 * (limits.max_body if binary else limits.max_json)
 
 
 def _declared_length(scope: Scope, limit: int) -> int | None:

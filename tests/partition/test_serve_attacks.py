@@ -149,6 +149,42 @@ def test_a_huge_binary_body_costs_its_size_once(server: EdgeCloudServer) -> None
     assert _rss_peak_mb(server.process.pid) - before < 256
 
 
+def test_chunked_huge_bodies_are_held_one_at_a_time(server: EdgeCloudServer) -> None:
+    """Four 60 MB binary bodies at once without a Content-Length (chunked): each counts twice
+    the body limit against the 192 MB held at once, so one is read at a time and the others are
+    told 503; the server's peak memory grows < 256 MB (4 held at once, joined: ~480 MB)."""
+    before = _rss_peak_mb(server.process.pid)
+    blob = np.zeros(15 * 2**20, np.float32).tobytes()
+    head = json.dumps({"inputs": [{"name": "x", "shape": [1, 15 * 2**20], "datatype": "FP32",
+                                   "parameters": {"binary_data_size": len(blob)}}]}).encode()
+    statuses: list[int] = []
+    ready = threading.Barrier(4)
+
+    def chunks() -> Iterator[bytes]:
+        yield head
+        ready.wait(timeout=30)  # every request's headers are in before any body is
+        for i in range(0, len(blob), 2**20):
+            yield blob[i:i + 2**20]
+
+    def post() -> None:
+        try:
+            r = requests.post(f"http://{server.url}/v2/models/tail/infer", data=chunks(),
+                              headers={**AUTH, "Inference-Header-Content-Length":
+                                       str(len(head))}, timeout=60)
+            statuses.append(r.status_code)
+        except requests.ConnectionError:
+            statuses.append(503)  # answered and closed while the client was still sending
+    threads = [threading.Thread(target=post) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(statuses) in ([400, 503, 503, 503], [400, 400, 503, 503],
+                                [400, 400, 400, 503], [400] * 4)
+    assert statuses.count(503) >= 1
+    assert _rss_peak_mb(server.process.pid) - before < 256
+
+
 @pytest.mark.parametrize("label,body", [
     ("100k-deep JSON", b'{"inputs": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"),
     ("deep tensor data", json.dumps({"inputs": [{"name": "x", "shape": [1, 1024],
