@@ -155,7 +155,8 @@ def parse_inputs(specs: Sequence[TensorSpec], doc: dict[str, Any],
         raise RequestError("'inputs' must be a list of objects")
     by_name = {s.name: s for s in specs}
     names = [e.get("name") for e in entries]
-    if sorted(map(str, names)) != sorted(by_name) or len(set(map(str, names))) != len(names):
+    if (not all(isinstance(n, str) for n in names) or sorted(names) != sorted(by_name)
+            or len(set(names)) != len(names)):
         raise RequestError(f"input names {names} must be exactly {sorted(by_name)}")
     feeds: dict[str, np.ndarray] = {}
     offset = 0
