@@ -143,7 +143,27 @@ def export_repository(split: str | os.PathLike[str], out: str | os.PathLike[str]
         tails = resolve_tails(split)
     except FileNotFoundError as exc:
         raise UsageError(str(exc)) from None
+    for name, path in tails.items():
+        _refuse_unservable(name, path)
     return write_repository(tails, Path(out), batching or Batching(), threads)
+
+
+def _refuse_unservable(name: str, path: Path) -> None:
+    """A tail ONNX Runtime cannot load, or with a tensor KServe v2 cannot carry, is refused
+    before anything is written."""
+    import onnx
+
+    from edge.core.model import ort_refusal
+    from partition.cloud.batch import tensor_specs
+
+    odd = ort_refusal(path)
+    if odd is None:
+        try:
+            tensor_specs(onnx.load(str(path), load_external_data=False))
+        except ValueError as exc:
+            odd = str(exc)
+    if odd:
+        raise UsageError(f"tail {name!r} ({path}): {odd}")
 
 
 def resolve_tail(path: str | os.PathLike[str]) -> Path:

@@ -54,11 +54,18 @@ def prepare(name: str, source: Path, target: Path, max_batch: int) -> ServedTail
 
 def _served(name: str, path: Path, model: onnx.ModelProto, max_batch: int,
             note: str) -> ServedTail:
+    inputs, outputs = tensor_specs(model)
+    return ServedTail(name=name, onnx=path, inputs=inputs, outputs=outputs,
+                      max_batch=max_batch, note=note)
+
+
+def tensor_specs(model: onnx.ModelProto) -> tuple[tuple[TensorSpec, ...],
+                                                  tuple[TensorSpec, ...]]:
+    """The model's inputs (initializers excepted) and outputs as KServe v2 specs; ValueError
+    for a tensor KServe v2 cannot carry."""
     inits = {i.name for i in model.graph.initializer}
     inputs = tuple(_spec(v) for v in model.graph.input if v.name not in inits)
-    return ServedTail(name=name, onnx=path, inputs=inputs,
-                      outputs=tuple(_spec(v) for v in model.graph.output),
-                      max_batch=max_batch, note=note)
+    return inputs, tuple(_spec(v) for v in model.graph.output)
 
 
 def _spec(value: onnx.ValueInfoProto) -> TensorSpec:

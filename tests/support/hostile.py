@@ -364,10 +364,13 @@ def _model_cases() -> Iterator[Case]:
         "partition": ("partition", "{m}", "--profile", "rpi4", "--cloud", "cloud-c7i",
                       "-o", "{d}/out"),
         "deploy": ("deploy", "{m}", "--profile", "x86-64", "-o", "{d}/out"),
+        "serve-cloud": ("serve-cloud", "{m}", "--export-repository", "{d}/repo"),
     }
     for kind, make in _bad_models().items():
         name = f"m.{kind.rsplit('.', 1)[-1]}"
         for command, argv in commands.items():
+            if command == "serve-cloud" and kind == "huge-dims.onnx":
+                continue  # a tail may declare any dims: the server bounds what a request sends
             described = command == "inspect" and kind in DESCRIBED
             yield Case(name=f"model {kind} {command}",
                        argv=tuple(a.replace("{m}", f"{{d}}/{name}") for a in argv),
