@@ -108,6 +108,8 @@ def resolve_token(token: str | None, token_file: str | os.PathLike[str] | None) 
 def serve_forever(split: str | os.PathLike[str], options: ServeOptions) -> int:
     """Serve the tails of ``split`` in this process until SIGINT/SIGTERM."""
     _check_auth(options)
+    for port in (options.port, options.grpc_port):
+        _check_listen(options.host, port)
     from partition.cloud.engine import Engine  # not before: MLServer's gRPC messages
     from partition.cloud.processes import run
 
@@ -188,6 +190,22 @@ def resolve_tails(path: str | os.PathLike[str]) -> dict[str, Path]:
     if not tails:
         raise FileNotFoundError(f"no tail model in {p}")
     return tails
+
+
+def _check_listen(host: str, port: int) -> None:
+    """One line (exit 2) when ``host:port`` cannot be listened on: in use, or not this host's
+    address."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+    except (OSError, OverflowError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise UsageError(f"cannot listen on {host}:{port}: {why}; choose another --port, "
+                         "--grpc-port or --bind") from None
 
 
 def _check_auth(options: ServeOptions) -> None:

@@ -495,3 +495,23 @@ def test_the_cloud_side_imports_no_tensorflow() -> None:
                           timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("where", ["port in use", "grpc port in use", "not this host"])
+def test_an_address_it_cannot_listen_on_is_one_line(split_dir: Path, where: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A port another process holds, or a --bind address this host does not have: exit 2
+    naming the address, before anything starts (was: an internal error from the engine)."""
+    import socket
+
+    monkeypatch.setenv("EDGE_CLOUD_TOKEN", TOKEN)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        argv = {"port in use": ["--port", str(busy)],
+                "grpc port in use": ["--port", "0", "--grpc-port", str(busy)],
+                "not this host": ["--bind", "192.0.2.1", "--port", "0"]}[where]
+        done = run_cli("serve-cloud", str(split_dir), *argv)
+    assert done.status == 2, done.stderr
+    assert len(done.error_lines) == 1 and "cannot listen on" in done.stderr
