@@ -353,11 +353,15 @@ class _Http:
     """One keep-alive HTTP connection speaking KServe v2 with binary tensors."""
 
     def __init__(self, url: str, token: str | None, timeout_s: float) -> None:
-        parsed = urllib.parse.urlsplit(url if "://" in url else f"http://{url}")
-        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        try:
+            parsed = urllib.parse.urlsplit(url if "://" in url else f"http://{url}")
+            port = parsed.port  # ValueError when not a port number
+        except ValueError:
+            parsed, port = None, None
+        if parsed is None or parsed.scheme not in ("http", "https") or not parsed.hostname:
             raise UsageError(f"--url {url!r} is not http[s]://HOST:PORT")
         self.https = parsed.scheme == "https"
-        self.host, self._port = parsed.hostname, parsed.port
+        self.host, self._port = parsed.hostname, port or (443 if self.https else 80)
         self.grpc_port: int | None = None  # offered by the server's health replies
         self._base = parsed.path.rstrip("/")
         self._token, self._timeout = token, timeout_s
@@ -373,7 +377,9 @@ class _Http:
         start = time.perf_counter()
         status, headers, body = self._request("GET", "/v2/health/ready", b"", {})
         if status != 200:
-            raise DeviceError(f"cloud server not ready: HTTP {status} {body[:200]!r}")
+            raise DeviceError(f"cloud server not ready: HTTP {status} from "
+                              f"{self.host}:{self._port}/v2/health/ready (is edge serve-cloud "
+                              "running there?)")
         offered = headers.get("edge-grpc-port")
         self.grpc_port = int(offered) if offered and offered.isdigit() else None
         return (time.perf_counter() - start) * 1e3

@@ -209,6 +209,39 @@ def test_run_split_cli_errors(split_dir: Path, tmp_path: Path) -> None:
     assert missing.status == 2 and "split.yaml" in missing.stderr
 
 
+@pytest.mark.parametrize("url", ["http://[::1", "http://h:99999", "http://h:port",
+                                 "ftp://h:1"])
+def test_a_url_that_is_not_one_is_one_line(split_dir: Path, url: str) -> None:
+    done = run_cli("run-split", str(split_dir), "--url", url, "--cut", "all-cloud")
+    assert done.status == 2 and len(done.error_lines) == 1, done.stderr
+    assert "is not http[s]://HOST:PORT" in done.stderr
+
+
+def test_a_server_that_is_not_edge_is_named_not_echoed(split_dir: Path) -> None:
+    """An HTTP server that answers 404 to the health check: exit 3 naming the address, without
+    echoing what it sent."""
+    import http.server
+    import threading
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the standard library's name
+            self.send_response(404)
+            self.end_headers()
+            self.wfile.write(b"<html>SECRET-PAGE</html>\n" * 50)
+
+        def log_message(self, *args: object) -> None:
+            pass
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        done = run_cli("run-split", str(split_dir), "--url",
+                       f"http://127.0.0.1:{httpd.server_address[1]}", "--cut", "all-cloud")
+    finally:
+        httpd.shutdown()
+    assert done.status == 3 and len(done.error_lines) == 1, done.stderr
+    assert "HTTP 404" in done.stderr and "SECRET-PAGE" not in done.stderr
+
+
 def test_tritonclient_reaches_every_served_tail(split_dir: Path, server: EdgeCloudServer,
                                                 splitnet: SplitNet) -> None:
     import tritonclient.http as httpclient
