@@ -123,6 +123,9 @@ class FaultyTransport:
             self.cut()
         return self.inner.run(argv, timeout=timeout)
 
+    def start(self, argv: list[str], *, timeout: float = 30.0):
+        return self.inner.start(argv, timeout=timeout)
+
     def put(self, local: Path, remote: str) -> None:
         self.puts += 1
         if Path(local) == agent_file():
