@@ -70,9 +70,9 @@ def _run(args: list[str], show_traceback: bool) -> int:
         return int(exc.exit_code)
     except click.ClickException as exc:
         return _fail(exc.format_message(), ExitStatus.BAD_INPUT)
-    except Terminated:
-        return _fail("terminated", 143)
-    except (click.exceptions.Abort, KeyboardInterrupt):
+    except (click.exceptions.Abort, KeyboardInterrupt) as exc:  # click makes Ctrl-C an Abort
+        if isinstance(exc, Terminated) or isinstance(exc.__cause__, Terminated):
+            return _fail("terminated", 143)
         return _fail("interrupted", 130)
     except Exception as exc:
         return _fail(internal_error(exc), ExitStatus.INTERNAL, show_traceback)
