@@ -176,7 +176,10 @@ def agent_hold_is_busy(device: SSHDevice) -> str:
     done = subprocess.run([device.python, str(agent), "hold", str(_work(device)), "--by",
                            "the test"], capture_output=True, text=True, timeout=60,
                           stdin=subprocess.DEVNULL, check=False)
-    return json.loads(done.stdout.splitlines()[0]).get("error", "") if done.returncode else ""
+    if done.returncode == 0:
+        return ""
+    lines = done.stdout.splitlines()
+    return json.loads(lines[0]).get("error", "") if lines else done.stderr.strip()
 
 
 # ---------------------------------------------------------------- every step x every signal
