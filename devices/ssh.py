@@ -222,9 +222,11 @@ class SSHTransport:
                                local.stat().st_size) as bar:
             error = _in_worker(lambda: sftp.put(str(local), remote, callback=bar.sent),
                                self.abort)
-        if error is not None:
-            raise DeviceError(f"{self.label}: upload of {local.name} failed "
-                              f"({_reason(error)})")
+        if error is None:
+            return
+        if isinstance(error, TimeoutError):
+            self.abort()  # a stalled connection: the next command opens a new one
+        raise DeviceError(f"{self.label}: upload of {local.name} failed ({_reason(error)})")
 
     def abort(self) -> None:
         """Drop the connection now, without a goodbye: its socket is shut down and closed,

@@ -26,8 +26,9 @@ from pathlib import Path
 import pytest
 
 from devices.deploy import deploy
+from devices.ssh import SSHTransport, parse_host
 from edge.core.errors import DeviceError
-from tests.support.sshd import SSHDevice
+from tests.support.sshd import SSHDevice, _user_pids
 from tests.test_deploy_faults import (
     ROUNDS,
     WORK,
@@ -379,3 +380,67 @@ def test_a_corrupted_upload_is_refused_and_cleaned(
     assert list((_work(ssh_device) / "incoming").iterdir()) == []
     assert not (_work(ssh_device) / "releases" / d.id / "model.onnx").exists()
     assert_unlocked_and_next_deploy_clean(ssh_device, d, releases)
+
+
+# ---------------------------------------------------------------- a device that stops answering
+
+
+class StallsMidUpload(FaultyTransport):
+    """Every process of the device user is stopped (SIGSTOP) after the upload's first chunk:
+    the connection stays open, nothing answers."""
+
+    def __init__(self, inner: SSHTransport, uid: int) -> None:
+        super().__init__(inner)
+        self.uid = uid
+        self.stopped: set[int] = set()
+
+    def put(self, local: Path, remote: str) -> None:
+        if Path(remote).name.startswith("edge_agent"):
+            return self.inner.put(local, remote)
+        sftp = self.inner._sftp_client()
+        real_put = sftp.put
+
+        def put(localpath, remotepath, callback=None, confirm=True):
+            def progress(done: int, total: int) -> None:
+                if not self.fired and 0 < done < total:
+                    self.stall()
+
+            return real_put(localpath, remotepath, callback=progress, confirm=confirm)
+
+        sftp.put = put
+        try:
+            self.inner.put(local, remote)
+        finally:
+            del sftp.put
+
+    def stall(self) -> None:
+        self.fired = True
+        self.stopped = _user_pids(self.uid)
+        for pid in self.stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        for pid in self.stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+
+
+def test_a_device_that_stops_answering_mid_upload_fails_in_bounded_time(
+    ssh_device: SSHDevice, releases: dict[str, Release], serving_a: Release, tmp_path: Path,
+) -> None:
+    new = releases["stall"] = make_release(tmp_path, "stall", pad_mb=16)
+    inner = SSHTransport(parse_host(ssh_device.target), identity=ssh_device.identity,
+                         known_hosts=ssh_device.known_hosts, timeout=5, io_timeout=3)
+    transport = StallsMidUpload(inner, pwd.getpwnam(ssh_device.user).pw_uid)
+    started = time.monotonic()
+    try:
+        with inner, pytest.raises(DeviceError, match="upload of .* failed .*timed out"):
+            deploy(new.bundle_dir, new.bundle, transport, python=ssh_device.python,
+                   work_dir=WORK, rounds=ROUNDS, threads=1)
+        seconds = time.monotonic() - started
+    finally:
+        transport.resume()
+    assert transport.fired and seconds < 30, f"{seconds:.1f} s"
+    assert_serving(ssh_device, serving_a, known(releases))
+    assert_unlocked_and_next_deploy_clean(ssh_device, new, releases)
