@@ -7,7 +7,8 @@ by its partial file growing on the device. Afterwards: the release that was curr
 and whole (sha256 of every file), the deploy lock was released with the process, and the next
 deploy succeeds unattended, removing any leftover upload. Also: two deploys at once (the second
 exits 3 naming the holder), a prune and a rollback during a deploy, a full disk (a real, small
-tmpfs), and an upload corrupted on the way.
+tmpfs), an upload corrupted on the way, and a device that stops answering mid-upload (every
+process of its user stopped).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -285,9 +286,9 @@ def small_disk(device: SSHDevice, megabytes: int) -> Iterator[str]:
 
 
 def _deploy_to(device: SSHDevice, release: Release, work_dir: str,
-               transport_type: type = FaultyTransport) -> None:
+               wrap: Callable[[SSHTransport], FaultyTransport] = FaultyTransport) -> None:
     with _ssh(device) as inner:
-        deploy(release.bundle_dir, release.bundle, transport_type(inner), python=device.python,
+        deploy(release.bundle_dir, release.bundle, wrap(inner), python=device.python,
                work_dir=work_dir, rounds=ROUNDS, threads=1)
 
 
@@ -306,13 +307,15 @@ def _fill(folder: Path, name: str, leave: int) -> Path:
 class FillsTheDisk(FaultyTransport):
     """Another upload (abandoned) fills the disk right after the free-space check."""
 
-    device_incoming = Path("/nonexistent")  # set by the test
+    def __init__(self, inner: SSHTransport, incoming: Path) -> None:
+        super().__init__(inner)
+        self.incoming = incoming  # the device's incoming/, as this host sees it
 
     def put(self, local: Path, remote: str) -> None:
         if Path(remote).name.startswith("edge_agent"):
             return self.inner.put(local, remote)
         self.fired = True
-        _fill(self.device_incoming, "0123456789abcdef.dead.partial", 20_000)
+        _fill(self.incoming, "0123456789abcdef.dead.partial", 20_000)
         return self.inner.put(local, remote)
 
 
@@ -331,10 +334,10 @@ def test_a_full_disk_is_named_and_the_next_deploy_needs_no_cleanup(
         assert filler.exists() and list((root / "incoming").iterdir()) == []
         filler.unlink()  # the user frees space
 
-        FillsTheDisk.device_incoming = root / "incoming"
+        incoming = root / "incoming"
         with pytest.raises(DeviceError, match=r"the device's disk is full: .* needs 0\.\d MB "
                                               r".*has 0\.0 MB free") as full:
-            _deploy_to(ssh_device, b, work_dir, FillsTheDisk)
+            _deploy_to(ssh_device, b, work_dir, lambda inner: FillsTheDisk(inner, incoming))
         assert "\n" not in str(full.value)
         assert [p.name for p in (root / "incoming").iterdir()] == [
             "0123456789abcdef.dead.partial"]  # ours removed; the other one is left...
