@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from devices.device import Device, kind, open_device
+from devices.lock import deploy_lock
 from devices.measure import Rounds, time_on_device
 from devices.release import (
     DEFAULT_KEEP,
@@ -80,6 +81,15 @@ def deploy(
     """
     check_keep(keep)
     device = open_device(transport, python=python, work_dir=work_dir)
+    with deploy_lock(device):
+        return _deploy_locked(device, bundle_dir, bundle, rounds=rounds, threads=threads,
+                              keep=keep, fastest=fastest)
+
+
+def _deploy_locked(device: Device, bundle_dir: Path, bundle: Bundle, *, rounds: Rounds,
+                   threads: int, keep: int, fastest: bool) -> DeployOutcome:
+    """``deploy`` with the device's deploy lock held: install -> health -> activate -> prune."""
+    transport = device.transport
     if fastest:
         return _deploy_fastest(device, bundle_dir, bundle, rounds=rounds, threads=threads,
                                keep=keep)
@@ -229,16 +239,18 @@ def measure_on_device(
 
     Activating first health-checks the release; nothing is pruned (see ``deploy_artifact``).
     """
-    release = artifact.release_id[:16]
-    model, _ = install_artifact(device, root, artifact)
-    if activate:
-        health(device, model, release)
-    report = _bench(device, model, artifact, profile=profile, rounds=rounds, threads=threads)
-    if activate:
-        activate_release(device, release, artifact.candidate.id)
-        return replace(report, active=True)
-    # measured without a switch: it is active only if it already was the current release
-    return replace(report, active=is_active(device, release))
+    with deploy_lock(device, "deploy" if activate else "measurement"):
+        release = artifact.release_id[:16]
+        model, _ = install_artifact(device, root, artifact)
+        if activate:
+            health(device, model, release)
+        report = _bench(device, model, artifact, profile=profile, rounds=rounds,
+                        threads=threads)
+        if activate:
+            activate_release(device, release, artifact.candidate.id)
+            return replace(report, active=True)
+        # measured without a switch: it is active only if it already was the current release
+        return replace(report, active=is_active(device, release))
 
 
 def _bench(device: Device, model: str, artifact: Artifact, *, profile: str, rounds: Rounds,

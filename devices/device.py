@@ -19,7 +19,8 @@ from edge.core import progress
 from edge.core.errors import DeviceError
 from edge.core.model import sha256_file
 
-__all__ = ["Device", "check_paths", "install_file", "kind", "open_device", "prepare", "store"]
+__all__ = ["Device", "check_paths", "install_file", "kind", "megabytes", "open_device", "prepare",
+           "store"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -115,10 +116,44 @@ def store(device: Device, local: Path, stem: str | None = None) -> tuple[str, bo
 
 
 def install_file(device: Device, local: Path, sha256: str, final: str) -> None:
-    """Upload to incoming/ under a fresh name, then the agent checks the sha256 and renames."""
+    """Upload to incoming/ under a fresh name, then the agent checks the sha256 and renames.
+
+    A failed upload's partial file is removed (best effort: a dropped connection cannot, and
+    the next deploy removes it), and a full disk is named as such."""
     tmp = f"{device.work}/incoming/{sha256[:16]}.{secrets.token_hex(4)}.partial"
-    device.transport.put(local, tmp)
+    try:
+        device.transport.put(local, tmp)
+    except DeviceError as exc:
+        _discard(device, tmp)
+        raise _explained(device, exc, local) from None
     device.call("install", tmp, final, "--sha256", sha256)
+
+
+def _discard(device: Device, tmp: str) -> None:
+    """Remove an upload's partial file, if the device still answers (within seconds)."""
+    try:
+        device.transport.run(["rm", "-f", "--", tmp], timeout=10)
+    except DeviceError:
+        pass  # the connection is gone: the next deploy removes it (under its lock)
+
+
+def _explained(device: Device, exc: DeviceError, local: Path) -> DeviceError:
+    """A failed upload, said to be a full disk when the device has less room than the file."""
+    try:
+        free = int(device.call("space", device.work, timeout=10)["free_bytes"])
+    except (DeviceError, KeyError, TypeError, ValueError):
+        return exc
+    size = local.stat().st_size
+    if free >= size:
+        return exc
+    return DeviceError(f"{device.label}: the device's disk is full: {local.name} needs "
+                       f"{megabytes(size)} in {device.work}, the device has {megabytes(free)} "
+                       f"free ({str(exc).removeprefix(device.label + ': ')})")
+
+
+def megabytes(size: int) -> str:
+    """Bytes in MB, as the disk-space messages say them."""
+    return f"{size / 1e6:.1f} MB"
 
 
 def kind(transport: Transport) -> str:

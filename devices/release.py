@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from devices.device import Device, install_file, kind, prepare
+from devices.device import Device, install_file, kind, megabytes, prepare
+from devices.lock import deploy_lock
 from devices.transport import Transport
 from edge.core import progress
 from edge.core.errors import DeviceError, UsageError
@@ -30,6 +31,7 @@ __all__ = ["DEFAULT_KEEP", "HealthCheck", "ReleaseInfo", "ReleasesReport", "Roll
            "list_releases", "prune_quietly", "prune_releases", "rollback"]
 
 DEFAULT_KEEP = 3  # releases kept on the device after a deploy (active and previous always)
+SPACE_MARGIN = 1_000_000  # bytes left free on the device beyond the files sent
 _RELEASE = re.compile(r"[0-9a-f]{4,64}")
 log = logging.getLogger("edge")
 
@@ -114,6 +116,8 @@ def install_artifact(device: Device, bundle_dir: Path, artifact: Artifact) -> tu
     reply = device.call("verify", device.work, artifact.release_id[:16],
                         *[arg for _, sha, name in files for arg in ("--file", f"{name}={sha}")])
     missing = set(reply.get("missing", ()))
+    _check_space(device, artifact.release_id[:16], reply.get("free_bytes"),
+                 sum(local.stat().st_size for local, _, name in files if name in missing))
     transfer = Transfer()
     for local, sha256, name in files:
         size = local.stat().st_size
@@ -123,6 +127,16 @@ def install_artifact(device: Device, bundle_dir: Path, artifact: Artifact) -> tu
         else:
             transfer += Transfer(files_reused=1, bytes_reused=size)
     return f"{folder}/{main}", transfer
+
+
+def _check_space(device: Device, release: str, free: object, needed: int) -> None:
+    """Refuse an upload the device has no room for, before a byte is sent."""
+    if not isinstance(free, int) or not needed or needed + SPACE_MARGIN <= free:
+        return
+    raise DeviceError(f"{device.label}: not enough space for release {release}: it needs "
+                      f"{megabytes(needed + SPACE_MARGIN)} in {device.work}, the device has "
+                      f"{megabytes(free)} free; free some space there (edge releases --prune "
+                      "1 removes old releases) and deploy again")
 
 
 def health(device: Device, model: str, release: str) -> HealthCheck:
@@ -167,6 +181,12 @@ def rollback(transport: Transport, *, python: str, work_dir: str,
     if to is not None:
         _check_release_text(to)
     device = prepare(transport, python, work_dir)
+    with deploy_lock(device, "rollback"):
+        return _rollback(device, to)
+
+
+def _rollback(device: Device, to: str | None) -> RollbackReport:
+    transport = device.transport
     state = device.call("releases", device.work)
     active = state.get("active")
     target = _target(state, to, transport.label)
@@ -204,7 +224,7 @@ def list_releases(transport: Transport, *, python: str, work_dir: str,
     device = prepare(transport, python, work_dir)
     pruned: tuple[str, ...] = ()
     if prune_keep is not None:
-        pruned = tuple(device.call("prune", device.work, "--keep", str(prune_keep))["removed"])
+        pruned = _prune(device, prune_keep)
     state = device.call("releases", device.work)
     releases = tuple(ReleaseInfo(
         release=r["release"], complete=bool(r["complete"]), active=bool(r["active"]),
@@ -223,8 +243,13 @@ def prune_releases(transport: Transport, *, python: str, work_dir: str,
     """Remove the least recently used releases beyond ``keep`` (never the active one or the
     rollback target); return the removed ids."""
     check_keep(keep)
-    device = prepare(transport, python, work_dir)
-    return tuple(device.call("prune", device.work, "--keep", str(keep))["removed"])
+    return _prune(prepare(transport, python, work_dir), keep)
+
+
+def _prune(device: Device, keep: int) -> tuple[str, ...]:
+    """Prune under the deploy lock: never a release another deploy is installing."""
+    with deploy_lock(device, "prune"):
+        return tuple(device.call("prune", device.work, "--keep", str(keep))["removed"])
 
 
 def check_keep(keep: int) -> None:

@@ -3,16 +3,19 @@ the user opts in), every remote command quoted."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import shlex
 import socket
 import stat
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from devices.transport import Completed
+from devices.transport import Completed, Session
 from edge.core import progress
 from edge.core.errors import DeviceError, UsageError
 
@@ -92,13 +95,15 @@ class SSHTransport:
         known_hosts: Path | None = None,
         trust_new_host: bool = False,
         timeout: float = 15.0,
+        io_timeout: float = 60.0,
     ) -> None:
         self.spec = spec
         self.label = f"ssh://{spec}"
         self.identity = identity.expanduser() if identity else None
         self.known_hosts = (known_hosts or _DEFAULT_KNOWN_HOSTS).expanduser()
         self.trust_new_host = trust_new_host
-        self.timeout = timeout
+        self.timeout = timeout  # connect, authenticate, open a channel
+        self.io_timeout = io_timeout  # an SFTP request (open, write, close, stat) unanswered
         self._client: paramiko.SSHClient | None = None
         self._sftp: paramiko.SFTPClient | None = None
         if self.identity is not None and not self.identity.is_file():
@@ -121,7 +126,8 @@ class SSHTransport:
                 self.spec.host, port=self.spec.port, username=self.spec.user,
                 key_filename=str(self.identity) if self.identity else None,
                 look_for_keys=self.identity is None, allow_agent=self.identity is None,
-                timeout=self.timeout, banner_timeout=self.timeout, auth_timeout=self.timeout)
+                timeout=self.timeout, banner_timeout=self.timeout, auth_timeout=self.timeout,
+                channel_timeout=self.timeout)
         except Exception as exc:  # noqa: BLE001 - translated to one line for the user
             client.close()
             raise self._translate(exc) from None
@@ -158,12 +164,23 @@ class SSHTransport:
 
     def _sftp_client(self) -> paramiko.SFTPClient:
         if self._sftp is None:
-            self._sftp = self._connect().open_sftp()
+            client = self._connect()
+            try:
+                self._sftp = client.open_sftp()
+            except (OSError, _paramiko().SSHException) as exc:
+                raise DeviceError(f"{self.label}: cannot open SFTP ({_reason(exc)})") from None
+            channel = self._sftp.get_channel()
+            if channel is not None:
+                channel.settimeout(self.io_timeout)  # no SFTP request waits for ever
         return self._sftp
 
     def home(self) -> str:
         """The remote user's home directory."""
-        return self._sftp_client().normalize(".")
+        try:
+            return self._sftp_client().normalize(".")
+        except (OSError, _paramiko().SSHException) as exc:
+            raise DeviceError(f"{self.label}: cannot read the home directory "
+                              f"({_reason(exc)})") from None
 
     def run(self, argv: list[str], *, timeout: float = 600.0) -> Completed:
         """Run argv on the device; every argument is shell-quoted."""
@@ -174,18 +191,53 @@ class SSHTransport:
             out = stdout.read().decode("utf-8", "replace")
             err = stderr.read().decode("utf-8", "replace")
             status = stdout.channel.recv_exit_status()
-        except (OSError, _paramiko().SSHException) as exc:
-            raise DeviceError(f"{self.label}: command failed ({exc})") from None
+        except (OSError, EOFError, _paramiko().SSHException) as exc:
+            raise DeviceError(f"{self.label}: command failed ({_reason(exc)})") from None
         return Completed(status=status, stdout=out, stderr=err)
 
-    def put(self, local: Path, remote: str) -> None:
-        """Upload a file over SFTP (a bytes bar while progress is shown)."""
+    def start(self, argv: list[str], *, timeout: float = 30.0) -> Session:
+        """Run argv on its own channel until its stdin closes: when this process dies (kill -9
+        included) or the connection drops, sshd closes that stdin."""
+        client = self._connect()
         try:
-            with progress.transfer(f"uploading {local.name} to {self.spec.host}",
-                                   local.stat().st_size) as bar:
-                self._sftp_client().put(str(local), remote, callback=bar.sent)
-        except (OSError, _paramiko().SSHException) as exc:
-            raise DeviceError(f"{self.label}: upload of {local.name} failed ({exc})") from None
+            ssh = client.get_transport()
+            if ssh is None:
+                raise EOFError("not connected")
+            channel = ssh.open_session(timeout=self.timeout)
+            channel.settimeout(timeout)
+            channel.exec_command(shlex.join(argv))
+        except (OSError, EOFError, _paramiko().SSHException) as exc:
+            raise DeviceError(f"{self.label}: command failed ({_reason(exc)})") from None
+        return _SSHSession(channel, self.label, timeout)
+
+    def put(self, local: Path, remote: str) -> None:
+        """Upload a file over SFTP (a bytes bar while progress is shown).
+
+        The copy runs in a worker thread: Ctrl-C or SIGTERM drops the connection at once
+        (``abort``) instead of waiting in paramiko's close of the remote file, which can block
+        for minutes; an unanswered SFTP request fails after ``io_timeout``.
+        """
+        sftp = self._sftp_client()
+        with progress.transfer(f"uploading {local.name} to {self.spec.host}",
+                               local.stat().st_size) as bar:
+            error = _in_worker(lambda: sftp.put(str(local), remote, callback=bar.sent),
+                               self.abort)
+        if error is None:
+            return
+        if isinstance(error, TimeoutError):
+            self.abort()  # a stalled connection: the next command opens a new one
+        raise DeviceError(f"{self.label}: upload of {local.name} failed ({_reason(error)})")
+
+    def abort(self) -> None:
+        """Drop the connection now, without a goodbye: its socket is shut down and closed,
+        so any thread blocked on it returns (the device sees the connection end)."""
+        client, self._client, self._sftp = self._client, None, None
+        ssh = client.get_transport() if client is not None else None
+        if ssh is not None:
+            with contextlib.suppress(Exception):
+                ssh.sock.shutdown(socket.SHUT_RDWR)
+            with contextlib.suppress(Exception):
+                ssh.close()
 
     def exists(self, remote: str) -> bool:
         """Whether a remote path exists."""
@@ -193,6 +245,8 @@ class SSHTransport:
             self._sftp_client().lstat(remote)
         except FileNotFoundError:
             return False
+        except (OSError, _paramiko().SSHException) as exc:
+            raise DeviceError(f"{self.label}: cannot stat {remote} ({_reason(exc)})") from None
         return True
 
     def mkdir(self, remote: str) -> None:
@@ -202,16 +256,23 @@ class SSHTransport:
         for part in remote.strip("/").split("/"):
             path = f"{path}/{part}"
             try:
-                if not stat.S_ISDIR(sftp.stat(path).st_mode or 0):
-                    raise DeviceError(f"{self.label}: {path} exists and is not a directory")
-            except FileNotFoundError:
-                sftp.mkdir(path)
+                self._mkdir_one(sftp, path)
+            except (OSError, _paramiko().SSHException) as exc:
+                raise DeviceError(f"{self.label}: cannot make {path} ({_reason(exc)})") from None
+
+    def _mkdir_one(self, sftp: paramiko.SFTPClient, path: str) -> None:
+        try:
+            if not stat.S_ISDIR(sftp.stat(path).st_mode or 0):
+                raise DeviceError(f"{self.label}: {path} exists and is not a directory")
+        except FileNotFoundError:
+            sftp.mkdir(path)
 
     def close(self) -> None:
         """Close SFTP and the connection."""
-        if self._sftp is not None:
-            self._sftp.close()
-            self._sftp = None
+        sftp, self._sftp = self._sftp, None
+        if sftp is not None:
+            with contextlib.suppress(Exception):  # a dead connection has nothing to close
+                sftp.close()
         if self._client is not None:
             self._client.close()
             self._client = None
@@ -221,6 +282,61 @@ class SSHTransport:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _SSHSession:
+    """A command on its own SSH channel: stdout lines, each awaited at most ``timeout``."""
+
+    def __init__(self, channel: paramiko.Channel, label: str, timeout: float) -> None:
+        self.channel = channel
+        self.label = label
+        self.timeout = timeout
+        self.stdout = channel.makefile("rb")
+
+    def readline(self) -> str:
+        try:
+            return self.stdout.readline().decode("utf-8", "replace")
+        except TimeoutError:
+            raise DeviceError(f"{self.label}: no answer from the device in "
+                              f"{self.timeout:.0f} s") from None
+        except (OSError, EOFError, _paramiko().SSHException) as exc:
+            raise DeviceError(f"{self.label}: command failed ({_reason(exc)})") from None
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.channel.shutdown_write()  # the command reads end of file
+        with contextlib.suppress(Exception):
+            self.channel.close()
+
+
+def _in_worker(work: Callable[[], object], abort: Callable[[], None]) -> BaseException | None:
+    """Run ``work`` in a daemon thread and wait for it; what it raised (None if nothing).
+    Interrupted while waiting (Ctrl-C, SIGTERM): ``abort`` (which unblocks the worker), then
+    the interrupt goes on."""
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+            failed.append(exc)
+
+    worker = threading.Thread(target=run, name="edge-upload", daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.1)
+    except BaseException:
+        abort()
+        raise
+    return failed[0] if failed else None
+
+
+def _reason(exc: BaseException) -> str:
+    """An SSH/SFTP failure in words ("timed out" rather than an empty message)."""
+    if isinstance(exc, TimeoutError):
+        return "the device stopped answering: timed out"
+    return str(exc).strip() or type(exc).__name__
 
 
 def _paramiko():

@@ -14,7 +14,7 @@ from typing import Protocol
 
 from edge.core.errors import DeviceError, UsageError
 
-__all__ = ["Completed", "LocalTransport", "Transport", "check_device_path",
+__all__ = ["Completed", "LocalTransport", "Session", "Transport", "check_device_path",
            "default_local_dir", "expand_home"]
 
 
@@ -32,6 +32,19 @@ class Completed:
     stderr: str
 
 
+class Session(Protocol):
+    """A command left running on the device: its stdout read line by line; ``close`` ends its
+    stdin (the command sees end of file) and lets go of it."""
+
+    def readline(self) -> str:
+        """The command's next stdout line ("" at its end); a DeviceError past the timeout."""
+        ...
+
+    def close(self) -> None:
+        """Close the command's stdin and release the channel; never raises."""
+        ...
+
+
 class Transport(Protocol):
     """Run commands on a device and copy files to it."""
 
@@ -44,6 +57,10 @@ class Transport(Protocol):
 
     def run(self, argv: list[str], *, timeout: float = 600.0) -> Completed:
         """Run a command (each argument quoted, never through a shell's word splitting)."""
+        ...
+
+    def start(self, argv: list[str], *, timeout: float = 30.0) -> Session:
+        """Start a command that runs until its stdin closes (or this process dies)."""
         ...
 
     def put(self, local: Path, remote: str) -> None:
@@ -91,9 +108,22 @@ class LocalTransport:
             raise DeviceError(f"local device: {shlex.join(argv[:2])} failed: {exc}") from None
         return Completed(status=done.returncode, stdout=done.stdout, stderr=done.stderr)
 
+    def start(self, argv: list[str], *, timeout: float = 30.0) -> Session:
+        """Start argv with a pipe as its stdin (closed when this process dies)."""
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.DEVNULL, text=True, cwd=self.root)
+        except OSError as exc:
+            raise DeviceError(f"local device: {shlex.join(argv[:2])} failed: {exc}") from None
+        return _LocalSession(proc)
+
     def put(self, local: Path, remote: str) -> None:
         """Copy a file."""
-        shutil.copyfile(local, remote)
+        try:
+            shutil.copyfile(local, remote)
+        except OSError as exc:
+            raise DeviceError(f"{self.label}: copy of {local.name} failed "
+                              f"({exc.strerror or exc})") from None
 
     def exists(self, remote: str) -> bool:
         """Whether the path exists."""
@@ -111,6 +141,28 @@ class LocalTransport:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _LocalSession:
+    """A local command left running (the local device is this machine: no timeouts)."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
+
+    def readline(self) -> str:
+        assert self.proc.stdout is not None
+        return self.proc.stdout.readline()
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
 
 
 def check_device_path(what: str, text: str) -> None:

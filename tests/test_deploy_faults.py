@@ -54,15 +54,18 @@ class Release:
         return self.sha256[:16]
 
 
-def make_release(root: Path, tag: str, *, broken: bool = False) -> Release:
+def make_release(root: Path, tag: str, *, broken: bool = False, pad_mb: int = 0) -> Release:
     """Write a bundle; ``tag`` makes the model's bytes (so its release) unique; ``broken``
-    stores bytes no runtime loads (its sha256 is right: only the health check can tell)."""
+    stores bytes no runtime loads (its sha256 is right: only the health check can tell);
+    ``pad_mb`` makes the (loadable) model that much bigger, with a metadata entry."""
     import onnx
 
     from edge.core.bundle import write_bundle
     from edge.core.model import inspect_model, sha256_file
 
     model = onnx.load(str(DIGITS))
+    if pad_mb:
+        model.metadata_props.add(key="padding", value=os.urandom(pad_mb << 19).hex())
     model.doc_string = f"edge fault-injection release {tag}"
     source = root / f"{tag}-source.onnx"
     onnx.save(model, str(source))
@@ -122,6 +125,9 @@ class FaultyTransport:
         if self.fault == "cut-before-switch" and argv[2:3] == ["activate"]:
             self.cut()
         return self.inner.run(argv, timeout=timeout)
+
+    def start(self, argv: list[str], *, timeout: float = 30.0):
+        return self.inner.start(argv, timeout=timeout)
 
     def put(self, local: Path, remote: str) -> None:
         self.puts += 1

@@ -8,6 +8,8 @@
     python3 edge_agent.pyz rollback WORK_DIR [--to RELEASE]
     python3 edge_agent.pyz releases WORK_DIR
     python3 edge_agent.pyz prune WORK_DIR [--keep N]
+    python3 edge_agent.pyz hold WORK_DIR --by TEXT [--what TEXT]   (until stdin closes)
+    python3 edge_agent.pyz space WORK_DIR
     python3 edge_agent.pyz bench MODEL [MODEL ...] [--runs N] [--warmup N] [--threads N]
                                  [--rounds N] [--idle-s S] [--budget-s S] [--min-rounds N]
     python3 edge_agent.pyz profile --model MODEL.onnx [--threads N] [--runs N]
@@ -19,7 +21,7 @@ Exit status: 0 ok, 2 bad request, 3 runtime missing or failed. Errors are JSON {
 import argparse
 import json
 
-from . import bench, info, profiling, releases
+from . import bench, hold, info, profiling, releases
 from .errors import AgentError
 
 
@@ -60,6 +62,10 @@ def parser():
     _command(sub, "releases", releases.cmd_releases, "work_dir")
     _command(sub, "prune", releases.cmd_prune, "work_dir").add_argument("--keep", type=int,
                                                                         default=3)
+    held = _command(sub, "hold", hold.cmd_hold, "work_dir")
+    held.add_argument("--by", required=True, help="who takes the lock (user@host pid N)")
+    held.add_argument("--what", default="deploy", help="what holds it (deploy, rollback)")
+    _command(sub, "space", hold.cmd_space, "work_dir")
     health = _command(sub, "health", bench.cmd_health)
     health.add_argument("--model", required=True)
     health.add_argument("--threads", type=int, default=0)

@@ -8,6 +8,7 @@ import time
 
 from .errors import AgentError
 from .files import fsync, sha256_file, unlink_quietly, write_json_atomic
+from .hold import free_bytes
 from .runtimes import SUFFIX_RUNTIME
 
 HEX = frozenset("0123456789abcdef")
@@ -49,7 +50,8 @@ def cmd_verify(args):
         path = os.path.join(folder, name)
         ok = os.path.isfile(path) and not os.path.islink(path) and _sha_or_none(path) == sha
         (present if ok else missing).append(name)
-    return {"release": release, "present": present, "missing": missing}
+    return {"release": release, "present": present, "missing": missing,
+            "free_bytes": free_bytes(args.work_dir)}
 
 
 def cmd_activate(args):

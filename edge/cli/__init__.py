@@ -2,7 +2,7 @@
 the exit statuses of docs/cli.md:
 
     0 ok   1 a check failed   2 bad input or usage   3 device or transport
-    4 internal error (a bug in edge)   130 interrupted
+    4 internal error (a bug in edge)   130 interrupted (Ctrl-C)   143 terminated (SIGTERM)
 
 Start-up imports click and the command modules only (each imports click and edge.cli.common
 at module level); a command imports what it needs when it runs.
@@ -10,7 +10,9 @@ at module level); a command imports what it needs when it runs.
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 
 import click
 
@@ -35,13 +37,27 @@ __all__ = ["cli", "main"]
 INTERNAL_ADVICE = "(a bug in edge: re-run with --traceback and report it)"
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the main thread is, so cleanup runs as for Ctrl-C."""
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit status instead of raising."""
     args = list(sys.argv[1:] if argv is None else argv)
     show_traceback = "--traceback" in args
     args = [a for a in args if a != "--traceback"]  # accepted anywhere on the line
-    with output.session(as_json="--json" in args):
-        return _run(args, show_traceback)
+    main_thread = threading.current_thread() is threading.main_thread()
+    before = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
+    try:
+        with output.session(as_json="--json" in args):
+            return _run(args, show_traceback)
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, before)
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated()
 
 
 def _run(args: list[str], show_traceback: bool) -> int:
@@ -54,7 +70,9 @@ def _run(args: list[str], show_traceback: bool) -> int:
         return int(exc.exit_code)
     except click.ClickException as exc:
         return _fail(exc.format_message(), ExitStatus.BAD_INPUT)
-    except (click.exceptions.Abort, KeyboardInterrupt):
+    except (click.exceptions.Abort, KeyboardInterrupt) as exc:  # click makes Ctrl-C an Abort
+        if isinstance(exc, Terminated) or isinstance(exc.__cause__, Terminated):
+            return _fail("terminated", 143)
         return _fail("interrupted", 130)
     except Exception as exc:
         return _fail(internal_error(exc), ExitStatus.INTERNAL, show_traceback)
