@@ -66,11 +66,21 @@ def prune_model(model: ModelInfo, calib: Dataset, options: PruneOptions) -> Prun
     if path.is_file() and record.is_file():
         return Pruned(model=inspect_model(path),
                       pruning=Pruning.from_json(json.loads(record.read_text())))
-    torch.set_num_threads(os.cpu_count() or 1)
-    pruning = _prune_and_distill(model, calib, options, workdir / "tmp.onnx")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(_threads(model))
+    try:
+        pruning = _prune_and_distill(model, calib, options, workdir / "tmp.onnx")
+    finally:
+        torch.set_num_threads(threads)
     record.write_text(json.dumps(pruning.to_json()))
     os.replace(workdir / "tmp.onnx", path)
     return Pruned(model=inspect_model(path), pruning=pruning)
+
+
+def _threads(model: ModelInfo) -> int:
+    """Torch threads for distillation: one for a small model (below ~100M MACs a step is too
+    short to repay the threads' synchronisation: 2x faster on one thread here), else all."""
+    return 1 if model.macs < 100_000_000 else os.cpu_count() or 1
 
 
 def _key(model: ModelInfo, calib: Dataset, options: PruneOptions) -> str:

@@ -71,6 +71,8 @@ def _train(student: nn.Module, teacher: nn.Module, inputs: list[torch.Tensor],
            scales: list[torch.Tensor], budget_s: float, max_steps: int | None, batch: int,
            lr: float) -> int:
     """Adam steps until the budget is spent; the number of steps."""
+    if budget_s <= 0 or max_steps == 0:
+        return 0
     params = [p for p in student.parameters() if p.requires_grad]
     optimizer = torch.optim.Adam(params, lr=lr)
     start, steps = time.perf_counter(), 0
