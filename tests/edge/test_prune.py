@@ -15,7 +15,6 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from edge.core.capabilities import Capabilities
-from edge.core.data import load_dataset
 from edge.core.model import inspect_model
 from edge.core.plan import make_plan, plan_pruned
 from edge.core.profile import load_profile
