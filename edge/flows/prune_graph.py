@@ -283,14 +283,27 @@ def _clip(node: Node, args: list[Any]) -> torch.Tensor:
 
 def _maxpool(node: Node, args: list[Any]) -> torch.Tensor:
     kernel = tuple(node.attrs["kernel_shape"])
+    strides = tuple(node.attrs.get("strides", kernel))
     pads = _pads(node, {node.inputs[0]: tuple(args[0].shape)}, kernel)
+    ceil = bool(node.attrs.get("ceil_mode", 0)) or _tail_only(pads, args[0].shape, kernel,
+                                                                strides)
     even = _symmetric(pads)
-    x = args[0] if even is not None else F.pad(args[0], pads, value=float("-inf"))
+    x = args[0] if even is not None or ceil else F.pad(args[0], pads, value=float("-inf"))
     pool = F.max_pool1d if len(kernel) == 1 else F.max_pool2d
-    return pool(x, kernel, tuple(node.attrs.get("strides", kernel)),
-                padding=even or 0,
-                dilation=tuple(node.attrs.get("dilations", [1] * len(kernel))),
-                ceil_mode=bool(node.attrs.get("ceil_mode", 0)))
+    return pool(x, kernel, strides, padding=0 if ceil else even or 0,
+                dilation=tuple(node.attrs.get("dilations", [1] * len(kernel))), ceil_mode=ceil)
+
+
+def _tail_only(pads: tuple[int, ...], shape: Any, kernel: tuple[int, ...],
+               strides: tuple[int, ...]) -> bool:
+    """Whether padding only the ends (SAME_UPPER with stride) gives what ceil_mode gives: a
+    max pool then needs no Pad node."""
+    begins, ends = pads[0::2], pads[1::2]  # F.pad order: last axis first
+    if any(begins) or not any(ends):
+        return False
+    sizes = list(shape[2:])[::-1]
+    return all(-(-(n - k) // s) + 1 == (n + e - k) // s + 1 for n, k, s, e in zip(
+        sizes, kernel[::-1], strides[::-1], ends, strict=True))
 
 
 def _avgpool(node: Node, args: list[Any]) -> torch.Tensor:
@@ -347,7 +360,9 @@ _RUN: dict[str, Callable[[Node, list[Any]], Any]] = {
     "Gemm": _gemm_fn,
     "MaxPool": _maxpool,
     "AveragePool": _avgpool,
-    "GlobalAveragePool": lambda n, a: a[0].mean(dim=tuple(range(2, a[0].dim())), keepdim=True),
+    "GlobalAveragePool": lambda n, a: (F.adaptive_avg_pool2d(a[0], 1) if a[0].dim() == 4
+                                       else a[0].mean(dim=tuple(range(2, a[0].dim())),
+                                                      keepdim=True)),
     "Flatten": lambda n, a: torch.flatten(a[0], int(n.attrs.get("axis", 1))),
     "Reshape": _reshape,
     "Squeeze": _squeeze,
