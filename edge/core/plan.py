@@ -157,11 +157,13 @@ def _why_keep(profile: Profile, cand: Candidate) -> str:
     return "fp32 baseline: exact, and the fallback when quantization loses fidelity"
 
 
-def plan_pruned(plan: tuple[Planned, ...], model: ModelInfo, ratio: float) -> tuple[Planned, ...]:
+def plan_pruned(plan: tuple[Planned, ...], model: ModelInfo, ratio: float,
+                missing: str | None = None) -> tuple[Planned, ...]:
     """A pruned twin of every int8 and fp32 candidate the plan keeps: the same target and
     precision, converted from the reference with ``ratio`` of its channels pruned and then
-    distilled from the reference (kept if fidelity to the reference holds)."""
-    why_not = _unprunable(model)
+    distilled from the reference (kept if fidelity to the reference holds); ``missing``: why
+    this host cannot prune."""
+    why_not = f"cannot prune on this host: {missing}" if missing else _unprunable(model)
     twins = []
     for planned in plan:
         cand = planned.candidate

@@ -86,8 +86,10 @@ def plan_for(profile: Profile, model: ModelInfo, origin_format: str | None = Non
     """The plan for this profile, with what this host can convert (and, given the user's
     file's format, that file itself as the ``original`` candidate; with ``prune``, the pruned
     twins of its int8 and fp32 candidates)."""
+    from edge.flows.prune import missing_modules
+
     plan = _base_plan(profile, model, origin_format)
-    return plan if prune is None else plan_pruned(plan, model, prune.ratio)
+    return plan if prune is None else plan_pruned(plan, model, prune.ratio, missing_modules())
 
 
 def _base_plan(profile: Profile, model: ModelInfo,
@@ -252,8 +254,10 @@ def _pruned_context(plan: tuple[Planned, ...], ctx: _Context,
         with progress.step(f"pruning {100 * prune.ratio:.0f}% of the channels and distilling "
                            f"from the original (up to {prune.budget_s:.0f} s)"):
             pruned = prune_model(ctx.model, ctx.calib, prune)
-    except (PruneError, RuntimeError, ValueError) as exc:
-        return {PRUNED: f"pruning failed: {first_line(exc)}"}
+    except PruneError as exc:
+        return {PRUNED: f"pruning failed: {exc}"}
+    except Exception as exc:  # noqa: BLE001 - torch/torch-pruning's own; the others go on
+        return {PRUNED: f"pruning failed: {type(exc).__name__}: {first_line(exc)}"}
     key = f"{pruned.model.sha256[:16]}-{dataset_digest(ctx.calib)[:16]}"
     return {PRUNED: replace(ctx, model=pruned.model, pruning=pruned.pruning,
                             workroot=cache_root() / "convert" / key)}

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from edge.core.data import dataset_digest
 from edge.core.model import inspect_model
 from edge.core.values import Dataset, ModelInfo, Pruning
 
-__all__ = ["PruneOptions", "Pruned", "prune_model", "prunable_layers"]
+__all__ = ["PruneOptions", "Pruned", "missing_modules", "prune_model", "prunable_layers"]
 
 log = logging.getLogger("edge")
 
@@ -55,6 +56,14 @@ class Pruned:
 
     model: ModelInfo
     pruning: Pruning
+
+
+def missing_modules() -> str | None:
+    """Why this host cannot prune (torch or torch-pruning not installed), else None."""
+    import importlib.util
+
+    absent = [m for m in ("torch", "torch_pruning") if importlib.util.find_spec(m) is None]
+    return f"{', '.join(absent)} not installed (pip install 'edge[prune]')" if absent else None
 
 
 def prune_model(model: ModelInfo, calib: Dataset, options: PruneOptions) -> Pruned:
@@ -250,7 +259,8 @@ def _export(student: Any, model: ModelInfo, example: list[Any], out: Path) -> No
 
     out.parent.mkdir(parents=True, exist_ok=True)
     student.eval()
-    with torch.no_grad():
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the tracer's notes on constant shapes
         torch.onnx.export(student, tuple(example), str(out),
                           input_names=[i.name for i in model.inputs],
                           output_names=[o.name for o in model.outputs],

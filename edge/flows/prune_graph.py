@@ -301,7 +301,7 @@ def _tail_only(pads: tuple[int, ...], shape: Any, kernel: tuple[int, ...],
     begins, ends = pads[0::2], pads[1::2]  # F.pad order: last axis first
     if any(begins) or not any(ends):
         return False
-    sizes = list(shape[2:])[::-1]
+    sizes = [int(n) for n in shape[2:]][::-1]
     return all(-(-(n - k) // s) + 1 == (n + e - k) // s + 1 for n, k, s, e in zip(
         sizes, kernel[::-1], strides[::-1], ends, strict=True))
 

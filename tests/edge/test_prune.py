@@ -54,11 +54,16 @@ def test_the_plan_adds_a_pruned_twin_of_each_kept_int8_and_fp32_candidate() -> N
     assert plan["onnxruntime-int8-pruned"].candidate.variant == "pruned"
 
 
-def test_a_quantized_or_tflite_model_is_not_pruned_and_the_plan_says_why() -> None:
+def test_a_quantized_or_tflite_model_or_no_torch_pruning_means_no_prune_and_says_why() -> None:
     quantized = _pruned_plan(_model({"QLinearConv": 1}))
     assert "onnxruntime-int8-pruned" not in quantized  # int8 itself is not planned
     assert not quantized["onnxruntime-fp32-pruned"].keep
     assert "already int8" in quantized["onnxruntime-fp32-pruned"].reason
+    plan = make_plan(load_profile("x86-64"), _model(), ORT, "onnx")
+    absent = {p.candidate.id: p for p in plan_pruned(plan, _model(), 0.5, "torch_pruning not "
+                                                     "installed (pip install 'edge[prune]')")}
+    assert not absent["onnxruntime-int8-pruned"].keep
+    assert "edge[prune]" in absent["onnxruntime-int8-pruned"].reason
     tflite = _pruned_plan(_model(path="m.tflite"))
     assert not tflite["onnxruntime-int8-pruned"].keep
     assert "ONNX reference" in tflite["onnxruntime-int8-pruned"].reason
