@@ -164,6 +164,7 @@ def _prune(student: Any, example: list[Any], ratio: float) -> int:
 
     from edge.flows.prune_graph import PruneError
 
+    _refuse_channel_pads(student)
     want = [tuple(o.shape) for o in student(*example)]
     keep = prunable_layers(student)
     whole = [_weighted(student.layers[key]) for key in _weighted_keys(student)
@@ -177,6 +178,20 @@ def _prune(student: Any, example: list[Any], ratio: float) -> int:
     if got != want:
         raise PruneError(f"pruning changed the output shapes {want} to {got}")
     return len(whole)
+
+
+def _refuse_channel_pads(module: Any) -> None:
+    """A Pad that adds channels (a residual widened by zeros, as in MediaPipe's blocks) ties
+    channel counts torch-pruning cannot follow: refused by name."""
+    from edge.flows.prune_graph import PruneError
+
+    for node in module.nodes:
+        if node.op == "Pad" and len(node.inputs) > 1 and node.inputs[1] in module.consts:
+            pads = module.consts[node.inputs[1]].tolist()
+            rank = len(pads) // 2
+            if rank > 1 and (pads[1] or pads[rank + 1]):
+                raise PruneError(f"Pad {node.outputs[0]} adds channels: channel pruning "
+                                 "cannot follow it")
 
 
 def prunable_layers(module: Any) -> set[str]:

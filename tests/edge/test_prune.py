@@ -130,6 +130,31 @@ def test_an_unknown_op_is_refused_by_name() -> None:
         to_torch(model)
 
 
+def test_a_pad_that_adds_channels_is_refused_by_name(tmp_path: Path) -> None:
+    """MediaPipe's blocks widen a residual with a channel Pad: torch-pruning cannot follow."""
+    from edge.core.data import synthetic_dataset
+    from edge.flows.prune import PruneOptions, prune_model
+    from edge.flows.prune_graph import PruneError
+
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.normal(size=s).astype(np.float32), n)
+             for n, s in (("wa", (8, 3, 3, 3)), ("wb", (4, 16, 1, 1)))]
+    inits.append(numpy_helper.from_array(np.array([0, 0, 0, 0, 0, 8, 0, 0], np.int64), "p"))
+    nodes = [helper.make_node("Conv", ["x", "wa"], ["a"], pads=[1, 1, 1, 1]),
+             helper.make_node("Pad", ["a", "p"], ["wide"], name="widen"),
+             helper.make_node("Conv", ["wide", "wb"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [1, 3, 8, 8])], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, [1, 4, 8, 8])], inits)
+    path = tmp_path / "padded.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    model = inspect_model(path)
+    with pytest.warns(UserWarning, match="synthetic"):
+        samples = synthetic_dataset(model)
+    with pytest.raises(PruneError, match="Pad wide adds channels"):
+        prune_model(model, samples, PruneOptions(budget_s=0))
+
+
 # ---------------------------------------------------------------- through edge optimize
 
 
