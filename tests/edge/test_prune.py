@@ -254,3 +254,23 @@ def test_cli_prune_flags_and_dry_run(profile: Path) -> None:
     bad = run_cli("optimize", "sample:digits", "--profile", str(profile), "--prune", "1.5",
                   "--dry-run")
     assert bad.status == 2 and "--prune" in bad.stderr
+
+
+def test_a_pruned_twin_is_chosen_only_when_measurably_faster() -> None:
+    from edge.core.select import choose_candidate
+    from edge.core.values import Artifact, Candidate, CandidateResult
+
+    def result(variant: str) -> CandidateResult:
+        cand = Candidate(target="onnxruntime", precision="int8", variant=variant)
+        artifact = Artifact(candidate=cand, file=f"artifacts/{cand.id}", sha256=cand.id,
+                            size_bytes=1, runtime="onnxruntime")
+        return CandidateResult(candidate=cand, status="passed", reason="keeps fidelity",
+                               artifact=artifact)
+
+    both = [result("pruned"), result("")]
+    tied = {"onnxruntime-int8": 1.0, "onnxruntime-int8-pruned": 0.95}
+    assert choose_candidate(both, ("onnxruntime",), ms=tied).id == "onnxruntime-int8"
+    faster = {"onnxruntime-int8": 1.0, "onnxruntime-int8-pruned": 0.6}
+    assert choose_candidate(both, ("onnxruntime",), ms=faster).id == "onnxruntime-int8-pruned"
+    # unmeasured (timings off the device): the full model ranks first
+    assert choose_candidate(both, ("onnxruntime",)).id == "onnxruntime-int8"
