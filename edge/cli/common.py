@@ -134,6 +134,13 @@ optimize_options = with_options([
                       "OUTPUT may be '*'. MODULE:FUNCTION is your own check (see docs)."),
     click.option("--latency-budget", type=Finite(min=0, min_open=True),
                  help="Reject candidates whose measured p50 exceeds this (ms)."),
+    click.option("--prune", type=Finite(0, 1, min_open=True, max_open=True), is_flag=False,
+                 flag_value=0.5, default=None, metavar="[RATIO]",
+                 help="Also try pruned candidates: RATIO of the channels (0.5 when bare) "
+                      "removed, then distilled from the original on the calibration data; "
+                      "judged by the same fidelity gates."),
+    click.option("--prune-budget", type=Finite(0), default=180.0, show_default=True,
+                 metavar="SECONDS", help="Time budget of --prune's distillation."),
     click.option("-o", "--out", type=PATH, help="Bundle directory to write."),
     SHAPE,
 ])
@@ -143,12 +150,15 @@ def optimize_settings(opts: dict[str, Any]) -> Any:
     """OptimizeOptions from the shared optimize flags (consumed from ``opts``)."""
     from edge.core.verify import Thresholds, parse_metrics
     from edge.flows.optimize import OptimizeOptions
+    from edge.flows.prune import PruneOptions
 
     shapes, dtypes = parse_shapes(opts.pop("shapes"))
     pairs, custom = parse_metrics(opts.pop("metrics"))
+    ratio, budget = opts.pop("prune"), opts.pop("prune_budget")
     return OptimizeOptions(
         calib=opts.pop("calib"), eval=opts.pop("eval_"),
         latency_budget_ms=opts.pop("latency_budget"), shapes=shapes, dtypes=dtypes,
+        prune=None if ratio is None else PruneOptions(ratio=ratio, budget_s=budget),
         limits=Thresholds(max_drop=opts.pop("max_drop"), min_cosine=opts.pop("min_cosine"),
                           max_error=opts.pop("max_error"), metrics=pairs, custom=custom))
 

@@ -75,7 +75,7 @@ def _print_plan(model: Path, profile: Any, options: Any, as_json: bool) -> int:
     info = inspect_reference(reference)
     refuse_if_unfit(profile, info)
     check_metrics(options.limits, [o.name for o in info.outputs])
-    plan = plan_for(profile, info, origin.format)
+    plan = plan_for(profile, info, origin.format, options.prune)
     rows = [(p.candidate.id, "try" if p.keep else "skip", p.reason) for p in plan]
     listed = [{"candidate": p.candidate.id, "keep": p.keep, "reason": p.reason} for p in plan]
     emit(as_json, {"profile": profile.id, "plan": listed},

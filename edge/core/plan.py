@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from edge.core.capabilities import Capabilities
 from edge.core.profile import Profile
 from edge.core.values import ORIGINAL, Candidate, ModelInfo
 
-__all__ = ["BYTES_PER_PARAM", "FORMAT_RUNTIME", "PRECISION_RANK", "Planned", "make_plan",
-           "plan_original", "unfit"]
+__all__ = ["BYTES_PER_PARAM", "FORMAT_RUNTIME", "PRECISION_RANK", "PRUNED", "Planned",
+           "make_plan", "plan_original", "plan_pruned", "unfit"]
 
 PRECISION_RANK = {"int8": 0, "int8-dynamic": 1, "fp16": 2, "fp32": 3}
 BYTES_PER_PARAM = {"int8": 1, "int8-dynamic": 1, "fp16": 2, "fp32": 4}
+#: ``Candidate.variant`` of candidates made from the pruned and distilled model.
+PRUNED = "pruned"
+#: The precisions a pruned model is converted to: its fp32 and int8 forms.
+_PRUNED_PRECISIONS = ("int8", "fp32")
 #: A model file format -> the runtime that runs such a file as it is.
 FORMAT_RUNTIME = {"onnx": "onnxruntime", "tflite": "tflite", "openvino": "openvino"}
 
@@ -151,3 +155,31 @@ def _why_keep(profile: Profile, cand: Candidate) -> str:
     if cand.precision == "fp16":
         return "the device computes fp16"
     return "fp32 baseline: exact, and the fallback when quantization loses fidelity"
+
+
+def plan_pruned(plan: tuple[Planned, ...], model: ModelInfo, ratio: float,
+                missing: str | None = None) -> tuple[Planned, ...]:
+    """A pruned twin of every int8 and fp32 candidate the plan keeps: the same target and
+    precision, converted from the reference with ``ratio`` of its channels pruned and then
+    distilled from the reference (kept if fidelity to the reference holds); ``missing``: why
+    this host cannot prune."""
+    why_not = f"cannot prune on this host: {missing}" if missing else _unprunable(model)
+    twins = []
+    for planned in plan:
+        cand = planned.candidate
+        if not planned.keep or cand.target == ORIGINAL or cand.precision not in _PRUNED_PRECISIONS:
+            continue
+        twin = replace(cand, variant=PRUNED)
+        twins.append(Planned(candidate=twin, keep=why_not is None, reason=why_not or (
+            f"{100 * ratio:.0f}% of the channels pruned, then distilled from the original on "
+            f"the calibration data; kept if fidelity to the original holds")))
+    return plan + tuple(twins)
+
+
+def _unprunable(model: ModelInfo) -> str | None:
+    """Why pruning cannot apply to this reference, else None."""
+    if model.path.endswith(".tflite"):
+        return "pruning reads an ONNX reference; this .tflite has none"
+    if model.precision != "fp32":
+        return f"the model is already {model.precision}: pruning starts from a float model"
+    return None

@@ -80,14 +80,17 @@ def _order(option: Option) -> tuple[tuple[int, ...], str]:
 
 def preference(runtimes: Sequence[str]) -> Callable[[CandidateResult], tuple[int, ...]]:
     """A candidate's rank: its runtime in the profile's runtime order, then the lower precision,
-    then the user's original file before a converted artifact of the same runtime and precision."""
+    then the user's original file before a converted artifact of the same runtime and precision,
+    and the full model before its pruned twin (a pruned model wins only when measurably
+    faster)."""
     order = list(runtimes)
 
     def rank(result: CandidateResult) -> tuple[int, ...]:
         runtime = _runtime(result)
         return (order.index(runtime) if runtime in order else len(order),
                 PRECISION_RANK.get(result.candidate.precision, len(PRECISION_RANK)),
-                0 if result.candidate.target == ORIGINAL else 1)
+                0 if result.candidate.target == ORIGINAL else 1,
+                1 if result.candidate.variant else 0)
     return rank
 
 

@@ -29,6 +29,7 @@ __all__ = [
     "OutputFidelity",
     "ModelInfo",
     "Origin",
+    "Pruning",
     "TensorSpec",
 ]
 
@@ -149,11 +150,17 @@ class Candidate(JsonValue):
 
     target: str
     precision: str
+    variant: str = ""  # ``pruned``: made from the pruned and distilled model
+
+    OMIT_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("variant",)
 
     @property
     def id(self) -> str:
-        """Stable name, e.g. ``tflite-int8``; the user's own file is ``original``."""
-        return ORIGINAL if self.target == ORIGINAL else f"{self.target}-{self.precision}"
+        """Stable name, e.g. ``tflite-int8`` or ``onnxruntime-int8-pruned``; the user's own
+        file is ``original``."""
+        if self.target == ORIGINAL:
+            return ORIGINAL
+        return "-".join(p for p in (self.target, self.precision, self.variant) if p)
 
 
 @pydantic_dataclass(frozen=True, kw_only=True, slots=True)
@@ -263,6 +270,39 @@ class BenchResult(JsonValue):
 
 
 @pydantic_dataclass(frozen=True, kw_only=True, slots=True)
+class Pruning(JsonValue):
+    """How a pruned candidate's source model was made from the reference: whole channels
+    removed by importance, then distilled from the reference on the calibration data."""
+
+    ratio: float  # the fraction of channels asked to go from each prunable layer
+    layers_pruned: int
+    layers_whole: int  # left whole: output layers and those feeding reshapes
+    channels_before: int  # output channels of all weighted layers
+    channels_after: int
+    params_before: int
+    params_after: int
+    sparsity: float  # the fraction of the reference's parameters removed
+    macs_before: int
+    macs_after: int
+    distill_seconds: float
+    distill_steps: int
+    distill_samples: int
+    loss_before: float  # distillation loss (teacher-normalized MSE) after pruning ...
+    loss_after: float  # ... and after distillation
+    sha256: str  # the pruned fp32 ONNX model every pruned candidate is converted from
+
+    @property
+    def summary(self) -> str:
+        """One line: channels, parameters, MACs and distillation."""
+        return (f"pruned {self.channels_before - self.channels_after} of "
+                f"{self.channels_before} channels ({self.layers_pruned} layers): params "
+                f"{self.params_before:,} -> {self.params_after:,} (sparsity "
+                f"{100 * self.sparsity:.0f}%), MACs {self.macs_before:,} -> "
+                f"{self.macs_after:,}; distilled {self.distill_seconds:.0f} s, "
+                f"{self.distill_steps} steps on {self.distill_samples} samples")
+
+
+@pydantic_dataclass(frozen=True, kw_only=True, slots=True)
 class CandidateResult(JsonValue):
     """A candidate's outcome: its artifact, fidelity, status and the reason for it."""
 
@@ -272,6 +312,9 @@ class CandidateResult(JsonValue):
     artifact: Artifact | None = None
     fidelity: Fidelity | None = None
     bench: BenchResult | None = None
+    pruning: Pruning | None = None
+
+    OMIT_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("pruning",)
 
 
 @pydantic_dataclass(frozen=True, kw_only=True, slots=True)

@@ -20,7 +20,7 @@ from edge.core.data import dataset_digest, load_dataset, synthetic_dataset
 from edge.core.errors import UsageError, first_line
 from edge.core.intake import inspect_reference, is_tflite, reference_model
 from edge.core.model import inspect_model, sha256_file, unrunnable
-from edge.core.plan import Planned, make_plan
+from edge.core.plan import PRUNED, Planned, make_plan, plan_pruned
 from edge.core.profile import Profile
 from edge.core.select import choose_candidate
 from edge.core.values import (
@@ -32,9 +32,11 @@ from edge.core.values import (
     Fidelity,
     ModelInfo,
     Origin,
+    Pruning,
     StoredFile,
 )
 from edge.core.verify import Outputs, Thresholds, check_metrics, judge, measure, run_all
+from edge.flows.prune import PruneOptions
 
 __all__ = ["OptimizeOptions", "optimize", "plan_for", "refuse_if_unfit"]
 
@@ -53,6 +55,7 @@ class OptimizeOptions:
     measure: bool = True
     shapes: dict[str, tuple[int, ...]] | None = None
     dtypes: dict[str, str] | None = None
+    prune: PruneOptions | None = None  # also try pruned and distilled candidates
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -66,6 +69,7 @@ class _Context:
     workroot: Path
     limits: Thresholds
     origin: Origin | None = None  # the user's file: the ``original`` candidate
+    pruning: Pruning | None = None  # ``model`` is the pruned reference, made as this says
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -77,10 +81,19 @@ class _Outcome:
     runner: Any = None
 
 
-def plan_for(profile: Profile, model: ModelInfo,
-             origin_format: str | None = None) -> tuple[Planned, ...]:
+def plan_for(profile: Profile, model: ModelInfo, origin_format: str | None = None,
+             prune: PruneOptions | None = None) -> tuple[Planned, ...]:
     """The plan for this profile, with what this host can convert (and, given the user's
-    file's format, that file itself as the ``original`` candidate)."""
+    file's format, that file itself as the ``original`` candidate; with ``prune``, the pruned
+    twins of its int8 and fp32 candidates)."""
+    from edge.flows.prune import missing_modules
+
+    plan = _base_plan(profile, model, origin_format)
+    return plan if prune is None else plan_pruned(plan, model, prune.ratio, missing_modules())
+
+
+def _base_plan(profile: Profile, model: ModelInfo,
+               origin_format: str | None) -> tuple[Planned, ...]:
     from targets import REGISTRY, get_target
 
     if is_tflite(model.path):
@@ -107,9 +120,10 @@ def optimize(model_path: Path, profile: Profile, out: Path, options: OptimizeOpt
     check_metrics(options.limits, [o.name for o in model.outputs])
     with progress.step("loading data and running the fp32 reference"):
         ctx = replace(_context(model, options), origin=origin)
-    plan = plan_for(profile, ctx.model, origin.format)
+    plan = plan_for(profile, ctx.model, origin.format, options.prune)
+    contexts = {"": ctx} | _pruned_context(plan, ctx, options.prune)
     with _background_conversions(plan, ctx):
-        outcomes = _converted(plan, ctx)
+        outcomes = _converted(plan, contexts)
     outcomes = _measured(outcomes, profile, options, ctx)
     budget = options.latency_budget_ms if _host_is(profile) else None
     if options.latency_budget_ms is not None and budget is None:
@@ -225,8 +239,33 @@ def _background_conversions(plan: tuple[Planned, ...], ctx: _Context) -> Iterato
             thread.join()
 
 
-def _converted(plan: tuple[Planned, ...], ctx: _Context) -> list[_Outcome]:
-    """Every candidate of the plan tried in turn, under one bar over those it keeps."""
+def _pruned_context(plan: tuple[Planned, ...], ctx: _Context,
+                    prune: PruneOptions | None) -> dict[str, _Context | str]:
+    """``{"pruned": the context of the pruned model}`` (or why pruning failed) when the plan
+    keeps a pruned candidate, else ``{}``."""
+    from edge.flows.prune import prune_model
+    from edge.flows.prune_graph import PruneError
+
+    if prune is None or not any(p.keep and p.candidate.variant == PRUNED for p in plan):
+        return {}
+    log.info("pruning %.0f%% of the channels, distilling for up to %.0f s",
+             100 * prune.ratio, prune.budget_s)
+    try:
+        with progress.step(f"pruning {100 * prune.ratio:.0f}% of the channels and distilling "
+                           f"from the original (up to {prune.budget_s:.0f} s)"):
+            pruned = prune_model(ctx.model, ctx.calib, prune)
+    except PruneError as exc:
+        return {PRUNED: f"pruning failed: {exc}"}
+    except Exception as exc:  # noqa: BLE001 - torch/torch-pruning's own; the others go on
+        return {PRUNED: f"pruning failed: {type(exc).__name__}: {first_line(exc)}"}
+    key = f"{pruned.model.sha256[:16]}-{dataset_digest(ctx.calib)[:16]}"
+    return {PRUNED: replace(ctx, model=pruned.model, pruning=pruned.pruning,
+                            workroot=cache_root() / "convert" / key)}
+
+
+def _converted(plan: tuple[Planned, ...], contexts: dict[str, _Context | str]) -> list[_Outcome]:
+    """Every candidate of the plan tried in turn (in the context of its variant: the
+    reference, or the pruned model), under one bar over those it keeps."""
     total = sum(1 for planned in plan if planned.keep)
     outcomes: list[_Outcome] = []
     done = 0
@@ -235,7 +274,9 @@ def _converted(plan: tuple[Planned, ...], ctx: _Context) -> list[_Outcome]:
             if planned.keep:
                 done += 1
                 bar.update(f"converting {done}/{total} {planned.candidate.id}")
-            outcomes.append(_try(planned, ctx))
+            ctx = contexts[planned.candidate.variant] if planned.keep else contexts[""]
+            outcomes.append(_failed(planned.candidate, ctx) if isinstance(ctx, str)
+                            else _try(planned, ctx))
             bar.update(completed=done)
     return outcomes
 
@@ -256,7 +297,7 @@ def _try(planned: Planned, ctx: _Context) -> _Outcome:
                                          workdir=_workdir(ctx, cand.target, settings),
                                          settings=settings)
     except ConversionError as exc:
-        return _failed(cand, str(exc))
+        return _failed(cand, str(exc), ctx.pruning)
     try:
         with progress.step(f"{cand.id}: verifying on {len(ctx.held_out)} samples"):
             runner = target.load(file, ctx.model, threads=os.cpu_count() or 1)
@@ -264,7 +305,7 @@ def _try(planned: Planned, ctx: _Context) -> _Outcome:
                                ctx.limits, [o.name for o in ctx.model.outputs])
     except Exception as exc:  # noqa: BLE001 - a runtime that cannot run it drops out, others go on
         return _failed(cand, f"{target.caps.runtime} could not run the artifact: "
-                             f"{type(exc).__name__}: {first_line(exc)}")
+                             f"{type(exc).__name__}: {first_line(exc)}", ctx.pruning)
     failure = judge(fidelity, ctx.limits)
     kept: tuple[str, ...] = ()
     if failure and cand.precision in ("int8", "int8-dynamic") and target.caps.keeps_float:
@@ -275,8 +316,10 @@ def _try(planned: Planned, ctx: _Context) -> _Outcome:
     artifact, files = _store(target, cand, file, notes)
     artifact = replace(artifact, kept_float=tuple(kept))
     status, reason = ("rejected", failure) if failure else ("passed", _passed(fidelity, kept))
+    if ctx.pruning is not None:
+        reason = f"{reason}; {ctx.pruning.summary}"
     result = CandidateResult(candidate=cand, status=status, reason=reason, artifact=artifact,
-                             fidelity=fidelity)
+                             fidelity=fidelity, pruning=ctx.pruning)
     return _Outcome(result=result, files=files, runner=None if failure else runner)
 
 
@@ -318,9 +361,9 @@ def _recover(target: Any, precision: str, ctx: _Context, settings: Any) -> Any:
                        settings=settings)
 
 
-def _failed(cand: Any, reason: str) -> _Outcome:
-    return _Outcome(result=CandidateResult(candidate=cand, status="failed", reason=reason),
-                    files={})
+def _failed(cand: Any, reason: str, pruning: Pruning | None = None) -> _Outcome:
+    return _Outcome(result=CandidateResult(candidate=cand, status="failed", reason=reason,
+                                           pruning=pruning), files={})
 
 
 

@@ -317,7 +317,9 @@ def _cli_values() -> list[tuple[str, tuple[str, ...]]]:
                       ("--shape", ("x=", "x=a,b", "x=-1,4", "nosuch=1,4", "x=1,4:complex",
                                    "x=0,4", "x=99999999,99999999")),
                       ("--metric", ("y=nosuch", "nosuch=values", "no_module_q:f", "y=", "=",
-                                    "y=ctc:blank=x"))):
+                                    "y=ctc:blank=x")),
+                      ("--prune", ("0", "1", "-0.5", "nan", "x")),
+                      ("--prune-budget", ("-1", "nan", "inf"))):
         values += [(f"optimize {flag} {v!r}", (*opt, flag, v)) for v in bad]
     for flag, bad in (("--bandwidth", ("0", "-1", "nan", "inf", "1e400", "x")),
                       ("--rtt", ("-1", "nan", "inf")),

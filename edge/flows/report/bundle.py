@@ -96,7 +96,24 @@ def _candidates_section(plt: Any, bundle: Any) -> Section:
     body.append(table(("candidate", "status", "size", "cosine", "accuracy", "p50 ms",
                         "p90 ms", "reason"), rows, classes, numeric=(2, 3, 4, 5, 6)))
     body.append(_per_output(bundle))
+    body.append(_pruning(bundle))
     return Section("Candidates", "".join(body), "candidates")
+
+
+def _pruning(bundle: Any) -> str:
+    """Pruned candidates: sparsity, parameters, MACs and distillation; '' when none."""
+    pruned = [r for r in bundle.candidates if r.pruning is not None]
+    if not pruned:
+        return ""
+    rows = [(r.candidate.id, r.status, f"{100 * p.sparsity:.0f}%",
+             f"{p.params_before:,} -> {p.params_after:,}", f"{p.macs_before:,} -> {p.macs_after:,}",
+             f"{p.channels_before - p.channels_after} of {p.channels_before}",
+             f"{p.distill_seconds:.0f} s, {p.distill_steps} steps, {p.distill_samples} samples")
+            for r in pruned if (p := r.pruning) is not None]
+    return (note("Pruned candidates: whole channels removed from the reference, then distilled "
+                 "from it on the calibration data; judged against the original's outputs.")
+            + table(("candidate", "status", "sparsity", "params", "MACs", "channels removed",
+                     "distillation"), rows, [r.status for r in pruned]))
 
 
 def _per_output(bundle: Any) -> str:
