@@ -185,7 +185,7 @@ NOT_TIMINGS = {
     "partition/client.py": "the live split client's per-request latency (run-split telemetry)",
     "partition/client_grpc.py": "the same over gRPC",
     "partition/cloud/tensors.py": "the server's Server-Timing header; a tail's run time at load",
-    "edge/flows/prune_distill.py": "the distillation's time budget, and its seconds in the manifest",
+    "edge/flows/prune_distill.py": "the distillation's time budget; its seconds in the manifest",
 }
 
 
