@@ -42,6 +42,7 @@ from tests.test_deploy_faults import (
     _work,
     assert_serving,
     make_release,
+    put_midway,
 )
 
 pytestmark = pytest.mark.slow
@@ -399,21 +400,7 @@ class StallsMidUpload(FaultyTransport):
     def put(self, local: Path, remote: str) -> None:
         if Path(remote).name.startswith("edge_agent"):
             return self.inner.put(local, remote)
-        sftp = self.inner._sftp_client()
-        real_put = sftp.put
-
-        def put(localpath, remotepath, callback=None, confirm=True):
-            def progress(done: int, total: int) -> None:
-                if not self.fired and 0 < done < total:
-                    self.stall()
-
-            return real_put(localpath, remotepath, callback=progress, confirm=confirm)
-
-        sftp.put = put
-        try:
-            self.inner.put(local, remote)
-        finally:
-            del sftp.put
+        put_midway(self.inner, local, remote, self.stall)
 
     def stall(self) -> None:
         self.fired = True

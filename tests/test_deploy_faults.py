@@ -14,7 +14,7 @@ import json
 import os
 import socket
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -144,21 +144,28 @@ class FaultyTransport:
 
     def _put_cut_midway(self, local: Path, remote: str) -> None:
         """The real SSHTransport.put, with the connection cut after its first 32 KiB chunk."""
-        sftp = self.inner._sftp_client()
-        real_put = sftp.put
+        put_midway(self.inner, local, remote, self.cut)
 
-        def put(localpath, remotepath, callback=None, confirm=True):
-            def progress(done: int, total: int) -> None:
-                if not self.fired and 0 < done < total:
-                    self.cut()
 
-            return real_put(localpath, remotepath, callback=progress, confirm=confirm)
+def put_midway(inner: SSHTransport, local: Path, remote: str, fault: Callable[[], None]) -> None:
+    """The real SSHTransport.put, calling ``fault`` once, after the first chunk is sent."""
+    sftp = inner._sftp_client()
+    real_put = sftp.put
+    fired: list[bool] = []
 
-        sftp.put = put
-        try:
-            self.inner.put(local, remote)
-        finally:
-            del sftp.put
+    def put(localpath, remotepath, callback=None, confirm=True):  # noqa: ANN001, ANN202
+        def progress(done: int, total: int) -> None:
+            if not fired and 0 < done < total:
+                fired.append(True)
+                fault()
+
+        return real_put(localpath, remotepath, callback=progress, confirm=confirm)
+
+    sftp.put = put
+    try:
+        inner.put(local, remote)
+    finally:
+        del sftp.put
 
 
 def _ssh(device: SSHDevice) -> SSHTransport:

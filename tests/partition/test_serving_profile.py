@@ -4,6 +4,7 @@ says otherwise."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -49,7 +50,7 @@ def test_serve_cloud_takes_the_profile_unless_a_flag_says(planned: Path) -> None
 def test_without_a_recorded_profile_the_defaults_hold(tmp_path: Path) -> None:
     batching, processes, source = chosen_serving(tmp_path, None, None, None)
     assert (batching.max_batch, batching.max_delay_ms, source) == (16, 2.0, "defaults")
-    assert processes == max(1, min(__import__("os").cpu_count() or 1, 8))
+    assert processes == max(1, min(os.cpu_count() or 1, 8))
 
 
 def test_the_exported_repository_batches_as_the_profile_says(planned: Path,
