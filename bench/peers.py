@@ -1,16 +1,21 @@
 #!/usr/bin/env python
 """Benchmark edge's choice against peers' one-command defaults, on one model, in one run.
 
-    python bench/peers.py [--model cnn|digits] [--threads N] [--out FILE]
+    python bench/peers.py [--model cnn|digits|fer|hand|oww] [--threads N] [--rounds R]
+                          [--prune [RATIO]] [--prune-budget S] [--out FILE]
 
-Rows: edge's choice (``edge optimize --profile x86-64`` run as a subprocess, its manifest's chosen
-artifact loaded with edge's own target loader), each peer's documented one-command default
-(ORT quantize_static after quant_pre_process, ORT quantize_dynamic, OpenVINO convert_model +
-compile_model, NNCF quantize + compile_model, onnx2tf -> float32 .tflite on LiteRT) and the ORT
-fp32 baseline. Every row runs with the same thread count, is timed in ONE process in interleaved
-rounds (order alternates, ~100 ms idle and a re-warm before every timed block) and is compared
-with ORT fp32 on held-out inputs (mean cosine, top-1 agreement, accuracy). A roofline (peak GOPS
-measured with a 2048^3 GEMM per precision; MACs from ``edge inspect``) bounds the latency.
+Rows: edge's choice (``edge optimize --profile x86-64`` run as a subprocess on the file a user
+would pass, with the model's ``--metric``/``--shape`` flags and any ``--prune`` flags; its
+manifest's chosen artifact loaded with edge's own target loader), each peer's documented
+one-command default (ORT quantize_static after quant_pre_process, ORT quantize_dynamic, OpenVINO
+convert_model + compile_model, NNCF quantize + compile_model, onnx2tf -> float32 .tflite on
+LiteRT) and the ORT fp32 baseline. cnn and digits are built here; fer, hand and oww are trained
+models of the zoo (tests/support/zoo_entries.py), the peers starting from the ONNX edge's
+intake reads them into. Every row runs with the same thread count, is timed in ONE process in
+interleaved rounds (order alternates, ~100 ms idle and a re-warm before every timed block) and
+is judged per output against ORT fp32 on held-out inputs by edge's own rules
+(edge.core.verify's measure and judge, peerbench/judging.py). A roofline (peak GOPS measured
+with a 2048^3 GEMM per precision; MACs from ``edge inspect``) bounds the latency.
 
 Conversions, model building and the roofline run in child processes, so the timing process
 holds only the runtimes being timed. Everything cached goes under bench/.cache.
