@@ -95,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     files = in_child(prepare, args.model)
     info = inspect(files["onnx"])
     extra = prune_flags(args)
-    log(f"{info['params']:,} params, {info['macs']:,} MACs; running edge optimize {extra}")
+    log(f"{info['params']:,} params, {info['macs']:,} MACs; running edge optimize "
+        f"{' '.join(edge_flags(files, extra))}")
     bundle_dir = CACHE / "bundles" / (args.model + ("-prune" if extra else ""))
     edge = run_edge(files, bundle_dir, extra)
     log(f"edge chose {edge['manifest']['chosen']} in {edge['seconds']} s; roofline GEMMs")
