@@ -120,11 +120,16 @@ def edge_table(manifest: dict[str, Any]) -> str:
              "|---|---|---|---|---|---|"]
     for c in manifest["candidates"]:
         bench, fid = c.get("bench") or {}, c.get("fidelity") or {}
-        lines.append(f"| {c['candidate']['target']}-{c['candidate']['precision']} | "
+        lines.append(f"| {_candidate_id(c['candidate'])} | "
                      f"{c['status']} | {_f(bench.get('p50_ms'), 3)} | "
                      f"{bench.get('threads', '')} | {_f(fid.get('cosine'), 4)} | "
                      f"{c['reason'][:90]} |")
     return "\n".join(lines)
+
+
+def _candidate_id(cand: dict[str, Any]) -> str:
+    """TARGET-PRECISION[-VARIANT] (e.g. onnxruntime-int8-pruned), as edge names it."""
+    return "-".join(p for p in (cand["target"], cand["precision"], cand.get("variant")) if p)
 
 
 def _x(v: float | None) -> str:
