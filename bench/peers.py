@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     log(f"{info['params']:,} params, {info['macs']:,} MACs; running edge optimize "
         f"{' '.join(edge_flags(files, extra))}")
     bundle_dir = CACHE / "bundles" / (args.model + ("-prune" if extra else ""))
-    edge = run_edge(files, bundle_dir, extra)
+    edge = run_edge(files, bundle_dir, extra, args.threads)
     log(f"edge chose {edge['manifest']['chosen']} in {edge['seconds']} s; roofline GEMMs")
     peaks = in_child(roofline, args.threads)
     rows = edge_rows(edge, bundle_dir, args.threads) + peer_rows(files, args.threads)

@@ -150,10 +150,14 @@ def edge_flags(files: dict[str, Any], extra: list[str]) -> list[str]:
             + [a for m in files["metrics"] for a in ("--metric", m)] + extra)
 
 
-def run_edge(files: dict[str, Any], out: Path, extra: list[str]) -> dict[str, Any]:
-    """``edge optimize`` on the original file, as a user runs it; its manifest and wall time."""
+def run_edge(files: dict[str, Any], out: Path, extra: list[str],
+             threads: int) -> dict[str, Any]:
+    """``edge optimize`` on the original file, as a user runs it, on a profile of this host at
+    the thread count every row is timed at (edge measures and chooses at its profile's
+    threads); its manifest and wall time."""
     env = dict(os.environ, EDGE_CACHE_DIR=str(CACHE / "edge"))
-    cmd = [str(BIN / "edge"), "optimize", files["source"], "--profile", PROFILE, "--calib",
+    cmd = [str(BIN / "edge"), "optimize", files["source"], "--profile",
+           str(_profile(out.parent, threads)), "--calib",
            files["calib"], "--eval", files["eval"], "-o", str(out), "--json",
            *edge_flags(files, extra)]
     start = time.perf_counter()
@@ -164,6 +168,15 @@ def run_edge(files: dict[str, Any], out: Path, extra: list[str]) -> dict[str, An
     manifest = json.loads((out / "manifest.json").read_text())
     return {"manifest": manifest, "seconds": round(seconds, 1),
             "command": " ".join(cmd[1:]).replace(str(ROOT) + "/", "")}
+
+
+def _profile(folder: Path, threads: int) -> Path:
+    """``PROFILE`` with ``compute.threads`` set to ``threads``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{PROFILE}-{threads}t.yaml"
+    path.write_text(f"extends: {PROFILE}\nid: {PROFILE}-{threads}t\n"
+                    f"compute: {{threads: {threads}}}\n")
+    return path
 
 
 def inspect(onnx_path: str) -> dict[str, Any]:
