@@ -16,6 +16,7 @@ import numpy as np
 
 from .common import BIN, CACHE, CNN_RECIPE, ONNX2TF_SAMPLE, PROFILE, ROOT
 from .models import build_cnn, build_digits
+from .zoomodels import ZOO, build_zoo
 
 # ====================================================================== peers' defaults
 
@@ -107,7 +108,8 @@ def _onnx2tf(src: Path, calib: np.ndarray, work: Path) -> Path:
     np.save(work / ONNX2TF_SAMPLE, np.zeros((20, 128, 128, 3), np.float32))
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
     with open(work / "onnx2tf.log", "wb") as log:
-        subprocess.run([str(BIN / "onnx2tf"), "-i", "model.onnx", "-o", "out"], cwd=work,
+        # python -m onnx2tf: the console script's own code, present without the script
+        subprocess.run([sys.executable, "-m", "onnx2tf", "-i", "model.onnx", "-o", "out"], cwd=work,
                        env=env, stdout=log, stderr=subprocess.STDOUT, timeout=900, check=False)
     out = work / "out" / "model_float32.tflite"
     if not out.is_file():
@@ -129,7 +131,12 @@ def _input_name(path: Path) -> str:
 def prepare(model: str) -> dict[str, Any]:
     """Child process: build the model and data, then every peer's artifact."""
     work = CACHE / (CNN_RECIPE if model == "cnn" else model)
-    files = build_cnn(work) if model == "cnn" else build_digits(work)
+    files: dict[str, Any]
+    if model in ZOO:
+        files = build_zoo(model, work)
+    else:
+        files = build_cnn(work) if model == "cnn" else build_digits(work)
+        files.update(source=files["onnx"], metrics=[], shapes=[])
     files["peers"] = build_peers(Path(files["onnx"]), Path(files["calib"]), work / "peers")
     return files
 
@@ -137,11 +144,22 @@ def prepare(model: str) -> dict[str, Any]:
 # ====================================================================== edge
 
 
-def run_edge(files: dict[str, Any], out: Path) -> dict[str, Any]:
-    """``edge optimize`` as a user runs it; returns its manifest and the wall time."""
+def edge_flags(files: dict[str, Any], extra: list[str]) -> list[str]:
+    """The model's ``--shape`` and ``--metric`` flags, then ``extra`` (e.g. ``--prune``)."""
+    return ([a for s in files["shapes"] for a in ("--shape", s)]
+            + [a for m in files["metrics"] for a in ("--metric", m)] + extra)
+
+
+def run_edge(files: dict[str, Any], out: Path, extra: list[str],
+             threads: int) -> dict[str, Any]:
+    """``edge optimize`` on the original file, as a user runs it, on a profile of this host at
+    the thread count every row is timed at (edge measures and chooses at its profile's
+    threads); its manifest and wall time."""
     env = dict(os.environ, EDGE_CACHE_DIR=str(CACHE / "edge"))
-    cmd = [str(BIN / "edge"), "optimize", files["onnx"], "--profile", PROFILE, "--calib",
-           files["calib"], "--eval", files["eval"], "-o", str(out), "--json"]
+    cmd = [str(BIN / "edge"), "optimize", files["source"], "--profile",
+           str(_profile(out.parent, threads)), "--calib",
+           files["calib"], "--eval", files["eval"], "-o", str(out), "--json",
+           *edge_flags(files, extra)]
     start = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - start
@@ -150,6 +168,15 @@ def run_edge(files: dict[str, Any], out: Path) -> dict[str, Any]:
     manifest = json.loads((out / "manifest.json").read_text())
     return {"manifest": manifest, "seconds": round(seconds, 1),
             "command": " ".join(cmd[1:]).replace(str(ROOT) + "/", "")}
+
+
+def _profile(folder: Path, threads: int) -> Path:
+    """``PROFILE`` with ``compute.threads`` set to ``threads``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{PROFILE}-{threads}t.yaml"
+    path.write_text(f"extends: {PROFILE}\nid: {PROFILE}-{threads}t\n"
+                    f"compute: {{threads: {threads}}}\n")
+    return path
 
 
 def inspect(onnx_path: str) -> dict[str, Any]:

@@ -30,5 +30,6 @@ MIN_COSINE, MAX_DROP = 0.98, 1.0
 NOISE = 0.10  # differences under ~10% are noise on this shared machine
 GEMM_N = 2048
 
-Run = Callable[[np.ndarray], np.ndarray]
+#: one sample in, every output out (a list, in the runtime's order)
+Run = Callable[[np.ndarray], list[np.ndarray]]
 

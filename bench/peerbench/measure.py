@@ -1,4 +1,4 @@
-"""Fidelity against ORT fp32, interleaved timing, and the roofline (peak GOPS per precision)."""
+"""Interleaved timing and the roofline (peak GOPS per precision)."""
 
 from __future__ import annotations
 
@@ -8,29 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from .common import GEMM_N, MAX_DROP, MIN_COSINE, Run
+from .common import GEMM_N, Run
 from .runners import Row, ov_run
 
-# ====================================================================== fidelity and timing
-
-
-def fidelity(run: Run, xs: np.ndarray, ref: list[np.ndarray],
-             labels: np.ndarray) -> dict[str, float]:
-    """Mean cosine and top-1 agreement vs the fp32 outputs, and accuracy vs labels."""
-    outs = [np.asarray(run(xs[i:i + 1]), np.float64).ravel() for i in range(len(xs))]
-    cos = [float(o @ r / (np.linalg.norm(o) * np.linalg.norm(r) or 1.0))
-           for o, r in zip(outs, ref, strict=True)]
-    top = np.array([int(np.argmax(o)) for o in outs])
-    top_ref = np.array([int(np.argmax(r)) for r in ref])
-    return {"cosine": float(np.mean(cos)), "min_cosine": float(np.min(cos)),
-            "top1_agreement": float(np.mean(top == top_ref)),
-            "accuracy": float(np.mean(top == labels))}
-
-
-def keeps_fidelity(fid: dict[str, float], reference_accuracy: float) -> bool:
-    """edge's own thresholds: cosine >= 0.98 and accuracy at most 1 point below fp32."""
-    return (fid["cosine"] >= MIN_COSINE
-            and 100 * (reference_accuracy - fid["accuracy"]) <= MAX_DROP + 1e-9)
+# ====================================================================== timing
 
 
 def interleaved(rows: list[Row], x: np.ndarray, rounds: int) -> None:
@@ -122,7 +103,7 @@ def _ov_matmul_model() -> tuple[Any, np.ndarray]:
 
 def _ov_gemm(threads: int, hint: str) -> Callable[[], object]:
     model, a = _ov_matmul_model()
-    run, _ = ov_run(model, threads, {"INFERENCE_PRECISION_HINT": hint})
+    run = ov_run(model, threads, {"INFERENCE_PRECISION_HINT": hint}).run
     return lambda: run(a)
 
 
@@ -131,7 +112,7 @@ def _ov_int8_gemm(threads: int) -> Callable[[], object]:
 
     model, a = _ov_matmul_model()
     quantized = nncf.quantize(model, nncf.Dataset([a]), subset_size=1)
-    run, _ = ov_run(quantized, threads)
+    run = ov_run(quantized, threads).run
     return lambda: run(a)
 
 

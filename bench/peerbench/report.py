@@ -48,14 +48,14 @@ def _edge_p50(rows: list[Row]) -> float | None:
     return min((_p50(r) for r in timed), default=None)  # type: ignore[type-var]
 
 
-def verdict(results: list[dict[str, Any]]) -> dict[str, Any]:
+def verdict(results: list[dict[str, Any]], threads: int = 1) -> dict[str, Any]:
     """The issue's done-when: edge >= the best peer default at equal or better fidelity, and
-    >= 2x ORT fp32."""
+    >= 2x ORT fp32. Fidelity is edge's own judge, per output (``keeps``)."""
     edge = [r for r in results if r["kind"] == "edge" and r["p50_ms"] and r.get("keeps")]
     peers = [r for r in results if r["kind"] == "peer" and r["p50_ms"]]
     faithful = [r for r in peers if r.get("keeps")]
     if not edge or not peers:
-        return {"error": "edge's choice or every peer failed"}
+        return {"threads": threads, "error": _no_verdict(results, bool(peers))}
     mine = min(edge, key=lambda r: r["p50_ms"])
     fastest = min(peers, key=lambda r: r["p50_ms"])
     best = min(faithful, key=lambda r: r["p50_ms"]) if faithful else None
@@ -63,17 +63,37 @@ def verdict(results: list[dict[str, Any]]) -> dict[str, Any]:
     as_close = [r for r in peers if r.get("cosine", 0) >= mine["cosine"] - 1e-4]
     close = min(as_close, key=lambda r: r["p50_ms"]) if as_close else None
     return {
+        "threads": threads,
         "edge_row": mine["name"], "edge_p50_ms": mine["p50_ms"],
         "edge_speedup_vs_fp32": mine["speedup_vs_fp32"],
         "fastest_peer": fastest["name"], "fastest_peer_ratio": fastest["p50_ms"] / mine["p50_ms"],
         "fastest_peer_keeps_fidelity": bool(fastest.get("keeps")),
-        "best_faithful_peer": best["name"] if best else None, "best_faithful_peer_ratio": ratio,
+        "best_faithful_peer": best["name"] if best else None,
+        "best_faithful_peer_p50_ms": best["p50_ms"] if best else None,
+        "best_faithful_peer_ratio": ratio,
         "not_slower_than_best_peer": ratio is not None and ratio >= 1.0,
         "within_noise_of_best_peer": ratio is not None and ratio >= 1.0 - NOISE,
         "at_least_2x_fp32": (mine["speedup_vs_fp32"] or 0) >= 2.0,
         "fastest_peer_with_cosine_at_least_edges": close["name"] if close else None,
         "its_ratio": close["p50_ms"] / mine["p50_ms"] if close else None,
     }
+
+
+def _no_verdict(results: list[dict[str, Any]], peers: bool) -> str:
+    """Why there is no verdict: edge's row failed or lost fidelity, or every peer failed."""
+    if not peers:
+        return "every peer failed"
+    edge = [r for r in results if r["kind"] == "edge"]
+    why = "; ".join(f"{r['name']}: {r.get('error') or r.get('failure')}" for r in edge)
+    return f"edge's choice has no timed row that keeps fidelity ({why or 'no row'})"
+
+
+def failures(results: list[dict[str, Any]]) -> str:
+    """One line per row that does not keep fidelity or did not run: why."""
+    lines = [f"- {r['name']}: {r.get('error') or r.get('failure')}" for r in results
+             if r.get("error") or not r.get("keeps")]
+    return "\n".join(["rows that drop out or do not keep fidelity (edge's judge):", *lines]
+                     if lines else ["every row keeps fidelity (edge's judge)"])
 
 
 def table(results: list[dict[str, Any]]) -> str:
@@ -100,11 +120,16 @@ def edge_table(manifest: dict[str, Any]) -> str:
              "|---|---|---|---|---|---|"]
     for c in manifest["candidates"]:
         bench, fid = c.get("bench") or {}, c.get("fidelity") or {}
-        lines.append(f"| {c['candidate']['target']}-{c['candidate']['precision']} | "
+        lines.append(f"| {_candidate_id(c['candidate'])} | "
                      f"{c['status']} | {_f(bench.get('p50_ms'), 3)} | "
                      f"{bench.get('threads', '')} | {_f(fid.get('cosine'), 4)} | "
                      f"{c['reason'][:90]} |")
     return "\n".join(lines)
+
+
+def _candidate_id(cand: dict[str, Any]) -> str:
+    """TARGET-PRECISION[-VARIANT] (e.g. onnxruntime-int8-pruned), as edge names it."""
+    return "-".join(p for p in (cand["target"], cand["precision"], cand.get("variant")) if p)
 
 
 def _x(v: float | None) -> str:

@@ -27,11 +27,21 @@ class Row:
     run: Run | None = None
     error: str | None = None
     build_s: float | None = None
-    fidelity: dict[str, float | None] = field(default_factory=dict)
+    names: list[str] = field(default_factory=list)  # its outputs' names, as run returns them
+    fidelity: dict[str, Any] = field(default_factory=dict)
     times: list[float] = field(default_factory=list)
 
 
-def ort_run(path: str, threads: int) -> Run:
+@dataclass
+class Loaded:
+    """A loaded runtime: ``run`` returns every output; their names as the runtime reports them."""
+
+    run: Run
+    names: list[str]
+    hint: str = ""
+
+
+def ort_run(path: str, threads: int) -> Loaded:
     """An ORT CPU session: default options except the thread count."""
     import onnxruntime as ort
 
@@ -39,40 +49,54 @@ def ort_run(path: str, threads: int) -> Run:
     opts.intra_op_num_threads = threads
     sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
     name = sess.get_inputs()[0].name
-    return lambda x: sess.run(None, {name: x})[0]
+    return Loaded(lambda x: sess.run(None, {name: x}), [o.name for o in sess.get_outputs()])
 
 
-def ov_run(model: Any, threads: int, config: dict[str, Any] | None = None) -> tuple[Run, str]:
-    """compile_model(model, "CPU") with only the thread count set; returns (run, precision)."""
+def ov_run(model: Any, threads: int, config: dict[str, Any] | None = None) -> Loaded:
+    """compile_model(model, "CPU") with only the thread count set; ``hint`` is the precision."""
     import openvino as ov
 
     compiled = ov.Core().compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": threads,
                                                       **(config or {})})
     request = compiled.create_infer_request()
+    count = len(compiled.outputs)
 
-    def run(x: np.ndarray) -> np.ndarray:
+    def run(x: np.ndarray) -> list[np.ndarray]:
         request.infer({0: x})
-        return request.get_output_tensor(0).data.copy()
+        return [request.get_output_tensor(i).data.copy() for i in range(count)]
 
-    return run, compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
+    return Loaded(run, [_ov_name(o, i) for i, o in enumerate(compiled.outputs)],
+                  compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name())
 
 
-def litert_run(path: str, threads: int) -> Run:
-    """ai_edge_litert Interpreter(num_threads=threads); NCHW feeds go in as NHWC."""
+def _ov_name(port: Any, index: int) -> str:
+    try:
+        return str(port.get_any_name())
+    except RuntimeError:  # an output without a tensor name
+        return f"output{index}"
+
+
+def litert_run(path: str, threads: int) -> Loaded:
+    """ai_edge_litert Interpreter(num_threads=threads); a feed whose shape is the NHWC
+    transpose of the model's input goes in transposed (onnx2tf makes NCHW inputs NHWC)."""
     from ai_edge_litert.interpreter import Interpreter
+
+    from edge.core.intake.litert import signature_names
 
     interp = Interpreter(model_path=path, num_threads=threads)
     interp.allocate_tensors()
-    inp, out = interp.get_input_details()[0], interp.get_output_details()[0]
-    nhwc = len(inp["shape"]) == 4 and inp["shape"][3] in (1, 3) and inp["shape"][1] > 3
+    inp, outs = interp.get_input_details()[0], interp.get_output_details()
+    want = tuple(int(d) for d in inp["shape"])
+    _, names = signature_names(interp)
 
-    def run(x: np.ndarray) -> np.ndarray:
-        interp.set_tensor(inp["index"], np.ascontiguousarray(x.transpose(0, 2, 3, 1))
-                          if nhwc else x)
+    def run(x: np.ndarray) -> list[np.ndarray]:
+        if x.shape != want and x.ndim == 4:
+            x = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+        interp.set_tensor(inp["index"], x)
         interp.invoke()
-        return interp.get_tensor(out["index"]).copy()
+        return [interp.get_tensor(o["index"]).copy() for o in outs]
 
-    return run
+    return Loaded(run, [names.get(o["index"], o["name"]) for o in outs])
 
 
 def peer_rows(files: dict[str, Any], threads: int) -> list[Row]:
@@ -80,8 +104,8 @@ def peer_rows(files: dict[str, Any], threads: int) -> list[Row]:
     import openvino as ov
 
     peers = files["peers"]
-    rows = [Row("ORT fp32 (baseline)", "baseline", "onnxruntime", "fp32",
-                "InferenceSession, default options", ort_run(files["onnx"], threads))]
+    rows = [_loaded(Row("ORT fp32 (baseline)", "baseline", "onnxruntime", "fp32",
+                        "InferenceSession, default options"), ort_run(files["onnx"], threads))]
     rows.append(_peer(peers["ort-static"], Row(
         "ORT quantize_static", "peer", "onnxruntime", "int8",
         "quant_pre_process + quantize_static(model, out, reader): QDQ, per-tensor, MinMax"),
@@ -104,12 +128,18 @@ def peer_rows(files: dict[str, Any], threads: int) -> list[Row]:
     return rows
 
 
-def _peer(record: dict[str, Any], row: Row, load: Callable[[str], Run] | None) -> Row:
+def _loaded(row: Row, loaded: Loaded | None) -> Row:
+    if loaded is not None:
+        row.run, row.names = loaded.run, loaded.names
+    return row
+
+
+def _peer(record: dict[str, Any], row: Row, load: Callable[[str], Loaded] | None) -> Row:
     row.build_s = record.get("build_s")
     if "error" in record:
         row.error = f"build failed: {record['error']}"
     elif load is not None:
-        row.run = _guarded(row, lambda: load(record["file"]))
+        _loaded(row, _guarded(row, lambda: load(record["file"])))
     return row
 
 
@@ -118,9 +148,9 @@ def _ov_peer(row: Row, model: Callable[[], Any], threads: int, int8: bool = Fals
         return row
     loaded = _guarded(row, lambda: ov_run(model(), threads))
     if loaded:
-        row.run, hint = loaded
-        row.compute = f"int8 + {hint}" if int8 else hint
-        row.how += f" -> INFERENCE_PRECISION_HINT={hint}"
+        _loaded(row, loaded)
+        row.compute = f"int8 + {loaded.hint}" if int8 else loaded.hint
+        row.how += f" -> INFERENCE_PRECISION_HINT={loaded.hint}"
     return row
 
 
@@ -149,8 +179,7 @@ def edge_rows(edge: dict[str, Any], out: Path, threads: int) -> list[Row]:
               _edge_compute(chosen.candidate.precision, art.runtime), how)
     target = get_target(art.runtime)  # the runtime's target loads any candidate's file
     runner = _guarded(row, lambda: target.load(path, bundle.source, threads=threads))
-    name = bundle.source.inputs[0].name
-    row.run = (lambda x: runner.run({name: x})[0]) if runner else None
+    _loaded(row, _edge_loaded(runner, bundle.source))
     rows = [row]
     if art.runtime == "openvino":
         rows.append(_edge_bf16(path, bundle, chosen.candidate.id, threads))
@@ -172,8 +201,14 @@ def _edge_bf16(path: Path, bundle: Any, cand: str, threads: int) -> Row:
               "edge's artifact, load_with_hint(hint='bf16')")
     runner = _guarded(row, lambda: load_with_hint(path, bundle.source, threads=threads,
                                                   hint="bf16"))
-    name = bundle.source.inputs[0].name
-    row.run = (lambda x: runner.run({name: x})[0]) if runner else None
-    return row
+    return _loaded(row, _edge_loaded(runner, bundle.source))
+
+
+def _edge_loaded(runner: Any, source: Any) -> Loaded | None:
+    """An edge target runner: every output, named as the reference names them."""
+    if runner is None:
+        return None
+    name = source.inputs[0].name
+    return Loaded(lambda x: list(runner.run({name: x})), [o.name for o in source.outputs])
 
 
