@@ -22,7 +22,7 @@ from edge.core.intake import inspect_reference, is_tflite, reference_model
 from edge.core.model import inspect_model, sha256_file, unrunnable
 from edge.core.plan import PRUNED, Planned, make_plan, plan_pruned
 from edge.core.profile import Profile
-from edge.core.select import choose_candidate
+from edge.core.select import choose_candidate, least_loss
 from edge.core.values import (
     ORIGINAL,
     Artifact,
@@ -51,6 +51,7 @@ class OptimizeOptions:
     limits: Thresholds = Thresholds()
     holdout: float = 0.2
     latency_budget_ms: float | None = None
+    size_budget_mb: float | None = None  # the artifact's files, on disk
     rounds: Rounds = Rounds()
     measure: bool = True
     shapes: dict[str, tuple[int, ...]] | None = None
@@ -129,8 +130,9 @@ def optimize(model_path: Path, profile: Profile, out: Path, options: OptimizeOpt
     if options.latency_budget_ms is not None and budget is None:
         log.warning("--latency-budget not applied: this host is not a %s device",
                     profile.compute.arch)
-    results = [_budgeted(o.result, budget) for o in outcomes]
-    chosen, reason = _choose(results, profile)
+    results = [_sized(_budgeted(o.result, budget), options.size_budget_mb) for o in outcomes]
+    chosen, reason = _choose(results, profile, budget is not None
+                             or options.size_budget_mb is not None)
     bundle = Bundle(
         format=FORMAT, profile=profile.id, profile_spec=profile.to_json(), source=ctx.model,
         calibration=ctx.calib.source,
@@ -440,14 +442,28 @@ def _budgeted(result: CandidateResult, budget_ms: float | None) -> CandidateResu
                    reason=f"p50 {result.bench.p50_ms:.3f} ms over --latency-budget {budget_ms}")
 
 
-def _choose(results: list[CandidateResult], profile: Profile) -> tuple[str | None, str]:
-    """The bundle's choice: host timings decide when this host is the device's kind."""
+def _sized(result: CandidateResult, budget_mb: float | None) -> CandidateResult:
+    """A passed candidate whose files take more than ``budget_mb`` is rejected."""
+    if budget_mb is None or result.status != "passed" or result.artifact is None:
+        return result
+    size = result.artifact.total_bytes / 1e6
+    if size <= budget_mb:
+        return result
+    return replace(result, status="rejected",
+                   reason=f"{size:.2f} MB on disk, over --size-budget {budget_mb} MB")
+
+
+def _choose(results: list[CandidateResult], profile: Profile,
+            budgeted: bool = False) -> tuple[str | None, str]:
+    """The bundle's choice: host timings decide when this host is the device's kind; with a
+    budget, only among the candidates within it that lose the least fidelity."""
+    results, note = least_loss(results) if budgeted else (results, "")
     ms = {r.candidate.id: r.bench.p50_ms for r in results if r.bench is not None}
     why = (f"this host ({platform.machine()}) is not an {profile.compute.arch} device, so its "
            "timings only inform; edge deploy --on-device measures on the device")
     choice = choose_candidate(results, profile.runtimes, ms=ms, where="this host in "
                               "interleaved rounds", trusted=_host_is(profile), untrusted_why=why)
-    return choice.id, choice.reason
+    return choice.id, note + choice.reason if choice.id else choice.reason
 
 
 def _host_is(profile: Profile) -> bool:
