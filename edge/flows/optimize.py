@@ -126,13 +126,8 @@ def optimize(model_path: Path, profile: Profile, out: Path, options: OptimizeOpt
     with _background_conversions(plan, ctx):
         outcomes = _converted(plan, contexts)
     outcomes = _measured(outcomes, profile, options, ctx)
-    budget = options.latency_budget_ms if _host_is(profile) else None
-    if options.latency_budget_ms is not None and budget is None:
-        log.warning("--latency-budget not applied: this host is not a %s device",
-                    profile.compute.arch)
-    results = [_sized(_budgeted(o.result, budget), options.size_budget_mb) for o in outcomes]
-    chosen, reason = _choose(results, profile, budget is not None
-                             or options.size_budget_mb is not None)
+    results, budgeted = _within_budgets([o.result for o in outcomes], profile, options)
+    chosen, reason = _choose(results, profile, budgeted)
     bundle = Bundle(
         format=FORMAT, profile=profile.id, profile_spec=profile.to_json(), source=ctx.model,
         calibration=ctx.calib.source,
@@ -433,24 +428,45 @@ def _labelled(benches: dict[str, Any], outcome: _Outcome) -> Any:
     return None if bench is None or artifact is None else replace(bench, runtime=artifact.runtime)
 
 
-def _budgeted(result: CandidateResult, budget_ms: float | None) -> CandidateResult:
-    if budget_ms is None or result.status != "passed" or result.bench is None:
+def _within_budgets(results: list[CandidateResult], profile: Profile,
+                    options: OptimizeOptions) -> tuple[list[CandidateResult], bool]:
+    """Passed candidates over the latency (on a host of the device's kind) or size budget
+    rejected — the flags', else the profile's; and whether a budget applied."""
+    latency = _budget(options.latency_budget_ms, profile.budgets.latency_ms, "latency")
+    size = _budget(options.size_budget_mb, profile.budgets.size_mb, "size")
+    if latency is not None and not _host_is(profile):
+        log.warning("%s not applied: this host is not a %s device", latency[1],
+                    profile.compute.arch)
+        latency = None
+    return [_sized(_budgeted(r, latency), size) for r in results], bool(latency or size)
+
+
+def _budget(flag: float | None, profiled: float | None,
+            kind: str) -> tuple[float, str] | None:
+    """(value, how the reasons name it): the flag's, else the profile's, else None."""
+    if flag is not None:
+        return flag, f"--{kind}-budget"
+    return None if profiled is None else (profiled, f"the profile's {kind} budget")
+
+
+def _budgeted(result: CandidateResult, budget: tuple[float, str] | None) -> CandidateResult:
+    if budget is None or result.status != "passed" or result.bench is None:
         return result
-    if result.bench.p50_ms <= budget_ms:
+    if result.bench.p50_ms <= budget[0]:
         return result
     return replace(result, status="rejected",
-                   reason=f"p50 {result.bench.p50_ms:.3f} ms over --latency-budget {budget_ms}")
+                   reason=f"p50 {result.bench.p50_ms:.3f} ms over {budget[1]} {budget[0]}")
 
 
-def _sized(result: CandidateResult, budget_mb: float | None) -> CandidateResult:
-    """A passed candidate whose files take more than ``budget_mb`` is rejected."""
-    if budget_mb is None or result.status != "passed" or result.artifact is None:
+def _sized(result: CandidateResult, budget: tuple[float, str] | None) -> CandidateResult:
+    """A passed candidate whose files take more than the budget (MB) is rejected."""
+    if budget is None or result.status != "passed" or result.artifact is None:
         return result
     size = result.artifact.total_bytes / 1e6
-    if size <= budget_mb:
+    if size <= budget[0]:
         return result
     return replace(result, status="rejected",
-                   reason=f"{size:.2f} MB on disk, over --size-budget {budget_mb} MB")
+                   reason=f"{size:.2f} MB on disk, over {budget[1]} {budget[0]} MB")
 
 
 def _choose(results: list[CandidateResult], profile: Profile,

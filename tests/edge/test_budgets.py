@@ -80,12 +80,16 @@ def bundles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     profile = tmp_path_factory.mktemp("p") / "ort.yaml"
     profile.write_text("extends: x86-64\nid: ort\nruntimes: [onnxruntime]\n")
     out: dict[str, Any] = {}
-    for name, budget in (("none", None), ("tight", 0.05), ("loose", 100.0)):
+    budgeted = profile.with_name("budgeted.yaml")  # the profile's own budget, no flag
+    budgeted.write_text("extends: ort.yaml\nid: ort-small\nbudgets: {size_mb: 0.05}\n")
+    for name, budget, prof in (("none", None, profile), ("tight", 0.05, profile),
+                               ("loose", 100.0, profile), ("profiled", None, budgeted),
+                               ("flag-wins", 100.0, budgeted)):
         options = OptimizeOptions(calib=SAMPLES / "digits_calib.npy",
                                   eval=SAMPLES / "digits_eval.npz", size_budget_mb=budget,
                                   limits=Thresholds(max_drop=1.0))
         path = tmp_path_factory.mktemp(name) / "b"
-        out[name] = optimize(DIGITS, load_profile(profile), path, options)
+        out[name] = optimize(DIGITS, load_profile(prof), path, options)
         out[f"{name}-dir"] = path
     return out
 
@@ -103,6 +107,22 @@ def test_a_size_budget_rejects_what_does_not_fit_and_chooses_the_least_loss(
     assert loose.chosen == "original"  # everything fits: the user's file loses nothing
     assert "the least fidelity loss within it is 0% of the allowance" in loose.reason
     assert "least fidelity loss" not in bundles["none"].reason
+
+
+def test_the_profiles_budget_applies_unless_a_flag_says_otherwise(
+        bundles: dict[str, Any], tmp_path: Path) -> None:
+    from edge.core.errors import UsageError
+
+    profiled = {r.candidate.id: r for r in bundles["profiled"].candidates}
+    assert profiled["original"].status == "rejected"
+    assert "over the profile's size budget 0.05 MB" in profiled["original"].reason
+    assert bundles["profiled"].chosen == bundles["tight"].chosen
+    assert bundles["flag-wins"].chosen == "original"
+    bad = tmp_path / "bad.yaml"
+    for text in ("latency_ms: -1", "size_mb: .nan", "size_mb: 0", "disk: 3"):
+        bad.write_text(f"extends: x86-64\nid: bad\nbudgets: {{{text}}}\n")
+        with pytest.raises(UsageError, match="budgets"):
+            load_profile(bad)
 
 
 def test_the_report_has_a_pareto_table(bundles: dict[str, Any]) -> None:
