@@ -29,8 +29,9 @@ from dataclasses import dataclass, replace
 from edge.core.plan import PRECISION_RANK
 from edge.core.values import ORIGINAL, CandidateResult
 
-__all__ = ["BASELINE", "LOSS_BAND", "TIE", "Choice", "Option", "choose", "choose_candidate",
-           "describe_original", "label", "least_loss", "preference", "runnable"]
+__all__ = ["BASELINE", "LOSS_BAND", "TIE", "Budget", "Choice", "Option", "choose",
+           "choose_candidate", "describe_original", "label", "least_loss", "preference",
+           "runnable"]
 
 #: Medians within this fraction of the fastest are a tie on a shared, noisy machine.
 TIE = 0.10
@@ -48,6 +49,18 @@ class Option:
     id: str
     cost: float | None
     rank: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Budget:
+    """A latency budget and how reasons name it (``--latency-budget``, the profile's)."""
+
+    ms: float
+    name: str
+
+    def over(self, p50_ms: float) -> str:
+        """The rejection reason of a candidate timed at ``p50_ms``."""
+        return f"p50 {p50_ms:.3f} ms over {self.name} {self.ms}"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -22,7 +22,7 @@ from edge.core.intake import inspect_reference, is_tflite, reference_model
 from edge.core.model import inspect_model, sha256_file, unrunnable
 from edge.core.plan import PRUNED, Planned, make_plan, plan_pruned
 from edge.core.profile import Profile
-from edge.core.select import choose_candidate, least_loss
+from edge.core.select import Budget, choose_candidate, least_loss
 from edge.core.values import (
     ORIGINAL,
     Artifact,
@@ -432,13 +432,20 @@ def _within_budgets(results: list[CandidateResult], profile: Profile,
                     options: OptimizeOptions) -> tuple[list[CandidateResult], bool]:
     """Passed candidates over the latency (on a host of the device's kind) or size budget
     rejected — the flags', else the profile's; and whether a budget applied."""
-    latency = _budget(options.latency_budget_ms, profile.budgets.latency_ms, "latency")
+    latency = latency_budget(options, profile)
     size = _budget(options.size_budget_mb, profile.budgets.size_mb, "size")
     if latency is not None and not _host_is(profile):
-        log.warning("%s not applied: this host is not a %s device", latency[1],
+        log.warning("%s not applied here: this host is not a %s device (edge deploy "
+                    "--on-device applies it to the device's own timings)", latency.name,
                     profile.compute.arch)
         latency = None
     return [_sized(_budgeted(r, latency), size) for r in results], bool(latency or size)
+
+
+def latency_budget(options: OptimizeOptions, profile: Profile) -> Budget | None:
+    """The latency budget: ``--latency-budget``, else the profile's, else None."""
+    found = _budget(options.latency_budget_ms, profile.budgets.latency_ms, "latency")
+    return None if found is None else Budget(ms=found[0], name=found[1])
 
 
 def _budget(flag: float | None, profiled: float | None,
@@ -449,13 +456,12 @@ def _budget(flag: float | None, profiled: float | None,
     return None if profiled is None else (profiled, f"the profile's {kind} budget")
 
 
-def _budgeted(result: CandidateResult, budget: tuple[float, str] | None) -> CandidateResult:
+def _budgeted(result: CandidateResult, budget: Budget | None) -> CandidateResult:
     if budget is None or result.status != "passed" or result.bench is None:
         return result
-    if result.bench.p50_ms <= budget[0]:
+    if result.bench.p50_ms <= budget.ms:
         return result
-    return replace(result, status="rejected",
-                   reason=f"p50 {result.bench.p50_ms:.3f} ms over {budget[1]} {budget[0]}")
+    return replace(result, status="rejected", reason=budget.over(result.bench.p50_ms))
 
 
 def _sized(result: CandidateResult, budget: tuple[float, str] | None) -> CandidateResult:
