@@ -30,8 +30,8 @@ from devices.release import (
     prune_quietly,
 )
 from devices.transport import Transport
-from edge.core.errors import DeviceError
-from edge.core.select import choose_candidate, runnable
+from edge.core.errors import CheckFailed, DeviceError
+from edge.core.select import Budget, choose_candidate, least_loss, runnable
 from edge.core.values import (
     Artifact,
     BenchResult,
@@ -72,9 +72,12 @@ class DeployOutcome:
 def deploy(
     bundle_dir: Path, bundle: Bundle, transport: Transport, *, python: str, work_dir: str,
     rounds: Rounds, threads: int, keep: int = DEFAULT_KEEP, fastest: bool = False,
+    budget: Budget | None = None,
 ) -> DeployOutcome:
     """Deploy a bundle: its chosen artifact (or the best one the device runs), or with
-    ``fastest`` every faithful candidate measured on the device and the fastest activated.
+    ``fastest`` every faithful candidate measured on the device and the fastest activated
+    (with a latency ``budget``: among those within it on the device, the one that loses the
+    least fidelity).
 
     Only files the device lacks (by sha256) are sent; the release becomes current only after
     its health check and benchmark passed; afterwards releases beyond ``keep`` are pruned.
@@ -83,16 +86,17 @@ def deploy(
     device = open_device(transport, python=python, work_dir=work_dir)
     with deploy_lock(device):
         return _deploy_locked(device, bundle_dir, bundle, rounds=rounds, threads=threads,
-                              keep=keep, fastest=fastest)
+                              keep=keep, fastest=fastest, budget=budget)
 
 
 def _deploy_locked(device: Device, bundle_dir: Path, bundle: Bundle, *, rounds: Rounds,
-                   threads: int, keep: int, fastest: bool) -> DeployOutcome:
+                   threads: int, keep: int, fastest: bool,
+                   budget: Budget | None) -> DeployOutcome:
     """``deploy`` with the device's deploy lock held: install -> health -> activate -> prune."""
     transport = device.transport
     if fastest:
         return _deploy_fastest(device, bundle_dir, bundle, rounds=rounds, threads=threads,
-                               keep=keep)
+                               keep=keep, budget=budget)
     result = _usable(bundle, device.runtimes, transport.label)[0]
     assert result.artifact is not None
     outcome = deploy_artifact(device, bundle_dir, result.artifact, profile=bundle.profile,
@@ -140,13 +144,14 @@ def deploy_fastest(
 
 
 def _deploy_fastest(device: Device, bundle_dir: Path, bundle: Bundle, *, rounds: Rounds,
-                    threads: int, keep: int) -> DeployOutcome:
+                    threads: int, keep: int, budget: Budget | None) -> DeployOutcome:
     installed, transfer = _install_all(device, bundle_dir,
                                        _usable(bundle, device.runtimes, device.label))
     benches, how = _device_benches(device, {r.candidate.id: m for r, m in installed}, rounds,
                                    threads)
     measured = [r for r, _ in installed if r.candidate.id in benches]
-    choice = choose_candidate(measured, _runtimes(bundle),
+    pool, note = _within_budget(measured, benches, budget, device.label)
+    choice = choose_candidate(pool, _runtimes(bundle),
                               ms={k: b.p50_ms for k, b in benches.items()},
                               where=f"{device.label} {how}")
     chosen = next(r for r in measured if r.candidate.id == choice.id)
@@ -155,8 +160,25 @@ def _deploy_fastest(device: Device, bundle_dir: Path, bundle: Bundle, *, rounds:
                               rounds=rounds, threads=threads, keep=keep)
     compared = tuple(MeasuredCandidate(candidate=r.candidate.id, bench=benches[r.candidate.id])
                      for r in measured)
-    report = replace(outcome.report, compared=compared, reason=choice.reason)
+    report = replace(outcome.report, compared=compared, reason=note + choice.reason)
     return replace(outcome, report=report, transfer=transfer)
+
+
+def _within_budget(measured: list[CandidateResult], benches: dict[str, BenchResult],
+                   budget: Budget | None, label: str) -> tuple[list[CandidateResult], str]:
+    """The candidates within the latency budget on the device that lose the least fidelity,
+    and a note; none within it: CheckFailed (nothing activated)."""
+    if budget is None:
+        return measured, ""
+    within = [r for r in measured if benches[r.candidate.id].p50_ms <= budget.ms]
+    if not within:
+        fastest = min(measured, key=lambda r: benches[r.candidate.id].p50_ms)
+        raise CheckFailed(f"no faithful candidate runs within {budget.name} {budget.ms} ms on "
+                          f"{label}: the fastest, {fastest.candidate.id}, "
+                          f"{budget.over(benches[fastest.candidate.id].p50_ms)}; nothing was "
+                          "activated")
+    pool, note = least_loss(within)
+    return pool, f"on the device, {note}"
 
 
 def _device_benches(device: Device, models: dict[str, str], rounds: Rounds,

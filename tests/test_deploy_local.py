@@ -174,3 +174,29 @@ def test_on_device_falls_back_to_one_by_one_when_the_device_cannot_hold_them_tog
     assert "one after another" in report["reason"]
     assert any("could not time the" in w and "together" in w for w in report["warnings"])
     assert report["active"]
+
+
+def test_on_device_a_latency_budget_is_judged_by_the_devices_own_timings(
+        tmp_path: Path) -> None:
+    """rpi4 on this x86_64 host: optimize cannot judge the budget, the device's bench does."""
+    from edge.core.values import Candidate
+
+    current = Path(os.environ["EDGE_LOCAL_DEVICE"]).resolve() / ".edge" / "current"
+    before = current.resolve() if current.exists() else None
+    strict = run_cli("deploy", "sample:digits", "--profile", "rpi4", "-o", str(tmp_path / "a"),
+                     "--on-device", "--runs", "4", "--latency-budget", "0.000001")
+    assert strict.status == 1, strict.stderr
+    assert "applies it to the device's own timings" in strict.stderr
+    assert "no faithful candidate runs within --latency-budget 1e-06 ms on" in strict.stderr
+    assert "nothing was activated" in strict.stderr
+    assert (current.resolve() if current.exists() else None) == before
+    loose = run_cli("deploy", "sample:digits", "--profile", "rpi4", "-o", str(tmp_path / "b"),
+                    "--on-device", "--runs", "4", "--latency-budget", "1000", "--json")
+    assert loose.status == 0, loose.stderr
+    report = loose.json()
+    assert report["reason"].startswith("on the device, the budget leaves")
+    assert "least fidelity loss within it is 0% of the allowance" in report["reason"]
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    used = {Candidate(**c["candidate"]).id: c["fidelity"]["allowance_used"]
+            for c in manifest["candidates"] if c["status"] in ("passed", "chosen")}
+    assert used[report["candidate"]] <= min(used.values()) + 0.1  # the least loss, within 10

@@ -133,7 +133,13 @@ optimize_options = with_options([
                       "sequence, ctc[:blank=K], yolo[:obj], ssd[:scores=OUTPUT] or regression; "
                       "OUTPUT may be '*'. MODULE:FUNCTION is your own check (see docs)."),
     click.option("--latency-budget", type=Finite(min=0, min_open=True),
-                 help="Reject candidates whose measured p50 exceeds this (ms)."),
+                 help="Reject candidates whose p50 measured on this host exceeds this (ms; "
+                      "applied when this host is the device's kind); with a budget, the "
+                      "candidate within it that loses the least fidelity is chosen."),
+    click.option("--size-budget", type=Finite(min=0, min_open=True), metavar="MB",
+                 help="Reject candidates whose files take more than MB on disk; with a "
+                      "budget, the candidate within it that loses the least fidelity is "
+                      "chosen."),
     click.option("--prune", type=Finite(0, 1, min_open=True, max_open=True), is_flag=False,
                  flag_value=0.5, default=None, metavar="[RATIO]",
                  help="Also try pruned candidates: RATIO of the channels (0.5 when bare) "
@@ -157,7 +163,8 @@ def optimize_settings(opts: dict[str, Any]) -> Any:
     ratio, budget = opts.pop("prune"), opts.pop("prune_budget")
     return OptimizeOptions(
         calib=opts.pop("calib"), eval=opts.pop("eval_"),
-        latency_budget_ms=opts.pop("latency_budget"), shapes=shapes, dtypes=dtypes,
+        latency_budget_ms=opts.pop("latency_budget"), size_budget_mb=opts.pop("size_budget"),
+        shapes=shapes, dtypes=dtypes,
         prune=None if ratio is None else PruneOptions(ratio=ratio, budget_s=budget),
         limits=Thresholds(max_drop=opts.pop("max_drop"), min_cosine=opts.pop("min_cosine"),
                           max_error=opts.pop("max_error"), metrics=pairs, custom=custom))

@@ -24,6 +24,7 @@ from edge.core.errors import UsageError
 
 __all__ = [
     "RUNTIMES",
+    "Budgets",
     "Profile",
     "Serving",
     "catalog_ids",
@@ -154,6 +155,16 @@ class Serving(_Frozen):
                                               "cores, at most 8)")
 
 
+class Budgets(_Frozen):
+    """What a model may cost on this device; ``edge optimize`` chooses within it (the
+    --latency-budget / --size-budget flags override)."""
+
+    latency_ms: float | None = Field(default=None, gt=0, allow_inf_nan=False,
+                                     description="Longest p50 latency a model may take, ms")
+    size_mb: float | None = Field(default=None, gt=0, allow_inf_nan=False,
+                                  description="Most disk space a model's files may take, MB")
+
+
 class Profile(_Frozen):
     """Everything edge knows about a device."""
 
@@ -170,6 +181,7 @@ class Profile(_Frozen):
     link: Link
     access: Access = Access()
     serving: Serving = Serving()
+    budgets: Budgets = Budgets()
 
     @field_validator("version")
     @classmethod

@@ -29,11 +29,14 @@ from dataclasses import dataclass, replace
 from edge.core.plan import PRECISION_RANK
 from edge.core.values import ORIGINAL, CandidateResult
 
-__all__ = ["BASELINE", "TIE", "Choice", "Option", "choose", "choose_candidate",
-           "describe_original", "label", "preference", "runnable"]
+__all__ = ["BASELINE", "LOSS_BAND", "TIE", "Budget", "Choice", "Option", "choose",
+           "choose_candidate", "describe_original", "label", "least_loss", "preference",
+           "runnable"]
 
 #: Medians within this fraction of the fastest are a tie on a shared, noisy machine.
 TIE = 0.10
+#: Allowance shares within this of the least are equally faithful (sampling noise).
+LOSS_BAND = 0.10
 #: What speed-ups are quoted against.
 BASELINE = "onnxruntime-fp32"
 
@@ -46,6 +49,18 @@ class Option:
     id: str
     cost: float | None
     rank: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Budget:
+    """A latency budget and how reasons name it (``--latency-budget``, the profile's)."""
+
+    ms: float
+    name: str
+
+    def over(self, p50_ms: float) -> str:
+        """The rejection reason of a candidate timed at ``p50_ms``."""
+        return f"p50 {p50_ms:.3f} ms over {self.name} {self.ms}"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -136,6 +151,29 @@ def choose_candidate(results: Iterable[CandidateResult], runtimes: Sequence[str]
     return Choice(id=choice.id, basis="order", reason=(
         f"first in the runtime order ({' > '.join(runtimes)}) at the lowest precision that "
         f"keeps fidelity{_order_vs_original(chosen, original)}{note}"))
+
+
+def least_loss(results: Sequence[CandidateResult],
+               band: float = LOSS_BAND) -> tuple[list[CandidateResult], str]:
+    """With a budget: the candidates that passed (within it) and spend the least of the
+    fidelity allowance (within ``band`` of the least), the others as they are, and a note."""
+    passed = [r for r in results if r.status in ("passed", "chosen")]
+    if not passed:
+        return list(results), ""
+    used = {r.candidate.id: _allowance(r) for r in passed}
+    least = min(used.values())
+    keep = {cid for cid, share in used.items() if share <= least + band}
+    kept = [r for r in results if r.status not in ("passed", "chosen") or r.candidate.id in keep]
+    note = (f"the budget leaves {len(passed)} faithful candidate(s); the least fidelity loss "
+            f"within it is {100 * least:.0f}% of the allowance ({len(keep)} within "
+            f"{100 * band:.0f} points of it); among those: ")
+    return kept, note
+
+
+def _allowance(result: CandidateResult) -> float:
+    """The candidate's used share of the fidelity allowance (1: unknown, as if at the limit)."""
+    fid = result.fidelity
+    return 1.0 if fid is None or fid.allowance_used is None else fid.allowance_used
 
 
 def _slower_than_original(passed: Sequence[CandidateResult], times: dict[str, float],

@@ -244,6 +244,9 @@ class Fidelity(JsonValue):
     reference_accuracy: float | None = None
     synthetic: bool = False
     outputs: tuple[OutputFidelity, ...] = ()
+    #: the worst output's used share of its allowed loss (0: exact, 1: at the thresholds;
+    #: edge/core/verify/allowance.py); None in manifests written before it
+    allowance_used: float | None = None
 
     OMIT_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("outputs",)
 

@@ -19,7 +19,7 @@ from devices.connect import (
 from edge.core import progress
 from edge.core.errors import CheckFailed, UsageError
 from edge.core.values import Bundle, DeployReport
-from edge.flows.optimize import OptimizeOptions
+from edge.flows.optimize import OptimizeOptions, latency_budget
 
 __all__ = ["DEFAULT_KEEP", "BenchRequest", "DeployRequest", "DeviceTarget", "ReleasesRequest",
            "RollbackRequest", "build_bundle", "describe", "resolve_profile", "run_bench",
@@ -73,7 +73,9 @@ def run_deploy_outcome(request: DeployRequest) -> tuple[Any, Bundle, Path]:
         rounds, threads = _bench(request.device, profile)
         outcome = deploy(bundle_dir, bundle, transport, python=python,
                          work_dir=profile.access.work_dir, rounds=rounds, threads=threads,
-                         keep=request.keep, fastest=request.measure_on_device)
+                         keep=request.keep, fastest=request.measure_on_device,
+                         budget=latency_budget(request.options, profile)
+                         if request.measure_on_device else None)
     return outcome, bundle, bundle_dir
 
 

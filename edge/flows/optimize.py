@@ -22,7 +22,7 @@ from edge.core.intake import inspect_reference, is_tflite, reference_model
 from edge.core.model import inspect_model, sha256_file, unrunnable
 from edge.core.plan import PRUNED, Planned, make_plan, plan_pruned
 from edge.core.profile import Profile
-from edge.core.select import choose_candidate
+from edge.core.select import Budget, choose_candidate, least_loss
 from edge.core.values import (
     ORIGINAL,
     Artifact,
@@ -51,6 +51,7 @@ class OptimizeOptions:
     limits: Thresholds = Thresholds()
     holdout: float = 0.2
     latency_budget_ms: float | None = None
+    size_budget_mb: float | None = None  # the artifact's files, on disk
     rounds: Rounds = Rounds()
     measure: bool = True
     shapes: dict[str, tuple[int, ...]] | None = None
@@ -125,12 +126,8 @@ def optimize(model_path: Path, profile: Profile, out: Path, options: OptimizeOpt
     with _background_conversions(plan, ctx):
         outcomes = _converted(plan, contexts)
     outcomes = _measured(outcomes, profile, options, ctx)
-    budget = options.latency_budget_ms if _host_is(profile) else None
-    if options.latency_budget_ms is not None and budget is None:
-        log.warning("--latency-budget not applied: this host is not a %s device",
-                    profile.compute.arch)
-    results = [_budgeted(o.result, budget) for o in outcomes]
-    chosen, reason = _choose(results, profile)
+    results, budgeted = _within_budgets([o.result for o in outcomes], profile, options)
+    chosen, reason = _choose(results, profile, budgeted)
     bundle = Bundle(
         format=FORMAT, profile=profile.id, profile_spec=profile.to_json(), source=ctx.model,
         calibration=ctx.calib.source,
@@ -431,23 +428,64 @@ def _labelled(benches: dict[str, Any], outcome: _Outcome) -> Any:
     return None if bench is None or artifact is None else replace(bench, runtime=artifact.runtime)
 
 
-def _budgeted(result: CandidateResult, budget_ms: float | None) -> CandidateResult:
-    if budget_ms is None or result.status != "passed" or result.bench is None:
+def _within_budgets(results: list[CandidateResult], profile: Profile,
+                    options: OptimizeOptions) -> tuple[list[CandidateResult], bool]:
+    """Passed candidates over the latency (on a host of the device's kind) or size budget
+    rejected — the flags', else the profile's; and whether a budget applied."""
+    latency = latency_budget(options, profile)
+    size = _budget(options.size_budget_mb, profile.budgets.size_mb, "size")
+    if latency is not None and not _host_is(profile):
+        log.warning("%s not applied here: this host is not a %s device (edge deploy "
+                    "--on-device applies it to the device's own timings)", latency.name,
+                    profile.compute.arch)
+        latency = None
+    return [_sized(_budgeted(r, latency), size) for r in results], bool(latency or size)
+
+
+def latency_budget(options: OptimizeOptions, profile: Profile) -> Budget | None:
+    """The latency budget: ``--latency-budget``, else the profile's, else None."""
+    found = _budget(options.latency_budget_ms, profile.budgets.latency_ms, "latency")
+    return None if found is None else Budget(ms=found[0], name=found[1])
+
+
+def _budget(flag: float | None, profiled: float | None,
+            kind: str) -> tuple[float, str] | None:
+    """(value, how the reasons name it): the flag's, else the profile's, else None."""
+    if flag is not None:
+        return flag, f"--{kind}-budget"
+    return None if profiled is None else (profiled, f"the profile's {kind} budget")
+
+
+def _budgeted(result: CandidateResult, budget: Budget | None) -> CandidateResult:
+    if budget is None or result.status != "passed" or result.bench is None:
         return result
-    if result.bench.p50_ms <= budget_ms:
+    if result.bench.p50_ms <= budget.ms:
+        return result
+    return replace(result, status="rejected", reason=budget.over(result.bench.p50_ms))
+
+
+def _sized(result: CandidateResult, budget: tuple[float, str] | None) -> CandidateResult:
+    """A passed candidate whose files take more than the budget (MB) is rejected."""
+    if budget is None or result.status != "passed" or result.artifact is None:
+        return result
+    size = result.artifact.total_bytes / 1e6
+    if size <= budget[0]:
         return result
     return replace(result, status="rejected",
-                   reason=f"p50 {result.bench.p50_ms:.3f} ms over --latency-budget {budget_ms}")
+                   reason=f"{size:.2f} MB on disk, over {budget[1]} {budget[0]} MB")
 
 
-def _choose(results: list[CandidateResult], profile: Profile) -> tuple[str | None, str]:
-    """The bundle's choice: host timings decide when this host is the device's kind."""
+def _choose(results: list[CandidateResult], profile: Profile,
+            budgeted: bool = False) -> tuple[str | None, str]:
+    """The bundle's choice: host timings decide when this host is the device's kind; with a
+    budget, only among the candidates within it that lose the least fidelity."""
+    results, note = least_loss(results) if budgeted else (results, "")
     ms = {r.candidate.id: r.bench.p50_ms for r in results if r.bench is not None}
     why = (f"this host ({platform.machine()}) is not an {profile.compute.arch} device, so its "
            "timings only inform; edge deploy --on-device measures on the device")
     choice = choose_candidate(results, profile.runtimes, ms=ms, where="this host in "
                               "interleaved rounds", trusted=_host_is(profile), untrusted_why=why)
-    return choice.id, choice.reason
+    return choice.id, note + choice.reason if choice.id else choice.reason
 
 
 def _host_is(profile: Profile) -> bool:

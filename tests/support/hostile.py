@@ -314,6 +314,7 @@ def _cli_values() -> list[tuple[str, tuple[str, ...]]]:
                       ("--min-cosine", ("2", "-2", "nan", "inf")),
                       ("--max-error", ("0", "-1", "inf", "nan")),
                       ("--latency-budget", ("0", "-5", "nan", "inf")),
+                      ("--size-budget", ("0", "-1", "nan", "inf", "x")),
                       ("--shape", ("x=", "x=a,b", "x=-1,4", "nosuch=1,4", "x=1,4:complex",
                                    "x=0,4", "x=99999999,99999999")),
                       ("--metric", ("y=nosuch", "nosuch=values", "no_module_q:f", "y=", "=",

@@ -17,6 +17,7 @@ import numpy as np
 
 from edge.core.errors import UsageError
 from edge.core.values import Dataset, Fidelity, OutputFidelity
+from edge.core.verify.allowance import allowance_used
 from edge.core.verify.auto import Picked, pick_kinds
 from edge.core.verify.kinds import KINDS, common, measure_kind
 from edge.core.verify.spec import Spec
@@ -154,7 +155,9 @@ def measure(reference: Outputs, candidate: Outputs, data: Dataset,
                for i in range(count)]
     outputs += [_custom(spec, names, reference, candidate, data.labels)
                 for spec in limits.custom]
-    return _summary(outputs, len(reference), data.synthetic)
+    summary = _summary(outputs, len(reference), data.synthetic)
+    used = allowance_used(summary, limits.max_drop, limits.min_cosine, limits.max_rel_rms)
+    return replace(summary, allowance_used=round(used, 4) if math.isfinite(used) else None)
 
 
 def _arrays(outputs: Outputs, index: int) -> list[np.ndarray]:
