@@ -220,7 +220,8 @@ def test_json_carries_the_latency_budget_warning(tmp_path: Path) -> None:
     document = json.loads(done.stdout)  # the whole of stdout is the one document
     assert isinstance(document, dict) and document["chosen"]
     budget = [w for w in document["warnings"] if w.startswith("--latency-budget not applied")]
-    assert budget == ["--latency-budget not applied: this host is not a aarch64 device"], document
+    assert budget == ["--latency-budget not applied here: this host is not a aarch64 device "
+                      "(edge deploy --on-device applies it to the device's own timings)"], document
     assert f"warning: {budget[0]}" in done.stderr.splitlines()
     text = run_cli(*argv, "-o", str(tmp_path / "b"))  # stderr is no terminal here
     assert text.status == 0, text.stderr
