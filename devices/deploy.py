@@ -30,8 +30,8 @@ from devices.release import (
     prune_quietly,
 )
 from devices.transport import Transport
-from edge.core.errors import CheckFailed, DeviceError
-from edge.core.select import Budget, choose_candidate, least_loss, runnable
+from edge.core.errors import DeviceError
+from edge.core.select import Budget, choose_candidate, runnable, within_budget
 from edge.core.values import (
     Artifact,
     BenchResult,
@@ -150,7 +150,8 @@ def _deploy_fastest(device: Device, bundle_dir: Path, bundle: Bundle, *, rounds:
     benches, how = _device_benches(device, {r.candidate.id: m for r, m in installed}, rounds,
                                    threads)
     measured = [r for r, _ in installed if r.candidate.id in benches]
-    pool, note = _within_budget(measured, benches, budget, device.label)
+    pool, note = within_budget(measured, {k: b.p50_ms for k, b in benches.items()}, budget,
+                               device.label)
     choice = choose_candidate(pool, _runtimes(bundle),
                               ms={k: b.p50_ms for k, b in benches.items()},
                               where=f"{device.label} {how}")
@@ -162,23 +163,6 @@ def _deploy_fastest(device: Device, bundle_dir: Path, bundle: Bundle, *, rounds:
                      for r in measured)
     report = replace(outcome.report, compared=compared, reason=note + choice.reason)
     return replace(outcome, report=report, transfer=transfer)
-
-
-def _within_budget(measured: list[CandidateResult], benches: dict[str, BenchResult],
-                   budget: Budget | None, label: str) -> tuple[list[CandidateResult], str]:
-    """The candidates within the latency budget on the device that lose the least fidelity,
-    and a note; none within it: CheckFailed (nothing activated)."""
-    if budget is None:
-        return measured, ""
-    within = [r for r in measured if benches[r.candidate.id].p50_ms <= budget.ms]
-    if not within:
-        fastest = min(measured, key=lambda r: benches[r.candidate.id].p50_ms)
-        raise CheckFailed(f"no faithful candidate runs within {budget.name} {budget.ms} ms on "
-                          f"{label}: the fastest, {fastest.candidate.id}, "
-                          f"{budget.over(benches[fastest.candidate.id].p50_ms)}; nothing was "
-                          "activated")
-    pool, note = least_loss(within)
-    return pool, f"on the device, {note}"
 
 
 def _device_benches(device: Device, models: dict[str, str], rounds: Rounds,

@@ -26,12 +26,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
+from edge.core.errors import CheckFailed
 from edge.core.plan import PRECISION_RANK
 from edge.core.values import ORIGINAL, CandidateResult
 
 __all__ = ["BASELINE", "LOSS_BAND", "TIE", "Budget", "Choice", "Option", "choose",
            "choose_candidate", "describe_original", "label", "least_loss", "preference",
-           "runnable"]
+           "runnable", "within_budget"]
 
 #: Medians within this fraction of the fastest are a tie on a shared, noisy machine.
 TIE = 0.10
@@ -168,6 +169,22 @@ def least_loss(results: Sequence[CandidateResult],
             f"within it is {100 * least:.0f}% of the allowance ({len(keep)} within "
             f"{100 * band:.0f} points of it); among those: ")
     return kept, note
+
+
+def within_budget(measured: Sequence[CandidateResult], ms: dict[str, float],
+                  budget: Budget | None, where: str) -> tuple[list[CandidateResult], str]:
+    """The candidates timed (``ms``) within the latency budget ``where`` that lose the least
+    fidelity, and a note; none within it: CheckFailed (the caller activates nothing)."""
+    if budget is None:
+        return list(measured), ""
+    within = [r for r in measured if ms[r.candidate.id] <= budget.ms]
+    if not within:
+        fastest = min(measured, key=lambda r: ms[r.candidate.id])
+        raise CheckFailed(f"no faithful candidate runs within {budget.name} {budget.ms} ms on "
+                          f"{where}: the fastest, {fastest.candidate.id}, "
+                          f"{budget.over(ms[fastest.candidate.id])}; nothing was activated")
+    pool, note = least_loss(within)
+    return pool, f"on the device, {note}"
 
 
 def _allowance(result: CandidateResult) -> float:
