@@ -30,7 +30,7 @@ from devices.release import (
     prune_quietly,
 )
 from devices.transport import Transport
-from edge.core.errors import DeviceError
+from edge.core.errors import CheckFailed, DeviceError
 from edge.core.select import Budget, choose_candidate, runnable, within_budget
 from edge.core.values import (
     Artifact,
@@ -150,8 +150,12 @@ def _deploy_fastest(device: Device, bundle_dir: Path, bundle: Bundle, *, rounds:
     benches, how = _device_benches(device, {r.candidate.id: m for r, m in installed}, rounds,
                                    threads)
     measured = [r for r, _ in installed if r.candidate.id in benches]
-    pool, note = within_budget(measured, {k: b.p50_ms for k, b in benches.items()}, budget,
-                               device.label)
+    try:
+        pool, note = within_budget(measured, {k: b.p50_ms for k, b in benches.items()}, budget,
+                                   device.label)
+    except CheckFailed:
+        prune_quietly(device, keep)  # the installed candidates, never activated
+        raise
     choice = choose_candidate(pool, _runtimes(bundle),
                               ms={k: b.p50_ms for k, b in benches.items()},
                               where=f"{device.label} {how}")

@@ -133,9 +133,10 @@ optimize_options = with_options([
                       "sequence, ctc[:blank=K], yolo[:obj], ssd[:scores=OUTPUT] or regression; "
                       "OUTPUT may be '*'. MODULE:FUNCTION is your own check (see docs)."),
     click.option("--latency-budget", type=Finite(min=0, min_open=True),
-                 help="Reject candidates whose p50 measured on this host exceeds this (ms; "
-                      "applied when this host is the device's kind); with a budget, the "
-                      "candidate within it that loses the least fidelity is chosen."),
+                 help="Reject candidates whose p50 exceeds this (ms): timed on this host "
+                      "when it is the device's kind, or on the device with deploy "
+                      "--on-device; with a budget, the candidate within it that loses the "
+                      "least fidelity is chosen."),
     click.option("--size-budget", type=Finite(min=0, min_open=True), metavar="MB",
                  help="Reject candidates whose files take more than MB on disk; with a "
                       "budget, the candidate within it that loses the least fidelity is "

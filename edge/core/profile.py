@@ -162,7 +162,15 @@ class Budgets(_Frozen):
     latency_ms: float | None = Field(default=None, gt=0, allow_inf_nan=False,
                                      description="Longest p50 latency a model may take, ms")
     size_mb: float | None = Field(default=None, gt=0, allow_inf_nan=False,
-                                  description="Most disk space a model's files may take, MB")
+                                  description="Most disk space a model's files may take, MB "
+                                              "(2**20 bytes)")
+
+    @field_validator("latency_ms", "size_mb", mode="before")
+    @classmethod
+    def _a_number(cls, value: object) -> object:
+        if isinstance(value, bool):  # YAML's yes/no/true: not a budget
+            raise ValueError("must be a number, not true/false")
+        return value
 
 
 class Profile(_Frozen):

@@ -31,7 +31,8 @@ from edge.core.plan import PRECISION_RANK
 from edge.core.values import ORIGINAL, CandidateResult
 
 __all__ = ["BASELINE", "LOSS_BAND", "TIE", "Budget", "Choice", "Option", "choose",
-           "choose_candidate", "describe_original", "label", "least_loss", "preference",
+           "choose_candidate", "describe_original", "dominated_by", "label", "least_loss",
+           "preference",
            "runnable", "within_budget"]
 
 #: Medians within this fraction of the fastest are a tie on a shared, noisy machine.
@@ -155,12 +156,13 @@ def choose_candidate(results: Iterable[CandidateResult], runtimes: Sequence[str]
 
 
 def least_loss(results: Sequence[CandidateResult],
-               band: float = LOSS_BAND) -> tuple[list[CandidateResult], str]:
+               band: float | None = LOSS_BAND) -> tuple[list[CandidateResult], str]:
     """With a budget: the candidates that passed (within it) and spend the least of the
     fidelity allowance (within ``band`` of the least), the others as they are, and a note."""
     passed = [r for r in results if r.status in ("passed", "chosen")]
     if not passed:
         return list(results), ""
+    band = LOSS_BAND if band is None else band
     used = {r.candidate.id: _allowance(r) for r in passed}
     least = min(used.values())
     keep = {cid for cid, share in used.items() if share <= least + band}
@@ -175,7 +177,7 @@ def within_budget(measured: Sequence[CandidateResult], ms: dict[str, float],
                   budget: Budget | None, where: str) -> tuple[list[CandidateResult], str]:
     """The candidates timed (``ms``) within the latency budget ``where`` that lose the least
     fidelity, and a note; none within it: CheckFailed (the caller activates nothing)."""
-    if budget is None:
+    if budget is None or not measured:
         return list(measured), ""
     within = [r for r in measured if ms[r.candidate.id] <= budget.ms]
     if not within:
@@ -185,6 +187,18 @@ def within_budget(measured: Sequence[CandidateResult], ms: dict[str, float],
                           f"{budget.over(ms[fastest.candidate.id])}; nothing was activated")
     pool, note = least_loss(within)
     return pool, f"on the device, {note}"
+
+
+def dominated_by(name: str, points: dict[str, tuple[float, float, int]]) -> str:
+    """'dominated by X' when X is no worse on latency (within ``TIE``), loss and size, and
+    better on one (latency: by more than ``TIE``)."""
+    ms, used, size = points[name]
+    for other, (o_ms, o_used, o_size) in points.items():
+        no_worse = o_ms <= ms * (1 + TIE) and o_used <= used and o_size <= size
+        better = o_ms * (1 + TIE) < ms or o_used < used or o_size < size
+        if other != name and no_worse and better:
+            return f"dominated by {other}"
+    return ""
 
 
 def _allowance(result: CandidateResult) -> float:

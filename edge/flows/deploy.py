@@ -236,15 +236,25 @@ def _bundle(request: DeployRequest, profile: Any,
         if bundle.profile != profile.id:
             log.warning("bundle was optimized for %s, deploying with %s", bundle.profile,
                         profile.id)
+        _warn_unjudged_budgets(request)
         return bundle, request.source
     from edge.flows.optimize import optimize
 
     out = request.out or Path(f"{request.source.stem}-{profile.id}.bundle")
     bundle = optimize(request.source, profile, out, request.options)
     if bundle.chosen is None:
-        raise CheckFailed(f"no candidate kept fidelity (see {out}/manifest.json); nothing "
-                          "was deployed")
+        raise CheckFailed(f"{bundle.reason} (see {out}/manifest.json); nothing was deployed")
     return bundle, out
+
+
+def _warn_unjudged_budgets(request: DeployRequest) -> None:
+    """A bundle's choice was made when it was optimized: its budgets then, not these."""
+    options = request.options
+    if options.size_budget_mb is not None or (options.latency_budget_ms is not None
+                                              and not request.measure_on_device):
+        log.warning("budget flags are not applied to an existing bundle (its choice was made "
+                    "when it was optimized; --on-device judges --latency-budget on the "
+                    "device): re-optimize the model with them")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

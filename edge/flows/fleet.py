@@ -27,6 +27,7 @@ from edge.core.errors import EdgeError, UsageError, first_line
 from edge.core.values import Bundle, DeployReport
 from edge.flows.deploy import DeployRequest
 from edge.flows.fleet_values import FleetBundle, FleetReport, FleetRequest, HostResult
+from edge.flows.optimize import latency_budget
 
 __all__ = ["FleetBundle", "FleetReport", "FleetRequest", "HostResult", "describe_fleet",
            "run_fleet"]
@@ -343,7 +344,9 @@ def _deploy_to(request: FleetRequest, job: _Job, bundle: tuple[Bundle, Path],
         return deploy(bundle_dir, manifest, transport, python=python, work_dir=job.work_dir,
                       rounds=Rounds(calls=device.runs, warmup=device.warmup),
                       threads=job.threads, keep=request.keep,
-                      fastest=request.measure_on_device).report
+                      fastest=request.measure_on_device,
+                      budget=latency_budget(request.options, job.profile)
+                      if request.measure_on_device else None).report
 
 
 def _provision(transport: Any, job: _Job, manifest: Bundle) -> str:

@@ -22,7 +22,7 @@ from edge.core.intake import inspect_reference, is_tflite, reference_model
 from edge.core.model import inspect_model, sha256_file, unrunnable
 from edge.core.plan import PRUNED, Planned, make_plan, plan_pruned
 from edge.core.profile import Profile
-from edge.core.select import Budget, choose_candidate, least_loss
+from edge.core.select import LOSS_BAND, Budget, choose_candidate, least_loss
 from edge.core.values import (
     ORIGINAL,
     Artifact,
@@ -127,7 +127,10 @@ def optimize(model_path: Path, profile: Profile, out: Path, options: OptimizeOpt
         outcomes = _converted(plan, contexts)
     outcomes = _measured(outcomes, profile, options, ctx)
     results, budgeted = _within_budgets([o.result for o in outcomes], profile, options)
-    chosen, reason = _choose(results, profile, budgeted)
+    band = _loss_band(options, len(ctx.held_out)) if budgeted else None
+    chosen, reason = _choose(results, profile, band)
+    if chosen is None and budgeted:
+        reason = _none_within(results, [o.result for o in outcomes])
     bundle = Bundle(
         format=FORMAT, profile=profile.id, profile_spec=profile.to_json(), source=ctx.model,
         calibration=ctx.calib.source,
@@ -457,8 +460,11 @@ def _budget(flag: float | None, profiled: float | None,
 
 
 def _budgeted(result: CandidateResult, budget: Budget | None) -> CandidateResult:
-    if budget is None or result.status != "passed" or result.bench is None:
+    if budget is None or result.status != "passed":
         return result
+    if result.bench is None:
+        return replace(result, status="rejected", reason=f"not timed on this host: cannot be "
+                       f"judged against {budget.name} {budget.ms}")
     if result.bench.p50_ms <= budget.ms:
         return result
     return replace(result, status="rejected", reason=budget.over(result.bench.p50_ms))
@@ -468,18 +474,38 @@ def _sized(result: CandidateResult, budget: tuple[float, str] | None) -> Candida
     """A passed candidate whose files take more than the budget (MB) is rejected."""
     if budget is None or result.status != "passed" or result.artifact is None:
         return result
-    size = result.artifact.total_bytes / 1e6
+    size = result.artifact.total_bytes / MB
     if size <= budget[0]:
         return result
     return replace(result, status="rejected",
-                   reason=f"{size:.2f} MB on disk, over {budget[1]} {budget[0]} MB")
+                   reason=f"{size:.3g} MB on disk, over {budget[1]} {budget[0]} MB")
+
+
+#: The size budget's megabyte: 2**20 bytes, as the tables print sizes.
+MB = 2**20
+
+
+def _loss_band(options: OptimizeOptions, samples: int) -> float:
+    """Allowance shares this close are equally faithful: 10 points, or one held-out sample's
+    share of --max-drop when that is more (one flip among 400 is a quarter of 1 point)."""
+    one = 100.0 / max(samples, 1) / options.limits.max_drop if options.limits.max_drop else 0.0
+    return max(LOSS_BAND, one)
+
+
+def _none_within(results: list[CandidateResult], before: list[CandidateResult]) -> str:
+    """Why nothing was chosen when budgets rejected every faithful candidate."""
+    faithful = [b for b in before if b.status == "passed"]
+    if not faithful:
+        return "no candidate kept fidelity; see each candidate's reason"
+    return (f"{len(faithful)} candidate(s) kept fidelity but none is within the budget; see "
+            f"each candidate's reason")
 
 
 def _choose(results: list[CandidateResult], profile: Profile,
-            budgeted: bool = False) -> tuple[str | None, str]:
+            band: float | None = None) -> tuple[str | None, str]:
     """The bundle's choice: host timings decide when this host is the device's kind; with a
-    budget, only among the candidates within it that lose the least fidelity."""
-    results, note = least_loss(results) if budgeted else (results, "")
+    budget (``band``), only among the candidates within it that lose the least fidelity."""
+    results, note = least_loss(results, band) if band is not None else (results, "")
     ms = {r.candidate.id: r.bench.p50_ms for r in results if r.bench is not None}
     why = (f"this host ({platform.machine()}) is not an {profile.compute.arch} device, so its "
            "timings only inform; edge deploy --on-device measures on the device")

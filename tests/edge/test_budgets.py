@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from edge.core.profile import load_profile
-from edge.core.select import least_loss
+from edge.core.select import dominated_by, least_loss
 from edge.core.values import Candidate, CandidateResult, Dataset, Fidelity, OutputFidelity
 from edge.core.verify import Thresholds, measure
 from edge.core.verify.allowance import allowance_used
@@ -84,6 +84,7 @@ def bundles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     budgeted.write_text("extends: ort.yaml\nid: ort-small\nbudgets: {size_mb: 0.05}\n")
     for name, budget, prof in (("none", None, profile), ("tight", 0.05, profile),
                                ("loose", 100.0, profile), ("profiled", None, budgeted),
+                               ("nothing", 0.001, profile),
                                ("flag-wins", 100.0, budgeted)):
         options = OptimizeOptions(calib=SAMPLES / "digits_calib.npy",
                                   eval=SAMPLES / "digits_eval.npz", size_budget_mb=budget,
@@ -107,6 +108,9 @@ def test_a_size_budget_rejects_what_does_not_fit_and_chooses_the_least_loss(
     assert loose.chosen == "original"  # everything fits: the user's file loses nothing
     assert "the least fidelity loss within it is 0% of the allowance" in loose.reason
     assert "least fidelity loss" not in bundles["none"].reason
+    nothing = bundles["nothing"]  # every faithful candidate over 0.001 MB: none chosen, said so
+    assert nothing.chosen is None
+    assert "kept fidelity but none is within the budget" in nothing.reason
 
 
 def test_the_profiles_budget_applies_unless_a_flag_says_otherwise(
@@ -119,7 +123,7 @@ def test_the_profiles_budget_applies_unless_a_flag_says_otherwise(
     assert bundles["profiled"].chosen == bundles["tight"].chosen
     assert bundles["flag-wins"].chosen == "original"
     bad = tmp_path / "bad.yaml"
-    for text in ("latency_ms: -1", "size_mb: .nan", "size_mb: 0", "disk: 3"):
+    for text in ("latency_ms: -1", "size_mb: .nan", "size_mb: 0", "disk: 3", "latency_ms: yes"):
         bad.write_text(f"extends: x86-64\nid: bad\nbudgets: {{{text}}}\n")
         with pytest.raises(UsageError, match="budgets"):
             load_profile(bad)
@@ -133,3 +137,13 @@ def test_the_report_has_a_pareto_table(bundles: dict[str, Any]) -> None:
     used = [r.fidelity.allowance_used for r in bundles["none"].candidates
             if r.fidelity is not None and r.status in ("passed", "chosen")]
     assert used and all(u is not None and 0 <= u <= 1 for u in used)
+
+
+def test_pareto_dominance_needs_a_real_gain_and_treats_latency_within_the_tie_as_equal() -> None:
+    points = {"a": (1.00, 0.0, 100), "b": (1.05, 0.0, 100), "c": (2.0, 0.5, 200),
+              "d": (1.0, 0.0, 50)}
+    assert dominated_by("c", points) == "dominated by a"  # slower, lossier and bigger
+    assert dominated_by("a", points) == "dominated by d"  # as fast and faithful, smaller
+    assert dominated_by("d", points) == ""
+    assert dominated_by("b", {"a": points["a"], "b": points["b"]}) == ""  # 5%: a tie
+    assert dominated_by("a", {"a": points["a"], "b": points["b"]}) == ""

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from edge.core.select import TIE, dominated_by
 from edge.core.select import label as candidate_label
 from edge.flows.report.history import bundle_history, history_section
 from edge.flows.report.html import Section, figure, fmt_ms, fmt_size, note, page, pyplot, svg, table
@@ -104,31 +105,23 @@ def _candidates_section(plt: Any, bundle: Any) -> Section:
 def _pareto(bundle: Any) -> str:
     """Latency x fidelity loss x size of each timed, verified candidate, and whether another
     is at least as good on all three and better on one; '' when fewer than two."""
-    points = {r.candidate.id: (r.bench.p50_ms, r.fidelity.allowance_used, r.artifact.total_bytes)
-              for r in bundle.candidates if r.bench is not None and r.artifact is not None
-              and r.fidelity is not None and r.fidelity.allowance_used is not None}
-    if len(points) < 2:
+    timed = [r for r in bundle.candidates if r.bench is not None and r.artifact is not None
+             and r.fidelity is not None and r.fidelity.allowance_used is not None]
+    if len(timed) < 2:
         return ""
-    rows = [(cid, fmt_ms(ms), f"{100 * used:.0f}%", fmt_size(size),
-             _dominated_by(cid, points) or "Pareto-optimal")
-            for cid, (ms, used, size) in sorted(points.items(), key=lambda kv: kv[1][0])]
+    points = {candidate_label(r): (r.bench.p50_ms, r.fidelity.allowance_used,
+                                   r.artifact.total_bytes) for r in timed}
+    rows = [(name, fmt_ms(ms), f"{100 * used:.0f}%", fmt_size(size), r.status,
+             dominated_by(name, points) or "Pareto-optimal")
+            for r, (name, (ms, used, size)) in zip(timed, points.items(), strict=True)]
+    rows.sort(key=lambda row: points[row[0]][0])
     return (note("Latency x fidelity x size: the share of the allowed fidelity loss each "
-                 "candidate used (0% is the original's outputs, 100% is at the thresholds; a "
-                 "budget chooses the least within it), and whether another candidate beats it "
-                 "on all three.")
-            + table(("candidate", "p50 ms", "fidelity loss used", "size", "Pareto"), rows,
-                    ["passed" if row[-1] == "Pareto-optimal" else "" for row in rows],
-                    numeric=(1, 2)))
-
-
-def _dominated_by(cid: str, points: dict[str, tuple[float, float, int]]) -> str:
-    """'dominated by X' when X is no worse on latency, loss and size and better on one."""
-    mine = points[cid]
-    for other, theirs in points.items():
-        if other != cid and all(t <= m for t, m in zip(theirs, mine, strict=True)) \
-                and theirs != mine:
-            return f"dominated by {other}"
-    return ""
+                 "candidate used on the measure it is judged by (0%: no loss on it, 100%: at "
+                 "the thresholds; a budget chooses the least within it), and whether another "
+                 f"candidate beats it on all three (latencies within {100 * TIE:.0f}% are "
+                 "a tie).")
+            + table(("candidate", "p50 ms", "fidelity loss used", "size", "status", "Pareto"),
+                    rows, [row[4] for row in rows], numeric=(1, 2)))
 
 
 def _pruning(bundle: Any) -> str:
