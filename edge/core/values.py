@@ -65,11 +65,16 @@ def adapter(kind: Any) -> TypeAdapter[Any]:
     return _ADAPTERS[kind]
 
 
+def _empty(value: Any) -> bool:
+    """None or an empty text or collection (a 0 is a value, never omitted)."""
+    return value is None or (isinstance(value, (str, tuple, list, dict)) and not value)
+
+
 def _to_json(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         omit = value.OMIT_WHEN_EMPTY if isinstance(value, JsonValue) else ()
         return {f.name: _to_json(getattr(value, f.name)) for f in dataclasses.fields(value)
-                if not (f.name in omit and not getattr(value, f.name))}
+                if not (f.name in omit and _empty(getattr(value, f.name)))}
     if isinstance(value, (tuple, list)):
         return [_to_json(v) for v in value]
     if isinstance(value, dict):
@@ -248,7 +253,7 @@ class Fidelity(JsonValue):
     #: edge/core/verify/allowance.py); None in manifests written before it
     allowance_used: float | None = None
 
-    OMIT_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("outputs",)
+    OMIT_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("outputs", "allowance_used")
 
 
 @pydantic_dataclass(frozen=True, kw_only=True, slots=True)

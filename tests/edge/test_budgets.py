@@ -3,6 +3,7 @@ the least fidelity; the share of the allowed loss each candidate used; the Paret
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -107,6 +108,9 @@ def test_a_size_budget_rejects_what_does_not_fit_and_chooses_the_least_loss(
     loose = bundles["loose"]
     assert loose.chosen == "original"  # everything fits: the user's file loses nothing
     assert "the least fidelity loss within it is 0% of the allowance" in loose.reason
+    raw = json.loads((bundles["loose-dir"] / "manifest.json").read_text())
+    original = next(c for c in raw["candidates"] if c["candidate"]["target"] == "original")
+    assert original["fidelity"]["allowance_used"] == 0.0  # a 0 is written, not omitted
     assert "least fidelity loss" not in bundles["none"].reason
     nothing = bundles["nothing"]  # every faithful candidate over 0.001 MB: none chosen, said so
     assert nothing.chosen is None
