@@ -130,7 +130,7 @@ def optimize(model_path: Path, profile: Profile, out: Path, options: OptimizeOpt
     band = _loss_band(options, len(ctx.held_out)) if budgeted else None
     chosen, reason = _choose(results, profile, band)
     if chosen is None and budgeted:
-        reason = _none_within(results, [o.result for o in outcomes])
+        reason = _none_within([o.result for o in outcomes])
     bundle = Bundle(
         format=FORMAT, profile=profile.id, profile_spec=profile.to_json(), source=ctx.model,
         calibration=ctx.calib.source,
@@ -492,7 +492,7 @@ def _loss_band(options: OptimizeOptions, samples: int) -> float:
     return max(LOSS_BAND, one)
 
 
-def _none_within(results: list[CandidateResult], before: list[CandidateResult]) -> str:
+def _none_within(before: list[CandidateResult]) -> str:
     """Why nothing was chosen when budgets rejected every faithful candidate."""
     faithful = [b for b in before if b.status == "passed"]
     if not faithful:
