@@ -92,14 +92,15 @@ frame(warm)
 print(json.dumps({"seconds": frame(size)}))
 """
 
-# Either side: a CPU-bound loop, timed inside the process (startup excluded).
+# Either side: a CPU-bound loop, timed inside the process (startup excluded): wall seconds and
+# the CPU seconds it used.
 CPU_LOOP = r"""
 import sys, time
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 n = 0
 for i in range(int(sys.argv[1])):
     n += i
-print(time.perf_counter() - t0)
+print(time.perf_counter() - t0, time.process_time() - c0)
 """
 
 
@@ -217,16 +218,29 @@ def test_remove_stale_clears_leftovers_of_dead_processes() -> None:
 
 
 def test_edge_cpu_fraction_slows_cpu_bound_work() -> None:
+    """The edge side gets a quarter of a CPU: its share (CPU seconds over wall seconds) is the
+    cgroup's cap, and CPU-bound work there takes at least 2.5x as long as in the cloud.
+
+    The wall-time ratio itself is not bounded above: it is ~4 on a quiet host, but the CPU seconds
+    the same loop needs vary between runs on a shared VM (1.00-1.36x the cloud side's in one
+    scratch series, and 6.1 once in CI), while the share stayed 0.248-0.251."""
     loop = [PY, "-c", CPU_LOOP, "600000"]
-    times: dict[str, list[float]] = {"edge": [], "cloud": []}
+    times: dict[str, list[tuple[float, float]]] = {"edge": [], "cloud": []}
     with EmulatedLink(LinkSpec(rate_mbit=10, rtt_ms=2), edge_cpu_fraction=0.25) as link:
         for _ in range(5):  # interleaved, so drifting machine load hits both sides alike
             for side in ("cloud", "edge"):
                 out = link.run(side, loop, capture_output=True, text=True, check=True).stdout
-                times[side].append(float(out))
-    ratio = statistics.median(times["edge"]) / statistics.median(times["cloud"])
-    print(f"cpu 0.25: edge/cloud = {ratio:.2f} {times}")
-    assert 2.5 <= ratio <= 6.0
+                wall, cpu = map(float, out.split())
+                times[side].append((wall, cpu))
+    ratio = _median(times["edge"], 0) / _median(times["cloud"], 0)
+    share = statistics.median(cpu / wall for wall, cpu in times["edge"])
+    print(f"cpu 0.25: edge/cloud = {ratio:.2f}, edge CPU share {share:.3f} {times}")
+    assert share <= 0.25 * 1.1, "the edge side used more than its quarter of a CPU"
+    assert ratio >= 2.5, "the edge side was not slowed"
+
+
+def _median(runs: list[tuple[float, float]], k: int) -> float:
+    return statistics.median(run[k] for run in runs)
 
 
 def test_argv_and_spec_validation() -> None:

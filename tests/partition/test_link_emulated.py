@@ -72,17 +72,29 @@ def test_client_switches_cut_when_the_link_changes(splitnet: SplitNet, tmp_path:
             runs, changed = _runs_while_changing(device, tmp_path / "split", url, splitnet,
                                                  [slow, fast])
 
-    def kinds(start: float, end: float) -> list[str]:
-        return [r["kind"] for r in runs if start <= r["started"] < end]
+    def phase(start: float, end: float) -> list[dict]:
+        return [r for r in runs if start <= r["started"] < end]
 
-    before = kinds(0, changed[0])
-    slow_phase = kinds(changed[0] + 1.5, changed[1])
-    after = kinds(changed[1] + 2.5, float("inf"))
+    before = phase(0, changed[0])
+    slow_phase = phase(changed[0] + 1.5, changed[1])
+    after = phase(changed[1] + 2.5, float("inf"))
     assert before and slow_phase and after
-    assert before.count("split") >= 0.9 * len(before), before
+    assert _count(before, "split") >= 0.9 * len(before), _why(before)
     # the device runs the whole model; every 0.5 s one probe still tries the split
-    assert slow_phase.count("all-edge") >= 0.7 * len(slow_phase), slow_phase
-    assert after.count("split") >= 0.7 * len(after), after
+    assert _count(slow_phase, "all-edge") >= 0.7 * len(slow_phase), _why(slow_phase)
+    assert _count(after, "split") >= 0.7 * len(after), _why(after)
+
+
+def _count(runs: list[dict], kind: str) -> int:
+    return sum(r["kind"] == kind for r in runs)
+
+
+def _why(runs: list[dict]) -> str:
+    """Each run of a phase that went wrong: its cut (P: a probe, F: fell back to the device), the
+    uplink estimate after it, its time on the link and in all (so a failure says why)."""
+    return " ".join(f"{r['kind']}{'P' if r['probe'] else ''}{'F' if r['fell_back'] else ''}"
+                    f"({r['uplink_mbps']:.2g}Mb {r['link_ms']:.0f}/{r['total_ms']:.0f}ms)"
+                    for r in runs)
 
 
 def _runs_while_changing(device: Device, split_dir: Path, url: str, splitnet: SplitNet,
