@@ -31,7 +31,7 @@ def _one_line(result: Result, words: str, status: int = 2) -> None:
 
 @pytest.mark.parametrize(("dtype", "dims", "opset", "words"), [
     (TensorProto.FLOAT, [100000, 100000, 100000], 17,
-     "input 'x' declares [100000, 100000, 100000] float32: 3.55 PiB per sample"),
+     "input 'x' declares [100000, 100000, 100000] float32: 3.55 PB per sample"),
     (TensorProto.STRING, [1], 17, "tensor 'x' is a string: edge feeds and verifies numeric"),
     (TensorProto.FLOAT, [1, 4], 99, "opset 99 is newer than any this edge's ONNX knows"),
 ])

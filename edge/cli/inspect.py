@@ -11,6 +11,7 @@ import click
 from edge.cli.common import PATH, SHAPE, json_option, parse_shapes, with_sample
 from edge.cli.output import emit, stdout_to_stderr
 from edge.core.errors import ExitStatus
+from edge.core.units import MB
 
 __all__ = ["inspect"]
 
@@ -65,7 +66,7 @@ def inspect(model: Path, profile_ref: str | None, shapes: tuple[str, ...], as_js
 
 def _fit(info: Any, profile: Any) -> dict[str, Any]:
     """Whether the weights fit the profile's budget at fp32 and at int8 (edge's smallest)."""
-    weights_mb = info.params * 4 / 2**20
+    weights_mb = info.params * 4 / MB
     budget = profile.memory.model_budget_mb
     fits_fp32, fits = weights_mb <= budget, weights_mb / 4 <= budget
     verdict = ("fit" if fits_fp32 else "fit only at int8" if fits else "do NOT fit even at int8")

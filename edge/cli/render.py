@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from edge.core.tables import table
+from edge.core.units import size_text
 from edge.core.values import BenchResult, Bundle, CandidateResult, DeployReport, ModelInfo
 
 if TYPE_CHECKING:
@@ -14,10 +15,6 @@ if TYPE_CHECKING:
 
 __all__ = ["render_bundle", "render_deploy", "render_deploy_outcome", "render_model",
            "render_releases", "render_rollback", "table"]
-
-
-def _mb(size: int) -> str:
-    return f"{size / 2**20:.2f} MB" if size >= 2**20 else f"{size / 1024:.1f} KB"
 
 
 def _count(n: int) -> str:
@@ -36,7 +33,7 @@ def render_model(info: ModelInfo, fit: str | None = None) -> str:
     caveat = macs_caveat(info)
     parts = [
         f"{info.path}",
-        f"  opset {info.opset}   precision {info.precision}   size {_mb(info.size_bytes)}   "
+        f"  opset {info.opset}   precision {info.precision}   size {size_text(info.size_bytes)}   "
         f"params {_count(info.params)}   MACs {'>= ' if caveat else ''}{_count(info.macs)}   "
         f"sha256 {info.sha256[:16]}",
         "",
@@ -65,7 +62,7 @@ def render_bundle(bundle: Bundle, where: str) -> str:
     """The ``edge optimize`` summary."""
     from edge.core.select import label
 
-    rows = [(label(r), r.status, _mb(r.artifact.total_bytes) if r.artifact else "",
+    rows = [(label(r), r.status, size_text(r.artifact.total_bytes) if r.artifact else "",
              _fidelity(r), f"{r.bench.p50_ms:.3f}" if r.bench else "", r.reason)
             for r in bundle.candidates]
     ref = next((r.fidelity.reference_accuracy for r in bundle.candidates
@@ -182,7 +179,7 @@ def render_deploy_outcome(outcome: DeployOutcome) -> str:
 
 
 def _bytes(size: int) -> str:
-    return f"{size} B" if size < 1024 else _mb(size)
+    return f"{size} B" if size < 1024 else size_text(size)
 
 
 def render_rollback(report: RollbackReport) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from edge.core.errors import UsageError, first_line
+from edge.core.units import size_text
 from edge.core.values import ModelInfo, TensorSpec
 
 if TYPE_CHECKING:
@@ -98,7 +99,7 @@ def unrunnable(info: ModelInfo) -> str | None:
         size = _bytes(spec)
         if size > MAX_SAMPLE_BYTES:
             return (f"input '{spec.name}' declares {_shown(spec.shape)} {spec.dtype}: "
-                    f"{_human(size)} per sample, more than any device holds; pin real dims "
+                    f"{size_text(size)} per sample, more than any device holds; pin real dims "
                     f"with --shape {spec.name}=DIMS")
     return None
 
@@ -125,14 +126,6 @@ def _bytes(spec: TensorSpec) -> int:
     for dim in spec.shape:
         count *= dim if isinstance(dim, int) and dim > 0 else 1
     return count * np.dtype(spec.dtype).itemsize
-
-
-def _human(size: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024:
-            return f"{size:.2f} {unit}"
-        size /= 1024
-    return f"{size:.2f} PiB"
 
 
 def macs_caveat(info: ModelInfo) -> str | None:

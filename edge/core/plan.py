@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 
 from edge.core.capabilities import Capabilities
 from edge.core.profile import Profile
+from edge.core.units import MB
 from edge.core.values import ORIGINAL, Candidate, ModelInfo
 
 __all__ = ["BYTES_PER_PARAM", "FORMAT_RUNTIME", "PRECISION_RANK", "PRUNED", "Planned",
@@ -139,7 +140,7 @@ def unfit(profile: Profile, model: ModelInfo) -> str | None:
 
 
 def _budget(profile: Profile, model: ModelInfo, cand: Candidate) -> str | None:
-    size_mb = model.params * BYTES_PER_PARAM.get(cand.precision, 4) / 2**20
+    size_mb = model.params * BYTES_PER_PARAM.get(cand.precision, 4) / MB
     budget = profile.memory.model_budget_mb
     if size_mb <= budget:
         return None

@@ -23,6 +23,7 @@ from edge.core.model import inspect_model, sha256_file, unrunnable
 from edge.core.plan import PRUNED, Planned, make_plan, plan_pruned
 from edge.core.profile import Profile
 from edge.core.select import LOSS_BAND, Budget, choose_candidate, least_loss
+from edge.core.units import MB
 from edge.core.values import (
     ORIGINAL,
     Artifact,
@@ -479,10 +480,6 @@ def _sized(result: CandidateResult, budget: tuple[float, str] | None) -> Candida
         return result
     return replace(result, status="rejected",
                    reason=f"{size:.3g} MB on disk, over {budget[1]} {budget[0]} MB")
-
-
-#: The size budget's megabyte: 2**20 bytes, as the tables print sizes.
-MB = 2**20
 
 
 def _loss_band(options: OptimizeOptions, samples: int) -> float:

@@ -12,6 +12,7 @@ from typing import Any
 
 from edge.core import __version__
 from edge.core.errors import UsageError
+from edge.core.units import size_text
 
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;margin:0 auto;
@@ -117,11 +118,7 @@ def fmt_ms(value: float | None) -> str:
 
 
 def fmt_size(n: int | None) -> str:
-    if n is None:
-        return ""
-    if n >= 2**20:
-        return f"{n / 2**20:.2f} MB"
-    return f"{n / 1024:.1f} KB" if n >= 1024 else f"{n} B"
+    return "" if n is None else size_text(n)
 
 
 def short(name: str, width: int = 36) -> str:
