@@ -220,7 +220,7 @@ def test_json_carries_the_latency_budget_warning(tmp_path: Path) -> None:
     document = json.loads(done.stdout)  # the whole of stdout is the one document
     assert isinstance(document, dict) and document["chosen"]
     budget = [w for w in document["warnings"] if w.startswith("--latency-budget not applied")]
-    assert budget == ["--latency-budget not applied here: this host is not a aarch64 device "
+    assert budget == ["--latency-budget not applied here: this host is x86_64, the device aarch64 "
                       "(edge deploy --on-device applies it to the device's own timings)"], document
     assert f"warning: {budget[0]}" in done.stderr.splitlines()
     text = run_cli(*argv, "-o", str(tmp_path / "b"))  # stderr is no terminal here

@@ -427,3 +427,34 @@ def test_keep_reaches_every_host(deployed, emulated, fleet_dir: Path) -> None:
     for host in pruned.hosts:
         left = releases(host.host)
         assert host.release in left and len(left) <= 2 < len(before[host.host]), left
+
+
+@pytest.mark.slow
+def test_on_device_latency_budget_is_judged_on_each_host(deployed, emulated,
+                                                          fleet_dir: Path) -> None:
+    """--on-device applies --latency-budget to each device's own interleaved timings: when no
+    candidate runs within it there, that host fails saying so and keeps its current release;
+    a budget every candidate meets activates one as usual."""
+    report, _, _ = deployed
+    bundle = Path(report.bundles[0].bundle)
+    emulated.wipe()
+    device = DeviceTarget(known_hosts=emulated.known_hosts, runs=3, warmup=0)
+    first = run_fleet(FleetRequest(source=bundle, inventory=fleet_dir / "hosts.yml",
+                                   limit="dev3", device=device))
+    assert first.exit_status == 0, render_fleet(first)
+    before = _device_state(emulated)["dev3"]
+
+    def on_device(ms: float) -> FleetReport:
+        return run_fleet(FleetRequest(source=bundle, inventory=fleet_dir / "hosts.yml",
+                                      limit="dev3", device=device, measure_on_device=True,
+                                      options=OptimizeOptions(latency_budget_ms=ms)))
+
+    strict = on_device(1e-6)
+    (host,) = strict.hosts
+    assert strict.exit_status != 0 and host.report is None, render_fleet(strict)
+    assert "no faithful candidate runs within --latency-budget 1e-06 ms" in str(host.error)
+    assert _device_state(emulated)["dev3"] == before  # nothing was activated
+    generous = on_device(10_000.0)
+    assert generous.exit_status == 0, render_fleet(generous)
+    (host,) = generous.hosts
+    assert host.report is not None and _device_state(emulated)["dev3"][1]

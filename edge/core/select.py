@@ -55,14 +55,24 @@ class Option:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Budget:
-    """A latency budget and how reasons name it (``--latency-budget``, the profile's)."""
+    """A latency (ms) or size (MB) budget and how reasons name it (``--latency-budget``, the
+    profile's size budget)."""
 
-    ms: float
+    limit: float
     name: str
+    unit: str = "ms"
 
-    def over(self, p50_ms: float) -> str:
-        """The rejection reason of a candidate timed at ``p50_ms``."""
-        return f"p50 {p50_ms:.3f} ms over {self.name} {self.ms}"
+    def holds(self, value: float) -> bool:
+        return value <= self.limit
+
+    def over(self, value: float) -> str:
+        """The rejection reason of a candidate at ``value`` (its p50, or its size on disk)."""
+        if self.unit == "ms":
+            return f"p50 {value:.3f} ms over {self}"
+        return f"{value:.3g} {self.unit} on disk, over {self}"
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.limit:g} {self.unit}"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -179,10 +189,10 @@ def within_budget(measured: Sequence[CandidateResult], ms: dict[str, float],
     fidelity, and a note; none within it: CheckFailed (the caller activates nothing)."""
     if budget is None or not measured:
         return list(measured), ""
-    within = [r for r in measured if ms[r.candidate.id] <= budget.ms]
+    within = [r for r in measured if budget.holds(ms[r.candidate.id])]
     if not within:
         fastest = min(measured, key=lambda r: ms[r.candidate.id])
-        raise CheckFailed(f"no faithful candidate runs within {budget.name} {budget.ms} ms on "
+        raise CheckFailed(f"no faithful candidate runs within {budget} on "
                           f"{where}: the fastest, {fastest.candidate.id}, "
                           f"{budget.over(ms[fastest.candidate.id])}; nothing was activated")
     pool, note = least_loss(within)

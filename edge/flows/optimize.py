@@ -437,27 +437,27 @@ def _within_budgets(results: list[CandidateResult], profile: Profile,
     """Passed candidates over the latency (on a host of the device's kind) or size budget
     rejected — the flags', else the profile's; and whether a budget applied."""
     latency = latency_budget(options, profile)
-    size = _budget(options.size_budget_mb, profile.budgets.size_mb, "size")
+    size = _budget(options.size_budget_mb, profile.budgets.size_mb, "size", "MB")
     if latency is not None and not _host_is(profile):
-        log.warning("%s not applied here: this host is not a %s device (edge deploy "
+        log.warning("%s not applied here: this host is %s, the device %s (edge deploy "
                     "--on-device applies it to the device's own timings)", latency.name,
-                    profile.compute.arch)
+                    platform.machine(), profile.compute.arch)
         latency = None
     return [_sized(_budgeted(r, latency), size) for r in results], bool(latency or size)
 
 
 def latency_budget(options: OptimizeOptions, profile: Profile) -> Budget | None:
     """The latency budget: ``--latency-budget``, else the profile's, else None."""
-    found = _budget(options.latency_budget_ms, profile.budgets.latency_ms, "latency")
-    return None if found is None else Budget(ms=found[0], name=found[1])
+    return _budget(options.latency_budget_ms, profile.budgets.latency_ms, "latency", "ms")
 
 
-def _budget(flag: float | None, profiled: float | None,
-            kind: str) -> tuple[float, str] | None:
-    """(value, how the reasons name it): the flag's, else the profile's, else None."""
+def _budget(flag: float | None, profiled: float | None, kind: str, unit: str) -> Budget | None:
+    """The flag's budget, else the profile's, else None; named as the reasons name it."""
     if flag is not None:
-        return flag, f"--{kind}-budget"
-    return None if profiled is None else (profiled, f"the profile's {kind} budget")
+        return Budget(limit=flag, name=f"--{kind}-budget", unit=unit)
+    if profiled is None:
+        return None
+    return Budget(limit=profiled, name=f"the profile's {kind} budget", unit=unit)
 
 
 def _budgeted(result: CandidateResult, budget: Budget | None) -> CandidateResult:
@@ -465,21 +465,20 @@ def _budgeted(result: CandidateResult, budget: Budget | None) -> CandidateResult
         return result
     if result.bench is None:
         return replace(result, status="rejected", reason=f"not timed on this host: cannot be "
-                       f"judged against {budget.name} {budget.ms}")
-    if result.bench.p50_ms <= budget.ms:
+                       f"judged against {budget}")
+    if budget.holds(result.bench.p50_ms):
         return result
     return replace(result, status="rejected", reason=budget.over(result.bench.p50_ms))
 
 
-def _sized(result: CandidateResult, budget: tuple[float, str] | None) -> CandidateResult:
+def _sized(result: CandidateResult, budget: Budget | None) -> CandidateResult:
     """A passed candidate whose files take more than the budget (MB) is rejected."""
     if budget is None or result.status != "passed" or result.artifact is None:
         return result
     size = result.artifact.total_bytes / MB
-    if size <= budget[0]:
+    if budget.holds(size):
         return result
-    return replace(result, status="rejected",
-                   reason=f"{size:.3g} MB on disk, over {budget[1]} {budget[0]} MB")
+    return replace(result, status="rejected", reason=budget.over(size))
 
 
 def _loss_band(options: OptimizeOptions, samples: int) -> float:
