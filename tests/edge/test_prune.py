@@ -155,6 +155,35 @@ def test_a_pad_that_adds_channels_is_refused_by_name(tmp_path: Path) -> None:
         prune_model(model, samples, PruneOptions(budget_s=0))
 
 
+def test_asymmetric_same_padding_keeps_the_macs_countable(tmp_path: Path) -> None:
+    """TensorFlow's SAME padding at stride 2 pads one side more: the reader pads explicitly, and
+    the exporter writes F.pad's pads as a ConstantOfShape/Concat chain that hid every later shape
+    (a pruned MediaPipe hand model counted 0.6M MACs, not 87.5M). The export is folded: the
+    pruned model's MACs are its convolutions' own."""
+    from edge.core.data import synthetic_dataset
+    from edge.flows.prune import PruneOptions, prune_model
+
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.normal(size=s).astype(np.float32), n)
+             for n, s in (("wa", (16, 3, 3, 3)), ("wb", (8, 16, 3, 3)))]
+    nodes = [helper.make_node("Conv", ["x", "wa"], ["a"], strides=[2, 2], auto_pad="SAME_UPPER"),
+             helper.make_node("Relu", ["a"], ["r"]),
+             helper.make_node("Conv", ["r", "wb"], ["y"], pads=[1, 1, 1, 1])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [1, 3, 16, 16])], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, [1, 8, 8, 8])], inits)
+    path = tmp_path / "same.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    model = inspect_model(path)
+    assert model.macs == 16 * 3 * 9 * 64 + 8 * 16 * 9 * 64
+    with pytest.warns(UserWarning, match="synthetic"):
+        samples = synthetic_dataset(model)
+    pruned = prune_model(model, samples, PruneOptions(ratio=0.5, budget_s=0))
+    assert pruned.pruning.channels_after == 8 + 8  # half of the first conv's 16 (y stays 8)
+    assert pruned.model.macs == 8 * 3 * 9 * 64 + 8 * 8 * 9 * 64 == pruned.pruning.macs_after
+    assert "ConstantOfShape" not in pruned.model.ops
+
+
 # ---------------------------------------------------------------- through edge optimize
 
 
