@@ -87,7 +87,7 @@ def build_layers() -> dict[str, dict[str, str]]:
         fp32 = WORK / f"layer{k}.onnx"
         shape = _layer_model(dims, rng, fp32)
         built[name] = {"fp32": str(fp32),
-                       "int8": _quantized(fp32, _random_inputs(shape, rng), [], "int8")}
+                       "int8": _quantized(fp32, _random_inputs(shape, rng), [], f"layer{k}")}
     return built
 
 
