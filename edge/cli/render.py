@@ -164,7 +164,7 @@ def _bench_metric_rows(b: BenchResult) -> list[tuple[str, str]]:
 def render_deploy_outcome(outcome: DeployOutcome) -> str:
     """The ``edge deploy`` summary with the release steps: transfer, health, rollback target."""
     t, h = outcome.transfer, outcome.health
-    sent = (f"{t.files_sent} file(s), {_bytes(t.bytes_sent)}" if t.files_sent
+    sent = (f"{t.files_sent} file(s), {size_text(t.bytes_sent)}" if t.files_sent
             else "nothing (0 B): the device already had this release")
     if t.files_sent and t.files_reused:
         sent += f"; {t.files_reused} file(s) already there"
@@ -176,10 +176,6 @@ def render_deploy_outcome(outcome: DeployOutcome) -> str:
     if outcome.pruned:
         rows.append(("pruned", ", ".join(outcome.pruned)))
     return render_deploy(outcome.report, rows)
-
-
-def _bytes(size: int) -> str:
-    return f"{size} B" if size < 1024 else size_text(size)
 
 
 def render_rollback(report: RollbackReport) -> str:
@@ -201,7 +197,7 @@ def render_releases(report: ReleasesReport) -> str:
     for r in report.releases:
         state = ("active" if r.active else "previous" if r.previous
                  else "incomplete" if not r.complete else "")
-        rows.append((r.release, state, r.artifact or "", _bytes(r.size_bytes),
+        rows.append((r.release, state, r.artifact or "", size_text(r.size_bytes),
                      r.last_active or "", r.installed))
     head = f"{report.target} ({report.transport})  work dir {report.work_dir}"
     parts = [head, ""]
