@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 import provenance
+from peerbench.builds import calib_reader, input_name
 from peerbench.common import CACHE, CNN_RECIPE
 from peerbench.report import machine
 
@@ -115,8 +116,9 @@ def _layer_model(dims: tuple[int, ...], rng: np.random.Generator, out: Path) -> 
     return shape
 
 
-def _random_inputs(shape: tuple[int, ...], rng: np.random.Generator) -> list[np.ndarray]:
-    return [rng.normal(size=shape).astype(np.float32) for _ in range(8)]
+def _random_inputs(shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """8 calibration inputs, stacked."""
+    return rng.normal(size=(8, *shape[1:])).astype(np.float32)
 
 
 def build_plans(model: str) -> dict[str, Any]:
@@ -128,7 +130,7 @@ def build_plans(model: str) -> dict[str, Any]:
     fp32 = WORK / f"{model}.onnx"
     proto = _batch_one(onnx.load(files["onnx"]))
     onnx.save(proto, fp32)
-    calib = list(np.load(files["calib"]).astype(np.float32)[:32, None])
+    calib = np.load(files["calib"]).astype(np.float32)[:32]
     islands = _islands(model, proto)
     paths = {"fp32": str(fp32)} | {
         plan: _quantized(fp32, calib, floats, f"{model}-{plan}")
@@ -176,33 +178,16 @@ def _group(node: Any) -> int:
     return next((a.i for a in node.attribute if a.name == "group"), 1)
 
 
-def _quantized(fp32: Path, calib: list[np.ndarray], floats: list[str], tag: str) -> str:
-    """ONNX Runtime's static QDQ int8 of ``fp32``, ``floats`` left out."""
-    from onnxruntime.quantization import (
-        CalibrationDataReader,
-        QuantFormat,
-        QuantType,
-        quantize_static,
-    )
-
-    class Reader(CalibrationDataReader):
-        def __init__(self) -> None:
-            self.feeds = iter([{_input_name(fp32): x} for x in calib])
-
-        def get_next(self) -> dict[str, np.ndarray] | None:
-            return next(self.feeds, None)
+def _quantized(fp32: Path, calib: np.ndarray, floats: list[str], tag: str) -> str:
+    """ONNX Runtime's static QDQ int8 of ``fp32`` calibrated on the stacked ``calib``,
+    ``floats`` left out."""
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 
     out = WORK / f"{tag.replace(' ', '_').replace(',', '').replace('+', 'and')}.int8.onnx"
-    quantize_static(str(fp32), str(out), Reader(), quant_format=QuantFormat.QDQ,
-                    per_channel=True, nodes_to_exclude=floats,
+    quantize_static(str(fp32), str(out), calib_reader(input_name(fp32), calib),
+                    quant_format=QuantFormat.QDQ, per_channel=True, nodes_to_exclude=floats,
                     activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
     return str(out)
-
-
-def _input_name(path: Path) -> str:
-    import onnx
-
-    return onnx.load(str(path), load_external_data=False).graph.input[0].name
 
 
 # ---------------------------------------------------------------- timing (this process)

@@ -57,7 +57,7 @@ def _cached_build(name: str, src: Path, calib: np.ndarray, work: Path) -> dict[s
     return record
 
 
-def _reader(name: str, calib: np.ndarray) -> Any:
+def calib_reader(name: str, calib: np.ndarray) -> Any:
     """A CalibrationDataReader over the calibration samples, one at a time."""
     from onnxruntime.quantization import CalibrationDataReader
 
@@ -78,7 +78,7 @@ def _ort_static(src: Path, calib: np.ndarray, work: Path) -> Path:
 
     quant_pre_process(str(src), str(work / "pre.onnx"))
     quantize_static(str(work / "pre.onnx"), str(work / "static.onnx"),
-                    _reader(_input_name(src), calib))
+                    calib_reader(input_name(src), calib))
     return work / "static.onnx"
 
 
@@ -122,7 +122,7 @@ _BUILDERS = {"ort-static": _ort_static, "ort-dynamic": _ort_dynamic, "nncf": _nn
              "onnx2tf": _onnx2tf}
 
 
-def _input_name(path: Path) -> str:
+def input_name(path: Path) -> str:
     import onnx
 
     return onnx.load(str(path), load_external_data=False).graph.input[0].name
