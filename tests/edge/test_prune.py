@@ -130,9 +130,22 @@ def test_an_unknown_op_is_refused_by_name() -> None:
         to_torch(model)
 
 
+def _saved(tmp_path: Path, nodes: list, inits: list, x: list[int], y: list[int]) -> tuple:
+    """The graph as an ONNX file, its ModelInfo and synthetic samples for it."""
+    from edge.core.data import synthetic_dataset
+
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, x)], [helper.make_tensor_value_info("y", TensorProto.FLOAT, y)],
+        inits)
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    model = inspect_model(path)
+    with pytest.warns(UserWarning, match="synthetic"):
+        return model, synthetic_dataset(model)
+
+
 def test_a_pad_that_adds_channels_is_refused_by_name(tmp_path: Path) -> None:
     """MediaPipe's blocks widen a residual with a channel Pad: torch-pruning cannot follow."""
-    from edge.core.data import synthetic_dataset
     from edge.flows.prune import PruneOptions, prune_model
     from edge.flows.prune_graph import PruneError
 
@@ -143,14 +156,7 @@ def test_a_pad_that_adds_channels_is_refused_by_name(tmp_path: Path) -> None:
     nodes = [helper.make_node("Conv", ["x", "wa"], ["a"], pads=[1, 1, 1, 1]),
              helper.make_node("Pad", ["a", "p"], ["wide"], name="widen"),
              helper.make_node("Conv", ["wide", "wb"], ["y"])]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(
-        "x", TensorProto.FLOAT, [1, 3, 8, 8])], [helper.make_tensor_value_info(
-            "y", TensorProto.FLOAT, [1, 4, 8, 8])], inits)
-    path = tmp_path / "padded.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
-    model = inspect_model(path)
-    with pytest.warns(UserWarning, match="synthetic"):
-        samples = synthetic_dataset(model)
+    model, samples = _saved(tmp_path, nodes, inits, [1, 3, 8, 8], [1, 4, 8, 8])
     with pytest.raises(PruneError, match="Pad wide adds channels"):
         prune_model(model, samples, PruneOptions(budget_s=0))
 
@@ -160,7 +166,6 @@ def test_asymmetric_same_padding_keeps_the_macs_countable(tmp_path: Path) -> Non
     the exporter writes F.pad's pads as a ConstantOfShape/Concat chain that hid every later shape
     (a pruned MediaPipe hand model counted 0.6M MACs, not 87.5M). The export is folded: the
     pruned model's MACs are its convolutions' own."""
-    from edge.core.data import synthetic_dataset
     from edge.flows.prune import PruneOptions, prune_model
 
     rng = np.random.default_rng(0)
@@ -169,15 +174,8 @@ def test_asymmetric_same_padding_keeps_the_macs_countable(tmp_path: Path) -> Non
     nodes = [helper.make_node("Conv", ["x", "wa"], ["a"], strides=[2, 2], auto_pad="SAME_UPPER"),
              helper.make_node("Relu", ["a"], ["r"]),
              helper.make_node("Conv", ["r", "wb"], ["y"], pads=[1, 1, 1, 1])]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(
-        "x", TensorProto.FLOAT, [1, 3, 16, 16])], [helper.make_tensor_value_info(
-            "y", TensorProto.FLOAT, [1, 8, 8, 8])], inits)
-    path = tmp_path / "same.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
-    model = inspect_model(path)
+    model, samples = _saved(tmp_path, nodes, inits, [1, 3, 16, 16], [1, 8, 8, 8])
     assert model.macs == 16 * 3 * 9 * 64 + 8 * 16 * 9 * 64
-    with pytest.warns(UserWarning, match="synthetic"):
-        samples = synthetic_dataset(model)
     pruned = prune_model(model, samples, PruneOptions(ratio=0.5, budget_s=0))
     assert pruned.pruning.channels_after == 8 + 8  # half of the first conv's 16 (y stays 8)
     assert pruned.model.macs == 8 * 3 * 9 * 64 + 8 * 8 * 9 * 64 == pruned.pruning.macs_after
