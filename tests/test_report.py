@@ -75,6 +75,14 @@ def openvino_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+def _measurable(bundle: Path) -> int:
+    """How many of the bundle's artifacts the report breaks down per layer (before its cap)."""
+    from edge.core.bundle import read_bundle
+    from edge.flows.report.layers import layer_candidates
+
+    return len(layer_candidates(read_bundle(bundle), bundle))
+
+
 @pytest.fixture(scope="module")
 def split(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("report") / "digits-rpi4-split"
@@ -172,7 +180,9 @@ def test_bundle_report_breaks_down_openvino_candidates(openvino_bundle: Path) ->
         assert_layers_on(text, candidate, "OpenVINO", "performance counters (PERF_COUNT")
     assert_layers_on(text, "onnxruntime-int8", "onnxruntime", "onnxruntime CPU profiler")
     assert ">Convolution<" in text or "(Convolution)" in text  # OpenVINO's node types
-    assert len(_layer_panels(text)) == 5  # every measurable candidate: under the cap of six
+    # every measurable candidate, up to six (openvino-int8-mixed is one when the per-layer
+    # plan found a kind int8 does not speed up on this CPU)
+    assert len(_layer_panels(text)) == min(6, _measurable(openvino_bundle)) >= 5
 
 
 def test_a_candidate_that_cannot_be_measured_is_a_note(openvino_bundle: Path,
@@ -195,7 +205,7 @@ def test_a_candidate_that_cannot_be_measured_is_a_note(openvino_bundle: Path,
     monkeypatch.setattr(devices.layers, "measure_layers", lambda path, **kw: 1 / 0)
     text = render_bundle_report(openvino_bundle)
     assert "plot-layers" not in _plots(text) and "could be broken down" in text
-    assert text.count("not measured - ZeroDivisionError") == 5
+    assert text.count("not measured - ZeroDivisionError") == min(6, _measurable(openvino_bundle))
 
 
 def test_every_runtime_broken_down_on_the_embedded_device(openvino_bundle: Path,

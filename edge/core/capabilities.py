@@ -19,6 +19,7 @@ class Capabilities:
     suffix: str  # the main artifact file's suffix
     companions: tuple[str, ...] = ()  # suffixes of files that travel with it (".bin")
     keeps_float: bool = False  # honours ConvertSettings.keep_float: accuracy recovery can use it
+    layer_plan: bool = False  # per-layer times of its artifacts pick the layers int8 leaves float
     converts_with: str | None = None  # a target whose work directory (converter run) it shares
     converts_in_background: bool = False  # its converter is a child process: start it early
     archs: tuple[str, ...] = ()  # device architectures its runtime runs on; () = any

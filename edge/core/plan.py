@@ -10,13 +10,15 @@ from edge.core.profile import Profile
 from edge.core.units import MB
 from edge.core.values import ORIGINAL, Candidate, ModelInfo
 
-__all__ = ["BYTES_PER_PARAM", "FORMAT_RUNTIME", "PRECISION_RANK", "PRUNED", "Planned",
+__all__ = ["BYTES_PER_PARAM", "FORMAT_RUNTIME", "MIXED", "PRECISION_RANK", "PRUNED", "Planned",
            "make_plan", "plan_original", "plan_pruned", "unfit"]
 
 PRECISION_RANK = {"int8": 0, "int8-dynamic": 1, "fp16": 2, "fp32": 3}
 BYTES_PER_PARAM = {"int8": 1, "int8-dynamic": 1, "fp16": 2, "fp32": 4}
 #: ``Candidate.variant`` of candidates made from the pruned and distilled model.
 PRUNED = "pruned"
+#: ``Candidate.variant`` of int8 candidates whose per-layer plan keeps some layers in float.
+MIXED = "mixed"
 #: The precisions a pruned model is converted to: its fp32 and int8 forms.
 _PRUNED_PRECISIONS = ("int8", "fp32")
 #: A model file format -> the runtime that runs such a file as it is.
@@ -61,7 +63,19 @@ def make_plan(
         for precision in sorted(caps.precisions, key=PRECISION_RANK.__getitem__):
             planned.append(_judge(profile, model, Candidate(target=runtime, precision=precision),
                                   missing))
+        planned += _mixed_twin(planned, caps, runtime)
     return tuple(planned)
+
+
+def _mixed_twin(planned: list[Planned], caps: Capabilities, runtime: str) -> list[Planned]:
+    """The per-layer mixed plan of a target that declares one, when its int8 and fp32 are kept."""
+    kept = {p.candidate.precision for p in planned if p.keep and p.candidate.target == runtime}
+    if not caps.layer_plan or not {"int8", "fp32"} <= kept:
+        return []
+    return [Planned(candidate=Candidate(target=runtime, precision="int8", variant=MIXED),
+                    keep=True, reason="int8 with the layers int8 does not speed up kept in "
+                                      "float, chosen by the per-layer times of its int8 and fp32 "
+                                      "artifacts")]
 
 
 def plan_original(profile: Profile, model: ModelInfo, origin_format: str,
@@ -168,7 +182,8 @@ def plan_pruned(plan: tuple[Planned, ...], model: ModelInfo, ratio: float,
     twins = []
     for planned in plan:
         cand = planned.candidate
-        if not planned.keep or cand.target == ORIGINAL or cand.precision not in _PRUNED_PRECISIONS:
+        if (not planned.keep or cand.target == ORIGINAL or cand.variant
+                or cand.precision not in _PRUNED_PRECISIONS):
             continue
         twin = replace(cand, variant=PRUNED)
         twins.append(Planned(candidate=twin, keep=why_not is None, reason=why_not or (

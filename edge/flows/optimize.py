@@ -20,7 +20,7 @@ from edge.core.data import dataset_digest, load_dataset, synthetic_dataset
 from edge.core.errors import UsageError, first_line
 from edge.core.intake import inspect_reference, is_tflite, reference_model
 from edge.core.model import inspect_model, sha256_file, unrunnable
-from edge.core.plan import PRUNED, Planned, make_plan, plan_pruned
+from edge.core.plan import MIXED, PRUNED, Planned, make_plan, plan_pruned
 from edge.core.profile import Profile
 from edge.core.select import LOSS_BAND, Budget, choose_candidate, least_loss
 from edge.core.units import MB
@@ -28,6 +28,7 @@ from edge.core.values import (
     ORIGINAL,
     Artifact,
     Bundle,
+    Candidate,
     CandidateResult,
     Dataset,
     Fidelity,
@@ -71,6 +72,7 @@ class _Context:
     workroot: Path
     limits: Thresholds
     origin: Origin | None = None  # the user's file: the ``original`` candidate
+    threads: int = 1  # the profile's, at most this host's cores: per-layer times use them
     pruning: Pruning | None = None  # ``model`` is the pruned reference, made as this says
 
 
@@ -121,7 +123,7 @@ def optimize(model_path: Path, profile: Profile, out: Path, options: OptimizeOpt
     refuse_if_unfit(profile, model)
     check_metrics(options.limits, [o.name for o in model.outputs])
     with progress.step("loading data and running the fp32 reference"):
-        ctx = replace(_context(model, options), origin=origin)
+        ctx = replace(_context(model, options), origin=origin, threads=_threads(profile))
     plan = plan_for(profile, ctx.model, origin.format, options.prune)
     contexts = {"": ctx} | _pruned_context(plan, ctx, options.prune)
     with _background_conversions(plan, ctx):
@@ -268,29 +270,65 @@ def _converted(plan: tuple[Planned, ...], contexts: dict[str, _Context | str]) -
     """Every candidate of the plan tried in turn (in the context of its variant: the
     reference, or the pruned model), under one bar over those it keeps."""
     total = sum(1 for planned in plan if planned.keep)
-    outcomes: list[_Outcome] = []
-    done = 0
+    outcomes: dict[int, _Outcome] = {}
+    later = [i for i, p in enumerate(plan) if p.keep and p.candidate.variant == MIXED]
     with progress.step("converting", total=total) as bar:
-        for planned in plan:
+        for i in [i for i in range(len(plan)) if i not in later] + later:
+            planned = plan[i]
             if planned.keep:
-                done += 1
-                bar.update(f"converting {done}/{total} {planned.candidate.id}")
-            ctx = contexts[planned.candidate.variant] if planned.keep else contexts[""]
-            outcomes.append(_failed(planned.candidate, ctx) if isinstance(ctx, str)
-                            else _try(planned, ctx))
-            bar.update(completed=done)
-    return outcomes
+                bar.update(f"converting {len(outcomes) + 1}/{total} {planned.candidate.id}")
+            ctx = contexts.get(planned.candidate.variant, contexts[""]) if planned.keep \
+                else contexts[""]
+            outcomes[i] = (_failed(planned.candidate, ctx) if isinstance(ctx, str)
+                           else _mixed(planned, ctx, list(outcomes.values())) if i in later
+                           else _try(planned, ctx))
+            bar.update(completed=sum(1 for j in outcomes if plan[j].keep))
+    return [outcomes[i] for i in range(len(plan))]
 
 
-def _try(planned: Planned, ctx: _Context) -> _Outcome:
+def _mixed(planned: Planned, ctx: _Context, done: list[_Outcome]) -> _Outcome:
+    """The int8 candidate with the layers int8 does not speed up here kept float (skipped
+    when int8 speeds up every layer, or its int8 or fp32 did not pass)."""
+    from edge.flows.mixed import MIN_GAIN, describe, layer_plan
+
+    cand = planned.candidate
+    int8, fp32 = (_passed_outcome(done, cand.target, p) for p in ("int8", "fp32"))
+    if int8 is None or fp32 is None:
+        return _skipped(cand, f"needs {cand.target}-int8 and {cand.target}-fp32 to pass first")
+    threads = ctx.threads
+    try:
+        with progress.step(f"{cand.id}: timing {cand.target}-int8 and -fp32 per layer"):
+            plan = layer_plan(_main_file(int8), _main_file(fp32), ctx.model, threads=threads)
+    except Exception as exc:  # noqa: BLE001 - no per-layer times: no plan, the others go on
+        return _failed(cand, f"per-layer times failed: {type(exc).__name__}: {first_line(exc)}")
+    if not plan:
+        return _skipped(cand, f"int8 is at least {100 * (1 - MIN_GAIN):.0f}% faster than "
+                              "float on every kind of layer here: nothing to keep float")
+    assert int8.result.artifact is not None
+    kept = (*int8.result.artifact.kept_float, *(c.node for c in plan))
+    return _try(planned, ctx, kept, (describe(plan, threads),))
+
+
+def _passed_outcome(done: list[_Outcome], target: str, precision: str) -> _Outcome | None:
+    """The passed, plain (not pruned, not mixed) candidate ``target-precision``, if any."""
+    return next((o for o in done if o.runner is not None and o.result.artifact is not None
+                 and o.result.candidate == Candidate(target=target, precision=precision)), None)
+
+
+def _skipped(cand: Candidate, reason: str) -> _Outcome:
+    return _Outcome(result=CandidateResult(candidate=cand, status="skipped", reason=reason),
+                    files={})
+
+
+def _try(planned: Planned, ctx: _Context, keep_float: tuple[str, ...] = (),
+         plan_notes: tuple[str, ...] = ()) -> _Outcome:
     from targets.base import ConversionError, ConvertSettings
 
     cand = planned.candidate
     if not planned.keep:
-        return _Outcome(result=CandidateResult(candidate=cand, status="skipped",
-                                               reason=planned.reason), files={})
+        return _skipped(cand, planned.reason)
     target = _target(cand.target, ctx)
-    settings = ConvertSettings()
+    settings = ConvertSettings(keep_float=keep_float)
     log.info("converting and verifying %s", cand.id)
     try:
         with progress.step(_doing(cand, len(ctx.calib))):
@@ -308,15 +346,19 @@ def _try(planned: Planned, ctx: _Context) -> _Outcome:
         return _failed(cand, f"{target.caps.runtime} could not run the artifact: "
                              f"{type(exc).__name__}: {first_line(exc)}", ctx.pruning)
     failure = judge(fidelity, ctx.limits)
-    kept: tuple[str, ...] = ()
-    if failure and cand.precision in ("int8", "int8-dynamic") and target.caps.keeps_float:
+    kept = keep_float
+    if (failure and not keep_float and cand.precision in ("int8", "int8-dynamic")
+            and target.caps.keeps_float):
         recovered = _recover(target, cand.precision, ctx, settings)
         if recovered is not None:
             file, notes, fidelity, kept = recovered
             failure = None
-    artifact, files = _store(target, cand, file, notes)
+    artifact, files = _store(target, cand, file, (*notes, *plan_notes))
     artifact = replace(artifact, kept_float=tuple(kept))
-    status, reason = ("rejected", failure) if failure else ("passed", _passed(fidelity, kept))
+    status, reason = ("rejected", failure) if failure else (
+        "passed", _passed(fidelity, () if plan_notes else kept))
+    if plan_notes and not failure:
+        reason += f", with {len(kept)} layer(s) in float by the per-layer plan"
     if ctx.pruning is not None:
         reason = f"{reason}; {ctx.pruning.summary}"
     result = CandidateResult(candidate=cand, status=status, reason=reason, artifact=artifact,
@@ -410,13 +452,18 @@ def _measured(outcomes: list[_Outcome], profile: Profile, options: OptimizeOptio
     timed = [o for o in outcomes if o.runner is not None and o.result.artifact is not None]
     if not options.measure or not timed:
         return outcomes
-    threads = min(profile.compute.default_threads, os.cpu_count() or 1)
+    threads = _threads(profile)
     files = {o.result.candidate.id: _main_file(o) for o in timed}
     log.info("timing %d candidates on this host (%d threads, %d interleaved rounds)",
              len(files), threads, options.rounds.rounds)
     benches = time_files_here(files, options.rounds, threads=threads, skip_failed=True)
     return [replace(o, result=replace(o.result, bench=_labelled(benches, o)))
             for o in outcomes]
+
+
+def _threads(profile: Profile) -> int:
+    """The profile's threads, at most this host's cores."""
+    return min(profile.compute.default_threads, os.cpu_count() or 1)
 
 
 def _main_file(outcome: _Outcome) -> Path:

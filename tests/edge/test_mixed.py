@@ -1,0 +1,97 @@
+"""The per-layer mixed plan: which layers an int8 artifact keeps float, decided by the per-layer
+times of its int8 and fp32 artifacts, and the candidate it makes (real OpenVINO and NNCF)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+import pytest
+
+from edge.flows import mixed
+from edge.flows.mixed import LayerChoice, describe, layer_plan, slow_kinds
+from tests.support.cli import run_cli
+from tests.support.digits import DigitsModel
+
+
+def _layer(node: str, kind: str, int8: float, fp32: float) -> LayerChoice:
+    return LayerChoice(node=node, kind=kind, int8_ms=int8, float_ms=fp32)
+
+
+def test_a_kind_int8_does_not_speed_up_stays_float_whole() -> None:
+    layers = [_layer("dw1", "GroupConvolution", 0.15, 0.12),
+              _layer("dw2", "GroupConvolution", 0.05, 0.06),  # faster alone: still its kind's
+              _layer("pw1", "Convolution", 0.10, 0.30),
+              _layer("pool", "ReduceMean", 0.019, 0.020)]  # 5% faster: under the 10% asked
+    plan = slow_kinds(layers)
+    assert [c.node for c in plan] == ["dw1", "pool", "dw2"]  # most slowed first
+    assert slow_kinds([_layer("pw", "Convolution", 0.09, 0.1)]) == []  # exactly 10% faster
+
+
+def test_the_note_names_each_kind_with_its_totals() -> None:
+    plan = [_layer(f"dw{i}", "GroupConvolution", 0.1, 0.1) for i in range(8)]
+    text = describe(plan, threads=1)
+    assert "8 layer(s) kept float" in text and "(1 thread, 20 profiled runs each)" in text
+    assert "GroupConvolution x8: int8 0.800 ms vs float 0.800 ms" in text
+    assert text.endswith("dw0, dw1, dw2, dw3, dw4, dw5 and 2 more")
+
+
+def _profile(tmp_path: Path) -> Path:
+    profile = tmp_path / "ov.yaml"
+    profile.write_text("extends: x86-64\nid: ov-only\nruntimes: [openvino]\n"
+                       "compute: {threads: 1}\n")
+    return profile
+
+
+def _optimize(digits: DigitsModel, tmp_path: Path) -> dict[str, dict]:
+    result = run_cli("optimize", str(digits.onnx), "--profile", str(_profile(tmp_path)),
+                     "--calib", str(digits.calib), "--eval", str(digits.eval), "-o",
+                     str(tmp_path / "b"), "--json")
+    assert result.status == 0, result.stderr
+    return {_id(c["candidate"]): c for c in result.json()["candidates"]}
+
+
+def _id(cand: dict) -> str:
+    return "-".join(p for p in (cand["target"], cand["precision"], cand.get("variant")) if p)
+
+
+def test_layers_map_to_the_reference_nodes(digits: DigitsModel, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every timed layer of the real int8 and fp32 IRs is owned by a node of the ONNX file."""
+    found = _optimize(digits, tmp_path)
+    files = {k: tmp_path / "b" / found[f"openvino-{k}"]["artifact"]["file"]
+             for k in ("int8", "fp32")}
+    from edge.core.model import inspect_model
+
+    monkeypatch.setattr(mixed, "MIN_GAIN", 0.0)  # every kind "not sped up": the whole map
+    plan = layer_plan(files["int8"], files["fp32"], inspect_model(Path(digits.onnx)), threads=1)
+    nodes = {n.name for n in onnx.load(str(digits.onnx)).graph.node}
+    kinds = {c.kind for c in plan}
+    assert {"Convolution", "FullyConnected"} & kinds, kinds
+    assert plan and {c.node for c in plan} <= nodes
+    assert all(c.int8_ms >= 0 and c.float_ms >= 0 for c in plan)
+
+
+def test_the_mixed_candidate_is_made_verified_and_timed(
+        digits: DigitsModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With every kind counted as not sped up, the plan keeps every timed layer float: the
+    candidate is converted with them in NNCF's ignored scope, verified, timed and explained."""
+    monkeypatch.setattr(mixed, "MIN_GAIN", 0.0)
+    found = _optimize(digits, tmp_path)
+    made = found["openvino-int8-mixed"]
+    assert made["status"] in ("passed", "chosen"), made["reason"]
+    assert "by the per-layer plan" in made["reason"]
+    note = next(n for n in made["artifact"]["notes"] if n.startswith("per-layer plan:"))
+    nodes = {n.name for n in onnx.load(str(digits.onnx)).graph.node}
+    kept = set(made["artifact"]["kept_float"])
+    assert kept and kept <= nodes and f"{len(kept)} layer(s) kept float" in note
+    assert "kept in float:" in " ".join(made["artifact"]["notes"])  # NNCF's ignored scope
+    assert made["bench"]["p50_ms"] > 0 and found["openvino-int8"]["bench"]["p50_ms"] > 0
+    assert made["artifact"]["sha256"] != found["openvino-int8"]["artifact"]["sha256"]
+
+
+def test_without_a_slow_kind_the_mixed_candidate_is_skipped(
+        digits: DigitsModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mixed, "MIN_GAIN", 1e9)  # int8 counts as faster on every kind
+    made = _optimize(digits, tmp_path)["openvino-int8-mixed"]
+    assert made["status"] == "skipped" and "nothing to keep float" in made["reason"]
