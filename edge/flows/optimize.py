@@ -268,22 +268,30 @@ def _pruned_context(plan: tuple[Planned, ...], ctx: _Context,
 
 def _converted(plan: tuple[Planned, ...], contexts: dict[str, _Context | str]) -> list[_Outcome]:
     """Every candidate of the plan tried in turn (in the context of its variant: the
-    reference, or the pruned model), under one bar over those it keeps."""
+    reference, or the pruned model; a mixed plan after the candidates it is measured from),
+    under one bar over those it keeps."""
     total = sum(1 for planned in plan if planned.keep)
     outcomes: dict[int, _Outcome] = {}
-    later = [i for i, p in enumerate(plan) if p.keep and p.candidate.variant == MIXED]
+    done = 0
     with progress.step("converting", total=total) as bar:
-        for i in [i for i in range(len(plan)) if i not in later] + later:
+        for i in sorted(range(len(plan)), key=lambda i: plan[i].candidate.variant == MIXED):
             planned = plan[i]
             if planned.keep:
-                bar.update(f"converting {len(outcomes) + 1}/{total} {planned.candidate.id}")
-            ctx = contexts.get(planned.candidate.variant, contexts[""]) if planned.keep \
-                else contexts[""]
-            outcomes[i] = (_failed(planned.candidate, ctx) if isinstance(ctx, str)
-                           else _mixed(planned, ctx, list(outcomes.values())) if i in later
-                           else _try(planned, ctx))
-            bar.update(completed=sum(1 for j in outcomes if plan[j].keep))
+                done += 1
+                bar.update(f"converting {done}/{total} {planned.candidate.id}")
+            outcomes[i] = _outcome(planned, contexts, list(outcomes.values()))
+            bar.update(completed=done)
     return [outcomes[i] for i in range(len(plan))]
+
+
+def _outcome(planned: Planned, contexts: dict[str, _Context | str],
+             done: list[_Outcome]) -> _Outcome:
+    """One candidate tried in its variant's context (a mixed plan: the reference's)."""
+    variant = planned.candidate.variant
+    ctx = contexts["" if variant == MIXED or not planned.keep else variant]
+    if isinstance(ctx, str):
+        return _failed(planned.candidate, ctx)
+    return _mixed(planned, ctx, done) if variant == MIXED and planned.keep else _try(planned, ctx)
 
 
 def _mixed(planned: Planned, ctx: _Context, done: list[_Outcome]) -> _Outcome:

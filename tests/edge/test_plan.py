@@ -112,3 +112,23 @@ def test_an_already_quantized_model_is_not_quantized_again() -> None:
         assert "already quantized (int8-dynamic)" in plan[cid].reason
     assert plan["tflite-fp32"].keep and plan["onnxruntime-fp32"].keep
     assert all(p.keep for p in _plan("rpi4").values() if p.candidate.precision == "int8")
+
+
+def test_a_target_with_a_layer_plan_gets_a_mixed_twin_of_its_int8() -> None:
+    from dataclasses import replace
+
+    from edge.core.plan import plan_pruned
+
+    planned = Capabilities(runtime="openvino", precisions=("fp32", "int8"), suffix=".xml",
+                           layer_plan=True)
+    targets = dict(TARGETS, openvino=(planned, None))
+    plan = make_plan(load_profile("x86-64"), _model(1000), targets)
+    ids = [p.candidate.id for p in plan if p.keep]
+    assert ids.index("openvino-int8-mixed") == ids.index("openvino-fp32") + 1
+    assert not any(i.startswith(("onnxruntime", "tflite")) and i.endswith("mixed") for i in ids)
+    twins = [p.candidate.id for p in plan_pruned(plan, _model(1000), 0.5)]
+    assert len(twins) == len(set(twins)) and "openvino-int8-mixed-pruned" not in " ".join(twins)
+    # no int8 to measure: no twin
+    fp32_only = dict(targets, openvino=(replace(planned, precisions=("fp32",)), None))
+    plan = make_plan(load_profile("x86-64"), _model(1000), fp32_only)
+    assert "openvino-int8-mixed" not in {p.candidate.id for p in plan}
