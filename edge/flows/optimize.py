@@ -604,8 +604,6 @@ def _tflite_plan(profile: Profile, model: ModelInfo) -> tuple[Planned, ...]:
     """The user's .tflite itself (``original``), then the plan over the .tflite readers, their
     candidates named by target; the other runtimes of the profile are skipped with the
     reason."""
-    from edge.core.values import Candidate
-
     readers = _tflite_readers()
     plan = make_plan(profile, model, {runtime: (t.caps, t.missing())
                                       for runtime, (_, t) in readers.items()}, "tflite")
