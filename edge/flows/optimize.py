@@ -22,8 +22,7 @@ from edge.core.intake import inspect_reference, is_tflite, reference_model
 from edge.core.model import inspect_model, sha256_file, unrunnable
 from edge.core.plan import MIXED, PRUNED, Planned, make_plan, plan_pruned
 from edge.core.profile import Profile
-from edge.core.select import LOSS_BAND, Budget, choose_candidate, least_loss
-from edge.core.units import MB
+from edge.core.select import Budget, choose_candidate, least_loss
 from edge.core.values import (
     ORIGINAL,
     Artifact,
@@ -38,6 +37,7 @@ from edge.core.values import (
     StoredFile,
 )
 from edge.core.verify import Outputs, Thresholds, check_metrics, judge, measure, run_all
+from edge.flows.budgets import budget_for, host_is, loss_band, none_within, within_budgets
 from edge.flows.prune import PruneOptions
 
 __all__ = ["OptimizeOptions", "optimize", "plan_for", "refuse_if_unfit"]
@@ -129,11 +129,13 @@ def optimize(model_path: Path, profile: Profile, out: Path, options: OptimizeOpt
     with _background_conversions(plan, ctx):
         outcomes = _converted(plan, contexts)
     outcomes = _measured(outcomes, profile, options, ctx)
-    results, budgeted = _within_budgets([o.result for o in outcomes], profile, options)
-    band = _loss_band(options, len(ctx.held_out)) if budgeted else None
+    results, budgeted = within_budgets([o.result for o in outcomes], profile,
+                                       latency_budget(options, profile),
+                                       options.size_budget_mb)
+    band = loss_band(options.limits.max_drop, len(ctx.held_out)) if budgeted else None
     chosen, reason = _choose(results, profile, band)
     if chosen is None and budgeted:
-        reason = _none_within([o.result for o in outcomes])
+        reason = none_within([o.result for o in outcomes])
     bundle = Bundle(
         format=FORMAT, profile=profile.id, profile_spec=profile.to_json(), source=ctx.model,
         calibration=ctx.calib.source,
@@ -487,69 +489,9 @@ def _labelled(benches: dict[str, Any], outcome: _Outcome) -> Any:
     return None if bench is None or artifact is None else replace(bench, runtime=artifact.runtime)
 
 
-def _within_budgets(results: list[CandidateResult], profile: Profile,
-                    options: OptimizeOptions) -> tuple[list[CandidateResult], bool]:
-    """Passed candidates over the latency (on a host of the device's kind) or size budget
-    rejected — the flags', else the profile's; and whether a budget applied."""
-    latency = latency_budget(options, profile)
-    size = _budget(options.size_budget_mb, profile.budgets.size_mb, "size", "MB")
-    if latency is not None and not _host_is(profile):
-        log.warning("%s not applied here: this host is %s, the device %s (edge deploy "
-                    "--on-device applies it to the device's own timings)", latency.name,
-                    platform.machine(), profile.compute.arch)
-        latency = None
-    return [_sized(_budgeted(r, latency), size) for r in results], bool(latency or size)
-
-
 def latency_budget(options: OptimizeOptions, profile: Profile) -> Budget | None:
     """The latency budget: ``--latency-budget``, else the profile's, else None."""
-    return _budget(options.latency_budget_ms, profile.budgets.latency_ms, "latency", "ms")
-
-
-def _budget(flag: float | None, profiled: float | None, kind: str, unit: str) -> Budget | None:
-    """The flag's budget, else the profile's, else None; named as the reasons name it."""
-    if flag is not None:
-        return Budget(limit=flag, name=f"--{kind}-budget", unit=unit)
-    if profiled is None:
-        return None
-    return Budget(limit=profiled, name=f"the profile's {kind} budget", unit=unit)
-
-
-def _budgeted(result: CandidateResult, budget: Budget | None) -> CandidateResult:
-    if budget is None or result.status != "passed":
-        return result
-    if result.bench is None:
-        return replace(result, status="rejected", reason=f"not timed on this host: cannot be "
-                       f"judged against {budget}")
-    if budget.holds(result.bench.p50_ms):
-        return result
-    return replace(result, status="rejected", reason=budget.over(result.bench.p50_ms))
-
-
-def _sized(result: CandidateResult, budget: Budget | None) -> CandidateResult:
-    """A passed candidate whose files take more than the budget (MB) is rejected."""
-    if budget is None or result.status != "passed" or result.artifact is None:
-        return result
-    size = result.artifact.total_bytes / MB
-    if budget.holds(size):
-        return result
-    return replace(result, status="rejected", reason=budget.over(size))
-
-
-def _loss_band(options: OptimizeOptions, samples: int) -> float:
-    """Allowance shares this close are equally faithful: 10 points, or one held-out sample's
-    share of --max-drop when that is more (one flip among 400 is a quarter of 1 point)."""
-    one = 100.0 / max(samples, 1) / options.limits.max_drop if options.limits.max_drop else 0.0
-    return max(LOSS_BAND, one)
-
-
-def _none_within(before: list[CandidateResult]) -> str:
-    """Why nothing was chosen when budgets rejected every faithful candidate."""
-    faithful = [b for b in before if b.status == "passed"]
-    if not faithful:
-        return "no candidate kept fidelity; see each candidate's reason"
-    return (f"{len(faithful)} candidate(s) kept fidelity but none is within the budget; see "
-            f"each candidate's reason")
+    return budget_for(options.latency_budget_ms, profile.budgets.latency_ms, "latency", "ms")
 
 
 def _choose(results: list[CandidateResult], profile: Profile,
@@ -561,13 +503,8 @@ def _choose(results: list[CandidateResult], profile: Profile,
     why = (f"this host ({platform.machine()}) is not an {profile.compute.arch} device, so its "
            "timings only inform; edge deploy --on-device measures on the device")
     choice = choose_candidate(results, profile.runtimes, ms=ms, where="this host in "
-                              "interleaved rounds", trusted=_host_is(profile), untrusted_why=why)
+                              "interleaved rounds", trusted=host_is(profile), untrusted_why=why)
     return choice.id, note + choice.reason if choice.id else choice.reason
-
-
-def _host_is(profile: Profile) -> bool:
-    """Whether this host's timings stand for the profile's device (same architecture)."""
-    return platform.machine() == profile.compute.arch
 
 
 def _mark(result: CandidateResult, chosen: str | None) -> CandidateResult:
