@@ -73,6 +73,7 @@ class _Context:
     limits: Thresholds
     origin: Origin | None = None  # the user's file: the ``original`` candidate
     threads: int = 1  # the profile's, at most this host's cores: per-layer times use them
+    device: str = ""  # the profile's architecture when this host is not of it, else ""
     pruning: Pruning | None = None  # ``model`` is the pruned reference, made as this says
 
 
@@ -123,7 +124,8 @@ def optimize(model_path: Path, profile: Profile, out: Path, options: OptimizeOpt
     refuse_if_unfit(profile, model)
     check_metrics(options.limits, [o.name for o in model.outputs])
     with progress.step("loading data and running the fp32 reference"):
-        ctx = replace(_context(model, options), origin=origin, threads=_threads(profile))
+        ctx = replace(_context(model, options), origin=origin, threads=_threads(profile),
+                      device="" if host_is(profile) else profile.compute.arch)
     plan = plan_for(profile, ctx.model, origin.format, options.prune)
     contexts = {"": ctx} | _pruned_context(plan, ctx, options.prune)
     with _background_conversions(plan, ctx):
@@ -297,18 +299,28 @@ def _outcome(planned: Planned, contexts: dict[str, _Context | str],
 
 
 def _mixed(planned: Planned, ctx: _Context, done: list[_Outcome]) -> _Outcome:
-    """The int8 candidate with the layers int8 does not speed up here kept float (skipped
-    when int8 speeds up every layer, or its int8 or fp32 did not pass)."""
-    from edge.flows.mixed import MIN_GAIN, describe, layer_plan
-
+    """The int8 candidate with the layers int8 does not speed up here kept float; skipped when
+    its int8 or fp32 did not pass, or this host is not of the device's kind."""
     cand = planned.candidate
     int8, fp32 = (_passed_outcome(done, cand.target, p) for p in ("int8", "fp32"))
     if int8 is None or fp32 is None:
         return _skipped(cand, f"needs {cand.target}-int8 and {cand.target}-fp32 to pass first")
-    threads = ctx.threads
+    if ctx.device:
+        return _skipped(cand, f"per-layer times on this host ({platform.machine()}) do not "
+                              f"stand for the {ctx.device} device's kernels")
+    return _layer_planned(planned, ctx, int8, fp32)
+
+
+def _layer_planned(planned: Planned, ctx: _Context, int8: _Outcome,
+                   fp32: _Outcome) -> _Outcome:
+    """Time ``int8`` and ``fp32`` per layer, then convert with the slow kinds kept float
+    (skipped when int8 speeds up every kind)."""
+    from edge.flows.mixed import MIN_GAIN, describe, layer_plan
+
+    cand = planned.candidate
     try:
         with progress.step(f"{cand.id}: timing {cand.target}-int8 and -fp32 per layer"):
-            plan = layer_plan(_main_file(int8), _main_file(fp32), ctx.model, threads=threads)
+            plan = layer_plan(_main_file(int8), _main_file(fp32), ctx.model, threads=ctx.threads)
     except Exception as exc:  # noqa: BLE001 - no per-layer times: no plan, the others go on
         return _failed(cand, f"per-layer times failed: {type(exc).__name__}: {first_line(exc)}")
     if not plan:
@@ -316,7 +328,7 @@ def _mixed(planned: Planned, ctx: _Context, done: list[_Outcome]) -> _Outcome:
                               "float on every kind of layer here: nothing to keep float")
     assert int8.result.artifact is not None
     kept = (*int8.result.artifact.kept_float, *(c.node for c in plan))
-    return _try(planned, ctx, kept, (describe(plan, threads),))
+    return _try(planned, ctx, kept, (describe(plan, ctx.threads),))
 
 
 def _passed_outcome(done: list[_Outcome], target: str, precision: str) -> _Outcome | None:

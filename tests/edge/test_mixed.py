@@ -95,3 +95,20 @@ def test_without_a_slow_kind_the_mixed_candidate_is_skipped(
     monkeypatch.setattr(mixed, "MIN_GAIN", 1e9)  # int8 counts as faster on every kind
     made = _optimize(digits, tmp_path)["openvino-int8-mixed"]
     assert made["status"] == "skipped" and "nothing to keep float" in made["reason"]
+
+
+def test_not_planned_from_a_host_that_is_not_the_device(digits: DigitsModel,
+                                                        tmp_path: Path) -> None:
+    """An aarch64 profile optimized on this x86_64 host: its int8 and fp32 pass, but their
+    per-layer times here say nothing of the device's kernels, so no plan is made from them."""
+    profile = tmp_path / "arm-ov.yaml"
+    profile.write_text("extends: rpi4\nid: rpi4-ov\nruntimes: [openvino]\n")
+    result = run_cli("optimize", str(digits.onnx), "--profile", str(profile), "--calib",
+                     str(digits.calib), "--eval", str(digits.eval), "-o", str(tmp_path / "b"),
+                     "--json")
+    assert result.status == 0, result.stderr
+    found = {_id(c["candidate"]): c for c in result.json()["candidates"]}
+    assert found["openvino-int8"]["status"] in ("passed", "chosen")
+    made = found["openvino-int8-mixed"]
+    assert made["status"] == "skipped", made["reason"]
+    assert "do not stand for the aarch64 device's kernels" in made["reason"]
