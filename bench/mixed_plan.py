@@ -25,8 +25,8 @@ from peerbench.builds import prepare, run_edge
 from peerbench.common import CACHE
 from peerbench.report import machine
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from edge.core.values import Candidate
+
 IDS = ("openvino-int8", "openvino-fp32", "openvino-int8-mixed")
 MARGIN = 0.97
 
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     files = in_child(prepare, args.model)
     out = CACHE / "bundles" / f"{args.model}-mixed"
     edge = run_edge(files, out, [], args.threads)
-    found = {_id(c["candidate"]): c for c in edge["manifest"]["candidates"]}
+    found = {Candidate(**c["candidate"]).id: c for c in edge["manifest"]["candidates"]}
     missing = [i for i in IDS if (found.get(i) or {}).get("artifact") is None]
     if missing:
         sys.exit(f"no artifact for {', '.join(missing)}: "
@@ -63,10 +63,6 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def _id(cand: dict[str, Any]) -> str:
-    return "-".join(p for p in (cand["target"], cand["precision"], cand.get("variant")) if p)
-
-
 def _timed(paths: dict[str, Path], args: argparse.Namespace) -> dict[str, Any]:
     """Every artifact timed as the device agent times it, interleaved: p50 and p90 ms."""
     from devices.measure import Rounds, time_files_here
@@ -78,7 +74,7 @@ def _timed(paths: dict[str, Path], args: argparse.Namespace) -> dict[str, Any]:
 
 def _row(found: dict[str, Any], timed: dict[str, float]) -> dict[str, Any]:
     notes = found["artifact"]["notes"]
-    return {"candidate": _id(found["candidate"]), "status": found["status"],
+    return {"candidate": Candidate(**found["candidate"]).id, "status": found["status"],
             "reason": found["reason"], **timed,
             "kept_float": len(found["artifact"].get("kept_float") or ()),
             "plan": next((n for n in notes if n.startswith("per-layer plan:")), None)}

@@ -18,6 +18,7 @@ import numpy as np
 
 from edge.core.capabilities import Capabilities
 from edge.core.errors import first_line
+from edge.core.model import layer_owner, node_bases
 from edge.core.values import Dataset, ModelInfo
 from targets.base import (
     ConversionError,
@@ -280,31 +281,16 @@ def _onnx_bases(model: ModelInfo) -> dict[str, str]:
     import onnx
 
     try:
-        graph = onnx.load(model.path, load_external_data=False).graph
+        return node_bases(onnx.load(model.path, load_external_data=False))
     except Exception as exc:  # onnx raises several types for a bad file
         raise ConversionError(f"cannot read node names for keep_float: {first_line(exc)}") from None
-    bases: dict[str, str] = {}
-    for node in graph.node:
-        base = node.name or (node.output[0] if node.output else "")
-        for key in (*node.output, node.name):
-            if key:
-                bases[key] = base
-    return bases
 
 
 def _ov_owners(ov_model: Any, bases: set[str]) -> dict[str, str]:
     """OpenVINO op name -> the longest ONNX base it equals or extends with '/...'."""
-    owners: dict[str, str] = {}
-    for op in ov_model.get_ordered_ops():
-        if op.get_type_name() in ("Constant", "Parameter", "Result"):
-            continue
-        name = op.get_friendly_name()
-        parts = name.split("/")
-        for cut in range(len(parts), 0, -1):
-            if "/".join(parts[:cut]) in bases:
-                owners[name] = "/".join(parts[:cut])
-                break
-    return owners
+    names = (op.get_friendly_name() for op in ov_model.get_ordered_ops()
+             if op.get_type_name() not in ("Constant", "Parameter", "Result"))
+    return {name: base for name in names if (base := layer_owner(name, bases)) is not None}
 
 
 @contextlib.contextmanager

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,8 +15,8 @@ from edge.core.values import ModelInfo, TensorSpec
 if TYPE_CHECKING:
     import onnx
 
-__all__ = ["inspect_model", "load_named", "load_onnx", "macs_caveat",
-           "node_macs", "node_names", "save_onnx_atomic", "sha256_file", "unrunnable",
+__all__ = ["inspect_model", "layer_owner", "load_named", "load_onnx", "macs_caveat",
+           "node_bases", "node_macs", "node_names", "save_onnx_atomic", "sha256_file", "unrunnable",
            "value_shapes"]
 
 
@@ -297,3 +298,21 @@ def load_named(model_path: str | Path) -> onnx.ModelProto:
     for node, name in zip(model.graph.node, node_names(model), strict=True):
         node.name = name
     return model
+
+
+def node_bases(model: onnx.ModelProto) -> dict[str, str]:
+    """A node's name, or its first output's when unnamed (the name a converter such as
+    OpenVINO's gives the layers it makes of the node), keyed by that name and by its outputs'."""
+    bases: dict[str, str] = {}
+    for node in model.graph.node:
+        base = node.name or (node.output[0] if node.output else "")
+        bases |= {key: base for key in (node.name, *node.output) if key}
+    return bases
+
+
+def layer_owner(name: str, bases: Collection[str]) -> str | None:
+    """The longest of ``bases`` that a runtime's layer ``name`` equals or extends with '/...'
+    (``/0/Conv/WithoutBiases`` -> ``/0/Conv``), else None."""
+    parts = name.split("/")
+    return next((key for end in range(len(parts), 0, -1)
+                 if (key := "/".join(parts[:end])) in bases), None)

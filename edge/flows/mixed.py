@@ -11,12 +11,13 @@ fidelity.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import onnx
 
+from edge.core.model import layer_owner, node_bases
 from edge.core.values import ModelInfo
 
 __all__ = ["MIN_GAIN", "LayerChoice", "describe", "layer_plan", "slow_kinds"]
@@ -47,10 +48,10 @@ def layer_plan(int8: Path, fp32: Path, model: ModelInfo, *, threads: int) -> lis
 
     quantized = measure_layers(int8, threads=threads, runs=RUNS).layers
     floats = {t.name: t.ms for t in measure_layers(fp32, threads=threads, runs=RUNS).layers}
-    owner = _owner(_node_bases(model))
-    return slow_kinds([LayerChoice(node=node, kind=t.op, int8_ms=t.ms, float_ms=floats[t.name])
-                       for t in quantized
-                       if t.name in floats and (node := owner(t.name)) is not None])
+    bases = node_bases(onnx.load(model.path, load_external_data=False))
+    return slow_kinds([LayerChoice(node=bases[key], kind=t.op, int8_ms=t.ms,
+                                   float_ms=floats[t.name]) for t in quantized
+                       if t.name in floats and (key := layer_owner(t.name, bases)) is not None])
 
 
 def slow_kinds(layers: Sequence[LayerChoice]) -> list[LayerChoice]:
@@ -79,25 +80,3 @@ def describe(plan: Sequence[LayerChoice], threads: int) -> str:
             f"measured less than {100 * (1 - MIN_GAIN):.0f}% faster than float on this host "
             f"({threads} thread{'s' if threads > 1 else ''}, {RUNS} profiled runs each) - "
             f"{kinds}: {names}{more}")
-
-
-def _node_bases(model: ModelInfo) -> dict[str, str]:
-    """A reference node's name, or its first output's when unnamed (the name runtimes give
-    its layers), keyed by that name and by its outputs' names."""
-    bases: dict[str, str] = {}
-    for node in onnx.load(model.path, load_external_data=False).graph.node:
-        base = node.name or (node.output[0] if node.output else "")
-        bases |= {key: base for key in (node.name, *node.output) if key}
-    return bases
-
-
-def _owner(bases: dict[str, str]) -> Callable[[str], str | None]:
-    """layer name -> the reference node it is, or whose name it extends with '/...' (the
-    longest such)."""
-    def owner(name: str) -> str | None:
-        parts = name.split("/")
-        for end in range(len(parts), 0, -1):
-            if (key := "/".join(parts[:end])) in bases:
-                return bases[key]
-        return None
-    return owner

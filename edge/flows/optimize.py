@@ -333,8 +333,8 @@ def _layer_planned(planned: Planned, ctx: _Context, int8: _Outcome,
 
 def _passed_outcome(done: list[_Outcome], target: str, precision: str) -> _Outcome | None:
     """The passed, plain (not pruned, not mixed) candidate ``target-precision``, if any."""
-    return next((o for o in done if o.runner is not None and o.result.artifact is not None
-                 and o.result.candidate == Candidate(target=target, precision=precision)), None)
+    wanted = Candidate(target=target, precision=precision)
+    return next((o for o in done if o.runner is not None and o.result.candidate == wanted), None)
 
 
 def _skipped(cand: Candidate, reason: str) -> _Outcome:

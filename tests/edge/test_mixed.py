@@ -4,10 +4,13 @@ times of its int8 and fp32 artifacts, and the candidate it makes (real OpenVINO 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import onnx
 import pytest
 
+from edge.core.model import inspect_model, layer_owner
+from edge.core.values import Candidate
 from edge.flows import mixed
 from edge.flows.mixed import LayerChoice, describe, layer_plan, slow_kinds
 from tests.support.cli import run_cli
@@ -36,33 +39,43 @@ def test_the_note_names_each_kind_with_its_totals() -> None:
     assert text.endswith("dw0, dw1, dw2, dw3, dw4, dw5 and 2 more")
 
 
-def _profile(tmp_path: Path) -> Path:
-    profile = tmp_path / "ov.yaml"
-    profile.write_text("extends: x86-64\nid: ov-only\nruntimes: [openvino]\n"
-                       "compute: {threads: 1}\n")
-    return profile
+def test_a_layer_belongs_to_the_longest_node_name_it_extends() -> None:
+    bases = {"/0/Conv", "/0", "/1/Conv"}
+    assert layer_owner("/0/Conv/WithoutBiases", bases) == "/0/Conv"
+    assert layer_owner("/0/Relu", bases) == "/0"
+    assert layer_owner("/1/Conv", bases) == "/1/Conv"
+    assert layer_owner("/1/Convx", bases) is None and layer_owner("input/fq", bases) is None
 
 
-def _optimize(digits: DigitsModel, tmp_path: Path) -> dict[str, dict]:
-    result = run_cli("optimize", str(digits.onnx), "--profile", str(_profile(tmp_path)),
-                     "--calib", str(digits.calib), "--eval", str(digits.eval), "-o",
-                     str(tmp_path / "b"), "--json")
+def _optimize(digits: DigitsModel, out: Path, profile: str) -> dict[str, dict[str, Any]]:
+    """``edge optimize --json`` of the digits model on ``profile`` (YAML text): id -> result."""
+    (out.parent / "profile.yaml").write_text(profile)
+    result = run_cli("optimize", str(digits.onnx), "--profile", str(out.parent / "profile.yaml"),
+                     "--calib", str(digits.calib), "--eval", str(digits.eval), "-o", str(out),
+                     "--json")
     assert result.status == 0, result.stderr
-    return {_id(c["candidate"]): c for c in result.json()["candidates"]}
+    return {Candidate(**c["candidate"]).id: c for c in result.json()["candidates"]}
 
 
-def _id(cand: dict) -> str:
-    return "-".join(p for p in (cand["target"], cand["precision"], cand.get("variant")) if p)
+OV_HERE = "extends: x86-64\nid: ov-only\nruntimes: [openvino]\ncompute: {threads: 1}\n"
 
 
-def test_layers_map_to_the_reference_nodes(digits: DigitsModel, tmp_path: Path,
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture(scope="module")
+def every_kind_float(digits: DigitsModel,
+                     tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """The bundle (and its candidates) with every kind of layer counted as not sped up by int8:
+    the plan keeps every timed layer float."""
+    out = tmp_path_factory.mktemp("mixed") / "b"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(mixed, "MIN_GAIN", 0.0)
+        return out, _optimize(digits, out, OV_HERE)
+
+
+def test_layers_map_to_the_reference_nodes(digits: DigitsModel, monkeypatch: pytest.MonkeyPatch,
+                                           every_kind_float: tuple[Path, dict[str, Any]]) -> None:
     """Every timed layer of the real int8 and fp32 IRs is owned by a node of the ONNX file."""
-    found = _optimize(digits, tmp_path)
-    files = {k: tmp_path / "b" / found[f"openvino-{k}"]["artifact"]["file"]
-             for k in ("int8", "fp32")}
-    from edge.core.model import inspect_model
-
+    out, found = every_kind_float
+    files = {k: out / found[f"openvino-{k}"]["artifact"]["file"] for k in ("int8", "fp32")}
     monkeypatch.setattr(mixed, "MIN_GAIN", 0.0)  # every kind "not sped up": the whole map
     plan = layer_plan(files["int8"], files["fp32"], inspect_model(Path(digits.onnx)), threads=1)
     nodes = {n.name for n in onnx.load(str(digits.onnx)).graph.node}
@@ -73,11 +86,10 @@ def test_layers_map_to_the_reference_nodes(digits: DigitsModel, tmp_path: Path,
 
 
 def test_the_mixed_candidate_is_made_verified_and_timed(
-        digits: DigitsModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        digits: DigitsModel, every_kind_float: tuple[Path, dict[str, Any]]) -> None:
     """With every kind counted as not sped up, the plan keeps every timed layer float: the
     candidate is converted with them in NNCF's ignored scope, verified, timed and explained."""
-    monkeypatch.setattr(mixed, "MIN_GAIN", 0.0)
-    found = _optimize(digits, tmp_path)
+    _, found = every_kind_float
     made = found["openvino-int8-mixed"]
     assert made["status"] in ("passed", "chosen"), made["reason"]
     assert "by the per-layer plan" in made["reason"]
@@ -93,7 +105,7 @@ def test_the_mixed_candidate_is_made_verified_and_timed(
 def test_without_a_slow_kind_the_mixed_candidate_is_skipped(
         digits: DigitsModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(mixed, "MIN_GAIN", 1e9)  # int8 counts as faster on every kind
-    made = _optimize(digits, tmp_path)["openvino-int8-mixed"]
+    made = _optimize(digits, tmp_path / "b", OV_HERE)["openvino-int8-mixed"]
     assert made["status"] == "skipped" and "nothing to keep float" in made["reason"]
 
 
@@ -101,13 +113,7 @@ def test_not_planned_from_a_host_that_is_not_the_device(digits: DigitsModel,
                                                         tmp_path: Path) -> None:
     """An aarch64 profile optimized on this x86_64 host: its int8 and fp32 pass, but their
     per-layer times here say nothing of the device's kernels, so no plan is made from them."""
-    profile = tmp_path / "arm-ov.yaml"
-    profile.write_text("extends: rpi4\nid: rpi4-ov\nruntimes: [openvino]\n")
-    result = run_cli("optimize", str(digits.onnx), "--profile", str(profile), "--calib",
-                     str(digits.calib), "--eval", str(digits.eval), "-o", str(tmp_path / "b"),
-                     "--json")
-    assert result.status == 0, result.stderr
-    found = {_id(c["candidate"]): c for c in result.json()["candidates"]}
+    found = _optimize(digits, tmp_path / "b", "extends: rpi4\nid: rpi4-ov\nruntimes: [openvino]\n")
     assert found["openvino-int8"]["status"] in ("passed", "chosen")
     made = found["openvino-int8-mixed"]
     assert made["status"] == "skipped", made["reason"]

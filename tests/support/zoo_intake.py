@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from devices.readings import parse_cpuinfo
+
 LITERT_REFERENCE: dict[str, str] = {
     # tf2onnx keeps the TFLite DENSIFY (sparse weights) it cannot fold; tflite2onnx lacks it
     "mp-pose-detection": "unsupported operator DENSIFY",
@@ -34,7 +36,5 @@ def litert_reference(cpu_flags: set[str]) -> dict[str, str]:
 
 def cpu_flags() -> set[str]:
     """This host's CPU flags (empty where /proc/cpuinfo says none)."""
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("flags"):
-            return set(line.split(":", 1)[1].split())
-    return set()
+    blocks = parse_cpuinfo(Path("/proc/cpuinfo").read_text())
+    return set(blocks[0].get("flags", "").split()) if blocks else set()
