@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from edge.core.bundle import read_bundle
 from edge.flows.report import render_bundle_report, render_partition_report, write_report
+from edge.flows.report.layers import layer_candidates
 from tests.support.cli import run_cli
 
 BUNDLE_PLOTS = {"plot-candidates": "Candidates: latency x fidelity",
@@ -77,9 +79,6 @@ def openvino_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _measurable(bundle: Path) -> int:
     """How many of the bundle's artifacts the report breaks down per layer (before its cap)."""
-    from edge.core.bundle import read_bundle
-    from edge.flows.report.layers import layer_candidates
-
     return len(layer_candidates(read_bundle(bundle), bundle))
 
 

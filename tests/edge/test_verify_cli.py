@@ -61,7 +61,8 @@ def test_table_and_report_show_fidelity_per_output(work: Path) -> None:
     assert "FAILS" in rows["metres"]
     # the int8 candidate's reason names the first failing output, in the model's order: on a
     # CPU without VNNI int8 also moves 'pixels' by ~16% of its spread (> --max-error 0.1, its
-    # cosine still 0.998: the U8S8 kernels saturate), with VNNI only 'metres' fails
+    # cosine still 0.998; likely its U8S8 kernels' int16 sums saturating), with VNNI only
+    # 'metres' fails
     first = next(name for name in ("pixels", "metres") if "FAILS" in rows[name])
     reason = next(line for line in result.stdout.splitlines()
                   if line.startswith("onnxruntime-int8 ") and "rejected" in line)
