@@ -72,7 +72,8 @@ class OnnxRuntimeTarget:
     name: ClassVar[str] = "onnxruntime"
     caps: ClassVar[Capabilities] = Capabilities(
         runtime="onnxruntime", precisions=("fp32", "fp16", "int8-dynamic", "int8"),
-        suffix=".onnx", keeps_float=True, modules=("onnxruntime", "onnxconverter_common"),
+        suffix=".onnx", keeps_float=True, layer_plan="kinds",
+        modules=("onnxruntime", "onnxconverter_common"),
         converters=("onnxruntime", "onnx", "onnxconverter-common"), recipe=1)
 
     def missing(self) -> str | None:

@@ -48,7 +48,7 @@ class OpenVINOTarget:
     caps: ClassVar[Capabilities] = Capabilities(
         runtime="openvino", precisions=("fp32", "fp16", "int8"), suffix=".xml",
         companions=(WEIGHTS,),  # the IR's weights travel with its .xml
-        keeps_float=True, layer_plan=True, archs=("x86_64", "aarch64"), modules=_DEPENDENCIES,
+        keeps_float=True, layer_plan="layers", archs=("x86_64", "aarch64"), modules=_DEPENDENCIES,
         extra="openvino", converters=("openvino", "nncf", "onnx"), recipe=1)
 
     def missing(self) -> str | None:

@@ -19,7 +19,10 @@ class Capabilities:
     suffix: str  # the main artifact file's suffix
     companions: tuple[str, ...] = ()  # suffixes of files that travel with it (".bin")
     keeps_float: bool = False  # honours ConvertSettings.keep_float: accuracy recovery can use it
-    layer_plan: bool = False  # per-layer times of its artifacts pick the layers int8 leaves float
+    #: how its int8 may get a mixed plan (edge.flows.mixed): "layers" (its runtime times every
+    #: layer of an artifact), "kinds" (whole-model trials, one kind of layer float at a time:
+    #: its runtime fuses quantized kernels past per-node times), "" (none)
+    layer_plan: str = ""
     converts_with: str | None = None  # a target whose work directory (converter run) it shares
     converts_in_background: bool = False  # its converter is a child process: start it early
     archs: tuple[str, ...] = ()  # device architectures its runtime runs on; () = any

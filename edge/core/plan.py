@@ -73,9 +73,14 @@ def _mixed_twin(planned: list[Planned], caps: Capabilities, runtime: str) -> lis
     if not caps.layer_plan or not {"int8", "fp32"} <= kept:
         return []
     return [Planned(candidate=Candidate(target=runtime, precision="int8", variant=MIXED),
-                    keep=True, reason="int8 with the layers int8 does not speed up kept in "
-                                      "float, chosen by the per-layer times of its int8 and fp32 "
-                                      "artifacts")]
+                    keep=True, reason=_MIXED_BY[caps.layer_plan])]
+
+
+_MIXED_BY = {
+    "layers": "int8 with the layers int8 does not speed up kept in float, chosen by the "
+              "per-layer times of its int8 and fp32 artifacts",
+    "kinds": "int8 with the kinds of layer that run faster in float kept in float, chosen by "
+             "timing the whole model with each kind in float"}
 
 
 def plan_original(profile: Profile, model: ModelInfo, origin_format: str,

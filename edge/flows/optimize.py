@@ -313,22 +313,36 @@ def _mixed(planned: Planned, ctx: _Context, done: list[_Outcome]) -> _Outcome:
 
 def _layer_planned(planned: Planned, ctx: _Context, int8: _Outcome,
                    fp32: _Outcome) -> _Outcome:
-    """Time ``int8`` and ``fp32`` per layer, then convert with the slow kinds kept float
-    (skipped when int8 speeds up every kind)."""
-    from edge.flows.mixed import MIN_GAIN, describe, layer_plan
+    """Plan the layers to keep float as the target declares (per-layer times of ``int8`` and
+    ``fp32``, or whole-model trials of each kind), then convert with them kept float."""
+    from edge.flows import mixed
 
     cand = planned.candidate
-    try:
-        with progress.step(f"{cand.id}: timing {cand.target}-int8 and -fp32 per layer"):
-            plan = layer_plan(_main_file(int8), _main_file(fp32), ctx.model, threads=ctx.threads)
-    except Exception as exc:  # noqa: BLE001 - no per-layer times: no plan, the others go on
-        return _failed(cand, f"per-layer times failed: {type(exc).__name__}: {first_line(exc)}")
-    if not plan:
-        return _skipped(cand, f"int8 is at least {100 * (1 - MIN_GAIN):.0f}% faster than "
-                              "float on every kind of layer here: nothing to keep float")
     assert int8.result.artifact is not None
-    kept = (*int8.result.artifact.kept_float, *(c.node for c in plan))
-    return _try(planned, ctx, kept, (describe(plan, ctx.threads),))
+    kept = int8.result.artifact.kept_float
+    how = _target(cand.target, ctx).caps.layer_plan
+    try:
+        with progress.step(f"{cand.id}: {mixed.DOING[how]}"):
+            plan = mixed.by_layers(_main_file(int8), _main_file(fp32), ctx.model,
+                                   threads=ctx.threads) if how == "layers" else mixed.by_kinds(
+                _main_file(int8), _converter(cand.target, ctx, kept), threads=ctx.threads)
+    except Exception as exc:  # noqa: BLE001 - no times, no plan: the others go on
+        return _failed(cand, f"timing the plan failed: {type(exc).__name__}: {first_line(exc)}")
+    if isinstance(plan, str):
+        return _skipped(cand, plan)
+    return _try(planned, ctx, (*kept, *plan.nodes), (plan.note,))
+
+
+def _converter(target: str, ctx: _Context, kept: tuple[str, ...]) -> Any:
+    """nodes -> the int8 artifact of ``target`` with ``kept`` and those nodes in float."""
+    from targets.base import ConvertSettings
+
+    def convert(nodes: tuple[str, ...]) -> Path:
+        settings = ConvertSettings(keep_float=(*kept, *nodes))
+        return _target(target, ctx).convert(ctx.model, "int8", calib=ctx.calib,
+                                            settings=settings,
+                                            workdir=_workdir(ctx, target, settings))[0]
+    return convert
 
 
 def _passed_outcome(done: list[_Outcome], target: str, precision: str) -> _Outcome | None:

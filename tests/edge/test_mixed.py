@@ -1,5 +1,6 @@
-"""The per-layer mixed plan: which layers an int8 artifact keeps float, decided by the per-layer
-times of its int8 and fp32 artifacts, and the candidate it makes (real OpenVINO and NNCF)."""
+"""The mixed plan: which layers an int8 artifact keeps float, decided by the per-layer times of
+its int8 and fp32 artifacts (real OpenVINO and NNCF) or by whole-model trials of each kind of
+layer in float (real ONNX Runtime), and the candidate it makes."""
 
 from __future__ import annotations
 
@@ -12,7 +13,17 @@ import pytest
 from edge.core.model import inspect_model, layer_owner
 from edge.core.values import Candidate
 from edge.flows import mixed
-from edge.flows.mixed import LayerChoice, describe, layer_plan, slow_kinds
+from edge.flows.mixed import (
+    ALL_KINDS,
+    KindTrial,
+    LayerChoice,
+    describe,
+    describe_trial,
+    kind_plan,
+    layer_plan,
+    slow_kinds,
+    trial_kinds,
+)
 from tests.support.cli import run_cli
 from tests.support.digits import DigitsModel
 
@@ -118,3 +129,79 @@ def test_not_planned_from_a_host_that_is_not_the_device(digits: DigitsModel,
     made = found["openvino-int8-mixed"]
     assert made["status"] == "skipped", made["reason"]
     assert "do not stand for the aarch64 device's kernels" in made["reason"]
+
+
+def _trial(label: str, ms: float, nodes: int = 2) -> KindTrial:
+    kinds = ("Max", "LeakyRelu") if label == ALL_KINDS else (label,)
+    return KindTrial(label=label, kinds=kinds, trial_ms=ms, int8_ms=1.0,
+                     nodes=tuple(f"{k}{i}" for k in kinds for i in range(nodes)))
+
+
+def test_the_kind_plan_keeps_float_what_made_the_model_faster() -> None:
+    """A kind counts when its trial was 3% faster than all-int8; the plan is the faster of
+    those kinds together (their gains summed) and every kind at once."""
+    alone = [_trial("LeakyRelu", 0.95), _trial("Max", 0.98)]  # Max: 2% is noise
+    plan = kind_plan([*alone, _trial(ALL_KINDS, 0.99)])
+    assert plan is not None and plan.kinds == ("LeakyRelu",) and plan.trial_ms == 0.95
+    plan = kind_plan([*alone, _trial(ALL_KINDS, 0.93)])
+    assert plan is not None and plan.label == ALL_KINDS and len(plan.nodes) == 4
+    both = kind_plan([_trial("LeakyRelu", 0.95), _trial("Max", 0.96), _trial(ALL_KINDS, 1.2)])
+    assert both is not None and both.kinds == ("LeakyRelu", "Max")
+    assert both.trial_ms == pytest.approx(0.91)  # estimated: 0.05 + 0.04 gained
+    assert kind_plan([_trial("Max", 0.98), _trial(ALL_KINDS, 1.01)]) is None
+
+
+def test_the_kind_note_names_the_kinds_and_every_trial() -> None:
+    trials = [_trial("LeakyRelu", 0.95), _trial("Max", 1.01)]
+    text = describe_trial(trials[0], trials, threads=1)
+    assert text.startswith("per-kind plan: 2 layer(s) of the kind(s) LeakyRelu kept float")
+    assert "0.950 ms vs all-int8 1.000 ms" in text and "(1 thread," in text
+    assert text.endswith("LeakyRelu in float 0.950 ms; Max in float 1.010 ms")
+
+
+ORT_HERE = "extends: x86-64\nid: ort-only\nruntimes: [onnxruntime]\ncompute: {threads: 1}\n"
+
+
+@pytest.fixture(scope="module")
+def every_trial_gains(digits: DigitsModel,
+                      tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """The ONNX Runtime bundle with every kind trial counted as faster than all-int8."""
+    out = tmp_path_factory.mktemp("kinds") / "b"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(mixed, "TRIAL_GAIN", 1e9)
+        return out, _optimize(digits, out, ORT_HERE)
+
+
+def test_trial_kinds_are_the_int8_layers_between_convolutions(
+        digits: DigitsModel, every_trial_gains: tuple[Path, dict[str, Any]]) -> None:
+    """Read from the real QDQ artifact: the nodes a DequantizeLinear feeds, but for the
+    convolutions and products int8 is for (and pure data movement)."""
+    out, found = every_trial_gains
+    kinds = trial_kinds(out / found["onnxruntime-int8"]["artifact"]["file"])
+    nodes = {n.name: n.op_type for n in onnx.load(str(digits.onnx)).graph.node}
+    assert "MaxPool" in kinds, kinds
+    assert not {"Conv", "Gemm", "Flatten"} & set(kinds)
+    assert all(nodes[n] == kind for kind, of in kinds.items() for n in of)
+
+
+def test_the_kind_candidate_is_made_verified_and_timed(
+        digits: DigitsModel, every_trial_gains: tuple[Path, dict[str, Any]]) -> None:
+    _, found = every_trial_gains
+    made = found["onnxruntime-int8-mixed"]
+    assert made["status"] in ("passed", "chosen"), made["reason"]
+    note = next(n for n in made["artifact"]["notes"] if n.startswith("per-kind plan:"))
+    assert "MaxPool in float" in note and "vs all-int8" in note
+    kept = set(made["artifact"]["kept_float"])
+    nodes = {n.name: n.op_type for n in onnx.load(str(digits.onnx)).graph.node}
+    assert kept and {nodes[n] for n in kept} <= {"MaxPool", "Relu"}
+    assert made["bench"]["p50_ms"] > 0
+    assert made["artifact"]["sha256"] != found["onnxruntime-int8"]["artifact"]["sha256"]
+
+
+def test_without_a_faster_trial_the_kind_candidate_is_skipped(
+        digits: DigitsModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mixed, "TRIAL_GAIN", 0.0)  # no trial can be that fast
+    made = _optimize(digits, tmp_path / "b", ORT_HERE)["onnxruntime-int8-mixed"]
+    assert made["status"] == "skipped", made["reason"]
+    assert "no kind of layer in float made the model 100% faster than all-int8" in made["reason"]
+    assert "MaxPool in float" in made["reason"]

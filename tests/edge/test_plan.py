@@ -120,7 +120,7 @@ def test_a_target_with_a_layer_plan_gets_a_mixed_twin_of_its_int8() -> None:
     from edge.core.plan import plan_pruned
 
     planned = Capabilities(runtime="openvino", precisions=("fp32", "int8"), suffix=".xml",
-                           layer_plan=True)
+                           layer_plan="layers")
     targets = dict(TARGETS, openvino=(planned, None))
     plan = make_plan(load_profile("x86-64"), _model(1000), targets)
     ids = [p.candidate.id for p in plan if p.keep]

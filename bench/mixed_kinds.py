@@ -1,0 +1,162 @@
+#!/usr/bin/env python
+"""edge's per-kind mixed plan on ONNX Runtime, on trained models of the zoo (issue 15).
+
+    python bench/mixed_kinds.py [--models cnn oww fer hand] [--threads 1] [--rounds 15]
+                                [--out bench/results/mixed-kinds.json]
+
+For each model of bench/peers.py (its reference ONNX, calibration and held-out data): edge's
+ONNX Runtime target makes the int8 artifact (``targets.onnxruntime``, edge's recipe), then
+edge's own trials (``edge.flows.mixed``: ``trial_kinds``, ``kind_trials``, ``kind_plan``, the
+code ``edge optimize`` runs) time the model with each kind of layer between the int8
+convolutions in float, and all of them at once. Unlike ``edge optimize`` this runs the trials
+whatever the int8 artifact's fidelity. Then fp32, all-int8, every trial and the plan are timed
+again in one longer interleaved run (edge's timing, ``devices.measure``) and judged per output
+by edge's verify on the held-out samples against fp32 (``peerbench.judging``). The plan pays
+where it keeps fidelity and is ``MARGIN`` faster than both all-int8 and fp32.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import provenance
+from mixed_ort import in_child
+from peerbench.builds import prepare
+from peerbench.judging import limits_for, load_eval, outputs, verdict_of
+from peerbench.report import machine
+
+MARGIN = 0.97
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    found = {model: _model(model, args) for model in args.models}
+    doc = {"threads": args.threads, "rounds": args.rounds, "machine": machine(),
+           "models": found, "margin": MARGIN,
+           "provenance": provenance.record("bench/mixed_kinds.py", argv)}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(doc, indent=1) + "\n")
+    print(json.dumps({m: r["verdict"] for m, r in found.items()}, indent=1))
+    return 0
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", nargs="+", default=["cnn", "oww", "fer", "hand"],
+                    choices=("cnn", "digits", "fer", "hand", "oww"))
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--out", type=Path, default=Path("bench/results/mixed-kinds.json"))
+    return ap.parse_args(argv)
+
+
+def _model(model: str, args: argparse.Namespace) -> dict[str, Any]:
+    files = in_child(prepare, model)
+    made = _trials(files, args.threads)
+    paths = {"fp32": Path(files["onnx"]), "int8": made["int8"], **made["trials"]}
+    plan = made["plan"]
+    if plan is not None and f"{plan.label} float" not in paths:  # kinds that gained alone
+        paths[f"{plan.label} float"] = made["convert"](tuple(plan.nodes))
+    timed = _timed(paths, args)
+    fidelity = _judged(paths, files)
+    rows = [{"artifact": k, **timed[k], "over_int8": round(timed[k]["p50_ms"]
+                                                           / timed["int8"]["p50_ms"], 3),
+             "over_fp32": round(timed[k]["p50_ms"] / timed["fp32"]["p50_ms"], 3),
+             **fidelity[k]} for k in paths]
+    return {"entry": files.get("entry", model), "metrics": files.get("metrics", []),
+            "kinds": made["kinds"], "edge_trials": made["edge_trials"],
+            "plan": made["plan_row"], "rows": rows,
+            "verdict": _verdict(rows, made["plan_row"])}
+
+
+def _trials(files: dict[str, Any], threads: int) -> dict[str, Any]:
+    """edge's int8 artifact, its trial kinds, edge's own trials and plan."""
+    from edge.core.cache import cache_root
+    from edge.core.data import load_dataset
+    from edge.core.model import inspect_model
+    from edge.flows.mixed import kind_plan, kind_trials, trial_kinds
+    from targets import get_target, workdir_name
+    from targets.base import ConvertSettings
+
+    model = inspect_model(Path(files["onnx"]))
+    calib = load_dataset(files["calib"], model)
+    target = get_target("onnxruntime")
+    made: dict[tuple[str, ...], Path] = {}
+
+    def convert(kept: tuple[str, ...]) -> Path:
+        settings = ConvertSettings(keep_float=kept)
+        work = cache_root() / "bench-kinds" / model.sha256[:16] / workdir_name(target.name,
+                                                                                settings)
+        made[kept] = target.convert(model, "int8", calib=calib, workdir=work,
+                                    settings=settings)[0]
+        return made[kept]
+
+    int8 = convert(())
+    kinds = trial_kinds(int8)
+    trials = kind_trials(int8, kinds, convert, threads=threads)
+    plan = kind_plan(trials)
+    return {"int8": int8, "kinds": {k: len(v) for k, v in kinds.items()}, "convert": convert,
+            "trials": {f"{t.label} float": made[t.nodes] for t in trials},
+            "edge_trials": [_trial_row(t) for t in trials], "plan": plan,
+            "plan_row": None if plan is None else _trial_row(plan)}
+
+
+def _trial_row(trial: Any) -> dict[str, Any]:
+    return {"label": trial.label, "kinds": list(trial.kinds), "nodes": len(trial.nodes),
+            "trial_ms": round(trial.trial_ms, 4), "int8_ms": round(trial.int8_ms, 4)}
+
+
+def _timed(paths: dict[str, Path], args: argparse.Namespace) -> dict[str, Any]:
+    """Every artifact timed as the device agent times it, interleaved: p50 and p90 ms."""
+    from devices.measure import Rounds, time_files_here
+
+    benches = time_files_here(paths, Rounds(rounds=args.rounds, calls=20 * args.rounds),
+                              threads=args.threads)
+    return {k: {"p50_ms": b.p50_ms, "p90_ms": b.p90_ms} for k, b in benches.items()}
+
+
+def _judged(paths: dict[str, Path], files: dict[str, Any]) -> dict[str, Any]:
+    """Each artifact's per-output verdict against fp32 on the held-out samples."""
+    xs, labels = load_eval(files["eval"])
+    limits = limits_for(files.get("metrics", []))
+    runs = {k: _session(p) for k, p in paths.items()}
+    names = runs["fp32"][1]
+    ref = outputs(runs["fp32"][0], xs)
+    found = {}
+    for key, (run, _) in runs.items():
+        verdict = verdict_of(outputs(run, xs), ref, names, labels, limits)
+        found[key] = {"keeps_fidelity": verdict["keeps"], "failure": verdict["failure"]}
+    return found
+
+
+def _session(path: Path) -> tuple[Any, list[str]]:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads, options.log_severity_level = 2, 3
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
+    return (lambda x: session.run(None, {name: x.astype(np.float32)}),
+            [o.name for o in session.get_outputs()])
+
+
+def _verdict(rows: list[dict[str, Any]], edge_plan: dict[str, Any] | None) -> dict[str, Any]:
+    """Whether edge's plan (the trial row of its kinds) keeps fidelity and beats both."""
+    by = {r["artifact"]: r for r in rows}
+    plan = by.get(f"{label} float") if (label := (edge_plan or {}).get("label")) else None
+    if plan is None:
+        return {"plan": None, "pays": False, "int8_keeps_fidelity": by["int8"]["keeps_fidelity"]}
+    fastest = min(by["int8"]["p50_ms"], by["fp32"]["p50_ms"])
+    return {"plan": plan["artifact"], "over_int8": plan["over_int8"],
+            "over_fp32": plan["over_fp32"], "keeps_fidelity": plan["keeps_fidelity"],
+            "int8_keeps_fidelity": by["int8"]["keeps_fidelity"],
+            "pays": plan["keeps_fidelity"] and plan["p50_ms"] <= MARGIN * fastest}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
