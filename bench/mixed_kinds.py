@@ -5,14 +5,15 @@
                                 [--out bench/results/mixed-kinds.json]
 
 For each model of bench/peers.py (its reference ONNX, calibration and held-out data): edge's
-ONNX Runtime target makes the int8 artifact (``targets.onnxruntime``, edge's recipe), then
-edge's own trials (``edge.flows.mixed``: ``trial_kinds``, ``kind_trials``, ``kind_plan``, the
-code ``edge optimize`` runs) time the model with each kind of layer between the int8
-convolutions in float, and all of them at once. Unlike ``edge optimize`` this runs the trials
-whatever the int8 artifact's fidelity. Then fp32, all-int8, every trial and the plan are timed
-again in one longer interleaved run (edge's timing, ``devices.measure``) and judged per output
-by edge's verify on the held-out samples against fp32 (``peerbench.judging``). The plan pays
-where it keeps fidelity and is ``MARGIN`` faster than both all-int8 and fp32.
+ONNX Runtime target makes the int8 artifact (``targets.onnxruntime``, edge's recipe); the kinds
+of layer its mixed plan would keep float (``edge.flows.mixed.trial_kinds``) are timed in float
+by edge's own trial (``float_trial``, the code ``edge optimize`` runs: the plan is made when
+the trial is faster than all-int8 by the choice's tie band). Unlike ``edge optimize`` this runs
+whatever the int8 artifact's fidelity, and also converts each kind alone in float. Then fp32,
+all-int8, each kind alone and every kind are timed again in one longer interleaved run (edge's
+timing, ``devices.measure``) and judged per output by edge's verify on the held-out samples
+against fp32 (``peerbench.judging``). The plan pays where it keeps fidelity and is ``MARGIN``
+faster than both all-int8 and fp32.
 """
 
 from __future__ import annotations
@@ -59,56 +60,52 @@ def _model(model: str, args: argparse.Namespace) -> dict[str, Any]:
     files = in_child(prepare, model)
     made = _trials(files, args.threads)
     paths = {"fp32": Path(files["onnx"]), "int8": made["int8"], **made["trials"]}
-    plan = made["plan"]
-    if plan is not None and f"{plan.label} float" not in paths:  # kinds that gained alone
-        paths[f"{plan.label} float"] = made["convert"](tuple(plan.nodes))
     timed = _timed(paths, args)
     fidelity = _judged(paths, files)
-    rows = [{"artifact": k, **timed[k], "over_int8": round(timed[k]["p50_ms"]
-                                                           / timed["int8"]["p50_ms"], 3),
+    base = timed["int8"]["p50_ms"]
+    rows = [{"artifact": k, **timed[k], "over_int8": round(timed[k]["p50_ms"] / base, 3),
              "over_fp32": round(timed[k]["p50_ms"] / timed["fp32"]["p50_ms"], 3),
              **fidelity[k]} for k in paths]
     return {"entry": files.get("entry", model), "metrics": files.get("metrics", []),
-            "kinds": made["kinds"], "edge_trials": made["edge_trials"],
-            "plan": made["plan_row"], "rows": rows,
-            "verdict": _verdict(rows, made["plan_row"])}
+            "kinds": made["kinds"], "edge_trial": made["edge_trial"], "rows": rows,
+            "verdict": _verdict(rows, made["edge_trial"])}
 
 
 def _trials(files: dict[str, Any], threads: int) -> dict[str, Any]:
-    """edge's int8 artifact, its trial kinds, edge's own trials and plan."""
+    """edge's int8 artifact, the kinds its plan would keep float, edge's own trial of them
+    (``float_trial``, as ``edge optimize`` runs it) and each kind alone (this script's)."""
+    import onnx
+
     from edge.core.cache import cache_root
     from edge.core.data import load_dataset
     from edge.core.model import inspect_model
-    from edge.flows.mixed import kind_plan, kind_trials, trial_kinds
+    from edge.flows.mixed import TRIAL_GAIN, float_trial, trial_kinds
     from targets import get_target, workdir_name
     from targets.base import ConvertSettings
 
     model = inspect_model(Path(files["onnx"]))
     calib = load_dataset(files["calib"], model)
     target = get_target("onnxruntime")
-    made: dict[tuple[str, ...], Path] = {}
 
     def convert(kept: tuple[str, ...]) -> Path:
         settings = ConvertSettings(keep_float=kept)
         work = cache_root() / "bench-kinds" / model.sha256[:16] / workdir_name(target.name,
                                                                                 settings)
-        made[kept] = target.convert(model, "int8", calib=calib, workdir=work,
-                                    settings=settings)[0]
-        return made[kept]
+        return target.convert(model, "int8", calib=calib, workdir=work, settings=settings)[0]
 
     int8 = convert(())
-    kinds = trial_kinds(int8)
-    trials = kind_trials(int8, kinds, convert, threads=threads)
-    plan = kind_plan(trials)
-    return {"int8": int8, "kinds": {k: len(v) for k, v in kinds.items()}, "convert": convert,
-            "trials": {f"{t.label} float": made[t.nodes] for t in trials},
-            "edge_trials": [_trial_row(t) for t in trials], "plan": plan,
-            "plan_row": None if plan is None else _trial_row(plan)}
-
-
-def _trial_row(trial: Any) -> dict[str, Any]:
-    return {"label": trial.label, "kinds": list(trial.kinds), "nodes": len(trial.nodes),
-            "trial_ms": round(trial.trial_ms, 4), "int8_ms": round(trial.int8_ms, 4)}
+    kinds = trial_kinds(onnx.load(model.path, load_external_data=False))
+    trial = float_trial(int8, kinds, convert, threads=threads) if kinds else None
+    alone = {f"{k} float": convert(nodes) for k, nodes in kinds.items()} if len(kinds) > 1 else {}
+    every = {"every kind float": convert(tuple(n for of in kinds.values() for n in of))}
+    return {"int8": int8, "kinds": {k: len(v) for k, v in kinds.items()},
+            "trials": {**alone, **(every if kinds else {})},
+            "edge_trial": None if trial is None else {
+                "kinds": trial.kinds, "trial_ms": round(trial.trial_ms, 4),
+                "int8_ms": round(trial.int8_ms, 4),
+                "over_int8": round(trial.trial_ms / trial.int8_ms, 3),
+                "gain_needed": round(TRIAL_GAIN, 4),
+                "plan_made": trial.trial_ms <= TRIAL_GAIN * trial.int8_ms}}
 
 
 def _timed(paths: dict[str, Path], args: argparse.Namespace) -> dict[str, Any]:
@@ -145,17 +142,20 @@ def _session(path: Path) -> tuple[Any, list[str]]:
             [o.name for o in session.get_outputs()])
 
 
-def _verdict(rows: list[dict[str, Any]], edge_plan: dict[str, Any] | None) -> dict[str, Any]:
-    """Whether edge's plan (the trial row of its kinds) keeps fidelity and beats both."""
+def _verdict(rows: list[dict[str, Any]], edge_trial: dict[str, Any] | None) -> dict[str, Any]:
+    """Whether edge made the plan, and whether the every-kind artifact keeps fidelity and is
+    ``MARGIN`` faster than both all-int8 and fp32 in the longer run."""
     by = {r["artifact"]: r for r in rows}
-    plan = by.get(f"{label} float") if (label := (edge_plan or {}).get("label")) else None
-    if plan is None:
-        return {"plan": None, "pays": False, "int8_keeps_fidelity": by["int8"]["keeps_fidelity"]}
+    every = by.get("every kind float")
+    found = {"plan_made_by_edge": bool(edge_trial and edge_trial["plan_made"]),
+             "int8_keeps_fidelity": by["int8"]["keeps_fidelity"]}
+    if every is None:
+        return found | {"pays": False}
     fastest = min(by["int8"]["p50_ms"], by["fp32"]["p50_ms"])
-    return {"plan": plan["artifact"], "over_int8": plan["over_int8"],
-            "over_fp32": plan["over_fp32"], "keeps_fidelity": plan["keeps_fidelity"],
-            "int8_keeps_fidelity": by["int8"]["keeps_fidelity"],
-            "pays": plan["keeps_fidelity"] and plan["p50_ms"] <= MARGIN * fastest}
+    return found | {"every_kind_over_int8": every["over_int8"],
+                    "every_kind_over_fp32": every["over_fp32"],
+                    "every_kind_keeps_fidelity": every["keeps_fidelity"],
+                    "pays": every["keeps_fidelity"] and every["p50_ms"] <= MARGIN * fastest}
 
 
 if __name__ == "__main__":

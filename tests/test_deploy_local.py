@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from edge.core.values import Candidate
 from tests.support.cli import run_cli
 
 pytestmark = pytest.mark.slow
@@ -62,7 +63,7 @@ def test_x86_choice_is_measured_and_budget_rejects(tmp_path: Path) -> None:
                      str(tmp_path / "b"), "--json")
     assert result.status == 0, result.stderr
     doc = result.json()
-    timed = {c["candidate"]["target"] + "-" + c["candidate"]["precision"]: c["bench"]["p50_ms"]
+    timed = {Candidate(**c["candidate"]).id: c["bench"]["p50_ms"]
              for c in doc["candidates"] if c["bench"]}
     assert len(timed) >= 3 and doc["chosen"] in timed
     assert timed[doc["chosen"]] <= min(timed.values()) * 1.10 + 1e-9
@@ -179,8 +180,6 @@ def test_on_device_falls_back_to_one_by_one_when_the_device_cannot_hold_them_tog
 def test_on_device_a_latency_budget_is_judged_by_the_devices_own_timings(
         tmp_path: Path) -> None:
     """rpi4 on this x86_64 host: optimize cannot judge the budget, the device's bench does."""
-    from edge.core.values import Candidate
-
     current = Path(os.environ["EDGE_LOCAL_DEVICE"]).resolve() / ".edge" / "current"
     before = current.resolve() if current.exists() else None
     strict = run_cli("deploy", "sample:digits", "--profile", "rpi4", "-o", str(tmp_path / "a"),

@@ -95,7 +95,7 @@ def test_optimize_on_a_terminal_shows_bars(optimized: tuple[Terminal, Path]) -> 
     assert BAR in run.raw and re.search(r"\b\d{1,3}%", text)
     for candidate in ("original", "onnxruntime-int8", "onnxruntime-int8-dynamic",
                       "onnxruntime-fp32"):
-        assert re.search(rf"converting \d/4 {candidate}\b", text), text
+        assert re.search(rf"converting \d/5 {candidate}\b", text), text
         assert f"{candidate}: verifying on" in text
     assert "onnxruntime-int8: calibrating on" in text
     assert "original: your own file, nothing to convert" in text

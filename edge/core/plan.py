@@ -68,7 +68,8 @@ def make_plan(
 
 
 def _mixed_twin(planned: list[Planned], caps: Capabilities, runtime: str) -> list[Planned]:
-    """The per-layer mixed plan of a target that declares one, when its int8 and fp32 are kept."""
+    """The mixed plan of a target that declares a way to make one, when its int8 and fp32 are
+    kept."""
     kept = {p.candidate.precision for p in planned if p.keep and p.candidate.target == runtime}
     if not caps.layer_plan or not {"int8", "fp32"} <= kept:
         return []
@@ -79,8 +80,8 @@ def _mixed_twin(planned: list[Planned], caps: Capabilities, runtime: str) -> lis
 _MIXED_BY = {
     "layers": "int8 with the layers int8 does not speed up kept in float, chosen by the "
               "per-layer times of its int8 and fp32 artifacts",
-    "kinds": "int8 with the kinds of layer that run faster in float kept in float, chosen by "
-             "timing the whole model with each kind in float"}
+    "kinds": "int8 with the layers between its convolutions and matrix products kept in "
+             "float, when timing the whole model so makes it faster"}
 
 
 def plan_original(profile: Profile, model: ModelInfo, origin_format: str,

@@ -9,10 +9,11 @@ Two ways, as the target declares (``Capabilities.layer_plan``):
   quantize/dequantize, so the plan keeps that kind float (``layer_plan``).
 * ``"kinds"`` (ONNX Runtime): its optimizer fuses a QDQ model's quantize/dequantize pairs into
   int8 kernels whose names no longer map to the model's nodes, so per-node times say nothing
-  of a kind's int8 cost. Instead the whole model is timed with each kind of layer between the
-  int8 convolutions and matrix products in float, one kind at a time and all of them at once,
-  interleaved with all-int8; the plan keeps float the kinds whose trial was ``TRIAL_GAIN``
-  faster (``kind_trials``, ``kind_plan``).
+  of a kind's int8 cost. Instead the whole model is converted once more with every layer its
+  quantizer runs in int8 between the convolutions and matrix products (LeakyRelu, Add,
+  MaxPool, ...) kept float, and timed beside all-int8; the plan keeps them float when that
+  trial was faster by more than the tie band the choice uses (``TRIAL_GAIN``: a plan within
+  it could never be chosen over all-int8) (``trial_kinds``, ``float_trial``).
 
 The plan is a candidate like any other: converted, verified, then timed beside all-int8 and
 fp32, and chosen only if it is the fastest that keeps fidelity.
@@ -27,11 +28,12 @@ from pathlib import Path
 import onnx
 
 from edge.core.model import layer_owner, node_bases
+from edge.core.select import TIE
 from edge.core.values import ModelInfo
 
-__all__ = ["ALL_KINDS", "DOING", "MIN_GAIN", "TRIAL_GAIN", "KindTrial", "LayerChoice",
-           "MixedPlan", "by_kinds", "by_layers", "describe", "describe_trial", "kind_plan",
-           "kind_trials", "layer_plan", "slow_kinds", "trial_kinds"]
+__all__ = ["DOING", "MIN_GAIN", "TRIAL_GAIN", "KindTrial", "LayerChoice", "MixedPlan",
+           "by_kinds", "by_layers", "describe", "describe_trial", "float_trial", "layer_plan",
+           "slow_kinds", "trial_kinds"]
 
 #: int8 must take at most this share of a kind's float time to keep that kind int8.
 MIN_GAIN = 0.9
@@ -39,22 +41,23 @@ MIN_GAIN = 0.9
 RUNS = 20
 #: Layers named in a note (the rest are counted).
 SHOWN = 6
-#: A kind trial must time at most this share of all-int8 for its kinds to stay float.
-TRIAL_GAIN = 0.97
-#: The trial with every kind in float at once.
-ALL_KINDS = "every kind"
-#: Kinds int8 is for (their weights and products), and kinds that only move data: not tried.
-_NOT_TRIED = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm", "Reshape", "Flatten",
-                        "Squeeze", "Unsqueeze", "Transpose", "Identity", "QuantizeLinear",
-                        "DequantizeLinear"})
-#: Interleaved rounds of the trials' timing (fewer if the first says they take longer).
-TRIAL_ROUNDS = 7
+#: The trial must time at most this share of all-int8 for its layers to stay float: faster by
+#: more than the choice's tie band, or the plan could never be chosen over all-int8.
+TRIAL_GAIN = 1 / (1 + TIE)
+#: Not tried: the kinds int8 is for (their weights and products), the activations the
+#: quantizer folds into a convolution's int8 output range (in float they would split every
+#: fused int8 convolution kernel), and kinds that only move data.
+_NOT_TRIED = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm", "Relu", "Clip", "Reshape",
+                        "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Gather", "Split",
+                        "Concat", "Pad", "Where", "ArgMax"})
+#: The trial's timing: interleaved rounds, calls of each model in all.
+TRIAL_ROUNDS, TRIAL_CALLS = 7, 140
 TRIAL_BUDGET_S = 20.0
 
 
 #: What the progress line says while each way plans.
 DOING = {"layers": "timing int8 and fp32 per layer",
-         "kinds": "timing the model with each kind of layer in float"}
+         "kinds": "converting and timing the model with each kind of layer in float"}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -74,18 +77,18 @@ def by_layers(int8: Path, fp32: Path, model: ModelInfo, *, threads: int) -> Mixe
     return MixedPlan(nodes=tuple(c.node for c in plan), note=describe(plan, threads))
 
 
-def by_kinds(int8: Path, convert: Callable[[tuple[str, ...]], Path], *,
-             threads: int) -> MixedPlan | str:
-    """The plan from whole-model trials (``kind_trials``), or why there is none."""
-    kinds = trial_kinds(int8)
+def by_kinds(int8: Path, model: ModelInfo, kept: tuple[str, ...],
+             convert: Callable[[tuple[str, ...]], Path], *, threads: int) -> MixedPlan | str:
+    """The plan from a whole-model trial (``float_trial``), or why there is none."""
+    kinds = trial_kinds(onnx.load(model.path, load_external_data=False), kept)
     if not kinds:
-        return "the int8 artifact runs no kind of layer in int8 but convolutions and products"
-    trials = kind_trials(int8, kinds, convert, threads=threads)
-    plan = kind_plan(trials)
-    if plan is None:
-        return (f"no kind of layer in float made the model {100 * (1 - TRIAL_GAIN):.0f}% "
-                f"faster than all-int8 ({trials[0].int8_ms:.3f} ms) here: {_times(trials)}")
-    return MixedPlan(nodes=plan.nodes, note=describe_trial(plan, trials, threads))
+        return "no layer runs in int8 here but convolutions, matrix products and data moves"
+    trial = float_trial(int8, kinds, convert, threads=threads)
+    if trial.trial_ms > TRIAL_GAIN * trial.int8_ms:
+        return (f"with {_kinds(trial)} in float the model took {trial.trial_ms:.3f} ms against "
+                f"all-int8's {trial.int8_ms:.3f} ms here: not {100 * TIE:.0f}% faster, the "
+                "margin it needs to be chosen over all-int8")
+    return MixedPlan(nodes=trial.nodes, note=describe_trial(trial, threads))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -145,72 +148,51 @@ class KindTrial:
     """The whole int8 model timed with ``kinds`` of layer (``nodes``) in float, beside
     all-int8 in the same interleaved rounds (medians)."""
 
-    label: str  # the kind, or ALL_KINDS
-    kinds: tuple[str, ...]
+    kinds: dict[str, int]  # kind -> layers of it kept float
     nodes: tuple[str, ...]
     trial_ms: float
     int8_ms: float
 
 
-def trial_kinds(int8: Path) -> dict[str, tuple[str, ...]]:
-    """Kind -> nodes of the kinds a QDQ artifact runs in int8 (a node fed by a
-    DequantizeLinear), but for the compute kinds int8 is for and those that only move data."""
-    graph = onnx.load(int8, load_external_data=False).graph
-    dequantized = {out for n in graph.node if n.op_type == "DequantizeLinear" for out in n.output}
+def trial_kinds(reference: onnx.ModelProto,
+                kept: tuple[str, ...] = ()) -> dict[str, tuple[str, ...]]:
+    """Kind -> the reference's nodes (as keep_float names them) of the kinds ONNX Runtime's
+    quantizer runs in int8, but for the kinds int8 is for and those that only move data, and
+    for the nodes already ``kept`` float."""
+    from onnxruntime.quantization.registry import QLinearOpsRegistry
+
+    from targets.onnxruntime import node_name
+
     kinds: dict[str, list[str]] = {}
-    for node in graph.node:
-        if node.op_type not in _NOT_TRIED and dequantized.intersection(node.input) and node.name:
-            kinds.setdefault(node.op_type, []).append(node.name)
+    for node in reference.graph.node:
+        name = node_name(node)
+        if node.op_type in QLinearOpsRegistry and node.op_type not in _NOT_TRIED \
+                and name not in kept:
+            kinds.setdefault(node.op_type, []).append(name)
     return {kind: tuple(nodes) for kind, nodes in sorted(kinds.items())}
 
 
-def kind_trials(int8: Path, kinds: Mapping[str, tuple[str, ...]],
-                convert: Callable[[tuple[str, ...]], Path], *, threads: int) -> list[KindTrial]:
-    """Each kind in float alone, and all of them at once (with two kinds or more), converted
-    by ``convert(nodes kept float)`` and timed beside all-int8 on this host."""
+def float_trial(int8: Path, kinds: Mapping[str, tuple[str, ...]],
+                convert: Callable[[tuple[str, ...]], Path], *, threads: int) -> KindTrial:
+    """``kinds`` all in float, converted by ``convert(nodes kept float)`` and timed beside
+    all-int8 on this host."""
     from devices.measure import Rounds, time_files_here
 
-    groups: dict[str, tuple[str, ...]] = {kind: (kind,) for kind in kinds}
-    if len(kinds) > 1:
-        groups[ALL_KINDS] = tuple(kinds)
-    nodes = {label: tuple(n for k in group for n in kinds[k]) for label, group in groups.items()}
-    files = {label: convert(kept) for label, kept in nodes.items()}
-    rounds = Rounds(rounds=TRIAL_ROUNDS, calls=20, warmup=3, idle_s=0.0,
+    nodes = tuple(n for of in kinds.values() for n in of)
+    rounds = Rounds(rounds=TRIAL_ROUNDS, calls=TRIAL_CALLS, warmup=3, idle_s=0.0,
                     budget_s=TRIAL_BUDGET_S, min_rounds=3)
-    timed = time_files_here({"int8": int8, **files}, rounds, threads=threads)
-    return [KindTrial(label=label, kinds=groups[label], nodes=nodes[label],
-                      trial_ms=timed[label].p50_ms, int8_ms=timed["int8"].p50_ms)
-            for label in files]
+    timed = time_files_here({"int8": int8, "trial": convert(nodes)}, rounds, threads=threads)
+    return KindTrial(kinds={k: len(of) for k, of in kinds.items()}, nodes=nodes,
+                     trial_ms=timed["trial"].p50_ms, int8_ms=timed["int8"].p50_ms)
 
 
-def kind_plan(trials: Sequence[KindTrial]) -> KindTrial | None:
-    """The faster of: the kinds whose trial alone was ``TRIAL_GAIN`` faster than all-int8
-    (their summed gain, as a trial of them together was not timed), and every kind at once
-    when that trial was; None when neither gains."""
-    alone = [t for t in trials if t.label != ALL_KINDS and _gains(t)]
-    together = [t for t in trials if t.label == ALL_KINDS and _gains(t)]
-    picked = [] if not alone else [KindTrial(
-        label=", ".join(t.label for t in alone), kinds=tuple(k for t in alone for k in t.kinds),
-        nodes=tuple(n for t in alone for n in t.nodes), int8_ms=alone[0].int8_ms,
-        trial_ms=alone[0].int8_ms - sum(t.int8_ms - t.trial_ms for t in alone))]
-    return min([*picked, *together], key=lambda t: t.trial_ms, default=None)
+def describe_trial(trial: KindTrial, threads: int) -> str:
+    """The manifest note: the kinds kept float and the times that decided it."""
+    return (f"per-kind plan: {len(trial.nodes)} layer(s) kept float ({_kinds(trial)}) - the "
+            f"whole model with them in float timed {trial.trial_ms:.3f} ms vs all-int8 "
+            f"{trial.int8_ms:.3f} ms on this host ({threads} thread{'s' if threads > 1 else ''}, "
+            f"interleaved; more than {100 * TIE:.0f}% faster to count)")
 
 
-def _gains(trial: KindTrial) -> bool:
-    return trial.trial_ms <= TRIAL_GAIN * trial.int8_ms
-
-
-def describe_trial(plan: KindTrial, trials: Sequence[KindTrial], threads: int) -> str:
-    """The manifest note: the kinds kept float, and every trial's time."""
-    times = _times(trials)
-    estimate = " (estimated: the sum of their gains)" if len(plan.kinds) > 1 and \
-        plan.label != ALL_KINDS else ""
-    return (f"per-kind plan: {len(plan.nodes)} layer(s) of the kind(s) {', '.join(plan.kinds)} "
-            f"kept float - the whole model with them in float timed {plan.trial_ms:.3f} ms"
-            f"{estimate} vs all-int8 {plan.int8_ms:.3f} ms on this host ({threads} "
-            f"thread{'s' if threads > 1 else ''}, interleaved trials, at least "
-            f"{100 * (1 - TRIAL_GAIN):.0f}% faster to count); every trial: {times}")
-
-
-def _times(trials: Sequence[KindTrial]) -> str:
-    return "; ".join(f"{t.label} in float {t.trial_ms:.3f} ms" for t in trials)
+def _kinds(trial: KindTrial) -> str:
+    return ", ".join(f"{kind} x{count}" for kind, count in trial.kinds.items())

@@ -7,7 +7,7 @@ import logging
 import os
 import platform
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -74,6 +74,7 @@ class _Context:
     origin: Origin | None = None  # the user's file: the ``original`` candidate
     threads: int = 1  # the profile's, at most this host's cores: per-layer times use them
     device: str = ""  # the profile's architecture when this host is not of it, else ""
+    measure: bool = True  # candidates are timed (a mixed plan is made from times)
     pruning: Pruning | None = None  # ``model`` is the pruned reference, made as this says
 
 
@@ -125,7 +126,8 @@ def optimize(model_path: Path, profile: Profile, out: Path, options: OptimizeOpt
     check_metrics(options.limits, [o.name for o in model.outputs])
     with progress.step("loading data and running the fp32 reference"):
         ctx = replace(_context(model, options), origin=origin, threads=_threads(profile),
-                      device="" if host_is(profile) else profile.compute.arch)
+                      device="" if host_is(profile) else profile.compute.arch,
+                      measure=options.measure)
     plan = plan_for(profile, ctx.model, origin.format, options.prune)
     contexts = {"": ctx} | _pruned_context(plan, ctx, options.prune)
     with _background_conversions(plan, ctx):
@@ -305,9 +307,11 @@ def _mixed(planned: Planned, ctx: _Context, done: list[_Outcome]) -> _Outcome:
     int8, fp32 = (_passed_outcome(done, cand.target, p) for p in ("int8", "fp32"))
     if int8 is None or fp32 is None:
         return _skipped(cand, f"needs {cand.target}-int8 and {cand.target}-fp32 to pass first")
+    if not ctx.measure:
+        return _skipped(cand, "candidates are not timed: a mixed plan is made from times")
     if ctx.device:
-        return _skipped(cand, f"per-layer times on this host ({platform.machine()}) do not "
-                              f"stand for the {ctx.device} device's kernels")
+        return _skipped(cand, f"times on this host ({platform.machine()}) do not stand for "
+                              f"the {ctx.device} device's kernels: no plan made from them")
     return _layer_planned(planned, ctx, int8, fp32)
 
 
@@ -325,15 +329,17 @@ def _layer_planned(planned: Planned, ctx: _Context, int8: _Outcome,
         with progress.step(f"{cand.id}: {mixed.DOING[how]}"):
             plan = mixed.by_layers(_main_file(int8), _main_file(fp32), ctx.model,
                                    threads=ctx.threads) if how == "layers" else mixed.by_kinds(
-                _main_file(int8), _converter(cand.target, ctx, kept), threads=ctx.threads)
-    except Exception as exc:  # noqa: BLE001 - no times, no plan: the others go on
-        return _failed(cand, f"timing the plan failed: {type(exc).__name__}: {first_line(exc)}")
+                _main_file(int8), ctx.model, kept, _converter(cand.target, ctx, kept),
+                threads=ctx.threads)
+    except Exception as exc:  # noqa: BLE001 - no plan: the others go on
+        return _failed(cand, f"planning failed: {type(exc).__name__}: {first_line(exc)}")
     if isinstance(plan, str):
         return _skipped(cand, plan)
-    return _try(planned, ctx, (*kept, *plan.nodes), (plan.note,))
+    return _try(planned, ctx, tuple(dict.fromkeys((*kept, *plan.nodes))), (plan.note,))
 
 
-def _converter(target: str, ctx: _Context, kept: tuple[str, ...]) -> Any:
+def _converter(target: str, ctx: _Context,
+               kept: tuple[str, ...]) -> Callable[[tuple[str, ...]], Path]:
     """nodes -> the int8 artifact of ``target`` with ``kept`` and those nodes in float."""
     from targets.base import ConvertSettings
 
@@ -394,7 +400,7 @@ def _try(planned: Planned, ctx: _Context, keep_float: tuple[str, ...] = (),
     status, reason = ("rejected", failure) if failure else (
         "passed", _passed(fidelity, () if plan_notes else kept))
     if plan_notes and not failure:
-        reason += f", with {len(kept)} layer(s) in float by the per-layer plan"
+        reason += f", with {len(kept)} layer(s) in float by the mixed plan"
     if ctx.pruning is not None:
         reason = f"{reason}; {ctx.pruning.summary}"
     result = CandidateResult(candidate=cand, status=status, reason=reason, artifact=artifact,

@@ -13,7 +13,7 @@ import pytest
 
 from edge.core.data import load_dataset
 from edge.core.model import inspect_model
-from edge.core.values import Dataset, ModelInfo
+from edge.core.values import Candidate, Dataset, ModelInfo
 from edge.core.verify import Outputs, Thresholds, judge, measure, run_all
 from edge.flows.recover import Recovery, attempt_sizes, rank_sensitive_nodes, recover
 from targets.base import ConvertSettings
@@ -163,8 +163,8 @@ def test_optimize_recovers_int8_and_reports_nodes_kept_float(
                      str(digits.calib), "--eval", str(digits.eval), "-o",
                      str(tmp_path / "b"), "--json")
     assert result.status == 0, result.stderr
-    by_id = {c["candidate"]["precision"]: c for c in result.json()["candidates"]}
-    static = by_id["int8"]
+    by_id = {Candidate(**c["candidate"]).id: c for c in result.json()["candidates"]}
+    static = by_id["onnxruntime-int8"]
     assert static["status"] in ("passed", "chosen")
     assert set(static["artifact"]["kept_float"]) == {"/9/Gemm", "/11/Gemm"}
     assert "in float" in static["reason"] and "/11/Gemm" in static["reason"]

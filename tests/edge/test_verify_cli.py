@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from edge.core.values import Candidate
 from tests.support.cli import run_cli
 from tests.support.verify_models import detector_model, two_scale_model, uniform_inputs
 
@@ -34,8 +35,7 @@ def _optimize(work: Path, model: str, *flags: str) -> tuple[int, dict, str]:
 def test_detector_judged_as_yolo_rejects_int8(work: Path) -> None:
     status, bundle, err = _optimize(work, "det", "--metric", "out=yolo")
     assert status == 0, err
-    results = {c["candidate"]["target"] + "-" + c["candidate"]["precision"]: c
-               for c in bundle["candidates"]}
+    results = {Candidate(**c["candidate"]).id: c for c in bundle["candidates"]}
     int8 = results["onnxruntime-int8"]
     assert int8["status"] == "rejected" and int8["reason"].startswith("output 'out': ")
     assert "fp32 detections matched" in int8["reason"]
@@ -44,8 +44,8 @@ def test_detector_judged_as_yolo_rejects_int8(work: Path) -> None:
     assert int8["fidelity"]["cosine"] > 0.99  # what one cosine over the output says
     assert bundle["chosen"] != "onnxruntime-int8"
     manifest = json.loads((Path(bundle["bundle"]) / "manifest.json").read_text())
-    stored = {c["candidate"]["precision"]: c for c in manifest["candidates"]}
-    assert stored["int8"]["fidelity"]["outputs"][0]["kind"] == "yolo"
+    stored = {Candidate(**c["candidate"]).id: c for c in manifest["candidates"]}
+    assert stored["onnxruntime-int8"]["fidelity"]["outputs"][0]["kind"] == "yolo"
 
 
 def test_table_and_report_show_fidelity_per_output(work: Path) -> None:
@@ -83,11 +83,11 @@ def test_custom_metric_function(work: Path) -> None:
     status, bundle, err = _optimize(work, "two", "--max-error", "5", "--metric", f"{module}:exact",
                                     "--metric", "*=values", "--min-cosine", "-1")
     assert status == 0, err
-    by_id = {c["candidate"]["precision"]: c for c in bundle["candidates"]}
-    mine = by_id["int8"]["fidelity"]["outputs"][-1]
+    by_id = {Candidate(**c["candidate"]).id: c for c in bundle["candidates"]}
+    mine = by_id["onnxruntime-int8"]["fidelity"]["outputs"][-1]
     assert mine["kind"] == "custom" and mine["name"] == f"{module}:exact" and not mine["passed"]
-    assert by_id["int8"]["reason"].startswith(f"--metric {module}:exact: largest error")
-    assert by_id["fp32"]["fidelity"]["outputs"][-1]["passed"]
+    assert by_id["onnxruntime-int8"]["reason"].startswith(f"--metric {module}:exact: largest error")
+    assert by_id["onnxruntime-fp32"]["fidelity"]["outputs"][-1]["passed"]
 
 
 @pytest.mark.parametrize(("flag", "words"), [
