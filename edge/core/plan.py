@@ -39,10 +39,14 @@ def make_plan(
     model: ModelInfo,
     targets: Mapping[str, tuple[Capabilities | None, str | None]],
     origin_format: str | None = None,
+    *,
+    timed_here: bool = True,
 ) -> tuple[Planned, ...]:
     """Candidates in the profile's runtime order; ``targets`` maps a target's name to its
     declared capabilities (None: its module did not import) and why it cannot convert here.
-    With ``origin_format`` (the user's file's format) the user's own file comes first."""
+    With ``origin_format`` (the user's file's format) the user's own file comes first.
+    ``timed_here``: this host's timings stand for the device's (a mixed plan is made from
+    them)."""
     planned: list[Planned] = []
     if origin_format is not None:
         planned.append(plan_original(profile, model, origin_format, targets))
@@ -63,18 +67,21 @@ def make_plan(
         for precision in sorted(caps.precisions, key=PRECISION_RANK.__getitem__):
             planned.append(_judge(profile, model, Candidate(target=runtime, precision=precision),
                                   missing))
-        planned += _mixed_twin(planned, caps, runtime)
+        planned += _mixed_twin(planned, caps, runtime, timed_here, profile.compute.arch)
     return tuple(planned)
 
 
-def _mixed_twin(planned: list[Planned], caps: Capabilities, runtime: str) -> list[Planned]:
+def _mixed_twin(planned: list[Planned], caps: Capabilities, runtime: str, timed_here: bool,
+                arch: str) -> list[Planned]:
     """The mixed plan of a target that declares a way to make one, when its int8 and fp32 are
-    kept."""
+    kept; skipped when this host's timings do not stand for the device's."""
     kept = {p.candidate.precision for p in planned if p.keep and p.candidate.target == runtime}
     if not caps.layer_plan or not {"int8", "fp32"} <= kept:
         return []
+    reason = _MIXED_BY[caps.layer_plan] if timed_here else (
+        f"made from this host's timings, which do not stand for the {arch} device's kernels")
     return [Planned(candidate=Candidate(target=runtime, precision="int8", variant=MIXED),
-                    keep=True, reason=_MIXED_BY[caps.layer_plan])]
+                    keep=timed_here, reason=reason)]
 
 
 _MIXED_BY = {

@@ -73,7 +73,6 @@ class _Context:
     limits: Thresholds
     origin: Origin | None = None  # the user's file: the ``original`` candidate
     threads: int = 1  # the profile's, at most this host's cores: per-layer times use them
-    device: str = ""  # the profile's architecture when this host is not of it, else ""
     measure: bool = True  # candidates are timed (a mixed plan is made from times)
     pruning: Pruning | None = None  # ``model`` is the pruned reference, made as this says
 
@@ -112,7 +111,7 @@ def _base_plan(profile: Profile, model: ModelInfo,
             available[name] = (None, f"target module did not import: {exc}")
             continue
         available[name] = (target.caps, target.missing())
-    return make_plan(profile, model, available, origin_format)
+    return make_plan(profile, model, available, origin_format, timed_here=host_is(profile))
 
 
 def optimize(model_path: Path, profile: Profile, out: Path, options: OptimizeOptions) -> Bundle:
@@ -126,7 +125,6 @@ def optimize(model_path: Path, profile: Profile, out: Path, options: OptimizeOpt
     check_metrics(options.limits, [o.name for o in model.outputs])
     with progress.step("loading data and running the fp32 reference"):
         ctx = replace(_context(model, options), origin=origin, threads=_threads(profile),
-                      device="" if host_is(profile) else profile.compute.arch,
                       measure=options.measure)
     plan = plan_for(profile, ctx.model, origin.format, options.prune)
     contexts = {"": ctx} | _pruned_context(plan, ctx, options.prune)
@@ -302,16 +300,13 @@ def _outcome(planned: Planned, contexts: dict[str, _Context | str],
 
 def _mixed(planned: Planned, ctx: _Context, done: list[_Outcome]) -> _Outcome:
     """The int8 candidate with the layers int8 does not speed up here kept float; skipped when
-    its int8 or fp32 did not pass, or this host is not of the device's kind."""
+    its int8 or fp32 did not pass, or candidates are not timed."""
     cand = planned.candidate
     int8, fp32 = (_passed_outcome(done, cand.target, p) for p in ("int8", "fp32"))
     if int8 is None or fp32 is None:
         return _skipped(cand, f"needs {cand.target}-int8 and {cand.target}-fp32 to pass first")
     if not ctx.measure:
         return _skipped(cand, "candidates are not timed: a mixed plan is made from times")
-    if ctx.device:
-        return _skipped(cand, f"times on this host ({platform.machine()}) do not stand for "
-                              f"the {ctx.device} device's kernels: no plan made from them")
     return _layer_planned(planned, ctx, int8, fp32)
 
 

@@ -129,6 +129,10 @@ def test_a_target_with_a_layer_plan_gets_a_mixed_twin_of_its_int8() -> None:
     twins = [p.candidate.id for p in plan_pruned(plan, _model(1000), 0.5)]
     assert len(twins) == len(set(twins)) and "openvino-int8-mixed-pruned" not in " ".join(twins)
     # no int8 to measure: no twin
+    abroad = {p.candidate.id: p for p in make_plan(load_profile("x86-64"), _model(1000), targets,
+                                                    timed_here=False)}
+    assert not abroad["openvino-int8-mixed"].keep  # this host's times do not stand for it
+    assert "do not stand for the x86_64 device's kernels" in abroad["openvino-int8-mixed"].reason
     fp32_only = dict(targets, openvino=(replace(planned, precisions=("fp32",)), None))
     plan = make_plan(load_profile("x86-64"), _model(1000), fp32_only)
     assert "openvino-int8-mixed" not in {p.candidate.id for p in plan}
