@@ -30,13 +30,15 @@ from edge.core.errors import CheckFailed
 from edge.core.plan import PRECISION_RANK
 from edge.core.values import ORIGINAL, CandidateResult
 
-__all__ = ["BASELINE", "LOSS_BAND", "TIE", "Budget", "Choice", "Option", "choose",
+__all__ = ["BASELINE", "BEYOND_TIE", "LOSS_BAND", "TIE", "Budget", "Choice", "Option", "choose",
            "choose_candidate", "describe_original", "dominated_by", "label", "least_loss",
            "preference",
            "runnable", "within_budget"]
 
 #: Medians within this fraction of the fastest are a tie on a shared, noisy machine.
 TIE = 0.10
+#: A time beats another beyond the tie only at most this share of it.
+BEYOND_TIE = 1 / (1 + TIE)
 #: Allowance shares within this of the least are equally faithful (sampling noise).
 LOSS_BAND = 0.10
 #: What speed-ups are quoted against.

@@ -28,7 +28,7 @@ from pathlib import Path
 import onnx
 
 from edge.core.model import layer_owner, node_bases
-from edge.core.select import TIE
+from edge.core.select import BEYOND_TIE, TIE
 from edge.core.values import ModelInfo
 
 __all__ = ["DOING", "MIN_GAIN", "TRIAL_GAIN", "KindTrial", "LayerChoice", "MixedPlan",
@@ -43,7 +43,7 @@ RUNS = 20
 SHOWN = 6
 #: The trial must time at most this share of all-int8 for its layers to stay float: faster by
 #: more than the choice's tie band, or the plan could never be chosen over all-int8.
-TRIAL_GAIN = 1 / (1 + TIE)
+TRIAL_GAIN = BEYOND_TIE
 #: Not tried: the kinds int8 is for (their weights and products), the activations the
 #: quantizer folds into a convolution's int8 output range (in float they would split every
 #: fused int8 convolution kernel), and kinds that only move data.
