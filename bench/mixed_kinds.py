@@ -6,7 +6,7 @@
 
 For each model of bench/peers.py (its reference ONNX, calibration and held-out data): edge's
 ONNX Runtime target makes the int8 artifact (``targets.onnxruntime``, edge's recipe); the kinds
-of layer its mixed plan would keep float (``edge.flows.mixed.trial_kinds``) are timed in float
+of layer its mixed plan would keep float (``targets.onnxruntime.float_kinds``) are timed in float
 by edge's own trial (``float_trial``, the code ``edge optimize`` runs: the plan is made when
 the trial is faster than all-int8 by the choice's tie band). Unlike ``edge optimize`` this runs
 whatever the int8 artifact's fidelity, and also converts each kind alone in float. Then fp32,
@@ -79,9 +79,10 @@ def _trials(files: dict[str, Any], threads: int) -> dict[str, Any]:
     from edge.core.cache import cache_root
     from edge.core.data import load_dataset
     from edge.core.model import inspect_model
-    from edge.flows.mixed import TRIAL_GAIN, float_trial, trial_kinds
+    from edge.flows.mixed import TRIAL_GAIN, float_trial
     from targets import get_target, workdir_name
     from targets.base import ConvertSettings
+    from targets.onnxruntime import float_kinds
 
     model = inspect_model(Path(files["onnx"]))
     calib = load_dataset(files["calib"], model)
@@ -94,14 +95,14 @@ def _trials(files: dict[str, Any], threads: int) -> dict[str, Any]:
         return target.convert(model, "int8", calib=calib, workdir=work, settings=settings)[0]
 
     int8 = convert(())
-    kinds = trial_kinds(onnx.load(model.path, load_external_data=False))
+    kinds = float_kinds(onnx.load(model.path, load_external_data=False))
     trial = float_trial(int8, kinds, convert, threads=threads) if kinds else None
     alone = {f"{k} float": convert(nodes) for k, nodes in kinds.items()} if len(kinds) > 1 else {}
     every = {"every kind float": convert(tuple(n for of in kinds.values() for n in of))}
     return {"int8": int8, "kinds": {k: len(v) for k, v in kinds.items()},
             "trials": {**alone, **(every if kinds else {})},
             "edge_trial": None if trial is None else {
-                "kinds": trial.kinds, "trial_ms": round(trial.trial_ms, 4),
+                "kinds": dict(trial.kinds), "trial_ms": round(trial.trial_ms, 4),
                 "int8_ms": round(trial.int8_ms, 4),
                 "over_int8": round(trial.trial_ms / trial.int8_ms, 3),
                 "gain_needed": round(TRIAL_GAIN, 4),

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 DEFAULT_SETTINGS = ConvertSettings()
 
 __all__ = ["FILES", "OnnxRuntimeTarget", "OrtRunner", "constants_to_initializers",
-           "gemms_to_matmuls", "map_keep_float", "name_nodes", "node_name"]
+           "float_kinds", "gemms_to_matmuls", "map_keep_float", "name_nodes", "node_name"]
 
 #: precision -> artifact file name inside the workdir (the workdir encodes the settings).
 FILES: dict[str, str] = {
@@ -339,6 +339,29 @@ def _check_loads(path: Path, precision: str) -> None:
     except Exception as exc:  # ORT raises its own exception types; report the reason
         raise ConversionError(f"onnxruntime {precision} quantization wrote a model ONNX Runtime "
                               f"cannot load: {first_line(exc)}") from None
+
+
+#: Never kept float by a mixed plan's trial: the kinds int8 is for (their weights and
+#: products), the activations the quantizer folds into a convolution's int8 output range (in
+#: float they would split every fused int8 convolution kernel), and kinds that only move data.
+_NOT_FLOATED = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm", "Relu", "Clip", "Reshape",
+                          "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Gather", "Split",
+                          "Concat", "Pad", "Where", "ArgMax"})
+
+
+def float_kinds(reference: onnx.ModelProto,
+                kept: Sequence[str] = ()) -> dict[str, tuple[str, ...]]:
+    """Kind -> the reference's nodes (keep_float's names) of the kinds the quantizer runs in
+    int8 (``QLinearOpsRegistry``: a kind outside it stays float anyway), but for
+    ``_NOT_FLOATED`` and the nodes already ``kept`` float: what a mixed plan may keep float."""
+    from onnxruntime.quantization.registry import QLinearOpsRegistry
+
+    kinds: dict[str, list[str]] = {}
+    for node in reference.graph.node:
+        if node.op_type in QLinearOpsRegistry and node.op_type not in _NOT_FLOATED \
+                and node_name(node) not in kept:
+            kinds.setdefault(node.op_type, []).append(node_name(node))
+    return {kind: tuple(nodes) for kind, nodes in sorted(kinds.items())}
 
 
 def node_name(node: onnx.NodeProto) -> str:

@@ -6,6 +6,7 @@ Targets live a layer above (``targets/``); the plan and the chooser read these d
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 __all__ = ["Capabilities"]
 
@@ -20,9 +21,9 @@ class Capabilities:
     companions: tuple[str, ...] = ()  # suffixes of files that travel with it (".bin")
     keeps_float: bool = False  # honours ConvertSettings.keep_float: accuracy recovery can use it
     #: how its int8 may get a mixed plan (edge.flows.mixed): "layers" (its runtime times every
-    #: layer of an artifact), "kinds" (whole-model trials, one kind of layer float at a time:
-    #: its runtime fuses quantized kernels past per-node times), "" (none)
-    layer_plan: str = ""
+    #: layer of an artifact), "kinds" (a whole-model trial with the layers between its int8
+    #: convolutions in float: its runtime fuses quantized kernels past per-node times), "" (none)
+    layer_plan: Literal["", "layers", "kinds"] = ""
     converts_with: str | None = None  # a target whose work directory (converter run) it shares
     converts_in_background: bool = False  # its converter is a child process: start it early
     archs: tuple[str, ...] = ()  # device architectures its runtime runs on; () = any

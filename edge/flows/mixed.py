@@ -13,10 +13,11 @@ Two ways, as the target declares (``Capabilities.layer_plan``):
   quantizer runs in int8 between the convolutions and matrix products (LeakyRelu, Add,
   MaxPool, ...) kept float, and timed beside all-int8; the plan keeps them float when that
   trial was faster by more than the tie band the choice uses (``TRIAL_GAIN``: a plan within
-  it could never be chosen over all-int8) (``trial_kinds``, ``float_trial``).
+  it could never be chosen over all-int8) (``float_trial``; the layers:
+  ``targets.onnxruntime.float_kinds``).
 
 The plan is a candidate like any other: converted, verified, then timed beside all-int8 and
-fp32, and chosen only if it is the fastest that keeps fidelity.
+fp32, and chosen only if it is the fastest that keeps fidelity, beyond the tie band.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from edge.core.values import ModelInfo
 
 __all__ = ["DOING", "MIN_GAIN", "TRIAL_GAIN", "KindTrial", "LayerChoice", "MixedPlan",
            "by_kinds", "by_layers", "describe", "describe_trial", "float_trial", "layer_plan",
-           "slow_kinds", "trial_kinds"]
+           "slow_kinds"]
 
 #: int8 must take at most this share of a kind's float time to keep that kind int8.
 MIN_GAIN = 0.9
@@ -44,12 +45,6 @@ SHOWN = 6
 #: The trial must time at most this share of all-int8 for its layers to stay float: faster by
 #: more than the choice's tie band, or the plan could never be chosen over all-int8.
 TRIAL_GAIN = BEYOND_TIE
-#: Not tried: the kinds int8 is for (their weights and products), the activations the
-#: quantizer folds into a convolution's int8 output range (in float they would split every
-#: fused int8 convolution kernel), and kinds that only move data.
-_NOT_TRIED = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm", "Relu", "Clip", "Reshape",
-                        "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Gather", "Split",
-                        "Concat", "Pad", "Where", "ArgMax"})
 #: The trial's timing: interleaved rounds, calls of each model in all.
 TRIAL_ROUNDS, TRIAL_CALLS = 7, 140
 TRIAL_BUDGET_S = 20.0
@@ -57,7 +52,8 @@ TRIAL_BUDGET_S = 20.0
 
 #: What the progress line says while each way plans.
 DOING = {"layers": "timing int8 and fp32 per layer",
-         "kinds": "converting and timing the model with each kind of layer in float"}
+         "kinds": "converting and timing the model with the layers between its convolutions "
+                  "in float"}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -80,7 +76,9 @@ def by_layers(int8: Path, fp32: Path, model: ModelInfo, *, threads: int) -> Mixe
 def by_kinds(int8: Path, model: ModelInfo, kept: tuple[str, ...],
              convert: Callable[[tuple[str, ...]], Path], *, threads: int) -> MixedPlan | str:
     """The plan from a whole-model trial (``float_trial``), or why there is none."""
-    kinds = trial_kinds(onnx.load(model.path, load_external_data=False), kept)
+    from targets.onnxruntime import float_kinds
+
+    kinds = float_kinds(onnx.load(model.path, load_external_data=False), kept)
     if not kinds:
         return "no layer runs in int8 here but convolutions, matrix products and data moves"
     trial = float_trial(int8, kinds, convert, threads=threads)
@@ -148,28 +146,10 @@ class KindTrial:
     """The whole int8 model timed with ``kinds`` of layer (``nodes``) in float, beside
     all-int8 in the same interleaved rounds (medians)."""
 
-    kinds: dict[str, int]  # kind -> layers of it kept float
+    kinds: tuple[tuple[str, int], ...]  # (kind, layers of it kept float)
     nodes: tuple[str, ...]
     trial_ms: float
     int8_ms: float
-
-
-def trial_kinds(reference: onnx.ModelProto,
-                kept: tuple[str, ...] = ()) -> dict[str, tuple[str, ...]]:
-    """Kind -> the reference's nodes (as keep_float names them) of the kinds ONNX Runtime's
-    quantizer runs in int8, but for the kinds int8 is for and those that only move data, and
-    for the nodes already ``kept`` float."""
-    from onnxruntime.quantization.registry import QLinearOpsRegistry
-
-    from targets.onnxruntime import node_name
-
-    kinds: dict[str, list[str]] = {}
-    for node in reference.graph.node:
-        name = node_name(node)
-        if node.op_type in QLinearOpsRegistry and node.op_type not in _NOT_TRIED \
-                and name not in kept:
-            kinds.setdefault(node.op_type, []).append(name)
-    return {kind: tuple(nodes) for kind, nodes in sorted(kinds.items())}
 
 
 def float_trial(int8: Path, kinds: Mapping[str, tuple[str, ...]],
@@ -182,7 +162,7 @@ def float_trial(int8: Path, kinds: Mapping[str, tuple[str, ...]],
     rounds = Rounds(rounds=TRIAL_ROUNDS, calls=TRIAL_CALLS, warmup=3, idle_s=0.0,
                     budget_s=TRIAL_BUDGET_S, min_rounds=3)
     timed = time_files_here({"int8": int8, "trial": convert(nodes)}, rounds, threads=threads)
-    return KindTrial(kinds={k: len(of) for k, of in kinds.items()}, nodes=nodes,
+    return KindTrial(kinds=tuple((k, len(of)) for k, of in kinds.items()), nodes=nodes,
                      trial_ms=timed["trial"].p50_ms, int8_ms=timed["int8"].p50_ms)
 
 
@@ -195,4 +175,4 @@ def describe_trial(trial: KindTrial, threads: int) -> str:
 
 
 def _kinds(trial: KindTrial) -> str:
-    return ", ".join(f"{kind} x{count}" for kind, count in trial.kinds.items())
+    return ", ".join(f"{kind} x{count}" for kind, count in trial.kinds)

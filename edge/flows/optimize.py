@@ -313,7 +313,7 @@ def _mixed(planned: Planned, ctx: _Context, done: list[_Outcome]) -> _Outcome:
 def _layer_planned(planned: Planned, ctx: _Context, int8: _Outcome,
                    fp32: _Outcome) -> _Outcome:
     """Plan the layers to keep float as the target declares (per-layer times of ``int8`` and
-    ``fp32``, or whole-model trials of each kind), then convert with them kept float."""
+    ``fp32``, or a whole-model trial), then convert with them kept float."""
     from edge.flows import mixed
 
     cand = planned.candidate
@@ -322,10 +322,12 @@ def _layer_planned(planned: Planned, ctx: _Context, int8: _Outcome,
     how = _target(cand.target, ctx).caps.layer_plan
     try:
         with progress.step(f"{cand.id}: {mixed.DOING[how]}"):
-            plan = mixed.by_layers(_main_file(int8), _main_file(fp32), ctx.model,
-                                   threads=ctx.threads) if how == "layers" else mixed.by_kinds(
-                _main_file(int8), ctx.model, kept, _converter(cand.target, ctx, kept),
-                threads=ctx.threads)
+            if how == "layers":
+                plan = mixed.by_layers(_main_file(int8), _main_file(fp32), ctx.model,
+                                       threads=ctx.threads)
+            else:
+                plan = mixed.by_kinds(_main_file(int8), ctx.model, kept,
+                                      _converter(cand.target, ctx, kept), threads=ctx.threads)
     except Exception as exc:  # noqa: BLE001 - no plan: the others go on
         return _failed(cand, f"planning failed: {type(exc).__name__}: {first_line(exc)}")
     if isinstance(plan, str):

@@ -22,8 +22,8 @@ from edge.flows.mixed import (
     describe_trial,
     layer_plan,
     slow_kinds,
-    trial_kinds,
 )
+from targets.onnxruntime import float_kinds
 from tests.support.cli import run_cli
 from tests.support.digits import DigitsModel
 
@@ -131,7 +131,7 @@ def test_not_planned_from_a_host_that_is_not_the_device(digits: DigitsModel,
     assert "do not stand for the aarch64 device's kernels" in made["reason"]
 
 
-def test_trial_kinds_are_the_int8_layers_between_convolutions() -> None:
+def test_float_kinds_are_the_int8_layers_between_convolutions() -> None:
     """Read from the reference: the kinds ONNX Runtime's quantizer runs in int8, but for the
     convolutions and products int8 is for, the activations folded into them, pure data moves,
     kinds it never quantizes (Max: a trial of it would change nothing) and nodes recovery
@@ -150,14 +150,15 @@ def test_trial_kinds_are_the_int8_layers_between_convolutions() -> None:
         numpy_helper.from_array(np.zeros((4, 4, 1, 1), np.float32), "w"),
         numpy_helper.from_array(np.array([1, -1], np.int64), "s")])
     model = helper.make_model(graph)
-    assert trial_kinds(model) == {"Add": ("add",), "LeakyRelu": ("act1", "LeakyRelu(a)"),
+    assert float_kinds(model) == {"Add": ("add",), "LeakyRelu": ("act1", "LeakyRelu(a)"),
                                   "Sigmoid": ("gate",)}
-    assert trial_kinds(model, ("add", "act1")) == {"LeakyRelu": ("LeakyRelu(a)",),
+    assert float_kinds(model, ("add", "act1")) == {"LeakyRelu": ("LeakyRelu(a)",),
                                                    "Sigmoid": ("gate",)}
 
 
 def test_the_kind_note_names_the_kinds_and_the_times() -> None:
-    trial = KindTrial(kinds={"LeakyRelu": 19, "Max": 19}, nodes=tuple(f"n{i}" for i in range(38)),
+    trial = KindTrial(kinds=(("LeakyRelu", 19), ("Max", 19)),
+                      nodes=tuple(f"n{i}" for i in range(38)),
                       trial_ms=0.81, int8_ms=1.0)
     text = describe_trial(trial, threads=1)
     assert text.startswith("per-kind plan: 38 layer(s) kept float (LeakyRelu x19, Max x19)")
