@@ -9,11 +9,13 @@ ONNX Runtime target makes the int8 artifact (``targets.onnxruntime``, edge's rec
 of layer its mixed plan would keep float (``targets.onnxruntime.float_kinds``) are timed in float
 by edge's own trial (``float_trial``, the code ``edge optimize`` runs: the plan is made when
 the trial is faster than all-int8 by the choice's tie band). Unlike ``edge optimize`` this runs
-whatever the int8 artifact's fidelity, and also converts each kind alone in float. Then fp32,
-all-int8, each kind alone and every kind are timed again in one longer interleaved run (edge's
-timing, ``devices.measure``) and judged per output by edge's verify on the held-out samples
-against fp32 (``peerbench.judging``). The plan pays where it keeps fidelity and is ``MARGIN``
-faster than both all-int8 and fp32.
+whatever the int8 artifact's fidelity, and also converts each kind alone in float, and two groups
+of convolutions the plan never keeps float (``CONV_GROUPS``: the depthwise ones, the example
+issue 15 gives of layers int8 may slow down, and the stem reading the model's input). Then fp32,
+all-int8, each kind alone, every kind and each group are timed again in one longer interleaved
+run (edge's timing, ``devices.measure``) and judged per output by edge's verify on the held-out
+samples against fp32 (``peerbench.judging``). A trial pays where it keeps fidelity and is
+``MARGIN`` faster than both all-int8 and fp32.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from peerbench.judging import limits_for, load_eval, outputs, verdict_of
 from peerbench.report import machine
 
 MARGIN = 0.97
+CONV_GROUPS = ("depthwise Conv", "stem Conv")
+DATA_MOVES = frozenset({"Transpose", "Reshape", "Pad", "Cast", "Identity", "Unsqueeze"})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,7 +71,8 @@ def _model(model: str, args: argparse.Namespace) -> dict[str, Any]:
              "over_fp32": round(timed[k]["p50_ms"] / timed["fp32"]["p50_ms"], 3),
              **fidelity[k]} for k in paths]
     return {"entry": files.get("entry", model), "metrics": files.get("metrics", []),
-            "kinds": made["kinds"], "edge_trial": made["edge_trial"], "rows": rows,
+            "kinds": made["kinds"], "groups": made["groups"], "edge_trial": made["edge_trial"],
+            "rows": rows,
             "verdict": _verdict(rows, made["edge_trial"])}
 
 
@@ -99,14 +104,42 @@ def _trials(files: dict[str, Any], threads: int) -> dict[str, Any]:
     trial = float_trial(int8, kinds, convert, threads=threads) if kinds else None
     alone = {f"{k} float": convert(nodes) for k, nodes in kinds.items()} if len(kinds) > 1 else {}
     every = {"every kind float": convert(tuple(n for of in kinds.values() for n in of))}
+    groups = conv_groups(onnx.load(model.path, load_external_data=False))
     return {"int8": int8, "kinds": {k: len(v) for k, v in kinds.items()},
-            "trials": {**alone, **(every if kinds else {})},
+            "groups": {k: len(v) for k, v in groups.items()},
+            "trials": {**alone, **(every if kinds else {}),
+                       **{f"{g} float": convert(nodes) for g, nodes in groups.items()}},
             "edge_trial": None if trial is None else {
                 "kinds": dict(trial.kinds), "trial_ms": round(trial.trial_ms, 4),
                 "int8_ms": round(trial.int8_ms, 4),
                 "over_int8": round(trial.trial_ms / trial.int8_ms, 3),
                 "gain_needed": round(TRIAL_GAIN, 4),
                 "plan_made": trial.trial_ms <= TRIAL_GAIN * trial.int8_ms}}
+
+
+def conv_groups(proto: Any) -> dict[str, tuple[str, ...]]:
+    """``CONV_GROUPS`` -> the reference's convolutions of that group (keep_float's names):
+    depthwise (one input channel per group), and the stem (convolutions that read a graph
+    input through data moves only: their float input is quantized for them alone)."""
+    from onnx import numpy_helper
+
+    from targets.onnxruntime import node_name
+
+    weights = {i.name: numpy_helper.to_array(i).shape for i in proto.graph.initializer}
+    moved = {i.name for i in proto.graph.input}
+    found: dict[str, list[str]] = {}
+    for node in proto.graph.node:  # topological order: a data move's input is known first
+        if node.op_type in DATA_MOVES and node.input and node.input[0] in moved:
+            moved.update(node.output)
+        shape = weights.get(node.input[1]) if node.op_type == "Conv" else None
+        if shape is None:
+            continue
+        group = next((a.i for a in node.attribute if a.name == "group"), 1)
+        if group > 1 and shape[1] == 1:
+            found.setdefault("depthwise Conv", []).append(node_name(node))
+        if node.input[0] in moved:
+            found.setdefault("stem Conv", []).append(node_name(node))
+    return {g: tuple(found[g]) for g in CONV_GROUPS if g in found}
 
 
 def _timed(paths: dict[str, Path], args: argparse.Namespace) -> dict[str, Any]:
@@ -151,12 +184,26 @@ def _verdict(rows: list[dict[str, Any]], edge_trial: dict[str, Any] | None) -> d
     found = {"plan_made_by_edge": bool(edge_trial and edge_trial["plan_made"]),
              "int8_keeps_fidelity": by["int8"]["keeps_fidelity"]}
     if every is None:
-        return found | {"pays": False}
-    fastest = min(by["int8"]["p50_ms"], by["fp32"]["p50_ms"])
+        return found | {"pays": False, "groups": _groups_verdict(by)}
     return found | {"every_kind_over_int8": every["over_int8"],
                     "every_kind_over_fp32": every["over_fp32"],
                     "every_kind_keeps_fidelity": every["keeps_fidelity"],
-                    "pays": every["keeps_fidelity"] and every["p50_ms"] <= MARGIN * fastest}
+                    "pays": _pays(every, by), "groups": _groups_verdict(by)}
+
+
+def _pays(row: dict[str, Any], by: dict[str, dict[str, Any]]) -> bool:
+    """Keeps fidelity and is ``MARGIN`` faster than both all-int8 and fp32."""
+    fastest = min(by["int8"]["p50_ms"], by["fp32"]["p50_ms"])
+    return bool(row["keeps_fidelity"]) and row["p50_ms"] <= MARGIN * fastest
+
+
+def _groups_verdict(by: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Each convolution group kept float: its ratios, fidelity and whether it pays."""
+    return {g: {"over_int8": by[f"{g} float"]["over_int8"],
+                "over_fp32": by[f"{g} float"]["over_fp32"],
+                "keeps_fidelity": by[f"{g} float"]["keeps_fidelity"],
+                "pays": _pays(by[f"{g} float"], by)}
+            for g in CONV_GROUPS if f"{g} float" in by}
 
 
 if __name__ == "__main__":
