@@ -134,7 +134,8 @@ def _openvino(path: Path, threads: int, runs: int, device: Device | None) -> Lay
     layers = [LayerTime(name=name, op=n["op"], detail=n["kernel"], ms=ms)
               for (name, n), ms in zip(nodes.items(), scaled, strict=True)]
     method = (f"measured {_where(device)} from the OpenVINO CPU performance counters "
-              f"(PERF_COUNT, {_threads(threads)}, f32 precision hint as edge runs it): median "
+              f"(PERF_COUNT, {_threads(threads)}, the precision hint the IR records, as edge "
+              f"runs it): median "
               f"real time per executed node over {runs} runs, scaled to the median of {runs} "
               "unprofiled runs timed in interleaved rounds beside them")
     return _profile(runtime, method, float(reply["whole_ms"]), layers)

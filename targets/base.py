@@ -18,8 +18,9 @@ __all__ = ["PRECISIONS", "ConversionError", "ConvertSettings", "Runner", "Target
            "Capabilities", "check_precision", "missing_modules", "workdir_lock"]
 
 #: Precision names shared by every target. ``int8``: weights and activations int8 (static,
-#: calibrated); ``int8-dynamic``: int8 weights, activations quantized at run time.
-PRECISIONS = ("int8", "int8-dynamic", "fp16", "fp32")
+#: calibrated); ``int8-dynamic``: int8 weights, activations quantized at run time; ``bf16``:
+#: float weights computed in bfloat16 (the runtime converts them at load).
+PRECISIONS = ("int8", "int8-dynamic", "fp16", "bf16", "fp32")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

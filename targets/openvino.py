@@ -1,4 +1,5 @@
-"""OpenVINO: IR artifacts (.xml + .bin) at fp32, fp16 weights, or NNCF post-training int8."""
+"""OpenVINO: IR artifacts (.xml + .bin) at fp32, fp16 weights, bf16 compute, or NNCF
+post-training int8."""
 
 from __future__ import annotations
 
@@ -30,14 +31,18 @@ from targets.base import (
 
 DEFAULT_SETTINGS = ConvertSettings()
 
-__all__ = ["OpenVINORunner", "OpenVINOTarget", "is_transformer_like", "load_with_hint"]
+__all__ = ["COMPUTES", "OpenVINORunner", "OpenVINOTarget", "computes_bf16_here", "ir_hint",
+           "is_transformer_like", "load_with_hint"]
 
 #: precision -> IR file; its weights sit beside it with the same stem and a .bin suffix.
 FILES: dict[str, str] = {"fp32": "model_fp32.xml", "fp16": "model_fp16.xml",
-                         "int8": "model_int8.xml"}
+                         "bf16": "model_bf16.xml", "int8": "model_int8.xml"}
 WEIGHTS = ".bin"
 RECORD = ".json"  # conversion record (source sha256, notes), written before the .xml
 HINTS = ("f32", "bf16", "f16")  # INFERENCE_PRECISION_HINT values load_with_hint accepts
+#: Where an IR records the precision it was made to compute in (absent: f32); every load
+#: compiles it so, here and on the device (devices/agent/runtimes.py reads the same key).
+COMPUTES = ["edge", "inference_precision"]
 _DEPENDENCIES = ("openvino", "nncf")
 
 
@@ -46,7 +51,7 @@ class OpenVINOTarget:
 
     name: ClassVar[str] = "openvino"
     caps: ClassVar[Capabilities] = Capabilities(
-        runtime="openvino", precisions=("fp32", "fp16", "int8"), suffix=".xml",
+        runtime="openvino", precisions=("fp32", "fp16", "bf16", "int8"), suffix=".xml",
         companions=(WEIGHTS,),  # the IR's weights travel with its .xml
         keeps_float=True, layer_plan="layers", archs=("x86_64", "aarch64"), modules=_DEPENDENCIES,
         extra="openvino", converters=("openvino", "nncf", "onnx"), recipe=1)
@@ -61,6 +66,11 @@ class OpenVINOTarget:
     ) -> tuple[Path, tuple[str, ...]]:
         """Write ``precision``'s IR into ``workdir`` (or reuse a complete one); return it."""
         check_precision(self, precision)
+        if precision == "bf16" and not computes_bf16_here():
+            raise ConversionError(
+                "OpenVINO computes no bf16 on this host's CPU (its CPU plugin lists no BF16): a "
+                "bf16 IR would compute in f32 here, so its fidelity cannot be verified; "
+                "optimize for this device on a host with AVX512-BF16 or AMX")
         workdir = Path(workdir)
         out = workdir / FILES[precision]
         with workdir_lock(workdir):
@@ -70,8 +80,24 @@ class OpenVINOTarget:
         return out, notes
 
     def load(self, artifact: Path, model: ModelInfo, *, threads: int) -> OpenVINORunner:
-        """A CPU compiled model computing in f32 (bf16 would be ~2x faster but lossy)."""
-        return load_with_hint(artifact, model, threads=threads, hint="f32")
+        """A CPU compiled model computing in the precision the IR records (``ir_hint``)."""
+        ir = _core().read_model(str(_complete(Path(artifact))))
+        return _compiled(ir, model, threads, _recorded_hint(ir))
+
+
+def computes_bf16_here() -> bool:
+    """Whether OpenVINO's CPU plugin computes bf16 on this host (it lists BF16: natively
+    with AVX512-BF16 or AMX, emulated on other AVX-512 CPUs)."""
+    return "BF16" in _core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+
+
+def ir_hint(artifact: Path) -> str:
+    """The INFERENCE_PRECISION_HINT an IR records under ``COMPUTES`` (f32 when none)."""
+    return _recorded_hint(_core().read_model(str(_complete(Path(artifact)))))
+
+
+def _recorded_hint(ir: Any) -> str:
+    return str(ir.get_rt_info(COMPUTES).astype(str)) if ir.has_rt_info(COMPUTES) else "f32"
 
 
 def load_with_hint(artifact: Path, model: ModelInfo, *, threads: int,
@@ -79,14 +105,23 @@ def load_with_hint(artifact: Path, model: ModelInfo, *, threads: int,
     """A CPU compiled model with INFERENCE_PRECISION_HINT ``hint`` (f32, bf16 or f16)."""
     if hint not in HINTS:
         raise ValueError(f"precision hint '{hint}': choose one of {', '.join(HINTS)}")
-    artifact = Path(artifact)
+    return _compiled(str(_complete(Path(artifact))), model, threads, hint)
+
+
+def _compiled(ir: Any, model: ModelInfo, threads: int, hint: str) -> OpenVINORunner:
+    """``ir`` (a path or a read model) compiled for the CPU with ``threads`` and ``hint``."""
+    config = {"INFERENCE_NUM_THREADS": max(int(threads), 0), "INFERENCE_PRECISION_HINT": hint,
+              "PERFORMANCE_HINT": "LATENCY"}
+    return OpenVINORunner(_core().compile_model(ir, "CPU", config), model)
+
+
+def _complete(artifact: Path) -> Path:
+    """``artifact``, once its weights are known to sit beside it."""
     weights = artifact.with_suffix(WEIGHTS)
     if not weights.is_file():
         raise FileNotFoundError(f"{weights} is missing: an OpenVINO IR needs its {WEIGHTS} "
                                 f"beside the {artifact.suffix}")
-    config = {"INFERENCE_NUM_THREADS": max(int(threads), 0), "INFERENCE_PRECISION_HINT": hint,
-              "PERFORMANCE_HINT": "LATENCY"}
-    return OpenVINORunner(_core().compile_model(str(artifact), "CPU", config), model)
+    return artifact
 
 
 # ---------------------------------------------------------------- conversion
@@ -118,6 +153,8 @@ def _convert(model: ModelInfo, precision: str, calib: Dataset, settings: Convert
     notes += (f"converted in {time.perf_counter() - start:.1f} s "
               f"(openvino {version('openvino')})",)
     ov_model.set_rt_info(model.sha256, ["edge", "source_sha256"])
+    if precision == "bf16":
+        ov_model.set_rt_info("bf16", COMPUTES)
     _save(ov_model, out, compress_to_fp16=precision == "fp16",
           record={"source_sha256": model.sha256, "precision": precision, "notes": notes})
     return notes
@@ -147,10 +184,14 @@ def _onnx_frontend() -> Any:
 
 
 def _float_notes(precision: str) -> tuple[str, ...]:
-    """What an fp32 or fp16 IR is and how it computes."""
+    """What an fp32, bf16 or fp16 IR is and how it computes."""
     if precision == "fp32":
         return ("OpenVINO IR, fp32 weights; loaded with INFERENCE_PRECISION_HINT=f32 "
                 "(OpenVINO's default on bf16-capable CPUs, bf16, is faster but lossy)",)
+    if precision == "bf16":
+        return ("OpenVINO IR, fp32 weights, recorded to compute in bf16: every load, here and "
+                "on the device, sets INFERENCE_PRECISION_HINT=bf16 (half fp32's memory "
+                "traffic on AVX512-BF16/AMX CPUs; an 8-bit mantissa, hence verified)",)
     return ("OpenVINO IR, fp16 weights (half the file); weights are decompressed at load and "
             "compute follows the load's precision hint (f32 here), so no CPU speed-up",)
 

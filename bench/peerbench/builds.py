@@ -151,13 +151,13 @@ def edge_flags(files: dict[str, Any], extra: list[str]) -> list[str]:
 
 
 def run_edge(files: dict[str, Any], out: Path, extra: list[str],
-             threads: int) -> dict[str, Any]:
+             threads: int, profile: Path | None = None) -> dict[str, Any]:
     """``edge optimize`` on the original file, as a user runs it, on a profile of this host at
     the thread count every row is timed at (edge measures and chooses at its profile's
-    threads); its manifest and wall time."""
+    threads; ``profile`` instead when given); its manifest and wall time."""
     env = dict(os.environ, EDGE_CACHE_DIR=str(CACHE / "edge"))
     cmd = [str(BIN / "edge"), "optimize", files["source"], "--profile",
-           str(_profile(out.parent, threads)), "--calib",
+           str(profile or _profile(out.parent, threads)), "--calib",
            files["calib"], "--eval", files["eval"], "-o", str(out), "--json",
            *edge_flags(files, extra)]
     start = time.perf_counter()

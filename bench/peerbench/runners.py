@@ -181,14 +181,14 @@ def edge_rows(edge: dict[str, Any], out: Path, threads: int) -> list[Row]:
     runner = _guarded(row, lambda: target.load(path, bundle.source, threads=threads))
     _loaded(row, _edge_loaded(runner, bundle.source))
     rows = [row]
-    if art.runtime == "openvino":
+    if art.runtime == "openvino" and chosen.candidate.precision != "bf16":
         rows.append(_edge_bf16(path, bundle, chosen.candidate.id, threads))
     return rows
 
 
 def _edge_compute(precision: str, runtime: str) -> str:
-    if runtime == "openvino":  # edge's OpenVINO loader pins INFERENCE_PRECISION_HINT=f32
-        return "int8 + f32" if precision == "int8" else "f32"
+    if runtime == "openvino":  # edge's loader: the hint the IR records (bf16's, else f32)
+        return {"int8": "int8 + f32", "bf16": "bf16"}.get(precision, "f32")
     return {"int8": "int8", "int8-dynamic": "int8 (dynamic) + fp32"}.get(precision, precision)
 
 

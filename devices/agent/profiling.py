@@ -15,6 +15,7 @@ from .runtimes import (
     numpy,
     openvino_config,
     openvino_feeds,
+    openvino_hint,
     profile_feeds,
 )
 
@@ -148,9 +149,10 @@ def openvino_perf(model, threads, runs, hold=None):
     np = numpy()
     ov = import_module("openvino")
     core = ov.Core()
-    plain = core.compile_model(model, "CPU", openvino_config(threads)).create_infer_request()
-    profiled = core.compile_model(model, "CPU", dict(openvino_config(threads), PERF_COUNT=True)
-                                  ).create_infer_request()
+    ir = core.read_model(model)
+    config = openvino_config(threads, openvino_hint(ir))
+    plain = core.compile_model(ir, "CPU", config).create_infer_request()
+    profiled = core.compile_model(ir, "CPU", dict(config, PERF_COUNT=True)).create_infer_request()
     feeds = openvino_feeds(np, plain.model_inputs)
     for _ in range(2):
         plain.infer(feeds)

@@ -166,10 +166,21 @@ def load_tflite(path, threads):
     return interpreter.invoke, version_of(module)
 
 
-def openvino_config(threads):
-    """How edge compiles an IR for the CPU: ``threads`` threads, f32, latency."""
-    return {"INFERENCE_NUM_THREADS": threads, "INFERENCE_PRECISION_HINT": "f32",
+#: Where edge's IR records the precision it computes in (targets/openvino.py writes it).
+OPENVINO_COMPUTES = ["edge", "inference_precision"]
+
+
+def openvino_config(threads, hint="f32"):
+    """How edge compiles an IR for the CPU: ``threads`` threads, ``hint`` precision, latency."""
+    return {"INFERENCE_NUM_THREADS": threads, "INFERENCE_PRECISION_HINT": hint,
             "PERFORMANCE_HINT": "LATENCY"}
+
+
+def openvino_hint(model):
+    """The precision an IR (a read ov.Model) records that it computes in; f32 when none."""
+    if model.has_rt_info(OPENVINO_COMPUTES):
+        return str(model.get_rt_info(OPENVINO_COMPUTES).astype(str))
+    return "f32"
 
 
 def openvino_feeds(np, ports):
@@ -179,10 +190,12 @@ def openvino_feeds(np, ports):
 
 
 def load_openvino(path, threads):
-    """An OpenVINO CPU compiled model on random inputs, computing in f32."""
+    """An OpenVINO CPU compiled model on random inputs, computing in the IR's precision."""
     np = numpy()
     ov = import_module("openvino")
-    compiled = ov.Core().compile_model(path, "CPU", openvino_config(threads))
+    core = ov.Core()
+    ir = core.read_model(path)
+    compiled = core.compile_model(ir, "CPU", openvino_config(threads, openvino_hint(ir)))
     request = compiled.create_infer_request()
     feeds = openvino_feeds(np, compiled.inputs)
     return (lambda: request.infer(feeds)), ov.__version__

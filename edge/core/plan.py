@@ -10,11 +10,15 @@ from edge.core.profile import Profile
 from edge.core.units import MB
 from edge.core.values import ORIGINAL, Candidate, ModelInfo
 
-__all__ = ["BYTES_PER_PARAM", "FORMAT_RUNTIME", "MIXED", "PRECISION_RANK", "PRUNED", "Planned",
-           "make_plan", "plan_original", "plan_pruned", "unfit"]
+__all__ = ["BF16_ISA", "BYTES_PER_PARAM", "FORMAT_RUNTIME", "MIXED", "PRECISION_RANK", "PRUNED",
+           "Planned", "make_plan", "plan_original", "plan_pruned", "unfit"]
 
-PRECISION_RANK = {"int8": 0, "int8-dynamic": 1, "fp16": 2, "fp32": 3}
-BYTES_PER_PARAM = {"int8": 1, "int8-dynamic": 1, "fp16": 2, "fp32": 4}
+#: The plan's order, and the preference among tied candidates: bf16 after fp32, since its IR
+#: is fp32's (no smaller) and a tie means it gained nothing for its precision.
+PRECISION_RANK = {"int8": 0, "int8-dynamic": 1, "fp16": 2, "fp32": 3, "bf16": 4}
+BYTES_PER_PARAM = {"int8": 1, "int8-dynamic": 1, "fp16": 2, "bf16": 4, "fp32": 4}  # bf16: fp32 IR
+#: x86's bf16 instructions, the only bf16 OpenVINO's CPU plugin computes.
+BF16_ISA = frozenset({"avx512_bf16", "amx_bf16"})
 #: ``Candidate.variant`` of candidates made from the pruned and distilled model.
 PRUNED = "pruned"
 #: ``Candidate.variant`` of int8 candidates whose per-layer plan keeps some layers in float.
@@ -41,12 +45,14 @@ def make_plan(
     origin_format: str | None = None,
     *,
     timed_here: bool = True,
+    host_isa: frozenset[str] | None = None,
 ) -> tuple[Planned, ...]:
     """Candidates in the profile's runtime order; ``targets`` maps a target's name to its
     declared capabilities (None: its module did not import) and why it cannot convert here.
     With ``origin_format`` (the user's file's format) the user's own file comes first.
     ``timed_here``: this host's timings stand for the device's (a mixed plan is made from
-    them)."""
+    them). ``host_isa``: this host's instruction sets, when they decide what it can verify
+    (a bf16 candidate needs bf16 here too); None: not asked."""
     planned: list[Planned] = []
     if origin_format is not None:
         planned.append(plan_original(profile, model, origin_format, targets))
@@ -66,7 +72,7 @@ def make_plan(
             continue
         for precision in sorted(caps.precisions, key=PRECISION_RANK.__getitem__):
             planned.append(_judge(profile, model, Candidate(target=runtime, precision=precision),
-                                  missing))
+                                  missing, host_isa))
         planned += _mixed_twin(planned, caps, runtime, timed_here, profile.compute.arch)
     return tuple(planned)
 
@@ -126,9 +132,10 @@ def _no_target(runtime: str) -> Planned:
                    reason=f"edge has no {runtime} target yet; other runtimes compete")
 
 
-def _judge(profile: Profile, model: ModelInfo, cand: Candidate, missing: str | None) -> Planned:
-    reason = (_missing(missing) or _precision(profile, cand) or _requantized(model, cand)
-              or _budget(profile, model, cand))
+def _judge(profile: Profile, model: ModelInfo, cand: Candidate, missing: str | None,
+           host_isa: frozenset[str] | None = None) -> Planned:
+    reason = (_missing(missing) or _precision(profile, cand) or _unverifiable(cand, host_isa)
+              or _requantized(model, cand) or _budget(profile, model, cand))
     if reason:
         return Planned(candidate=cand, keep=False, reason=reason)
     return Planned(candidate=cand, keep=True, reason=_why_keep(profile, cand))
@@ -139,6 +146,9 @@ def _missing(missing: str | None) -> str | None:
 
 
 def _precision(profile: Profile, cand: Candidate) -> str | None:
+    if cand.precision == "bf16" and not computes_bf16(profile):
+        return (f"{profile.compute.cpu} has no bf16 that OpenVINO's CPU plugin computes "
+                "(AVX512-BF16 or AMX on x86-64): bf16 would compute in fp32")
     if cand.precision != "fp16" or computes_fp16(profile, cand.target):
         return None
     return (f"{profile.compute.cpu} has no fp16 arithmetic: fp16 would only halve the file "
@@ -159,6 +169,19 @@ def computes_fp16(profile: Profile, runtime: str) -> bool:
     return ("fp16" in profile.compute.peak_gops or bool(isa & {"fp16", "asimdhp", "avx512_fp16"})
             or any("fp16" in a.precisions and a.runtime == runtime
                    for a in profile.accelerators))
+
+
+def _unverifiable(cand: Candidate, host_isa: frozenset[str] | None) -> str | None:
+    if cand.precision != "bf16" or host_isa is None or BF16_ISA & host_isa:
+        return None
+    return ("this host's CPU has no bf16 instructions (AVX512-BF16 or AMX): bf16 could not be "
+            "verified here; optimize for this device on a host that has them")
+
+
+def computes_bf16(profile: Profile) -> bool:
+    """Whether the device is x86-64 with bf16 instructions (``BF16_ISA``)."""
+    isa = {i.lower().replace("-", "_") for i in profile.compute.isa}
+    return profile.compute.arch == "x86_64" and bool(isa & BF16_ISA)
 
 
 def unfit(profile: Profile, model: ModelInfo) -> str | None:
@@ -182,6 +205,9 @@ def _why_keep(profile: Profile, cand: Candidate) -> str:
         return "int8 weights, activations quantized at run time: no calibration needed"
     if cand.precision == "fp16":
         return "the device computes fp16"
+    if cand.precision == "bf16":
+        return ("the device computes bf16: half fp32's memory traffic in its kernels; kept if "
+                "fidelity holds")
     return "fp32 baseline: exact, and the fallback when quantization loses fidelity"
 
 

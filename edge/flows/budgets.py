@@ -6,13 +6,14 @@ from __future__ import annotations
 import logging
 import platform
 from dataclasses import replace
+from pathlib import Path
 
 from edge.core.profile import Profile
 from edge.core.select import LOSS_BAND, Budget
 from edge.core.units import MB
 from edge.core.values import CandidateResult
 
-__all__ = ["budget_for", "host_is", "loss_band", "none_within", "within_budgets"]
+__all__ = ["budget_for", "host_is", "host_isa", "loss_band", "none_within", "within_budgets"]
 
 log = logging.getLogger("edge")
 
@@ -75,6 +76,18 @@ def none_within(before: list[CandidateResult]) -> str:
         return "no candidate kept fidelity; see each candidate's reason"
     return (f"{len(faithful)} candidate(s) kept fidelity but none is within the budget; see "
             f"each candidate's reason")
+
+
+def host_isa() -> frozenset[str]:
+    """This host's instruction sets in the profiles' vocabulary (none known off Linux)."""
+    from devices.cpus import cpu_isa
+    from devices.readings import parse_cpuinfo
+
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return frozenset()
+    return frozenset(cpu_isa(platform.machine(), parse_cpuinfo(text))[0])
 
 
 def host_is(profile: Profile) -> bool:

@@ -37,7 +37,14 @@ from edge.core.values import (
     StoredFile,
 )
 from edge.core.verify import Outputs, Thresholds, check_metrics, judge, measure, run_all
-from edge.flows.budgets import budget_for, host_is, loss_band, none_within, within_budgets
+from edge.flows.budgets import (
+    budget_for,
+    host_is,
+    host_isa,
+    loss_band,
+    none_within,
+    within_budgets,
+)
 from edge.flows.prune import PruneOptions
 
 __all__ = ["OptimizeOptions", "optimize", "plan_for", "refuse_if_unfit"]
@@ -111,7 +118,8 @@ def _base_plan(profile: Profile, model: ModelInfo,
             available[name] = (None, f"target module did not import: {exc}")
             continue
         available[name] = (target.caps, target.missing())
-    return make_plan(profile, model, available, origin_format, timed_here=host_is(profile))
+    return make_plan(profile, model, available, origin_format, timed_here=host_is(profile),
+                     host_isa=host_isa())
 
 
 def optimize(model_path: Path, profile: Profile, out: Path, options: OptimizeOptions) -> Bundle:

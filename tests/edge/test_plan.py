@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from edge.core.capabilities import Capabilities
-from edge.core.plan import make_plan
+from edge.core.plan import Planned, make_plan
 from edge.core.profile import load_profile
 from edge.core.values import ModelInfo, TensorSpec
 
@@ -36,6 +38,36 @@ def test_fp16_only_where_the_hardware_computes_it() -> None:
     assert not _plan("rpi4")["tflite-fp16"].keep
     assert "no fp16 arithmetic" in _plan("rpi4")["tflite-fp16"].reason
     assert _plan("rpi5")["tflite-fp16"].keep  # Cortex-A76 has fp16 arithmetic
+
+
+def test_bf16_only_on_x86_cpus_with_bf16_instructions(tmp_path: Path) -> None:
+    targets = {"openvino": (_caps("openvino", "fp32", "bf16", "int8"), None)}
+    assert _plan("cloud-c7i", targets=targets)["openvino-bf16"].keep  # AMX, AVX512-BF16
+    assert "computes bf16" in _plan("cloud-c7i", targets=targets)["openvino-bf16"].reason
+    avx2 = _plan("x86-64", targets=targets)["openvino-bf16"]
+    assert not avx2.keep and "no bf16 that OpenVINO's CPU plugin computes" in avx2.reason
+    zen4 = tmp_path / "zen4.yaml"  # AVX512-BF16 without AMX
+    zen4.write_text("extends: x86-64\nid: zen4\ncompute: {isa: [avx2, avx512f, avx512_bf16]}\n")
+    assert _plan(str(zen4), targets=targets)["openvino-bf16"].keep
+    arm = tmp_path / "arm-bf16.yaml"  # Arm's bf16 is not what OpenVINO's CPU plugin runs
+    arm.write_text("extends: rpi5\nid: arm-bf16\ncompute: {isa: [neon, bf16]}\n"
+                   "runtimes: [openvino]\n")
+    assert not _plan(str(arm), targets=targets)["openvino-bf16"].keep
+
+
+def test_bf16_waits_for_a_host_that_can_verify_it() -> None:
+    targets = {"openvino": (_caps("openvino", "fp32", "bf16", "int8"), None)}
+    c7i, model = load_profile("cloud-c7i"), _model(1000)
+
+    def bf16(host: frozenset[str]) -> Planned:
+        plan = make_plan(c7i, model, targets, host_isa=host)
+        return next(p for p in plan if p.candidate.id == "openvino-bf16")
+
+    laptop = bf16(frozenset({"avx2", "fma"}))
+    assert not laptop.keep and "could not be verified here" in laptop.reason
+    assert bf16(frozenset({"avx2", "avx512_bf16"})).keep and bf16(frozenset({"amx_bf16"})).keep
+    assert [p.candidate.precision for p in make_plan(c7i, model, targets)][:3] == [
+        "int8", "fp32", "bf16"]  # bf16 ranks after fp32: its IR is fp32's, no smaller
 
 
 def test_runtime_without_target_is_explained() -> None:

@@ -14,7 +14,13 @@ from edge.core.model import inspect_model
 from edge.core.values import Dataset, ModelInfo
 from targets import openvino
 from targets.base import ConversionError, ConvertSettings
-from targets.openvino import OpenVINOTarget, is_transformer_like, load_with_hint
+from targets.openvino import (
+    OpenVINOTarget,
+    computes_bf16_here,
+    ir_hint,
+    is_transformer_like,
+    load_with_hint,
+)
 from tests.support.digits import DigitsModel
 
 TARGET = OpenVINOTarget()
@@ -216,6 +222,44 @@ def test_int8_without_calibration_is_a_conversion_error(data: dict[str, Any],
                                                         tmp_path: Path) -> None:
     with pytest.raises(ConversionError, match="calibration"):
         TARGET.convert(data["model"], "int8", calib=Dataset(feeds=()), workdir=tmp_path)
+
+
+@pytest.mark.slow
+def test_a_bf16_ir_computes_in_bf16_wherever_it_is_loaded(data: dict[str, Any],
+                                                          converted: dict[str, Any],
+                                                          reference: np.ndarray,
+                                                          tmp_path: Path) -> None:
+    import openvino as ov
+
+    from devices.agent.runtimes import openvino_hint
+
+    if not computes_bf16_here():  # it could not be verified here: refused, not made f32
+        with pytest.raises(ConversionError, match="computes no bf16"):
+            TARGET.convert(data["model"], "bf16", calib=data["calib"], workdir=tmp_path)
+        return
+    file, notes = TARGET.convert(data["model"], "bf16", calib=data["calib"], workdir=tmp_path)
+    assert file.name == "model_bf16.xml" and "bf16" in notes[0]
+    assert ir_hint(file) == "bf16" and ir_hint(converted["files"]["fp32"]) == "f32"
+    runner = TARGET.load(file, data["model"], threads=1)
+    assert _hint(runner) == "bf16"
+    out = _outputs(runner, data["x"])
+    fp32 = _outputs(TARGET.load(converted["files"]["fp32"], data["model"], threads=1), data["x"])
+    assert float(np.abs(out - fp32).max()) > 1e-3  # computed in bf16 (f32 agrees to ~1e-5)
+    assert (out.argmax(1) == reference.argmax(1)).mean() >= 0.99
+    core = ov.Core()  # the device agent reads the same record
+    assert openvino_hint(core.read_model(str(file))) == "bf16"
+    assert openvino_hint(core.read_model(str(converted["files"]["fp32"]))) == "f32"
+
+
+def test_bf16_is_refused_where_it_could_not_be_verified(monkeypatch: pytest.MonkeyPatch,
+                                                        tmp_path: Path) -> None:
+    # a CPU without bf16 stands in for this host's, whatever it has (a mock of the CPU only)
+    monkeypatch.setattr(openvino, "computes_bf16_here", lambda: False)
+    model = ModelInfo(path=str(tmp_path / "m.onnx"), sha256="0", size_bytes=1, opset=17,
+                      inputs=(), outputs=(), params=0, macs=0)
+    with pytest.raises(ConversionError, match="computes no bf16.*cannot be verified"):
+        TARGET.convert(model, "bf16", calib=Dataset(feeds=()), workdir=tmp_path / "w")
+    assert not (tmp_path / "w").exists()  # nothing written
 
 
 @pytest.mark.slow
