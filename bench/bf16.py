@@ -17,16 +17,14 @@ it does not, and what bf16 buys over fp32.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
-import provenance
 from mixed_ort import in_child
 from peerbench.builds import prepare, run_edge
 from peerbench.common import CACHE
-from peerbench.report import machine
+from peerbench.zoorun import model_parser, timed_files, write_results
 
 from edge.core.values import Candidate
 
@@ -37,23 +35,13 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     profile = _host_profile(CACHE / "bundles", args.threads)
     found = {model: _model(model, profile, args) for model in args.models}
-    doc = {"threads": args.threads, "rounds": args.rounds, "machine": machine(),
-           "profile": profile.read_text(), "models": found,
-           "provenance": provenance.record("bench/bf16.py", argv)}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=1) + "\n")
-    print(json.dumps({m: r["verdict"] for m, r in found.items()}, indent=1))
+    write_results(args, "bench/bf16.py", argv, found, profile=profile.read_text())
     return 0
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", nargs="+", default=["cnn", "oww", "fer", "hand"],
-                    choices=("cnn", "digits", "fer", "hand", "oww"))
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--rounds", type=int, default=25)
-    ap.add_argument("--out", type=Path, default=Path("bench/results/bf16.json"))
-    return ap.parse_args(argv)
+    return model_parser(__doc__.splitlines()[0], rounds=25,
+                        out=Path("bench/results/bf16.json")).parse_args(argv)
 
 
 def _host_profile(folder: Path, threads: int) -> Path:
@@ -82,21 +70,12 @@ def _model(model: str, profile: Path, args: argparse.Namespace) -> dict[str, Any
     paths = {i: out / found[i]["artifact"]["file"] for i in ids}
     if chosen and chosen not in paths:
         paths["chosen: " + chosen] = out / found[chosen]["artifact"]["file"]
-    timed = _timed(paths, args)
+    timed = timed_files(paths, rounds=args.rounds, threads=args.threads)
     rows = [_row(key, found[key.removeprefix("chosen: ")], timed[key]) for key in paths]
     return {"entry": files.get("entry", model), "metrics": files.get("metrics", []),
             "edge_command": edge["command"], "chosen": chosen, "rows": rows,
             "unmade": {i: (found.get(i) or {}).get("reason") for i in IDS if i not in paths},
             "verdict": _verdict(rows, chosen)}
-
-
-def _timed(paths: dict[str, Path], args: argparse.Namespace) -> dict[str, Any]:
-    """Every artifact timed as the device agent times it, interleaved: p50 and p90 ms."""
-    from devices.measure import Rounds, time_files_here
-
-    benches = time_files_here(paths, Rounds(rounds=args.rounds, calls=20 * args.rounds),
-                              threads=args.threads)
-    return {k: {"p50_ms": b.p50_ms, "p90_ms": b.p90_ms} for k, b in benches.items()}
 
 
 def _row(key: str, found: dict[str, Any], timed: dict[str, float]) -> dict[str, Any]:

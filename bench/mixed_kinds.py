@@ -21,17 +21,15 @@ samples against fp32 (``peerbench.judging``). A trial pays where it keeps fideli
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import provenance
 from mixed_ort import in_child
 from peerbench.builds import prepare
 from peerbench.judging import limits_for, load_eval, outputs, verdict_of
-from peerbench.report import machine
+from peerbench.zoorun import model_parser, timed_files, write_results
 
 MARGIN = 0.97
 CONV_GROUPS = ("depthwise Conv", "stem Conv")
@@ -41,30 +39,20 @@ DATA_MOVES = frozenset({"Transpose", "Reshape", "Pad", "Cast", "Identity", "Unsq
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     found = {model: _model(model, args) for model in args.models}
-    doc = {"threads": args.threads, "rounds": args.rounds, "machine": machine(),
-           "models": found, "margin": MARGIN,
-           "provenance": provenance.record("bench/mixed_kinds.py", argv)}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=1) + "\n")
-    print(json.dumps({m: r["verdict"] for m, r in found.items()}, indent=1))
+    write_results(args, "bench/mixed_kinds.py", argv, found, margin=MARGIN)
     return 0
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", nargs="+", default=["cnn", "oww", "fer", "hand"],
-                    choices=("cnn", "digits", "fer", "hand", "oww"))
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--rounds", type=int, default=15)
-    ap.add_argument("--out", type=Path, default=Path("bench/results/mixed-kinds.json"))
-    return ap.parse_args(argv)
+    return model_parser(__doc__.splitlines()[0], rounds=15,
+                        out=Path("bench/results/mixed-kinds.json")).parse_args(argv)
 
 
 def _model(model: str, args: argparse.Namespace) -> dict[str, Any]:
     files = in_child(prepare, model)
     made = _trials(files, args.threads)
     paths = {"fp32": Path(files["onnx"]), "int8": made["int8"], **made["trials"]}
-    timed = _timed(paths, args)
+    timed = timed_files(paths, rounds=args.rounds, threads=args.threads)
     fidelity = _judged(paths, files)
     base = timed["int8"]["p50_ms"]
     rows = [{"artifact": k, **timed[k], "over_int8": round(timed[k]["p50_ms"] / base, 3),
@@ -140,15 +128,6 @@ def conv_groups(proto: Any) -> dict[str, tuple[str, ...]]:
         if node.input[0] in moved:
             found.setdefault("stem Conv", []).append(node_name(node))
     return {g: tuple(found[g]) for g in CONV_GROUPS if g in found}
-
-
-def _timed(paths: dict[str, Path], args: argparse.Namespace) -> dict[str, Any]:
-    """Every artifact timed as the device agent times it, interleaved: p50 and p90 ms."""
-    from devices.measure import Rounds, time_files_here
-
-    benches = time_files_here(paths, Rounds(rounds=args.rounds, calls=20 * args.rounds),
-                              threads=args.threads)
-    return {k: {"p50_ms": b.p50_ms, "p90_ms": b.p90_ms} for k, b in benches.items()}
 
 
 def _judged(paths: dict[str, Path], files: dict[str, Any]) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from mixed_ort import in_child
 from peerbench.builds import prepare, run_edge
 from peerbench.common import CACHE
 from peerbench.report import machine
+from peerbench.zoorun import timed_files
 
 from edge.core.values import Candidate
 
@@ -41,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         sys.exit(f"no artifact for {', '.join(missing)}: "
                  + "; ".join(f"{i}: {(found.get(i) or {}).get('reason')}" for i in missing))
-    timed = _timed({i: out / found[i]["artifact"]["file"] for i in IDS}, args)
+    timed = timed_files({i: out / found[i]["artifact"]["file"] for i in IDS},
+                        rounds=args.rounds, threads=args.threads)
     rows = [_row(found[i], timed[i]) for i in IDS]
     doc = {"model": args.model, "threads": args.threads, "rounds": args.rounds,
            "machine": machine(), "edge_command": edge["command"], "rows": rows,
@@ -61,15 +63,6 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     args = ap.parse_args(argv)
     args.out = args.out or Path(f"bench/results/mixed-plan-{args.model}.json")
     return args
-
-
-def _timed(paths: dict[str, Path], args: argparse.Namespace) -> dict[str, Any]:
-    """Every artifact timed as the device agent times it, interleaved: p50 and p90 ms."""
-    from devices.measure import Rounds, time_files_here
-
-    benches = time_files_here(paths, Rounds(rounds=args.rounds, calls=20 * args.rounds),
-                              threads=args.threads)
-    return {k: {"p50_ms": b.p50_ms, "p90_ms": b.p90_ms} for k, b in benches.items()}
 
 
 def _row(found: dict[str, Any], timed: dict[str, float]) -> dict[str, Any]:

@@ -67,7 +67,9 @@ def test_client_switches_cut_when_the_link_changes(splitnet: SplitNet, tmp_path:
     """10 Mbit/s, then 0.5 Mbit/s, then 10 again, under one running client."""
     fast, slow = LinkSpec(10, 20), LinkSpec(0.5, 20)
     with emulated_device(fast, tmp_path, CPU_FRACTION) as device:
-        partition(device, splitnet.onnx, splitnet.samples, tmp_path / "split")
+        report = partition(device, splitnet.onnx, splitnet.samples, tmp_path / "split")
+        # the client starts from the partition's choice: a failure below then says which erred
+        assert report["chosen"]["kind"] == "split", (report["costs"], report["chosen"])
         with cloud_server(device, tmp_path / "split") as url:
             runs, changed = _runs_while_changing(device, tmp_path / "split", url, splitnet,
                                                  [slow, fast])
