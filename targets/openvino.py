@@ -82,7 +82,13 @@ class OpenVINOTarget:
     def load(self, artifact: Path, model: ModelInfo, *, threads: int) -> OpenVINORunner:
         """A CPU compiled model computing in the precision the IR records (``ir_hint``)."""
         ir = _core().read_model(str(_complete(Path(artifact))))
-        return _compiled(ir, model, threads, _recorded_hint(ir))
+        hint = _recorded_hint(ir)
+        runner = _compiled(ir, model, threads, hint)
+        got = runner.compiled_model.get_property("INFERENCE_PRECISION_HINT").get_type_name()
+        if got != hint:  # verifying it here would verify another precision than it runs in
+            raise RuntimeError(f"{Path(artifact).name} was made to compute in {hint}, but "
+                               f"OpenVINO computes {got} on this host's CPU")
+        return runner
 
 
 def computes_bf16_here() -> bool:

@@ -13,9 +13,8 @@ from .runtimes import (
     import_module,
     model_runtime,
     numpy,
-    openvino_config,
+    openvino_compiled,
     openvino_feeds,
-    openvino_hint,
     profile_feeds,
 )
 
@@ -150,9 +149,8 @@ def openvino_perf(model, threads, runs, hold=None):
     ov = import_module("openvino")
     core = ov.Core()
     ir = core.read_model(model)
-    config = openvino_config(threads, openvino_hint(ir))
-    plain = core.compile_model(ir, "CPU", config).create_infer_request()
-    profiled = core.compile_model(ir, "CPU", dict(config, PERF_COUNT=True)).create_infer_request()
+    plain = openvino_compiled(core, ir, threads).create_infer_request()
+    profiled = openvino_compiled(core, ir, threads, PERF_COUNT=True).create_infer_request()
     feeds = openvino_feeds(np, plain.model_inputs)
     for _ in range(2):
         plain.infer(feeds)

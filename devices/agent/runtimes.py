@@ -189,13 +189,25 @@ def openvino_feeds(np, ports):
                          p.get_element_type().to_dtype()) for p in ports]
 
 
+def openvino_compiled(core, ir, threads, **extra):
+    """``ir`` compiled for the CPU in the precision it records (``extra``: more properties);
+    refused (exit 3) when OpenVINO would silently compute in another one on this CPU."""
+    hint = openvino_hint(ir)
+    compiled = core.compile_model(ir, "CPU", dict(openvino_config(threads, hint), **extra))
+    got = compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
+    if got != hint:
+        raise AgentError(f"the model was made to compute in {hint}, but OpenVINO computes {got} "
+                         "on this CPU: its profile's compute.isa names instructions this device "
+                         "lacks; fix the profile, or deploy another candidate")
+    return compiled
+
+
 def load_openvino(path, threads):
     """An OpenVINO CPU compiled model on random inputs, computing in the IR's precision."""
     np = numpy()
     ov = import_module("openvino")
     core = ov.Core()
-    ir = core.read_model(path)
-    compiled = core.compile_model(ir, "CPU", openvino_config(threads, openvino_hint(ir)))
+    compiled = openvino_compiled(core, core.read_model(path), threads)
     request = compiled.create_infer_request()
     feeds = openvino_feeds(np, compiled.inputs)
     return (lambda: request.infer(feeds)), ov.__version__

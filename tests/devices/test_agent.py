@@ -137,6 +137,24 @@ def test_perf_reads_openvino_counters_and_refuses_other_models(tmp_path: Path) -
     assert status == 2 and "not an OpenVINO IR" in reply["error"]
 
 
+def test_an_ir_computes_as_it_records_or_the_agent_refuses_it(tmp_path: Path) -> None:
+    import openvino as ov
+
+    xml = tmp_path / "m.xml"
+    model = ov.convert_model(str(_matmul_model(tmp_path / "m.onnx", 64)))
+    model.set_rt_info("f16", ["edge", "inference_precision"])  # as targets/openvino.py records
+    ov.save_model(model, str(xml), compress_to_fp16=False)
+    compiled = ov.Core().compile_model(str(xml), "CPU", {"INFERENCE_PRECISION_HINT": "f16"})
+    here = compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()  # this CPU's f16
+    for command in (("bench", str(xml), "--runs", "3"), ("perf", "--model", str(xml))):
+        status, reply = _agent(*command)
+        if here == "f16":  # a CPU with fp16 arithmetic computes it as recorded
+            assert status == 0, reply
+        else:  # OpenVINO would silently compute another precision: refused, saying which
+            assert status == 3 and f"made to compute in f16, but OpenVINO computes {here}" \
+                in reply["error"], reply
+
+
 def test_perf_on_device_keeps_irs_with_the_same_xml_apart(tmp_path: Path) -> None:
     """Two IRs whose .xml is identical (same graph) but whose weights differ must not share a
     stored .bin on the device: each pair is stored under a name from both files."""

@@ -263,6 +263,24 @@ def test_bf16_is_refused_where_it_could_not_be_verified(monkeypatch: pytest.Monk
 
 
 @pytest.mark.slow
+def test_an_ir_is_verified_only_in_the_precision_it_records(data: dict[str, Any],
+                                                           converted: dict[str, Any],
+                                                           tmp_path: Path) -> None:
+    import openvino as ov
+
+    ir = ov.Core().read_model(str(converted["files"]["fp32"]))
+    ir.set_rt_info("f16", openvino.COMPUTES)
+    ov.save_model(ir, str(tmp_path / "f16.xml"), compress_to_fp16=False)
+    plain = load_with_hint(converted["files"]["fp32"], data["model"], threads=1, hint="f16")
+    if _hint(plain) == "f16":  # this CPU computes f16: loaded as recorded
+        assert _hint(TARGET.load(tmp_path / "f16.xml", data["model"], threads=1)) == "f16"
+        return
+    with pytest.raises(RuntimeError, match=f"made to compute in f16, but OpenVINO computes "
+                                           f"{_hint(plain)}"):
+        TARGET.load(tmp_path / "f16.xml", data["model"], threads=1)
+
+
+@pytest.mark.slow
 def test_load_with_bf16_hint(data: dict[str, Any], converted: dict[str, Any],
                              reference: np.ndarray) -> None:
     runner = load_with_hint(converted["files"]["fp32"], data["model"], threads=1, hint="bf16")
