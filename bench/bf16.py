@@ -45,12 +45,13 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _host_profile(folder: Path, threads: int) -> Path:
-    """x86-64 with this host's instruction sets and ``threads``; exits if it lacks bf16."""
-    from devices.cpus import cpu_isa
-    from devices.readings import parse_cpuinfo
+    """x86-64 with this host's instruction sets (``host_isa``, as the plan reads them) and
+    ``threads``; exits if it lacks bf16."""
+    from edge.core.plan import BF16_ISA
+    from edge.flows.budgets import host_isa
 
-    isa, _ = cpu_isa("x86_64", parse_cpuinfo(Path("/proc/cpuinfo").read_text()))
-    if not {"avx512_bf16", "amx_bf16"} & set(isa):
+    isa = sorted(host_isa())
+    if not BF16_ISA & set(isa):
         sys.exit(f"this host computes no bf16 (its instruction sets: {', '.join(isa)})")
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"x86-64-host-{threads}t.yaml"

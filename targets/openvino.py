@@ -31,8 +31,8 @@ from targets.base import (
 
 DEFAULT_SETTINGS = ConvertSettings()
 
-__all__ = ["COMPUTES", "OpenVINORunner", "OpenVINOTarget", "computes_bf16_here", "ir_hint",
-           "is_transformer_like", "load_with_hint"]
+__all__ = ["COMPUTES", "OpenVINORunner", "OpenVINOTarget", "is_transformer_like",
+           "load_with_hint"]
 
 #: precision -> IR file; its weights sit beside it with the same stem and a .bin suffix.
 FILES: dict[str, str] = {"fp32": "model_fp32.xml", "fp16": "model_fp16.xml",
@@ -66,11 +66,6 @@ class OpenVINOTarget:
     ) -> tuple[Path, tuple[str, ...]]:
         """Write ``precision``'s IR into ``workdir`` (or reuse a complete one); return it."""
         check_precision(self, precision)
-        if precision == "bf16" and not computes_bf16_here():
-            raise ConversionError(
-                "OpenVINO computes no bf16 on this host's CPU (its CPU plugin lists no BF16): a "
-                "bf16 IR would compute in f32 here, so its fidelity cannot be verified; "
-                "optimize for this device on a host with AVX512-BF16 or AMX")
         workdir = Path(workdir)
         out = workdir / FILES[precision]
         with workdir_lock(workdir):
@@ -80,26 +75,17 @@ class OpenVINOTarget:
         return out, notes
 
     def load(self, artifact: Path, model: ModelInfo, *, threads: int) -> OpenVINORunner:
-        """A CPU compiled model computing in the precision the IR records (``ir_hint``)."""
+        """A CPU compiled model computing in the precision the IR records (``COMPUTES``);
+        refused where OpenVINO would compute another one on this CPU (verifying it here would
+        verify what the device does not run)."""
         ir = _core().read_model(str(_complete(Path(artifact))))
         hint = _recorded_hint(ir)
         runner = _compiled(ir, model, threads, hint)
         got = runner.compiled_model.get_property("INFERENCE_PRECISION_HINT").get_type_name()
-        if got != hint:  # verifying it here would verify another precision than it runs in
+        if got != hint:
             raise RuntimeError(f"{Path(artifact).name} was made to compute in {hint}, but "
                                f"OpenVINO computes {got} on this host's CPU")
         return runner
-
-
-def computes_bf16_here() -> bool:
-    """Whether OpenVINO's CPU plugin computes bf16 on this host (it lists BF16: natively
-    with AVX512-BF16 or AMX, emulated on other AVX-512 CPUs)."""
-    return "BF16" in _core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
-
-
-def ir_hint(artifact: Path) -> str:
-    """The INFERENCE_PRECISION_HINT an IR records under ``COMPUTES`` (f32 when none)."""
-    return _recorded_hint(_core().read_model(str(_complete(Path(artifact)))))
 
 
 def _recorded_hint(ir: Any) -> str:
@@ -151,12 +137,12 @@ def _convert(model: ModelInfo, precision: str, calib: Dataset, settings: Convert
              out: Path) -> tuple[str, ...]:
     """Convert (and for int8 quantize), then write the IR atomically; return the notes."""
     start = time.perf_counter()
-    ov_model = _read_source(model)
+    ov_model, made_from = _read_for(precision, model, out)
     if precision == "int8":
         ov_model, notes = _quantize(ov_model, model, calib, settings, out.with_suffix(".log"))
     else:
         notes = _float_notes(precision)
-    notes += (f"converted in {time.perf_counter() - start:.1f} s "
+    notes += (f"{made_from} in {time.perf_counter() - start:.1f} s "
               f"(openvino {version('openvino')})",)
     ov_model.set_rt_info(model.sha256, ["edge", "source_sha256"])
     if precision == "bf16":
@@ -164,6 +150,16 @@ def _convert(model: ModelInfo, precision: str, calib: Dataset, settings: Convert
     _save(ov_model, out, compress_to_fp16=precision == "fp16",
           record={"source_sha256": model.sha256, "precision": precision, "notes": notes})
     return notes
+
+
+def _read_for(precision: str, model: ModelInfo, out: Path) -> tuple[Any, str]:
+    """The model to save as ``out`` and how it was made: for bf16 the complete fp32 IR beside
+    it when there is one (bf16's IR is that IR, recorded to compute in bf16), else the source
+    converted."""
+    fp32 = out.with_name(FILES["fp32"])
+    if precision == "bf16" and _reusable(fp32, model) is not None:
+        return _core().read_model(str(fp32)), f"made from {fp32.name}"
+    return _read_source(model), "converted"
 
 
 def _read_source(model: ModelInfo) -> Any:

@@ -180,7 +180,7 @@ def _unverifiable(cand: Candidate, host_isa: frozenset[str] | None) -> str | Non
 
 def computes_bf16(profile: Profile) -> bool:
     """Whether the device is x86-64 with bf16 instructions (``BF16_ISA``)."""
-    isa = {i.lower().replace("-", "_") for i in profile.compute.isa}
+    isa = {i.lower() for i in profile.compute.isa}
     return profile.compute.arch == "x86_64" and bool(isa & BF16_ISA)
 
 

@@ -14,13 +14,7 @@ from edge.core.model import inspect_model
 from edge.core.values import Dataset, ModelInfo
 from targets import openvino
 from targets.base import ConversionError, ConvertSettings
-from targets.openvino import (
-    OpenVINOTarget,
-    computes_bf16_here,
-    ir_hint,
-    is_transformer_like,
-    load_with_hint,
-)
+from targets.openvino import OpenVINOTarget, is_transformer_like, load_with_hint
 from tests.support.digits import DigitsModel
 
 TARGET = OpenVINOTarget()
@@ -92,10 +86,10 @@ def reference(data: dict[str, Any]) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def converted(data: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """fp32, fp16 and int8 IRs of the digits model in one workdir, with timings."""
+    """fp32, fp16, bf16 and int8 IRs of the digits model in one workdir, with timings."""
     workdir = tmp_path_factory.mktemp("openvino-cache")
     out: dict[str, Any] = {"workdir": workdir, "seconds": {}, "files": {}, "notes": {}}
-    for precision in ("fp32", "fp16", "int8"):
+    for precision in ("fp32", "fp16", "bf16", "int8"):
         start = time.perf_counter()
         file, notes = TARGET.convert(data["model"], precision, calib=data["calib"],
                                      workdir=workdir)
@@ -227,39 +221,31 @@ def test_int8_without_calibration_is_a_conversion_error(data: dict[str, Any],
 @pytest.mark.slow
 def test_a_bf16_ir_computes_in_bf16_wherever_it_is_loaded(data: dict[str, Any],
                                                           converted: dict[str, Any],
-                                                          reference: np.ndarray,
-                                                          tmp_path: Path) -> None:
+                                                          reference: np.ndarray) -> None:
     import openvino as ov
 
     from devices.agent.runtimes import openvino_hint
 
-    if not computes_bf16_here():  # it could not be verified here: refused, not made f32
-        with pytest.raises(ConversionError, match="computes no bf16"):
-            TARGET.convert(data["model"], "bf16", calib=data["calib"], workdir=tmp_path)
-        return
-    file, notes = TARGET.convert(data["model"], "bf16", calib=data["calib"], workdir=tmp_path)
+    file, notes = converted["files"]["bf16"], converted["notes"]["bf16"]
     assert file.name == "model_bf16.xml" and "bf16" in notes[0]
-    assert ir_hint(file) == "bf16" and ir_hint(converted["files"]["fp32"]) == "f32"
+    assert any(n.startswith("made from model_fp32.xml in ") for n in notes), notes  # no 2nd
+    assert file.with_suffix(".bin").read_bytes() == \
+        converted["files"]["fp32"].with_suffix(".bin").read_bytes()  # conversion: fp32's weights
+    core = ov.Core()  # the record both loaders read: the target's and the device agent's
+    assert openvino_hint(core.read_model(str(file))) == "bf16"
+    assert openvino_hint(core.read_model(str(converted["files"]["fp32"]))) == "f32"
+    here = _hint(load_with_hint(file, data["model"], threads=1, hint="bf16"))
+    if here != "bf16":  # this CPU computes no bf16: refused, not verified in another precision
+        with pytest.raises(RuntimeError, match=f"made to compute in bf16, but OpenVINO "
+                                               f"computes {here}"):
+            TARGET.load(file, data["model"], threads=1)
+        return
     runner = TARGET.load(file, data["model"], threads=1)
     assert _hint(runner) == "bf16"
     out = _outputs(runner, data["x"])
     fp32 = _outputs(TARGET.load(converted["files"]["fp32"], data["model"], threads=1), data["x"])
     assert float(np.abs(out - fp32).max()) > 1e-3  # computed in bf16 (f32 agrees to ~1e-5)
     assert (out.argmax(1) == reference.argmax(1)).mean() >= 0.99
-    core = ov.Core()  # the device agent reads the same record
-    assert openvino_hint(core.read_model(str(file))) == "bf16"
-    assert openvino_hint(core.read_model(str(converted["files"]["fp32"]))) == "f32"
-
-
-def test_bf16_is_refused_where_it_could_not_be_verified(monkeypatch: pytest.MonkeyPatch,
-                                                        tmp_path: Path) -> None:
-    # a CPU without bf16 stands in for this host's, whatever it has (a mock of the CPU only)
-    monkeypatch.setattr(openvino, "computes_bf16_here", lambda: False)
-    model = ModelInfo(path=str(tmp_path / "m.onnx"), sha256="0", size_bytes=1, opset=17,
-                      inputs=(), outputs=(), params=0, macs=0)
-    with pytest.raises(ConversionError, match="computes no bf16.*cannot be verified"):
-        TARGET.convert(model, "bf16", calib=Dataset(feeds=()), workdir=tmp_path / "w")
-    assert not (tmp_path / "w").exists()  # nothing written
 
 
 @pytest.mark.slow
