@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["CheckFailed", "DeviceError", "EdgeError", "ExitStatus", "UsageError", "first_line"]
+__all__ = ["CheckFailed", "DeviceError", "EdgeError", "ExitStatus", "PruneError", "UsageError",
+           "first_line"]
 
 
 #: How long a one-line reason may be; a longer one keeps its start and its end.
@@ -73,3 +74,7 @@ class DeviceError(EdgeError):
     """The device or the transport to it failed."""
 
     status = ExitStatus.DEVICE
+
+
+class PruneError(Exception):
+    """The model cannot be pruned here; the message says why (one line)."""

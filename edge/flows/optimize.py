@@ -17,7 +17,7 @@ from edge.core import progress
 from edge.core.bundle import FORMAT, check_writable, write_bundle
 from edge.core.cache import cache_root
 from edge.core.data import dataset_digest, load_dataset, synthetic_dataset
-from edge.core.errors import UsageError, first_line
+from edge.core.errors import PruneError, UsageError, first_line
 from edge.core.intake import inspect_reference, is_tflite, reference_model
 from edge.core.model import inspect_model, sha256_file, unrunnable
 from edge.core.plan import MIXED, PRUNED, Planned, make_plan, plan_pruned
@@ -259,7 +259,6 @@ def _pruned_context(plan: tuple[Planned, ...], ctx: _Context,
     """``{"pruned": the context of the pruned model}`` (or why pruning failed) when the plan
     keeps a pruned candidate, else ``{}``."""
     from edge.flows.prune import prune_model
-    from edge.flows.prune_graph import PruneError
 
     if prune is None or not any(p.keep and p.candidate.variant == PRUNED for p in plan):
         return {}

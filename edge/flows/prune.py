@@ -23,6 +23,7 @@ import numpy as np
 
 from edge.core.cache import cache_key, cache_root
 from edge.core.data import dataset_digest
+from edge.core.errors import PruneError
 from edge.core.model import inspect_model
 from edge.core.values import Dataset, ModelInfo, Pruning
 
@@ -141,8 +142,6 @@ def _stacked(model: ModelInfo, calib: Dataset) -> list[Any]:
     """One float32 tensor per model input: the calibration samples stacked on axis 0."""
     import torch
 
-    from edge.flows.prune_graph import PruneError
-
     stacked = []
     for spec in model.inputs:
         if not spec.dtype.startswith("float"):
@@ -161,8 +160,6 @@ def _prune(student: Any, example: list[Any], ratio: float) -> int:
     layers left whole."""
     import torch
     import torch_pruning as tp
-
-    from edge.flows.prune_graph import PruneError
 
     _refuse_channel_pads(student)
     want = [tuple(o.shape) for o in student(*example)]
@@ -183,8 +180,6 @@ def _prune(student: Any, example: list[Any], ratio: float) -> int:
 def _refuse_channel_pads(module: Any) -> None:
     """A Pad that adds channels (a residual widened by zeros, as in MediaPipe's blocks) ties
     channel counts torch-pruning cannot follow: refused by name."""
-    from edge.flows.prune_graph import PruneError
-
     for node in module.nodes:
         if node.op == "Pad" and len(node.inputs) > 1 and node.inputs[1] in module.consts:
             pads = module.consts[node.inputs[1]].tolist()

@@ -24,16 +24,13 @@ import torch.nn.functional as F
 from onnx import numpy_helper
 from torch import nn
 
+from edge.core.errors import PruneError
 from edge.core.model import value_shapes
 
 __all__ = ["LAYER_OPS", "Node", "OnnxModule", "PruneError", "constants", "to_torch"]
 
 #: Ops that become a trainable torch layer (with constant weights).
 LAYER_OPS = ("Conv", "Gemm", "MatMul", "BatchNormalization", "PRelu")
-
-
-class PruneError(Exception):
-    """The model cannot be pruned here; the message says why (one line)."""
 
 
 @dataclass(frozen=True, slots=True)
