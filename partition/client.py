@@ -35,6 +35,7 @@ import numpy as np
 
 from edge.core import progress
 from edge.core.errors import DeviceError, UsageError
+from edge.core.extras import require
 from edge.core.select import Option, choose
 from partition.client_grpc import GrpcLink, GrpcUnreachable, available
 from partition.split import CutOption, SplitPlan, read_split_yaml
@@ -295,6 +296,8 @@ class _Link:
     def __init__(self, url: str, token: str | None, timeout_s: float, protocol: str) -> None:
         if protocol not in ("auto", "http", "grpc"):
             raise UsageError(f"--protocol {protocol!r} is not auto, http or grpc")
+        if protocol == "grpc":
+            require("cloud", "grpc", "tritonclient", why="--protocol grpc")
         self._rest = _Http(url, token, timeout_s)
         self._protocol, self._token, self._timeout = protocol, token, timeout_s
         self._grpc: GrpcLink | None = None

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -153,3 +155,16 @@ def test_this_module_has_its_own_device_and_results_but_shares_conversions() -> 
     assert not (cache / "results").is_symlink()
     for shared in ("convert", "reference", "wheels"):
         assert (cache / shared).is_symlink() and (cache / shared).resolve().parent.name == "shared"
+
+
+def test_ci_runs_the_readmes_first_command_first_as_written() -> None:
+    """Issue 26: the quick start is what a new user runs; CI proves it before installing the
+    test extras, so nothing they bring (torch) can hide a missing extra."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    first = subprocess.run([sys.executable, str(ROOT / "tools" / "readme_command.py"), "1"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    assert first.startswith("python3 -m venv .venv && ") and "'.[all]'" in first
+    assert "test" not in first
+    run_at = ci.index('bash -c "$quickstart"')
+    assert run_at < ci.index("'.[all,test]'") and run_at < ci.index("pytest")
+    assert "EDGE_BASE_VENV" in ci

@@ -24,6 +24,7 @@ from edge.cli.common import (
 )
 from edge.cli.output import emit, stdout_to_stderr
 from edge.core.errors import UsageError
+from edge.core.extras import require
 
 if TYPE_CHECKING:
     from partition.solve import ObjectiveName
@@ -166,6 +167,7 @@ def serve_cloud(split_dir: Path, address: str, port: int, grpc_port: int | None,
       EDGE_CLOUD_TOKEN=s3cret edge serve-cloud mobilenet-split --bind 0.0.0.0
       edge serve-cloud mobilenet-split --export-repository models/
     """
+    require("cloud", "mlserver", "uvicorn", "orjson", "grpc", why="edge serve-cloud")
     from partition.serve import ServeOptions, chosen_serving, resolve_token, serve_forever
     from partition.serve import export_repository as export_to
 

@@ -20,7 +20,7 @@ from edge.core.data import dataset_digest, load_dataset, synthetic_dataset
 from edge.core.errors import PruneError, UsageError, first_line
 from edge.core.intake import inspect_reference, is_tflite, reference_model
 from edge.core.model import inspect_model, sha256_file, unrunnable
-from edge.core.plan import MIXED, PRUNED, Planned, make_plan, plan_pruned
+from edge.core.plan import MIXED, PRUNED, Planned
 from edge.core.profile import Profile
 from edge.core.select import Budget, choose_candidate, least_loss
 from edge.core.values import (
@@ -40,11 +40,11 @@ from edge.core.verify import Outputs, Thresholds, check_metrics, judge, measure,
 from edge.flows.budgets import (
     budget_for,
     host_is,
-    host_isa,
     loss_band,
     none_within,
     within_budgets,
 )
+from edge.flows.planning import plan_for, tflite_readers
 from edge.flows.prune import PruneOptions
 
 __all__ = ["OptimizeOptions", "optimize", "plan_for", "refuse_if_unfit"]
@@ -91,35 +91,6 @@ class _Outcome:
     result: CandidateResult
     files: dict[str, Path]
     runner: Any = None
-
-
-def plan_for(profile: Profile, model: ModelInfo, origin_format: str | None = None,
-             prune: PruneOptions | None = None) -> tuple[Planned, ...]:
-    """The plan for this profile, with what this host can convert (and, given the user's
-    file's format, that file itself as the ``original`` candidate; with ``prune``, the pruned
-    twins of its int8 and fp32 candidates)."""
-    from edge.flows.prune import missing_modules
-
-    plan = _base_plan(profile, model, origin_format)
-    return plan if prune is None else plan_pruned(plan, model, prune.ratio, missing_modules())
-
-
-def _base_plan(profile: Profile, model: ModelInfo,
-               origin_format: str | None) -> tuple[Planned, ...]:
-    from targets import REGISTRY, get_target
-
-    if is_tflite(model.path):
-        return _tflite_plan(profile, model)
-    available: dict[str, tuple[Any, str | None]] = {}
-    for name in REGISTRY:
-        try:
-            target = get_target(name)
-        except ImportError as exc:
-            available[name] = (None, f"target module did not import: {exc}")
-            continue
-        available[name] = (target.caps, target.missing())
-    return make_plan(profile, model, available, origin_format, timed_here=host_is(profile),
-                     host_isa=host_isa())
 
 
 def optimize(model_path: Path, profile: Profile, out: Path, options: OptimizeOptions) -> Bundle:
@@ -554,42 +525,5 @@ def _mark(result: CandidateResult, chosen: str | None) -> CandidateResult:
 
 def _tflite_runner(model: ModelInfo, threads: int) -> Any:
     """The reference .tflite loaded by the target that reads it."""
-    _, target = next(iter(_tflite_readers().values()))
+    _, target = next(iter(tflite_readers().values()))
     return target.load(Path(model.path), model, threads=threads)
-
-
-def _tflite_readers() -> dict[str, tuple[str, Any]]:
-    """runtime -> (target name, target) of the registered targets that read .tflite files."""
-    from targets import REGISTRY, get_target
-
-    readers: dict[str, tuple[str, Any]] = {}
-    for name in REGISTRY:
-        with contextlib.suppress(ImportError):
-            target = get_target(name)
-            if target.caps.reads == ".tflite":
-                readers.setdefault(target.caps.runtime, (name, target))
-    if not readers:
-        raise UsageError("no target reads .tflite files here (pip install 'edge[tflite]')")
-    return readers
-
-
-def _tflite_plan(profile: Profile, model: ModelInfo) -> tuple[Planned, ...]:
-    """The user's .tflite itself (``original``), then the plan over the .tflite readers, their
-    candidates named by target; the other runtimes of the profile are skipped with the
-    reason."""
-    readers = _tflite_readers()
-    plan = make_plan(profile, model, {runtime: (t.caps, t.missing())
-                                      for runtime, (_, t) in readers.items()}, "tflite")
-    renamed = []
-    for planned in plan:
-        runtime = planned.candidate.target
-        if runtime == ORIGINAL:
-            renamed.append(planned)
-        elif runtime in readers:
-            cand = Candidate(target=readers[runtime][0], precision=planned.candidate.precision)
-            renamed.append(replace(planned, candidate=cand))
-        else:
-            renamed.append(replace(planned, keep=False, reason=(
-                f"{runtime} converts from ONNX, and no ONNX reference could be made of this "
-                ".tflite: only LiteRT candidates made from the original compete")))
-    return tuple(renamed)

@@ -27,7 +27,7 @@ from edge.core.errors import PruneError
 from edge.core.model import inspect_model
 from edge.core.values import Dataset, ModelInfo, Pruning
 
-__all__ = ["PruneOptions", "Pruned", "missing_modules", "prune_model", "prunable_layers"]
+__all__ = ["PruneOptions", "Pruned", "prune_model", "prunable_layers"]
 
 log = logging.getLogger("edge")
 
@@ -57,14 +57,6 @@ class Pruned:
 
     model: ModelInfo
     pruning: Pruning
-
-
-def missing_modules() -> str | None:
-    """Why this host cannot prune (torch or torch-pruning not installed), else None."""
-    import importlib.util
-
-    absent = [m for m in ("torch", "torch_pruning") if importlib.util.find_spec(m) is None]
-    return f"{', '.join(absent)} not installed (pip install 'edge[prune]')" if absent else None
 
 
 def prune_model(model: ModelInfo, calib: Dataset, options: PruneOptions) -> Pruned:

@@ -1,9 +1,9 @@
-"""Per-layer time on onnxruntime, OpenVINO and LiteRT: real layer names, times that add up to
-the whole model, and a model with one clearly heavy layer ranks that layer first everywhere.
+"""Per-layer time on onnxruntime, OpenVINO and LiteRT: real layer names mapped to their ops,
+times that add up to the whole model, the method.
 
-Only what cannot flake on a shared machine is asserted here: names, sums, the method, and the
-ranking of a layer with about 100x the work of all others together. How large its share is
-(and how host and device agree) is measured by ``bench/layers.py``."""
+Only what cannot flake on a shared machine is asserted here. Which layer is the slowest, its
+share, and how host and device agree are timings, measured by ``bench/layers.py``: on a loaded
+2-core host a tiny convolution once measured slower than the layer with 100x its work (issue 26)."""
 
 from __future__ import annotations
 
@@ -59,12 +59,6 @@ def check_profile(profile: LayerProfile, names: set[str]) -> None:
     assert "1 thread" in profile.method and profile.runtime.endswith(" CPU")
 
 
-def assert_heavy_first(profile: LayerProfile) -> None:
-    """The layer with ~100x the work of all others together ranks first (a structural gap: its
-    share and its ratio to the next are numbers for bench/layers.py, not assertions)."""
-    assert profile.layers[0].name.startswith(HEAVY), profile.layers[:4]
-
-
 # ---------------------------------------------------------------- onnxruntime
 def test_onnx_layers_are_the_graph_nodes(heavy: ModelInfo) -> None:
     profile = measure_layers(Path(heavy.path), runs=10)
@@ -72,7 +66,6 @@ def test_onnx_layers_are_the_graph_nodes(heavy: ModelInfo) -> None:
     assert {layer.name: layer.op for layer in profile.layers}[HEAVY] == "Gemm"
     assert profile.runtime.startswith("onnxruntime ")
     assert "optimized model" in profile.method and "this host" in profile.method
-    assert_heavy_first(profile)
 
 
 # ---------------------------------------------------------------- OpenVINO
@@ -86,7 +79,6 @@ def test_openvino_layers_are_executed_nodes_of_the_compiled_model(openvino_ir: P
     assert profile.runtime.startswith("OpenVINO ") and "PERF_COUNT" in profile.method
     assert all(layer.detail for layer in profile.layers)  # the CPU kernel that ran it
     assert "interleaved rounds" in profile.method
-    assert_heavy_first(profile)
 
 
 def test_openvino_ir_without_its_weights_is_refused(openvino_ir: Path, tmp_path: Path) -> None:
@@ -125,10 +117,10 @@ def test_tflite_layers_are_the_operators(tflite_files: dict[str, Path], precisio
     assert profile.runtime.startswith("LiteRT ") and "derived from prefix timings" in \
         profile.method
     assert "interleaved rounds" in profile.method
-    top = profile.layers[0]
     heavy_outputs = [name for op, name, shape in operators
                      if op == "FULLY_CONNECTED" and shape[-1] == 2048]
-    assert top.op == "FULLY_CONNECTED" and [top.name] == heavy_outputs
+    assert [layer.name for layer in profile.layers if layer.op == "FULLY_CONNECTED"
+            and layer.name in heavy_outputs] == heavy_outputs
 
 
 @pytest.mark.slow

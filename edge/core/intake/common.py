@@ -26,16 +26,6 @@ DTYPES = ("float32", "float16", "float64", "int64", "int32", "int8", "uint8", "b
 TIMEOUT_S = 900.0
 
 
-def require(*modules: str, why: str) -> None:
-    """UsageError naming the extra to install when a converter module is missing."""
-    import importlib.util
-
-    missing = [m for m in modules if importlib.util.find_spec(m) is None]
-    if missing:
-        extra = "pip install torch==2.13.0" if "torch" in missing else "pip install 'edge[tflite]'"
-        raise UsageError(f"{why} needs {', '.join(missing)} ({extra})")
-
-
 def example(shape: Sequence[int], dtype: str) -> np.ndarray:
     """Seeded example data: small non-negative ints for index-like inputs, normal floats else."""
     rng = np.random.default_rng(0)

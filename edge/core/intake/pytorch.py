@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from edge.core.errors import UsageError, first_line
-from edge.core.intake.common import OPSET, Shapes, example, require
+from edge.core.extras import require
+from edge.core.intake.common import OPSET, Shapes, example
 
 if TYPE_CHECKING:
     import onnx
@@ -22,7 +23,7 @@ def from_torch(
     """Export a saved module with torch.onnx.export(dynamo=False) on example inputs from pins."""
     import onnx
 
-    require("torch", why=f"{source}: reading PyTorch models")
+    require("pytorch", "torch", why=f"{source}: reading PyTorch models")
     import torch
 
     module = _load_torch(source)

@@ -11,13 +11,13 @@ import numpy as np
 
 from edge.core.cache import cache_root
 from edge.core.errors import UsageError
+from edge.core.extras import require
 from edge.core.intake.common import (
     ACCEPTED,
     SUFFIXES,
     NoOnnxReference,
     Shapes,
     cached_path,
-    require,
 )
 from edge.core.intake.memory import remembered_failure
 from edge.core.intake.onnxfix import finish, fix_onnx, graph_inputs, input_dims
@@ -76,7 +76,8 @@ def _convert(kind: str, source: Path, out: Path, pins: Shapes,
     if kind == "torch":
         raw, feeds, expected = from_torch(source, out, pins, types)
     else:
-        require("tf2onnx", "tensorflow", why=f"{source}: reading {kind} models")  # not remembered
+        # not remembered
+        require("tflite", "tf2onnx", "tensorflow", why=f"{source}: reading {kind} models")
         with _remembered(kind, out, source):
             raw, feeds, expected = from_tf(kind, source, out, pins)
     model = finish(raw, pins, source)

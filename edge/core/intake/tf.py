@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from edge.core.errors import UsageError, first_line
-from edge.core.intake.common import OPSET, TIMEOUT_S, Shapes, example, require
+from edge.core.extras import require
+from edge.core.intake.common import OPSET, TIMEOUT_S, Shapes, example
 
 if TYPE_CHECKING:
     import onnx
@@ -26,7 +27,7 @@ def from_tf(
     """Convert in a child process; return the raw ONNX and the source's outputs on random feeds."""
     import onnx
 
-    require("tf2onnx", "tensorflow", why=f"{source}: reading {kind} models")
+    require("tflite", "tf2onnx", "tensorflow", why=f"{source}: reading {kind} models")
     raw, check = out.with_suffix(".raw.onnx"), out.with_suffix(".check.npz")
     job = {"kind": kind, "source": str(source.resolve()), "out": str(raw), "check": str(check),
            "shapes": {k: list(v) for k, v in pins.items()}, "opset": OPSET}

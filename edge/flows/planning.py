@@ -1,0 +1,99 @@
+"""The plan for one optimize run: what this host can convert for the profile, the user's .tflite
+itself when it is the reference, the pruned twins; refused when nothing can be made here."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import replace
+from typing import Any
+
+from edge.core.errors import UsageError
+from edge.core.extras import require
+from edge.core.intake import is_tflite
+from edge.core.plan import Planned, make_plan, plan_pruned
+from edge.core.profile import Profile
+from edge.core.values import ORIGINAL, Candidate, ModelInfo
+from edge.flows.budgets import host_is, host_isa
+from edge.flows.prune import PruneOptions
+from targets import REGISTRY, get_target
+
+__all__ = ["plan_for", "tflite_readers"]
+
+
+def plan_for(profile: Profile, model: ModelInfo, origin_format: str | None = None,
+             prune: PruneOptions | None = None) -> tuple[Planned, ...]:
+    """The plan for this profile, with what this host can convert (and, given the user's
+    file's format, that file itself as the ``original`` candidate; with ``prune``, the pruned
+    twins of its int8 and fp32 candidates; without torch that is a usage error naming the
+    extra)."""
+    if prune is not None:
+        require("prune", "torch", "torch_pruning", why="--prune (pruning and distilling)")
+    plan = _base_plan(profile, model, origin_format)
+    return plan if prune is None else plan_pruned(plan, model, prune.ratio, None)
+
+
+def _base_plan(profile: Profile, model: ModelInfo,
+               origin_format: str | None) -> tuple[Planned, ...]:
+    if is_tflite(model.path):
+        return _tflite_plan(profile, model)
+    available: dict[str, tuple[Any, str | None]] = {}
+    for name in REGISTRY:
+        try:
+            target = get_target(name)
+        except ImportError as exc:
+            available[name] = (None, f"target module did not import: {exc}")
+            continue
+        available[name] = (target.caps, target.missing())
+    plan = make_plan(profile, model, available, origin_format, timed_here=host_is(profile),
+                     host_isa=host_isa())
+    _refuse_if_nothing_installed(plan, available)
+    return plan
+
+
+def _refuse_if_nothing_installed(plan: tuple[Planned, ...],
+                                 available: dict[str, tuple[Any, str | None]]) -> None:
+    """UsageError naming the extras when no candidate is kept and the profile's runtimes were
+    skipped because their converters are not installed here."""
+    if any(p.keep for p in plan):
+        return
+    wanting = [available.get(p.candidate.target, (None, None)) for p in plan]
+    extras = sorted({caps.extra for caps, why in wanting if caps is not None and why})
+    if extras:
+        names = " ".join(f"'edge[{e}]'" for e in extras)
+        raise UsageError(f"nothing for this profile's runtimes can be made here: their "
+                         f"converters are not installed (pip install {names})")
+
+
+def tflite_readers() -> dict[str, tuple[str, Any]]:
+    """runtime -> (target name, target) of the registered targets that read .tflite files."""
+    readers: dict[str, tuple[str, Any]] = {}
+    for name in REGISTRY:
+        with contextlib.suppress(ImportError):
+            target = get_target(name)
+            if target.caps.reads == ".tflite":
+                readers.setdefault(target.caps.runtime, (name, target))
+    if not readers:
+        raise UsageError("no target reads .tflite files here (pip install 'edge[tflite]')")
+    return readers
+
+
+def _tflite_plan(profile: Profile, model: ModelInfo) -> tuple[Planned, ...]:
+    """The user's .tflite itself (``original``), then the plan over the .tflite readers, their
+    candidates named by target; the other runtimes of the profile are skipped with the
+    reason."""
+    readers = tflite_readers()
+    plan = make_plan(profile, model, {runtime: (t.caps, t.missing())
+                                      for runtime, (_, t) in readers.items()}, "tflite")
+    renamed = []
+    for planned in plan:
+        runtime = planned.candidate.target
+        if runtime == ORIGINAL:
+            renamed.append(planned)
+        elif runtime in readers:
+            cand = Candidate(target=readers[runtime][0], precision=planned.candidate.precision)
+            renamed.append(replace(planned, candidate=cand))
+        else:
+            renamed.append(replace(planned, keep=False, reason=(
+                f"{runtime} converts from ONNX, and no ONNX reference could be made of this "
+                ".tflite: only LiteRT candidates made from the original compete")))
+    return tuple(renamed)
