@@ -167,7 +167,7 @@ def test_missing_converter_names_the_extra(tmp_path: Path,
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "tf2onnx" else real(name, *a))
-    with pytest.raises(UsageError, match=r"needs tf2onnx \(pip install 'edge\[tflite\]'\)"):
+    with pytest.raises(UsageError, match=r"needs tf2onnx: pip install 'edge\[tflite\]'"):
         to_reference(mediapipe.face_detector(), tmp_path / "work")
 
 
