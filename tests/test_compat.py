@@ -110,3 +110,59 @@ def test_a_baseline_timed_by_the_old_method_is_compared_with_a_warning(
         result = compare(new, old, "last kept", 10.0)
     assert not result.regressed and round(result.change_pct) == 5
     assert "one run after another" in caplog.text and "5 interleaved rounds" in caplog.text
+
+
+# ---- edge 0.2: written before runtimes became plug-in folders (tests/fixtures/edge-0.2) ----
+V02 = Path(__file__).parent / "fixtures" / "edge-0.2"
+
+
+@pytest.fixture
+def device_02(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The embedded local device holding edge 0.2's releases (TFLite and OpenVINO) and history."""
+    home = tmp_path / "device"
+    shutil.copytree(V02 / "device", home / ".edge", symlinks=True)
+    monkeypatch.setenv("EDGE_LOCAL_DEVICE", str(home))
+    return home / ".edge"
+
+
+@pytest.mark.parametrize("candidate", ["onnxruntime-int8", "openvino-int8", "tflite-int8",
+                                       "original"])
+def test_every_runtime_of_an_02_bundle_runs_on_the_device(device_02: Path, tmp_path: Path,
+                                                          candidate: str) -> None:
+    bundle = shutil.copytree(V02 / "x86.bundle", tmp_path / "x86.bundle")
+    measured = run_cli("bench", str(bundle), "--candidate", candidate, "--runs", "3",
+                       "--warmup", "1", "--json")
+    assert measured.status == 0, measured.stderr
+    assert measured.json()["candidate"] == candidate
+    assert measured.json()["bench"]["p50_ms"] > 0
+    assert _current(device_02) == "29336b8883aabc5b"  # measured, never activated
+
+
+def test_an_02_device_rolls_back_to_its_openvino_release_and_takes_an_02_bundle(
+        device_02: Path, tmp_path: Path) -> None:
+    back = run_cli("rollback", "--to", "44cfa6fbfa078009", "--json")  # the OpenVINO release
+    assert back.status == 0, back.stderr
+    assert _current(device_02) == "44cfa6fbfa078009"
+    assert (device_02 / "current" / "model.xml").is_file()
+    bundle = shutil.copytree(V02 / "x86.bundle", tmp_path / "x86.bundle")
+    deployed = run_cli("deploy", str(bundle), "--runs", "3", "--warmup", "1", "--json")
+    assert deployed.status == 0, deployed.stderr
+    assert deployed.json()["release"] == "f422af2ad684db58" == _current(device_02)
+    assert deployed.json()["bytes_sent"] == 0  # the device already held the chosen file
+    again = run_cli("rollback", "--json")
+    assert again.status == 0, again.stderr
+    assert _current(device_02) == "44cfa6fbfa078009"
+
+
+def test_an_02_split_cut_is_served_and_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    server = serve(V02 / "digits-split", token=TOKEN)
+    try:
+        monkeypatch.setenv("EDGE_CLOUD_TOKEN", TOKEN)
+        result = run_cli("run-split", str(V02 / "digits-split"), "--url",
+                         f"http://127.0.0.1:{server.port}", "--cut", "c3", "--runs", "2",
+                         "--warmup", "0", "--json")
+    finally:
+        server.close()
+    assert result.status == 0, result.stderr
+    runs = result.json()["runs"]
+    assert len(runs) == 2 and all(r["kind"] == "split" for r in runs)
