@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -28,8 +29,6 @@ TIMEOUT_S = 900.0
 
 def require(*modules: str, why: str) -> None:
     """UsageError naming the extra to install when a converter module is missing."""
-    import importlib.util
-
     missing = [m for m in modules if importlib.util.find_spec(m) is None]
     if missing:
         extra = "pip install torch==2.13.0" if "torch" in missing else "pip install 'edge[tflite]'"

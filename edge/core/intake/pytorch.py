@@ -2,26 +2,24 @@
 
 from __future__ import annotations
 
+import inspect
 import warnings
+import zipfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
+import onnx
 
 from edge.core.errors import UsageError, first_line
 from edge.core.intake.common import OPSET, Shapes, example, require
-
-if TYPE_CHECKING:
-    import onnx
 
 
 def from_torch(
     source: Path, out: Path, pins: Shapes, dtypes: Mapping[str, str],
 ) -> tuple[onnx.ModelProto, dict[str, np.ndarray], list[tuple[str, np.ndarray]]]:
     """Export a saved module with torch.onnx.export(dynamo=False) on example inputs from pins."""
-    import onnx
-
     require("torch", why=f"{source}: reading PyTorch models")
     import torch
 
@@ -44,8 +42,6 @@ def from_torch(
 
 def _load_torch(source: Path) -> Any:
     """A TorchScript archive or a whole pickled module, in eval mode."""
-    import zipfile
-
     import torch
 
     try:
@@ -87,8 +83,6 @@ def _torch_inputs(module: Any, pins: Shapes, source: Path) -> list[str]:
 
 def _forward_params(module: Any) -> list[tuple[str, bool]]:
     """(name, required) for each positional argument of forward, without self."""
-    import inspect
-
     import torch
 
     if isinstance(module, torch.jit.ScriptModule):
