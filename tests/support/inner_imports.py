@@ -1,7 +1,8 @@
 """Imports inside function bodies, and which of them are the lazy loads the guide allows.
 
 Allowed: a heavy framework (a package of an optional extra a user installs, pyproject's
-``[project.optional-dependencies]`` less ``test``/``dev``) loaded when it is needed; in the
+``[project.optional-dependencies]`` less ``test``/``dev``) loaded when it is needed, or a
+module of the tree whose module-level imports load one (edge.flows.prune_graph: torch); in the
 device agent, a device runtime (the agent runs on Python 3.8 devices where numpy and each
 runtime are optional); and in a module that ``edge --help`` loads, a module that would bring a
 package ``edge --help`` does not load (a CLI command loading its flow, for one). Everything else
@@ -21,9 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import grimp
-
-__all__ = ["InnerImport", "Rules", "inner_imports", "optional_packages", "rules"]
+__all__ = ["InnerImport", "Rules", "inner_imports", "optional_packages", "rules", "top_imports"]
 
 #: Extras of the developer, not of a user: their packages are never a product's lazy load.
 DEVELOPER_EXTRAS = {"test", "dev"}
@@ -33,6 +32,8 @@ BROUGHT_ALONG = {"keras", "tflite_runtime"}
 #: What the agent may load on a device (tests/test_architecture.py keeps the rest out).
 AGENT_RUNTIMES = {"numpy", "onnxruntime", "openvino", "ai_edge_litert", "tflite_runtime"}
 AGENT = "devices/agent/"
+#: Folders some wheels install at the top of site-packages: no extra's import name.
+STRAY = {"tests", "tools", "examples", "docs", "bench", "benchmarks", "scripts"}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -56,14 +57,19 @@ def inner_imports(root: Path, packages: tuple[str, ...]) -> list[InnerImport]:
 
 def _in_file(root: Path, path: Path) -> Iterator[InnerImport]:
     relative = path.relative_to(root)
-    for function in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for node in ast.walk(function):
-                if isinstance(node, (ast.Import, ast.ImportFrom)):
-                    yield InnerImport(path=relative.as_posix(), line=node.lineno,
-                                      function=function.name,
-                                      modules=_modules(root, node,
-                                                       relative.with_suffix("").parts))
+    parts = relative.with_suffix("").parts
+    for node, function in _with_function(ast.parse(path.read_text(encoding="utf-8")), None):
+        if function is not None and isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield InnerImport(path=relative.as_posix(), line=node.lineno, function=function,
+                              modules=_modules(root, node, parts))
+
+
+def _with_function(node: ast.AST, function: str | None) -> Iterator[tuple[ast.AST, str | None]]:
+    """Every node below ``node``, each once, with the innermost function it sits in."""
+    for child in ast.iter_child_nodes(node):
+        yield child, function
+        inner = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+        yield from _with_function(child, inner or function)
 
 
 def _modules(root: Path, node: ast.Import | ast.ImportFrom, parts: tuple[str, ...],
@@ -93,11 +99,36 @@ def optional_packages(pyproject: Path) -> set[str]:
               if (m := re.match(r"[A-Za-z0-9._-]+", req)) and not req.startswith("edge[")}
     provided = {top for top, dists in importlib.metadata.packages_distributions().items()
                 for dist in dists if _normal(dist) in wanted}
-    return provided | {w.replace("-", "_") for w in wanted} | BROUGHT_ALONG
+    return (provided - STRAY) | {w.replace("-", "_") for w in wanted} | BROUGHT_ALONG
 
 
 def _normal(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def top_imports(root: Path, packages: tuple[str, ...]) -> dict[str, set[str]]:
+    """What each module of the tree imports when it is imported: its module-level imports
+    (not those inside functions or under ``if TYPE_CHECKING``), as absolute names."""
+    found: dict[str, set[str]] = {}
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            dotted = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            found[dotted] = {m for node in _module_level(tree.body)
+                             for m in _modules(root, node, parts)}
+    return found
+
+
+def _module_level(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]:
+    for node in body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        elif isinstance(node, ast.If) and "TYPE_CHECKING" not in ast.unparse(node.test):
+            yield from _module_level(node.body + node.orelse)
+        elif isinstance(node, ast.Try):
+            yield from _module_level(node.body + node.orelse + node.finalbody
+                                     + [s for h in node.handlers for s in h.body])
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -106,46 +137,55 @@ class Rules:
 
     optional: frozenset[str]
     at_help: frozenset[str]  # modules (all of them, dotted) that `edge --help` loads
-    graph: grimp.ImportGraph
-    ours: frozenset[str]
+    imports: dict[str, set[str]]  # top_imports of the tree
 
     def allowed(self, found: InnerImport) -> bool:
         """Whether ``found`` is a lazy load the guide allows."""
         return all(self._allowed(found.path, module) for module in found.modules)
 
     def _allowed(self, path: str, module: str) -> bool:
-        top = module.split(".")[0]
-        if top in self.optional:
+        loaded = self.loads(module)
+        if loaded & self.optional:  # a heavy framework, or a module of ours built on one
             return True
-        if path.startswith(AGENT) and top in AGENT_RUNTIMES:
+        if path.startswith(AGENT) and module.split(".")[0] in AGENT_RUNTIMES:
             return True
-        return self._loaded_at_help(path) and self._brings_a_package(module)
+        return self._loaded_at_help(path) and bool(
+            {top for top in loaded if top not in sys.stdlib_module_names} - self.at_help)
+
+    def loads(self, module: str) -> set[str]:
+        """The top-level packages that importing ``module`` loads (its own, and through the
+        module-level imports of this tree's modules, theirs)."""
+        seen: set[str] = set()
+        packages: set[str] = set()
+        todo = [module]
+        while todo:
+            name = todo.pop()
+            packages.add(name.split(".")[0])
+            for step in (self._ours(name) - seen):
+                seen.add(step)
+                todo.extend(self.imports[step])
+        return packages
+
+    def _ours(self, name: str) -> set[str]:
+        """``name`` and the packages above it, those that are modules of this tree (importing
+        a module runs its packages' ``__init__`` first)."""
+        parts = name.split(".")
+        return {m for i in range(1, len(parts) + 1)
+                if (m := ".".join(parts[:i])) in self.imports}
 
     def _loaded_at_help(self, path: str) -> bool:
         dotted = path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
         return dotted in self.at_help
 
-    def _brings_a_package(self, module: str) -> bool:
-        """Whether importing ``module`` at the top would load a package --help does not."""
-        if module.split(".")[0] not in self.ours:
-            return self._new_package(module.split(".")[0])
-        if module not in self.graph.modules:
-            return False
-        reached = self.graph.find_upstream_modules(module) | {module}
-        return any(self._new_package(m.split(".")[0]) for m in reached
-                   if m.split(".")[0] not in self.ours)
-
-    def _new_package(self, top: str) -> bool:
-        return top not in sys.stdlib_module_names and top not in self.at_help
-
 
 def rules(root: Path, packages: tuple[str, ...]) -> Rules:
-    """The rules for the tree at ``root`` (imports ``edge.cli`` in a child to see --help)."""
+    """The rules for the tree at ``root`` (runs ``edge --help`` in a child to see what it
+    loads)."""
     code = ("import sys, json; from edge.cli import main; main(['--help']); "
             "print('\\nLOADED', json.dumps(sorted(sys.modules)))")
     done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True,
                           text=True, check=True)
-    loaded = json.loads(done.stdout.rsplit("LOADED", 1)[1])
-    graph = grimp.build_graph(*packages, include_external_packages=True, cache_dir=None)
+    loaded = set(json.loads(done.stdout.rsplit("LOADED", 1)[1]))
     return Rules(optional=frozenset(optional_packages(root / "pyproject.toml")),
-                 at_help=frozenset(loaded), graph=graph, ours=frozenset(packages))
+                 at_help=frozenset(loaded | {m.split(".")[0] for m in loaded}),
+                 imports=top_imports(root, packages))
