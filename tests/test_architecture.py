@@ -1,5 +1,6 @@
 """The architecture holds: layers (import-linter, counting imports inside functions), no cycles
-between packages or modules, small modules, one chooser, declared target capabilities."""
+between packages or modules, small modules, one chooser, declared target capabilities, imports
+at the top of their module (but for lazy loads of heavy frameworks and the CLI's flows)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 
 from edge.core.capabilities import Capabilities
 from targets import REGISTRY, get_target
+from tests.support.inner_imports import AGENT_RUNTIMES, InnerImport, Rules, inner_imports, rules
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("edge", "targets", "devices", "partition")
@@ -96,7 +98,7 @@ def test_no_capability_is_probed_with_getattr() -> None:
 
 
 #: What the agent may import on a device besides the standard library and itself.
-AGENT_MAY_IMPORT = {"numpy", "onnxruntime", "openvino", "ai_edge_litert", "tflite_runtime"}
+AGENT_MAY_IMPORT = AGENT_RUNTIMES
 
 
 def test_the_agent_imports_only_the_standard_library_and_device_runtimes() -> None:
@@ -117,3 +119,41 @@ def test_the_agent_contract_forbids_every_other_devices_module() -> None:
     modules = {f"devices.{p.stem}" for p in (ROOT / "devices").glob("*.py")
                if p.stem != "__init__"}
     assert modules <= set(agent["forbidden_modules"]), modules - set(agent["forbidden_modules"])
+
+
+#: Issue 26: imports inside functions beyond the allowed lazy loads (397 in all when filed).
+MAX_INNER_IMPORTS = 40
+
+
+@pytest.fixture(scope="module")
+def import_rules() -> Rules:
+    return rules(ROOT, PACKAGES)
+
+
+def test_imports_sit_at_the_top_of_their_module(import_rules: Rules) -> None:
+    """Inside a function only a heavy framework loaded lazily, a device runtime in the agent,
+    or what keeps `edge --help` light (a CLI command's flow); the rest at the top."""
+    others = [found for found in inner_imports(ROOT, PACKAGES) if not import_rules.allowed(found)]
+    assert len(others) <= MAX_INNER_IMPORTS, (
+        f"{len(others)} imports inside functions (at most {MAX_INNER_IMPORTS}); move these to "
+        "the top of their module:\n" + "\n".join(map(str, others)))
+
+
+@pytest.mark.parametrize(("path", "module", "allowed"), [
+    ("edge/flows/prune.py", "torch", True),                  # a heavy framework, lazily
+    ("edge/core/data.py", "PIL", True),                      # pillow: the images extra
+    ("edge/flows/prune.py", "edge.flows.prune_graph", True),  # a module built on torch
+    ("edge/core/intake/tf.py", "tf_keras", True),            # tf-keras: the tflite extra
+    ("edge/cli/optimize.py", "edge.flows.optimize", True),   # a command's flow
+    ("edge/cli/profiles.py", "yaml", True),                  # --help loads no yaml
+    ("devices/agent/runtimes.py", "numpy", True),            # optional on a device
+    ("edge/core/model.py", "numpy", False),                  # a base dependency
+    ("edge/core/values.py", "hashlib", False),               # the standard library
+    ("edge/cli/common.py", "edge.core.errors", False),       # --help loads it anyway
+    ("edge/cli/profiles.py", "edge.core.tables", False),     # the standard library only
+    ("edge/flows/optimize.py", "edge.flows.recover", False),  # a flow is not the CLI
+])
+def test_the_import_rules_tell_lazy_loads_from_hidden_imports(
+        import_rules: Rules, path: str, module: str, allowed: bool) -> None:
+    found = InnerImport(path=path, line=1, function="f", modules=(module,))
+    assert import_rules.allowed(found) is allowed

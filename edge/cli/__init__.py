@@ -13,6 +13,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+import traceback
 
 import click
 
@@ -89,8 +90,6 @@ def _fail(message: str, status: int, show_traceback: bool = False) -> int:
     """One ``error:`` line (after the stack with --traceback) and the status: --traceback
     never changes the exit status a CI gate reads."""
     if show_traceback:
-        import traceback
-
         traceback.print_exc(file=sys.stderr)
     line = " ".join(str(message).split())
     click.echo(f"error: {line}", err=True)

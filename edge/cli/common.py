@@ -12,6 +12,8 @@ from typing import Any
 
 import click
 
+from edge.flows.sample import resolve
+
 __all__ = ["ACCESS", "PATH", "SHAPE", "SSH", "Finite", "bundle_report", "check_report_file",
            "device", "device_options", "json_option", "on_device_option", "optimize_options",
            "optimize_settings", "parse_shapes", "remote", "remote_options", "report_option",
@@ -99,8 +101,6 @@ def bundle_report(bundle_dir: Path) -> str:
 def with_sample(model: Path, calib: Path | None,
                 eval_: Path | None) -> tuple[Path, Path | None, Path | None]:
     """Resolve ``sample:NAME`` to the shipped model and its data (unless given)."""
-    from edge.flows.sample import resolve
-
     sample = resolve(model)
     if sample is None:
         return model, calib, eval_

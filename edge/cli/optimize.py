@@ -20,6 +20,7 @@ from edge.cli.common import (
 )
 from edge.cli.output import emit, stdout_to_stderr
 from edge.core.errors import ExitStatus
+from edge.core.tables import table
 
 __all__ = ["optimize"]
 
@@ -65,7 +66,6 @@ def optimize(model: Path, profile_ref: str, out: Path | None, dry_run: bool,
 def _print_plan(model: Path, profile: Any, options: Any, as_json: bool) -> int:
     """``--dry-run``: the plan, as ``{"profile", "plan": [...]}`` under --json."""
     from edge.core.intake import inspect_reference, reference_model
-    from edge.core.tables import table
     from edge.core.verify import check_metrics
     from edge.flows.optimize import plan_for, refuse_if_unfit
 

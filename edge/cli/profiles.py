@@ -10,6 +10,7 @@ import click
 from edge.cli.common import PATH, json_option
 from edge.cli.output import emit
 from edge.core.errors import EdgeError, ExitStatus
+from edge.core.tables import table
 
 __all__ = ["profiles"]
 
@@ -34,7 +35,6 @@ def profiles_list(as_json: bool) -> None:
       edge profiles list --json
     """
     from edge.core.profile import catalog_ids, load_profile
-    from edge.core.tables import table
 
     items = [load_profile(i) for i in catalog_ids()]
     rows = [(p.id, p.name, f"{p.compute.cores} cores: {p.compute.cpu}", f"{p.memory.ram_mb} MB",

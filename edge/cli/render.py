@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from edge.core.model import macs_caveat
+from edge.core.select import label
 from edge.core.tables import table
 from edge.core.units import size_text
 from edge.core.values import BenchResult, Bundle, CandidateResult, DeployReport, ModelInfo
+from edge.core.verify.rows import HEADERS, kind_lines, output_rows
 
 if TYPE_CHECKING:
     from devices.deploy import DeployOutcome
@@ -26,8 +29,6 @@ def _count(n: int) -> str:
 
 def render_model(info: ModelInfo, fit: str | None = None) -> str:
     """The ``edge inspect`` view."""
-    from edge.core.model import macs_caveat
-
     io = [("input", s.name, list(s.shape), s.dtype) for s in info.inputs]
     io += [("output", s.name, list(s.shape), s.dtype) for s in info.outputs]
     caveat = macs_caveat(info)
@@ -60,8 +61,6 @@ def _fidelity(result: CandidateResult) -> str:
 
 def render_bundle(bundle: Bundle, where: str) -> str:
     """The ``edge optimize`` summary."""
-    from edge.core.select import label
-
     rows = [(label(r), r.status, size_text(r.artifact.total_bytes) if r.artifact else "",
              _fidelity(r), f"{r.bench.p50_ms:.3f}" if r.bench else "", r.reason)
             for r in bundle.candidates]
@@ -78,8 +77,6 @@ def render_bundle(bundle: Bundle, where: str) -> str:
 def _per_output(bundle: Bundle) -> list[str]:
     """Fidelity per output: how each output is judged (and why), then one row per candidate
     and output; nothing for a bundle written before per-output verification."""
-    from edge.core.verify.rows import HEADERS, kind_lines, output_rows
-
     rows = output_rows(bundle.candidates)
     if not rows:
         return []

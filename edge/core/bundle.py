@@ -12,6 +12,7 @@ from edge.core.documents import read_json, write_json
 from edge.core.errors import UsageError
 from edge.core.files import current_umask, inside
 from edge.core.model import sha256_file
+from edge.core.profile import RUNTIMES
 from edge.core.values import Artifact, Bundle, StoredFile
 
 __all__ = ["FORMAT", "MANIFEST", "check_writable", "is_bundle", "read_bundle",
@@ -89,8 +90,6 @@ def read_bundle(path: Path) -> Bundle:
 
 def _check_consistent(bundle: Bundle, manifest: Path) -> None:
     """The chosen candidate is one of the bundle's, with an artifact on a runtime edge knows."""
-    from edge.core.profile import RUNTIMES
-
     if bundle.chosen is not None:
         chosen = bundle.chosen_result()
         if chosen is None or chosen.artifact is None:

@@ -9,6 +9,7 @@ under the key ``labels``.
 
 from __future__ import annotations
 
+import hashlib
 import warnings
 import zipfile
 from pathlib import Path
@@ -65,8 +66,6 @@ def synthetic_dataset(model: ModelInfo, count: int = 64, seed: int = 0) -> Datas
 
 def dataset_digest(data: Dataset) -> str:
     """A content hash of the samples, for caching conversions."""
-    import hashlib
-
     digest = hashlib.sha256()
     for feed in data.feeds:
         for name in sorted(feed):

@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from edge.core.errors import UsageError
 
 __all__ = ["MAX_DEPTH", "MAX_VALUES", "check_depth", "check_version", "loads", "read_data"]
@@ -37,8 +39,6 @@ def loads(text: str, fmt: str, where: str) -> Any:
     try:
         if fmt == "json":
             return json.loads(text)
-        import yaml
-
         return yaml.safe_load(text)
     except RecursionError:
         raise UsageError(f"{where}: nested deeper than {MAX_DEPTH} levels") from None

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pydantic
+import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from edge.core.docfile import check_depth, check_version, read_data
@@ -232,8 +233,6 @@ def write_json(kind: str, path: Path, value: Any) -> Path:
 
 def write_yaml(kind: str, path: Path, value: Any) -> Path:
     """Write a document as YAML atomically."""
-    import yaml
-
     return write_atomic(path, yaml.safe_dump(dump(kind, value), sort_keys=False))
 
 

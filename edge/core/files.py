@@ -9,6 +9,8 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from edge.core.errors import UsageError
+
 __all__ = ["current_umask", "inside", "staged", "write_atomic"]
 
 
@@ -53,8 +55,6 @@ def inside(root: Path, name: object, document: Path | str) -> Path:
     when ``name`` is not a relative path string or leads out of ``root``: absolute, ``..``, or a
     symlink anywhere on the way that points outside. Every reader of a manifest, split.yaml,
     profile or inventory takes its files through this."""
-    from edge.core.errors import UsageError
-
     if not isinstance(name, str) or not name or "\x00" in name:
         raise UsageError(f"{document}: {name!r} is not a file name")
     path = root / name

@@ -6,14 +6,15 @@ import hashlib
 from collections import Counter
 from collections.abc import Collection
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+import numpy as np
+import onnx
+import onnxruntime as ort
 
 from edge.core.errors import UsageError, first_line
+from edge.core.files import write_atomic
 from edge.core.units import size_text
 from edge.core.values import ModelInfo, TensorSpec
-
-if TYPE_CHECKING:
-    import onnx
 
 __all__ = ["inspect_model", "layer_owner", "load_named", "load_onnx", "macs_caveat",
            "node_bases", "node_macs", "node_names", "save_onnx_atomic", "sha256_file", "unrunnable",
@@ -31,8 +32,6 @@ def sha256_file(path: Path) -> str:
 
 def load_onnx(path: str | Path) -> onnx.ModelProto:
     """Load and check an ONNX model; a missing or corrupt file raises UsageError."""
-    import onnx
-
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"model file {path} does not exist")
@@ -50,17 +49,11 @@ def load_onnx(path: str | Path) -> onnx.ModelProto:
 
 def save_onnx_atomic(model: onnx.ModelProto, path: Path) -> None:
     """Write a model under a temp name beside ``path``, then rename it into place."""
-    import onnx
-
-    from edge.core.files import write_atomic
-
     write_atomic(path, lambda tmp: onnx.save(model, str(tmp)))
 
 
 def inspect_model(path: str | Path) -> ModelInfo:
     """Read a model file and describe it."""
-    import onnx
-
     path = Path(path)
     model = load_onnx(path)
     inferred = onnx.shape_inference.infer_shapes(model)
@@ -83,9 +76,6 @@ MAX_SAMPLE_BYTES = 4 * 2**30  # one input of one sample: no edge device holds mo
 
 def unrunnable(info: ModelInfo) -> str | None:
     """Why edge cannot feed or compare this model's tensors (non-numeric, absurdly large)."""
-    import numpy as np
-    import onnx
-
     newest = onnx.defs.onnx_opset_version()
     if info.opset > newest:
         return (f"opset {info.opset} is newer than any this edge's ONNX knows ({newest}): "
@@ -108,8 +98,6 @@ def unrunnable(info: ModelInfo) -> str | None:
 def ort_refusal(path: str | Path) -> str | None:
     """Why ONNX Runtime cannot load this ONNX file (an op of an unknown domain, shapes that do
     not fit), in one line; None when it loads."""
-    import onnxruntime as ort
-
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     try:
@@ -121,8 +109,6 @@ def ort_refusal(path: str | Path) -> str | None:
 
 def _bytes(spec: TensorSpec) -> int:
     """Bytes of one sample of ``spec`` with its static dims (symbolic ones count 1)."""
-    import numpy as np
-
     count = 1
     for dim in spec.shape:
         count *= dim if isinstance(dim, int) and dim > 0 else 1
@@ -159,8 +145,6 @@ def _opset(model: onnx.ModelProto) -> int:
 
 
 def _spec(value: onnx.ValueInfoProto) -> TensorSpec:
-    import onnx
-
     tensor = value.type.tensor_type
     dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
                  for d in tensor.shape.dim)
@@ -292,8 +276,6 @@ def node_names(model: onnx.ModelProto) -> list[str]:
 def load_named(model_path: str | Path) -> onnx.ModelProto:
     """Load a model and give every node its unique name from ``node_names`` (per-node costs,
     per-layer times and splits work by node name)."""
-    import onnx
-
     model = onnx.load(str(model_path))
     for node, name in zip(model.graph.node, node_names(model), strict=True):
         node.name = name

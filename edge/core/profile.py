@@ -20,7 +20,9 @@ from pydantic import (
     field_validator,
 )
 
+from edge.core.docfile import check_version, read_data
 from edge.core.errors import UsageError
+from edge.core.files import inside
 
 __all__ = [
     "RUNTIMES",
@@ -279,8 +281,6 @@ def _read_merged(path: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
 
 def _resolve_relative(ref: str, child: Path) -> Path:
     """``extends:`` names a catalog id or a file in the child's own folder (never outside it)."""
-    from edge.core.files import inside
-
     if Path(ref).suffix not in (".yaml", ".yml", ".json") and "/" not in ref and "\\" not in ref:
         return _resolve(ref)
     sibling = inside(child.parent, ref, f"{child}: extends")
@@ -291,8 +291,6 @@ def _resolve_relative(ref: str, child: Path) -> Path:
 
 def _read(path: Path) -> dict[str, Any]:
     """A profile file's mapping (JSON or YAML), read by the one document reader."""
-    from edge.core.docfile import check_version, read_data
-
     data = read_data(path)
     if not isinstance(data, dict):
         raise UsageError(f"{path}: a profile must be a mapping of keys, got {type(data).__name__}")

@@ -1,4 +1,5 @@
-"""Progress bars and live status lines on stderr, drawn with rich (imported only when shown).
+"""Progress bars and live status lines on stderr, drawn with rich (edge.core.progress_view,
+imported only when shown).
 
 Off by default, so a library caller sees nothing. ``edge.cli`` turns it on for a terminal's
 stderr, never under ``--json``. While a bar is shown, ``edge`` log lines and warnings are printed
@@ -15,6 +16,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Iterator
+from types import ModuleType
 from typing import IO, Any
 
 __all__ = ["LogHandler", "Step", "disable", "enable", "enabled", "hold", "step", "transfer"]
@@ -161,57 +163,19 @@ def _finish(live: Any, task: Any) -> None:
 
 def _console() -> Any:
     if _state.console is None:
-        from rich.console import Console
-
-        _state.console = Console(file=_state.stream, force_terminal=_state.terminal,
-                                 highlight=False, soft_wrap=False)
+        _state.console = _view().console(_state.stream, _state.terminal)
     return _state.console
 
 
 def _progress(console: Any) -> Any:
-    from rich.progress import Progress
-
-    return Progress(*_columns(), console=console, transient=True, redirect_stdout=False,
-                    auto_refresh=False)  # redrawn by _Redraws, which respects ``hold``
+    return _view().progress(console)
 
 
-def _columns() -> list[Any]:
-    """Spinner, description, bar, figures, time. A narrow terminal cuts the description short
-    (with an ellipsis) before anything else; nothing wraps onto a second line."""
-    from rich.progress import (
-        BarColumn,
-        DownloadColumn,
-        ProgressColumn,
-        SpinnerColumn,
-        TaskProgressColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-        TransferSpeedColumn,
-    )
-    from rich.table import Column
-    from rich.text import Text
+def _view() -> ModuleType:
+    """How the bars look: rich, loaded with the first bar shown (--help shows none)."""
+    from edge.core import progress_view
 
-    class Description(ProgressColumn):
-        def render(self, task: Any) -> Any:
-            return Text(task.description, no_wrap=True, overflow="ellipsis")
-
-    class Detail(ProgressColumn):
-        """Size, speed and time left of a transfer; else percentage done and time taken."""
-
-        def __init__(self) -> None:
-            super().__init__(table_column=Column(no_wrap=True))
-            self.bytes = (DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn())
-            self.count = (TaskProgressColumn(), TimeElapsedColumn())
-            self.spin = (TimeElapsedColumn(),)
-
-        def render(self, task: Any) -> Any:
-            columns = (self.spin if task.total is None else
-                       self.bytes if task.fields.get("unit") == "bytes" else self.count)
-            return Text(" ").join(column.render(task) for column in columns)
-
-    return [SpinnerColumn(table_column=Column(no_wrap=True)),
-            Description(table_column=Column(no_wrap=False)),  # the one that gives way
-            BarColumn(bar_width=20, table_column=Column(no_wrap=True)), Detail()]
+    return progress_view
 
 
 class LogHandler(logging.Handler):
@@ -227,9 +191,7 @@ class LogHandler(logging.Handler):
             line = self.format(record)
             with _LOCK:
                 if _state.live is not None:
-                    from rich.text import Text
-
-                    _state.live.console.print(Text(line), soft_wrap=True)
+                    _view().print_line(_state.live, line)
                 else:
                     self.stream.write(line + "\n")
                     self.stream.flush()

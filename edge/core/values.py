@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
@@ -195,8 +196,6 @@ class Artifact(JsonValue):
         """A content id over every file of the artifact (the main file's sha when alone)."""
         if not self.companions:
             return self.sha256
-        import hashlib
-
         joined = "\n".join([self.sha256, *(c.sha256 for c in self.companions)])
         return hashlib.sha256(joined.encode()).hexdigest()
 

@@ -8,6 +8,8 @@ import platform
 from dataclasses import replace
 from pathlib import Path
 
+from devices.cpus import cpu_isa
+from devices.readings import parse_cpuinfo
 from edge.core.profile import Profile
 from edge.core.select import LOSS_BAND, Budget
 from edge.core.units import MB
@@ -80,9 +82,6 @@ def none_within(before: list[CandidateResult]) -> str:
 
 def host_isa() -> frozenset[str]:
     """This host's instruction sets in the profiles' vocabulary (none known off Linux)."""
-    from devices.cpus import cpu_isa
-    from devices.readings import parse_cpuinfo
-
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:

@@ -28,9 +28,12 @@ from pathlib import Path
 
 import onnx
 
+from devices.layers import measure_layers
+from devices.measure import Rounds, time_files_here
 from edge.core.model import layer_owner, node_bases
 from edge.core.select import BEYOND_TIE, TIE
 from edge.core.values import ModelInfo
+from targets.onnxruntime import float_kinds
 
 __all__ = ["DOING", "MIN_GAIN", "TRIAL_GAIN", "KindTrial", "LayerChoice", "MixedPlan",
            "by_kinds", "by_layers", "describe", "describe_trial", "float_trial", "layer_plan",
@@ -76,8 +79,6 @@ def by_layers(int8: Path, fp32: Path, model: ModelInfo, *, threads: int) -> Mixe
 def by_kinds(int8: Path, model: ModelInfo, kept: tuple[str, ...],
              convert: Callable[[tuple[str, ...]], Path], *, threads: int) -> MixedPlan | str:
     """The plan from a whole-model trial (``float_trial``), or why there is none."""
-    from targets.onnxruntime import float_kinds
-
     kinds = float_kinds(onnx.load(model.path, load_external_data=False), kept)
     if not kinds:
         return "no layer runs in int8 here but convolutions, matrix products and data moves"
@@ -103,8 +104,6 @@ def layer_plan(int8: Path, fp32: Path, model: ModelInfo, *, threads: int) -> lis
     """The layers to keep float: every layer of a kind whose int8 layers, together, are not
     ``MIN_GAIN`` faster than in float (a kind stays float whole, so the model does not switch
     between int8 and float at every other layer)."""
-    from devices.layers import measure_layers
-
     quantized = measure_layers(int8, threads=threads, runs=RUNS).layers
     floats = {t.name: t.ms for t in measure_layers(fp32, threads=threads, runs=RUNS).layers}
     bases = node_bases(onnx.load(model.path, load_external_data=False))
@@ -156,8 +155,6 @@ def float_trial(int8: Path, kinds: Mapping[str, tuple[str, ...]],
                 convert: Callable[[tuple[str, ...]], Path], *, threads: int) -> KindTrial:
     """``kinds`` all in float, converted by ``convert(nodes kept float)`` and timed beside
     all-int8 on this host."""
-    from devices.measure import Rounds, time_files_here
-
     nodes = tuple(n for of in kinds.values() for n in of)
     rounds = Rounds(rounds=TRIAL_ROUNDS, calls=TRIAL_CALLS, warmup=3, idle_s=0.0,
                     budget_s=TRIAL_BUDGET_S, min_rounds=3)

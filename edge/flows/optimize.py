@@ -12,15 +12,21 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from devices.measure import Rounds
+from devices.measure import Rounds, time_files_here
 from edge.core import progress
 from edge.core.bundle import FORMAT, check_writable, write_bundle
 from edge.core.cache import cache_root
 from edge.core.data import dataset_digest, load_dataset, synthetic_dataset
-from edge.core.errors import PruneError, UsageError, first_line
-from edge.core.intake import inspect_reference, is_tflite, reference_model
+from edge.core.errors import CheckFailed, PruneError, UsageError, first_line
+from edge.core.intake import (
+    dynamic_inputs,
+    inspect_reference,
+    is_tflite,
+    pin_from_sample,
+    reference_model,
+)
 from edge.core.model import inspect_model, sha256_file, unrunnable
-from edge.core.plan import MIXED, PRUNED, Planned
+from edge.core.plan import MIXED, PRUNED, Planned, unfit
 from edge.core.profile import Profile
 from edge.core.select import Budget, choose_candidate, least_loss
 from edge.core.values import (
@@ -37,6 +43,7 @@ from edge.core.values import (
     StoredFile,
 )
 from edge.core.verify import Outputs, Thresholds, check_metrics, judge, measure, run_all
+from edge.flows import mixed
 from edge.flows.budgets import (
     budget_for,
     host_is,
@@ -45,7 +52,12 @@ from edge.flows.budgets import (
     within_budgets,
 )
 from edge.flows.planning import plan_for, tflite_readers
-from edge.flows.prune import PruneOptions
+from edge.flows.prune import PruneOptions, prune_model
+from edge.flows.recover import recover
+from targets import get_target, workdir_name
+from targets.base import ConversionError, ConvertSettings
+from targets.onnxruntime import OrtRunner
+from targets.original import original_target
 
 __all__ = ["OptimizeOptions", "optimize", "plan_for", "refuse_if_unfit"]
 
@@ -130,9 +142,6 @@ def optimize(model_path: Path, profile: Profile, out: Path, options: OptimizeOpt
 
 def refuse_if_unfit(profile: Profile, model: ModelInfo) -> None:
     """A model whose weights exceed the budget even at int8 is refused up front."""
-    from edge.core.errors import CheckFailed
-    from edge.core.plan import unfit
-
     odd = unrunnable(model)
     if odd:
         raise UsageError(f"{Path(model.path).name}: {odd}")
@@ -152,8 +161,6 @@ def _context(model: ModelInfo, options: OptimizeOptions) -> _Context:
 
 def _pinned(model: ModelInfo, options: OptimizeOptions) -> ModelInfo:
     """Pin dynamic input dims from the first calibration sample; refuse when nothing says."""
-    from edge.core.intake import dynamic_inputs, pin_from_sample
-
     dynamic = [] if is_tflite(model.path) else dynamic_inputs(Path(model.path))
     if not dynamic:
         return model
@@ -178,8 +185,6 @@ def _data(model: ModelInfo, options: OptimizeOptions) -> tuple[Dataset, Dataset]
 
 
 def _reference_outputs(model: ModelInfo, held_out: Dataset) -> Outputs:
-    from targets.onnxruntime import OrtRunner
-
     threads = os.cpu_count() or 1
     if is_tflite(model.path):
         return run_all(_tflite_runner(model, threads), held_out)
@@ -198,9 +203,6 @@ def _background_conversions(plan: tuple[Planned, ...], ctx: _Context) -> Iterato
     Their targets cache by work directory and lock it, so the later call in ``_try`` waits
     for this run and reuses it. A failure here is ignored: ``_try`` reports it properly.
     """
-    from targets import get_target
-    from targets.base import ConvertSettings
-
     first: dict[str, Planned] = {}
     for planned in plan:
         if planned.keep and planned.candidate.target not in first:
@@ -229,8 +231,6 @@ def _pruned_context(plan: tuple[Planned, ...], ctx: _Context,
                     prune: PruneOptions | None) -> dict[str, _Context | str]:
     """``{"pruned": the context of the pruned model}`` (or why pruning failed) when the plan
     keeps a pruned candidate, else ``{}``."""
-    from edge.flows.prune import prune_model
-
     if prune is None or not any(p.keep and p.candidate.variant == PRUNED for p in plan):
         return {}
     log.info("pruning %.0f%% of the channels, distilling for up to %.0f s",
@@ -292,8 +292,6 @@ def _layer_planned(planned: Planned, ctx: _Context, int8: _Outcome,
                    fp32: _Outcome) -> _Outcome:
     """Plan the layers to keep float as the target declares (per-layer times of ``int8`` and
     ``fp32``, or a whole-model trial), then convert with them kept float."""
-    from edge.flows import mixed
-
     cand = planned.candidate
     assert int8.result.artifact is not None
     kept = int8.result.artifact.kept_float
@@ -316,8 +314,6 @@ def _layer_planned(planned: Planned, ctx: _Context, int8: _Outcome,
 def _converter(target: str, ctx: _Context,
                kept: tuple[str, ...]) -> Callable[[tuple[str, ...]], Path]:
     """nodes -> the int8 artifact of ``target`` with ``kept`` and those nodes in float."""
-    from targets.base import ConvertSettings
-
     def convert(nodes: tuple[str, ...]) -> Path:
         settings = ConvertSettings(keep_float=(*kept, *nodes))
         return _target(target, ctx).convert(ctx.model, "int8", calib=ctx.calib,
@@ -339,8 +335,6 @@ def _skipped(cand: Candidate, reason: str) -> _Outcome:
 
 def _try(planned: Planned, ctx: _Context, keep_float: tuple[str, ...] = (),
          plan_notes: tuple[str, ...] = ()) -> _Outcome:
-    from targets.base import ConversionError, ConvertSettings
-
     cand = planned.candidate
     if not planned.keep:
         return _skipped(cand, planned.reason)
@@ -385,8 +379,6 @@ def _try(planned: Planned, ctx: _Context, keep_float: tuple[str, ...] = (),
 
 def _workdir(ctx: _Context, target: str, settings: Any) -> Path:
     """Where ``target``'s conversions of this model and calibration set are cached."""
-    from targets import workdir_name
-
     if target == ORIGINAL:  # nothing is converted: the user's file is used as it is
         return ctx.workroot / ORIGINAL
     return ctx.workroot / workdir_name(target, settings)
@@ -394,9 +386,6 @@ def _workdir(ctx: _Context, target: str, settings: Any) -> Path:
 
 def _target(name: str, ctx: _Context) -> Any:
     """The registered target ``name``, or the user's own file for ``original``."""
-    from targets import get_target
-    from targets.original import original_target
-
     if name == ORIGINAL and ctx.origin is not None:
         return original_target(ctx.origin, ctx.model)
     return get_target(name)
@@ -412,8 +401,6 @@ def _doing(cand: Any, calib: int) -> str:
 
 def _recover(target: Any, precision: str, ctx: _Context, settings: Any) -> Any:
     """Keep the most sensitive nodes in float until the candidate passes (None if never)."""
-    from edge.flows.recover import recover
-
     log.info("%s-%s lost fidelity: searching for nodes to keep in float", target.name, precision)
     with progress.step(f"{target.name}-{precision}: searching for nodes to keep in float"):
         return recover(target, ctx.model, precision, ctx.calib, ctx.held_out, ctx.reference,
@@ -464,8 +451,6 @@ def _measured(outcomes: list[_Outcome], profile: Profile, options: OptimizeOptio
     """Time every passing candidate on this host with the profile's threads: the artifact files
     loaded and run as the device's agent loads and runs them, all interleaved (the same code
     and method as on a device)."""
-    from devices.measure import time_files_here
-
     timed = [o for o in outcomes if o.runner is not None and o.result.artifact is not None]
     if not options.measure or not timed:
         return outcomes

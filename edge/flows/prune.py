@@ -11,6 +11,7 @@ Results are cached by the model, the calibration data and the options.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -20,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
+import onnxruntime as ort
 
 from edge.core.cache import cache_key, cache_root
 from edge.core.data import dataset_digest
@@ -93,8 +96,6 @@ def _key(model: ModelInfo, calib: Dataset, options: PruneOptions) -> str:
 
 def _source_digest() -> str:
     """sha256 (16 hex) of the pruning modules' code: an edit never reuses an old result."""
-    import hashlib
-
     digest = hashlib.sha256()
     for name in ("prune.py", "prune_graph.py", "prune_distill.py"):
         digest.update((Path(__file__).parent / name).read_bytes())
@@ -104,8 +105,6 @@ def _source_digest() -> str:
 def _prune_and_distill(model: ModelInfo, calib: Dataset, options: PruneOptions,
                        out: Path) -> Pruning:
     """Prune, distill and export to ``out``; what was done."""
-    import onnx
-
     from edge.flows.prune_distill import distill
     from edge.flows.prune_graph import to_torch
 
@@ -275,9 +274,6 @@ def _fold_constants(path: Path) -> None:
     folding and redundant nodes only, standard ONNX ops out). F.pad's pads leave the exporter as
     a ConstantOfShape/Concat/Slice chain, which hides every later shape from shape inference:
     the pruned MediaPipe hand model counted 0.6M MACs instead of 87.5M."""
-    import onnx
-    import onnxruntime as ort
-
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
     folded = path.with_name(path.stem + ".folded.onnx")

@@ -23,15 +23,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import numpy_helper
 
 from edge.core.model import sha256_file
 from edge.core.values import Dataset, Fidelity, ModelInfo
 from edge.core.verify import Outputs, Thresholds, judge, measure, run_all
 from targets.base import ConversionError, ConvertSettings
+from targets.litert_rank import rank_sensitive_ops
+from targets.onnxruntime import OnnxRuntimeTarget, constants_to_initializers, name_nodes, node_name
 
 if TYPE_CHECKING:
-    import onnx
-
     from targets.base import Target
 
 __all__ = ["Recovery", "attempt_sizes", "rank_sensitive_nodes", "recover"]
@@ -144,8 +147,6 @@ def _ranking(target: Target, model: ModelInfo, precision: str, calib: Dataset, n
     """The nodes ``naive`` quantizes, most sensitive first: a target converting the original
     .tflite ranks its own operators (there is no ONNX model)."""
     if target.caps.reads == ".tflite":
-        from targets.litert_rank import rank_sensitive_ops
-
         return rank_sensitive_ops(model, precision, calib, naive)
     return rank_sensitive_nodes(model, calib, _ranking_model(naive, model, calib, settings,
                                                              workdir_for))
@@ -156,8 +157,6 @@ def _ranking_model(artifact: Path, model: ModelInfo, calib: Dataset, settings: C
     """The artifact if it is a QDQ ONNX model, else ONNX Runtime's static int8 as a proxy."""
     if artifact.suffix == ".onnx" and _has_activation_qdq(artifact):
         return artifact
-    from targets.onnxruntime import OnnxRuntimeTarget
-
     proxy = ConvertSettings(calibration=settings.calibration, keep_float=settings.keep_float)
     file, _ = OnnxRuntimeTarget().convert(model, "int8", calib=calib, settings=proxy,
                                           workdir=workdir_for(settings) / "ort-int8-ranking")
@@ -166,8 +165,6 @@ def _ranking_model(artifact: Path, model: ModelInfo, calib: Dataset, settings: C
 
 def _has_activation_qdq(path: Path) -> bool:
     """Whether a model quantizes activations with QuantizeLinear nodes."""
-    import onnx
-
     proto = onnx.load(str(path), load_external_data=False)
     inits = {i.name for i in proto.graph.initializer}
     return any(n.op_type == "QuantizeLinear" and n.input[0] not in inits
@@ -181,10 +178,6 @@ def rank_sensitive_nodes(model: ModelInfo, calib: Dataset, quantized: Path, *,
                          samples: int = 32) -> list[tuple[str, float]]:
     """(reference node name, layer-wise int8 error in [0, 1]) for each node the QDQ model
     ``quantized`` quantizes, most sensitive first."""
-    import onnx
-
-    from targets.onnxruntime import constants_to_initializers, name_nodes
-
     reference = name_nodes(onnx.load(model.path))
     constants_to_initializers(reference)  # weights that were Constant nodes, by output name
     qdq = name_nodes(onnx.load(str(quantized)))
@@ -202,8 +195,6 @@ def rank_sensitive_nodes(model: ModelInfo, calib: Dataset, quantized: Path, *,
 def _quantized_tensors(qdq: onnx.ModelProto) -> dict[str, _Quant]:
     """Float tensor name -> its quantization in ``qdq`` (activations via QuantizeLinear,
     weights via DequantizeLinear of a quantized initializer)."""
-    from targets.onnxruntime import node_name
-
     inits = {i.name: i for i in qdq.graph.initializer}
     producer = {o: n for n in qdq.graph.node for o in n.output}
     consumers: dict[str, list[onnx.NodeProto]] = {}
@@ -231,8 +222,6 @@ def _quantized_tensors(qdq: onnx.ModelProto) -> dict[str, _Quant]:
 def _quant_params(node: onnx.NodeProto, inits: dict[str, onnx.TensorProto],
                   users: tuple[frozenset[str], str | None], weight: bool) -> _Quant | None:
     """Scale, zero point and axis of a Q or DQ node whose parameters are initializers."""
-    from onnx import numpy_helper
-
     if len(node.input) < 2 or node.input[1] not in inits:
         return None
     scale = numpy_helper.to_array(inits[node.input[1]]).astype(np.float64)
@@ -256,8 +245,6 @@ def _float_name(name: str, weight: bool) -> str:
 def _tensor_errors(reference: onnx.ModelProto, quant: dict[str, _Quant], calib: Dataset,
                    samples: int) -> dict[str, float]:
     """Per-channel relative int8 error of each quantized tensor on float values."""
-    from onnx import numpy_helper
-
     sums: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     inits = {i.name: i for i in reference.graph.initializer}
     for name, params in quant.items():
@@ -276,9 +263,6 @@ def _tensor_errors(reference: onnx.ModelProto, quant: dict[str, _Quant], calib: 
 def _activations(reference: onnx.ModelProto, names: list[str], calib: Dataset,
                  samples: int) -> Iterator[dict[str, np.ndarray]]:
     """For each of the first ``samples`` calibration feeds, the float values of ``names``."""
-    import onnx
-    import onnxruntime as ort
-
     produced = {o for n in reference.graph.node for o in n.output}
     outputs = {o.name for o in reference.graph.output}
     augmented = onnx.ModelProto()
@@ -346,8 +330,6 @@ def _by_reference(scores: dict[str, tuple[float, int]], reference: onnx.ModelPro
     On equal error a node that reads the int8 tensor goes before the one that writes it:
     every int8 format quantizes a node's inputs, only QDQ also quantizes outputs.
     """
-    from targets.onnxruntime import node_name
-
     order = {node_name(n): i for i, n in enumerate(reference.graph.node)}
     producer = {o: node_name(n) for n in reference.graph.node for o in n.output}
     qdq_nodes = {node_name(n): n for n in qdq.graph.node}

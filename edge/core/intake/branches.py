@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+import onnx
+import onnxruntime as ort
+from onnx import helper
 
 from edge.core.errors import UsageError, first_line
-
-if TYPE_CHECKING:
-    import onnx
 
 log = logging.getLogger("edge")
 
@@ -53,8 +53,6 @@ def loadable_at_pins(model: onnx.ModelProto, source: Path, pinned: bool) -> onnx
         raise UsageError(f"{source}: onnxruntime cannot load the reference ONNX{at} "
                          f"({problem})")
     if notes:
-        from onnx import helper
-
         helper.set_model_props(model, {**_props(model), NOTES_KEY: "\n".join(notes)})
         _warn(notes)
     return model
@@ -67,8 +65,6 @@ def repeat_notes(reference: Path) -> None:
 
 def dropped_branches(reference: Path) -> tuple[str, ...]:
     """The notes on the If branches the reference ONNX dropped at its pinned dims (none: ())."""
-    import onnx
-
     model = onnx.load(str(reference), load_external_data=False)
     return tuple(line for line in _props(model).get(NOTES_KEY, "").splitlines() if line)
 
@@ -90,8 +86,6 @@ def load_error(model: onnx.ModelProto) -> str | None:
     """Why ONNX Runtime refuses to load ``model`` (one line), or None when it loads. Its graph
     optimizations stay on, as every runner has them: constant folding turns the Shape of a
     pinned input into constants, and the refusal comes from re-inferring shapes after it."""
-    import onnxruntime as ort
-
     options = ort.SessionOptions()
     options.log_severity_level = 3  # its shape-merge warnings would only repeat the reason
     try:
@@ -131,9 +125,6 @@ def _note(node: onnx.NodeProto, kept: str) -> str:
 def inline_branch(model: onnx.ModelProto, index: int, branch: str) -> onnx.ModelProto:
     """A copy of ``model`` whose main-graph node ``index`` (an If) is replaced by the nodes of
     its ``branch`` subgraph, their results renamed to the If's outputs by Identity nodes."""
-    import onnx
-    from onnx import helper
-
     out = onnx.ModelProto()
     out.CopyFrom(model)
     node = out.graph.node[index]

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from edge.core.errors import UsageError, first_line
+from edge.core.model import inspect_model, sha256_file
 from edge.core.values import ModelInfo, TensorSpec
 
 __all__ = ["inspect_reference", "inspect_tflite", "is_tflite"]
@@ -27,15 +28,11 @@ def is_tflite(path: str | Path) -> bool:
 
 def inspect_reference(path: str | Path) -> ModelInfo:
     """The reference's ModelInfo: ONNX by edge.core.model, a .tflite by LiteRT."""
-    from edge.core.model import inspect_model
-
     return inspect_tflite(path) if is_tflite(path) else inspect_model(path)
 
 
 def inspect_tflite(path: str | Path) -> ModelInfo:
     """Describe a .tflite with LiteRT's interpreter."""
-    from edge.core.model import sha256_file
-
     path = Path(path)
     interp = _interpreter(path)
     ins, outs = signature_names(interp)

@@ -3,23 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
+import onnx
+from onnx import helper, numpy_helper
 
 from edge.core.errors import UsageError, first_line
 from edge.core.intake.branches import has_ifs, loadable_at_pins, repeat_notes
 from edge.core.intake.common import Shapes, cached_path
-from edge.core.model import save_onnx_atomic
-
-if TYPE_CHECKING:
-    import onnx
+from edge.core.model import load_onnx, save_onnx_atomic
 
 
 def fix_onnx(source: Path, workdir: Path, pins: Shapes) -> Path:
     """The source itself when nothing needs fixing, else a fixed copy in workdir."""
-    from edge.core.model import load_onnx
-
     model = load_onnx(source)
     check_pins(model, pins, source)
     if not _needs_fix(model, pins):
@@ -43,8 +39,6 @@ def _needs_fix(model: onnx.ModelProto, pins: Shapes) -> bool:
 def finish(model: onnx.ModelProto, pins: Shapes, source: Path) -> onnx.ModelProto:
     """Pin dims, drop the If branches the pins rule out, move Constant nodes to initializers
     and check the result."""
-    import onnx
-
     check_pins(model, pins, source)
     _pin_dims(model, pins)
     model = loadable_at_pins(model, source, pinned=bool(pins))
@@ -144,9 +138,6 @@ def _constants_to_initializers(model: onnx.ModelProto) -> int:
 
 def _constant_tensor(node: onnx.NodeProto) -> onnx.TensorProto:
     """The tensor a Constant node produces, named after its output."""
-    import onnx
-    from onnx import helper, numpy_helper
-
     attr = node.attribute[0]
     if attr.name == "value":
         tensor = onnx.TensorProto()
@@ -165,8 +156,6 @@ def _constant_tensor(node: onnx.NodeProto) -> onnx.TensorProto:
 
 def _static_outputs(model: onnx.ModelProto) -> None:
     """Fill symbolic output dims that shape inference can now compute (best effort)."""
-    import onnx
-
     try:
         inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
     except Exception:  # inference is optional here; ORT infers at load time anyway

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import onnxruntime as ort
 
 from edge.core.errors import UsageError, first_line
 
@@ -16,8 +17,6 @@ _PARITY_REL = 1e-3
 def check_parity(reference: Path, feeds: dict[str, np.ndarray],
                   expected: list[tuple[str, np.ndarray]], source: Path) -> None:
     """The reference must reproduce the source's outputs on the same inputs (else UsageError)."""
-    import onnxruntime as ort
-
     try:
         session = ort.InferenceSession(str(reference), providers=["CPUExecutionProvider"])
         names = [o.name for o in session.get_outputs()]

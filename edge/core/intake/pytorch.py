@@ -2,27 +2,25 @@
 
 from __future__ import annotations
 
+import inspect
 import warnings
+import zipfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
+import onnx
 
 from edge.core.errors import UsageError, first_line
 from edge.core.extras import require
 from edge.core.intake.common import OPSET, Shapes, example
-
-if TYPE_CHECKING:
-    import onnx
 
 
 def from_torch(
     source: Path, out: Path, pins: Shapes, dtypes: Mapping[str, str],
 ) -> tuple[onnx.ModelProto, dict[str, np.ndarray], list[tuple[str, np.ndarray]]]:
     """Export a saved module with torch.onnx.export(dynamo=False) on example inputs from pins."""
-    import onnx
-
     require("pytorch", "torch", why=f"{source}: reading PyTorch models")
     import torch
 
@@ -45,8 +43,6 @@ def from_torch(
 
 def _load_torch(source: Path) -> Any:
     """A TorchScript archive or a whole pickled module, in eval mode."""
-    import zipfile
-
     import torch
 
     try:
@@ -88,8 +84,6 @@ def _torch_inputs(module: Any, pins: Shapes, source: Path) -> list[str]:
 
 def _forward_params(module: Any) -> list[tuple[str, bool]]:
     """(name, required) for each positional argument of forward, without self."""
-    import inspect
-
     import torch
 
     if isinstance(module, torch.jit.ScriptModule):

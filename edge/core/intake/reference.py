@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
+import onnx
 
 from edge.core.cache import cache_root
 from edge.core.errors import UsageError
@@ -24,7 +25,7 @@ from edge.core.intake.onnxfix import finish, fix_onnx, graph_inputs, input_dims
 from edge.core.intake.parity import check_parity
 from edge.core.intake.pytorch import from_torch
 from edge.core.intake.tf import from_tf
-from edge.core.model import save_onnx_atomic, sha256_file
+from edge.core.model import inspect_model, save_onnx_atomic, sha256_file, unrunnable
 from edge.core.values import Origin
 
 log = logging.getLogger("edge")
@@ -95,8 +96,6 @@ def _remembered(kind: str, out: Path, source: Path) -> contextlib.AbstractContex
 
 def dynamic_inputs(reference: Path) -> list[str]:
     """Names of the reference's inputs that still have a symbolic or unknown dim."""
-    import onnx
-
     model = onnx.load(str(reference), load_external_data=False)
     return [v.name for v in graph_inputs(model) if any(d <= 0 for d in input_dims(v))]
 
@@ -115,8 +114,6 @@ _MAGIC = {"tflite": (4, (b"TFL3",)), "keras": (0, (b"PK\x03\x04", b"\x89HDF\r\n\
 def check_model_file(source: Path) -> None:
     """The cheap checks a model file gets before anything connects or converts: its kind, its
     header, and for ONNX a model that loads and that edge can run (UsageError otherwise)."""
-    from edge.core.model import inspect_model, unrunnable
-
     kind = source_kind(source)
     _sniff(source, kind)
     if kind == "onnx":

@@ -7,26 +7,24 @@ import json
 import os
 import subprocess
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
+import onnx
 
 from edge.core.errors import UsageError, first_line
 from edge.core.extras import require
 from edge.core.intake.common import OPSET, TIMEOUT_S, Shapes, example
-
-if TYPE_CHECKING:
-    import onnx
+from edge.core.intake.tflite import convert_tflite
 
 
 def from_tf(
     kind: str, source: Path, out: Path, pins: Shapes,
 ) -> tuple[onnx.ModelProto, dict[str, np.ndarray], list[tuple[str, np.ndarray]]]:
     """Convert in a child process; return the raw ONNX and the source's outputs on random feeds."""
-    import onnx
-
     require("tflite", "tf2onnx", "tensorflow", why=f"{source}: reading {kind} models")
     raw, check = out.with_suffix(".raw.onnx"), out.with_suffix(".check.npz")
     job = {"kind": kind, "source": str(source.resolve()), "out": str(raw), "check": str(check),
@@ -92,8 +90,6 @@ def child_main(job_file: str) -> int:
                    "savedmodel": _child_savedmodel}[job["kind"]]
         feeds, outputs = convert(job)
     except Exception as exc:  # report any failure as one line for the parent
-        import traceback
-
         traceback.print_exc()
         chain = type(exc).__name__ == "ChainFailed"  # already one line, every converter's reason
         reason = str(exc) if chain else f"{type(exc).__name__}: {first_line(exc)}"
@@ -107,8 +103,6 @@ def child_main(job_file: str) -> int:
 
 def _child_tflite(job: dict[str, Any]) -> tuple[dict[str, np.ndarray], list[tuple[str, Any]]]:
     """The converter chain (edge.core.intake.tflite), each result checked against LiteRT."""
-    from edge.core.intake.tflite import convert_tflite
-
     return convert_tflite(job)
 
 
@@ -166,8 +160,6 @@ def _child_savedmodel(job: dict[str, Any]) -> tuple[dict[str, np.ndarray], list[
         convert.main()
     finally:
         sys.argv = argv
-    import onnx
-
     proto = onnx.load(job["out"])
     fn = loaded.signatures[key]
     specs = fn.structured_input_signature[1]

@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+import onnx
+import onnxruntime as ort
 
 from edge.core.errors import first_line
 from edge.core.intake.common import example
@@ -50,9 +52,6 @@ def convert_tflite(job: dict[str, Any]) -> tuple[Feeds, Outputs]:
 def _attempt(job: dict[str, Any],
              convert: Callable[[dict[str, Any]], Any]) -> str | tuple[Feeds, Outputs]:
     """Convert, then run both models: (feeds, outputs) when they agree, else the mismatch."""
-    import onnx
-    import onnxruntime as ort
-
     convert(job)
     proto = onnx.load(job["out"], load_external_data=False)
     feeds, outputs = _run_source(job, [i.name for i in proto.graph.input

@@ -19,6 +19,7 @@ from edge.core.errors import UsageError
 from edge.core.values import Dataset, Fidelity, OutputFidelity
 from edge.core.verify.allowance import allowance_used
 from edge.core.verify.auto import Picked, pick_kinds
+from edge.core.verify.custom import call_metric, load_metric
 from edge.core.verify.kinds import KINDS, common, measure_kind
 from edge.core.verify.spec import Spec
 
@@ -106,8 +107,6 @@ def _option(text: str, kind: str, item: str) -> tuple[str, str]:
 def parse_metrics(texts: Sequence[str]) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
     """``--metric`` flags as (OUTPUT, KIND) pairs and module:function names; each checked
     (kinds and options known, functions importable) so a typo fails before any work."""
-    from edge.core.verify.custom import load_metric
-
     pairs: list[tuple[str, str]] = []
     custom: list[str] = []
     for text in texts:
@@ -231,8 +230,6 @@ def _paired(spec: Spec, names: Sequence[str], pair: tuple[Outputs, Outputs],
 
 def _custom(spec: str, names: Sequence[str], reference: Outputs, candidate: Outputs,
             labels: Any) -> OutputFidelity:
-    from edge.core.verify.custom import call_metric
-
     passed, value, reason = call_metric(spec, names, reference, candidate, labels)
     return OutputFidelity(name=spec, kind="custom", why=f"--metric {spec}", passed=passed,
                           reason=reason, numbers={"value": value})

@@ -16,10 +16,12 @@ inlined as SVG (text kept as text). matplotlib is imported only while rendering.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 from typing import Any
 
+from edge.core.bundle import is_bundle
 from edge.core.errors import UsageError
 from edge.core.files import write_atomic
 from edge.flows.report.bundle import render_bundle_report
@@ -32,8 +34,6 @@ __all__ = ["check_report_target", "render_bundle_report", "render_partition_repo
 
 def report_kind(path: Path) -> str:
     """``bundle``, ``split`` or ``results`` for a report source; UsageError otherwise."""
-    from edge.core.bundle import is_bundle
-
     path = Path(path)
     if is_bundle(path):
         return "bundle"
@@ -64,8 +64,6 @@ def check_report_target(out: Path) -> None:
     parent = next((p for p in (out.parent, *out.parent.parents) if p.exists()), Path("."))
     if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
         raise UsageError(f"--report {out}: cannot write in {parent}; choose another place")
-    import importlib.util
-
     if importlib.util.find_spec("matplotlib") is None:
         raise UsageError("--report draws with matplotlib: pip install 'edge[report]'")
 

@@ -6,8 +6,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from edge.core.bundle import read_bundle
 from edge.core.select import TIE, dominated_by
 from edge.core.select import label as candidate_label
+from edge.core.verify.rows import HEADERS, kind_lines, output_rows
 from edge.flows.report.history import bundle_history, history_section
 from edge.flows.report.html import Section, figure, fmt_ms, fmt_size, note, page, pyplot, svg, table
 from edge.flows.report.layers import TOP_LAYERS, layers_section
@@ -19,8 +21,6 @@ def render_bundle_report(bundle_dir: Path, *, layers: bool = True,
     """The HTML report of a bundle (``results``: the results folder, default the cache's;
     ``device``: an opened ``devices.device.Device`` on which the per-layer times of the
     candidates it can run are measured, the others' on this host)."""
-    from edge.core.bundle import read_bundle
-
     bundle_dir = Path(bundle_dir)
     bundle = read_bundle(bundle_dir)
     plt = pyplot()
@@ -143,8 +143,6 @@ def _pruning(bundle: Any) -> str:
 def _per_output(bundle: Any) -> str:
     """Fidelity per output: each output's kind (and why), its cosine, error over its spread
     and task metric for every candidate; '' for a bundle without per-output results."""
-    from edge.core.verify.rows import HEADERS, kind_lines, output_rows
-
     rows = output_rows(bundle.candidates)
     if not rows:
         return ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from edge.core.results import kept_results
 from edge.flows.report.html import Section, figure, fmt_ms, note, page, pyplot, svg, table
 
 #: Devices shown in the history section (the most recently measured first).
@@ -13,8 +14,6 @@ MAX_DEVICES = 8
 
 def bundle_history(bundle: Any, root: Path | None) -> dict[str, list[Any]]:
     """Kept results of every device that measured one of the bundle's artifacts."""
-    from edge.core.results import kept_results
-
     shas = {r.artifact.sha256 for r in bundle.candidates if r.artifact is not None}
     return {device: kept for device, kept in kept_results(root).items()
             if any(k.report.artifact_sha256 in shas for k in kept)}
@@ -106,8 +105,6 @@ def _time_axis(ax: Any, dated: bool, n: int) -> None:
 
 def render_results_report(results: Path) -> str:
     """The HTML report of a results folder: the history of every device in it."""
-    from edge.core.results import kept_results
-
     history = kept_results(Path(results))
     plt = pyplot()
     return page("edge report: device history", str(Path(results).resolve()),

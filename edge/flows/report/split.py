@@ -7,13 +7,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from edge.flows.report.html import Section, figure, fmt_ms, fmt_size, note, page, pyplot, svg, table
+from partition.split import read_split_yaml
 
 
 def render_partition_report(split_dir: Path) -> str:
     """The HTML report of a split written by ``edge partition``."""
-    from partition.split import read_split_yaml
-
     split_dir = Path(split_dir)
     if split_dir.is_file():
         split_dir = split_dir.parent
@@ -37,8 +38,6 @@ def _link(plan: Any) -> tuple[float, float, float]:
 
 
 def _partition_plot_section(plt: Any, plan: Any) -> Section:
-    import numpy as np
-
     cuts = list(plan.cuts)
     rows = plan.bandwidth_table
     if not cuts:
