@@ -23,9 +23,9 @@ from targets.base import ConversionError, ConvertSettings, workdir_lock
 __all__ = ["CHILD", "PLATFORMS", "TOOLCHAIN", "RKNNConverter"]
 
 #: rknn-toolkit2 2.5.0 and everything it needs, pinned; the lightest set its pins allow: torch
-#: 1.13.1, the oldest for Python 3.11, brings 4 CUDA libraries (2.x brings 11 and triton): 1.9
-#: GB to download, 3.8 GB installed (2.4.0's set: 2.9 GB). setuptools keeps pkg_resources,
-#: which rknn.api imports (setuptools 81 dropped it).
+#: 1.13.1, the oldest for Python 3.11, brings 4 CUDA libraries (2.x brings 11 and triton): 1.84
+#: GB of wheels, 3.70 GB installed (bench/results/toolchains.json). setuptools keeps
+#: pkg_resources, which rknn.api imports (setuptools 81 dropped it).
 TOOLCHAIN = Toolchain(
     name="rknn-toolkit2",
     requirements=(
