@@ -3,10 +3,11 @@
 digits CNN to .rknn for an RK3588, fp16 and int8 on 8 calibration samples, and its versions
 key the conversion cache and go into the manifest.
 
-The environment (1.84 GB of wheels, 3.70 GB installed, about 2 minutes to build) is built once into the test data cache
-(``EDGE_TEST_DATA``, default ~/.cache/edge-test-data/toolchains), where CI keeps it between
-runs (and .ci/run may build it ahead, beside its other installs): a run finds it built, or
-builds it. The RKNN runtime itself (plan, the simulator's verification) comes with issue 28.
+The environment (1.84 GB of wheels, 3.70 GB installed, about 2 minutes to build) is built
+once into the test data cache (``EDGE_TEST_DATA``, default ~/.cache/edge-test-data/toolchains),
+where CI keeps it between runs (and .ci/run may build it ahead, beside its other installs): a
+run finds it built, or builds it. The RKNN runtime itself (plan, the simulator's verification)
+comes with issue 28.
 """
 
 from __future__ import annotations
