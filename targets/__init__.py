@@ -10,10 +10,11 @@ from edge.core.cache import cache_key
 from edge.core.errors import UsageError
 
 if TYPE_CHECKING:
+    from edge.core.toolchain import Toolchain
     from targets.base import ConvertSettings, Target
 
-__all__ = ["REGISTRY", "artifact_suffixes", "get_target", "source_files", "target_for_suffix",
-           "workdir_name"]
+__all__ = ["REGISTRY", "TOOLCHAINS", "artifact_suffixes", "declared_toolchains", "get_target",
+           "source_files", "target_for_suffix", "workdir_name"]
 
 #: target name -> "module:Class"; the class implements targets.base.Target.
 REGISTRY: dict[str, str] = {
@@ -23,6 +24,22 @@ REGISTRY: dict[str, str] = {
     "nnapi": "targets.nnapi:NNAPITarget",
     "litert": "targets.litert:LiteRTTarget",  # reads the original .tflite (no ONNX reference)
 }
+
+
+#: toolchain name -> "module:attribute" of the Toolchain of a converter whose target is not
+#: registered yet (a registered target declares its own in ``caps.toolchain``).
+TOOLCHAINS: dict[str, str] = {
+    "rknn-toolkit2": "targets.rknn.convert:TOOLCHAIN",  # the RKNN runtime comes with issue 28
+}
+
+
+def declared_toolchains() -> dict[str, Toolchain]:
+    """Every toolchain edge manages, by name: the registered targets' and TOOLCHAINS."""
+    found = {t.caps.toolchain.name: t.caps.toolchain for t in _importable() if t.caps.toolchain}
+    for name, where in TOOLCHAINS.items():
+        module_name, attribute = where.split(":")
+        found.setdefault(name, getattr(importlib.import_module(module_name), attribute))
+    return dict(sorted(found.items()))
 
 
 def get_target(name: str) -> Target:
@@ -70,7 +87,9 @@ def workdir_name(name: str, settings: ConvertSettings) -> str:
     key = cache_key(settings.digest(), *((t.name, t.caps.recipe, _source_digest(t))
                                          for t in sorted(group, key=lambda t: t.name)),
                     recipe=max(t.caps.recipe for t in group),
-                    converters=["numpy", *(d for t in group for d in t.caps.converters)])
+                    converters=["numpy", *(d for t in group for d in t.caps.converters)],
+                    toolchain={f"{t.name}:{d}": v for t in group if t.caps.toolchain
+                               for d, v in t.caps.toolchain.versions().items()})
     return f"{shared}-{settings.digest()}-{key}"
 
 

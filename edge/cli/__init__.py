@@ -28,6 +28,7 @@ from edge.cli import (
     profiles,
     releases,
     report,
+    toolchains,
 )
 from edge.core import __version__
 from edge.core.errors import EdgeError, ExitStatus, first_line
@@ -115,5 +116,5 @@ def cli(traceback: bool) -> None:
 for _command in (profiles.profiles, inspect.inspect, optimize.optimize, deploy.deploy,
                  bench.bench, releases.releases, releases.rollback, devices.devices,
                  partition.partition, partition.serve_cloud, partition.run_split,
-                 report.report):
+                 report.report, toolchains.toolchains):
     cli.add_command(_command)

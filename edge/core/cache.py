@@ -11,7 +11,7 @@ import functools
 import hashlib
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,13 @@ def versions(dists: Iterable[str]) -> dict[str, str]:
     return {dist: _version(dist) for dist in sorted(set(dists))}
 
 
-def cache_key(*parts: Any, recipe: str | int, converters: Iterable[str] = ()) -> str:
-    """A 16-hex-digit key over ``parts``, the recipe version and the converters' versions."""
-    text = json.dumps([list(map(str, parts)), str(recipe), versions(converters)], sort_keys=True)
+def cache_key(*parts: Any, recipe: str | int, converters: Iterable[str] = (),
+              toolchain: Mapping[str, str] | None = None) -> str:
+    """A 16-hex-digit key over ``parts``, the recipe version and the converters' versions:
+    those installed here, and ``toolchain``'s, of a converter run in its own environment
+    (``Toolchain.versions()``)."""
+    keyed: list[Any] = [list(map(str, parts)), str(recipe), versions(converters)]
+    if toolchain:
+        keyed.append(dict(toolchain))
+    text = json.dumps(keyed, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from edge.core.toolchain import Toolchain
+
 __all__ = ["Capabilities"]
 
 
@@ -32,6 +34,7 @@ class Capabilities:
     converters: tuple[str, ...] = ()  # distributions whose versions key its cache
     recipe: int = 1  # bump when the conversion recipe changes: cached artifacts are rebuilt
     reads: str = ".onnx"  # the reference format it converts from (".tflite": the original)
+    toolchain: Toolchain | None = None  # a converter run in its own environment (edge toolchains)
 
     def runs_on(self, arch: str) -> bool:
         """Whether its runtime runs on a device of this architecture."""

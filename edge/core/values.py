@@ -190,6 +190,10 @@ class Artifact(JsonValue):
     notes: tuple[str, ...] = ()
     companions: tuple[StoredFile, ...] = ()
     kept_float: tuple[str, ...] = ()
+    #: the versions of the converter's own environment, when it ran in one (edge toolchains)
+    toolchain: dict[str, str] = field(default_factory=dict)
+
+    OMIT_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("toolchain",)
 
     @property
     def release_id(self) -> str:

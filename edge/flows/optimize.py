@@ -417,12 +417,12 @@ def _failed(cand: Any, reason: str, pruning: Pruning | None = None) -> _Outcome:
 def _store(target: Any, cand: Any, file: Path,
            notes: tuple[str, ...]) -> tuple[Artifact, dict[str, Path]]:
     """The artifact's manifest entry and bundle-relative names of all its files."""
-    extra = [file.with_suffix(s) for s in target.caps.companions]
+    extra, toolchain = [file.with_suffix(s) for s in target.caps.companions], target.caps.toolchain
     companions = tuple(StoredFile(file="", sha256=sha256_file(p), size_bytes=p.stat().st_size)
                        for p in extra)
     artifact = Artifact(candidate=cand, file="", sha256=sha256_file(file),
                         size_bytes=file.stat().st_size, runtime=target.caps.runtime, notes=notes,
-                        companions=companions)
+                        companions=companions, toolchain=toolchain.versions() if toolchain else {})
     stem = f"artifacts/{artifact.release_id}"
     named = tuple(replace(c, file=f"{stem}{p.suffix}") for c, p in zip(companions, extra,
                                                                         strict=True))

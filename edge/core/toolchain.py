@@ -1,0 +1,304 @@
+"""Toolchain environments: a vendor converter whose pins clash with edge's runs in its own venv.
+
+A target declares its converter's distributions in a ``Toolchain``: every distribution of the
+environment, each pinned (``name==version``), so the set is a lock. edge builds a virtual
+environment for it once, with the pip and the package index the user's pip uses (``python -m
+venv``, then ``pip install`` under the inherited pip configuration), checks it with ``pip
+check``, and runs the converter there as a bounded child process (``run``).
+
+Environments live under ``EDGE_TOOLCHAIN_DIR`` (default ``<cache root>/toolchains``), one
+directory per toolchain, Python version and requirement set (``Toolchain.dirname``). One is
+built only once its record (``edge-toolchain.json``, written last and atomically) exists: a
+half-built environment is never used, and the next build wipes it. Builds, removals and uses
+of one environment are serialized by a lock file beside it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from edge.core.cache import cache_root
+from edge.core.errors import UsageError, first_line
+from edge.core.files import write_atomic
+
+__all__ = ["RECORD", "BuiltToolchain", "Toolchain", "ToolchainError", "build", "built",
+           "disk_bytes", "location", "remove", "run", "toolchain_root"]
+
+RECORD = "edge-toolchain.json"
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9][A-Za-z0-9.+!_-]*)$")
+#: variables of edge's own interpreter that must not reach the toolchain's
+_DROPPED = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "VIRTUAL_ENV", "PYTHONEXECUTABLE")
+
+
+class ToolchainError(UsageError):
+    """A toolchain environment could not be built or its command failed (one line)."""
+
+
+def canonical(name: str) -> str:
+    """A distribution name as pip compares it (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _python() -> str:
+    """This interpreter's version as environments are keyed by it: ``3.11``."""
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Toolchain:
+    """A converter's own environment, declared: every distribution in it, pinned."""
+
+    name: str
+    requirements: tuple[str, ...]  # every distribution of the environment, ``name==version``
+    records: tuple[str, ...] = ()  # key distributions recorded in cache keys and manifests
+    build_timeout_s: int = 3600  # the whole build (download, install, check)
+
+    def __post_init__(self) -> None:
+        loose = [r for r in self.requirements if not _PIN.match(r)]
+        if loose or not self.requirements:
+            raise ValueError(f"toolchain {self.name}: every requirement must be pinned "
+                             f"name==version, not {loose or 'nothing'}")
+        unknown = sorted({canonical(r) for r in self.records} - set(self.pins))
+        if unknown:
+            raise ValueError(f"toolchain {self.name}: records {unknown} are not requirements")
+
+    @property
+    def pins(self) -> dict[str, str]:
+        """Each requirement's canonical name and pinned version."""
+        found = (_PIN.match(r) for r in self.requirements)
+        return {canonical(m.group(1)): m.group(2) for m in found if m}
+
+    @property
+    def key(self) -> str:
+        """12 hex digits over the requirement set, the Python version and the machine."""
+        text = json.dumps([sorted(self.pins.items()), _python(), sys.implementation.name,
+                           platform.machine()])
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+    @property
+    def dirname(self) -> str:
+        """The environment's directory name: ``NAME-py311-KEY``."""
+        return f"{self.name}-py{_python().replace('.', '')}-{self.key}"
+
+    def versions(self) -> dict[str, str]:
+        """What cache keys and manifests record: the Python version, the environment's key and
+        each key distribution's version (all of them pinned, so known before a build)."""
+        names = [canonical(r) for r in self.records] or list(self.pins)
+        return {"python": _python(), "toolchain": self.key} | {n: self.pins[n] for n in names}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BuiltToolchain:
+    """A built environment, as its record says."""
+
+    toolchain: Toolchain
+    path: Path
+    python_version: str  # the interpreter's full version, e.g. 3.11.7
+    installed: dict[str, str] = field(default_factory=dict)  # every distribution (pip list)
+    seconds: float = 0.0  # how long the build took
+    built_at: str = ""
+
+    @property
+    def python(self) -> Path:
+        """The environment's interpreter."""
+        return self.path / "bin" / "python"
+
+
+def toolchain_root() -> Path:
+    """Where toolchain environments live (``EDGE_TOOLCHAIN_DIR`` overrides)."""
+    override = os.environ.get("EDGE_TOOLCHAIN_DIR")
+    return Path(override).expanduser() if override else cache_root() / "toolchains"
+
+
+def location(toolchain: Toolchain) -> Path:
+    """The directory of the toolchain's environment (built or not)."""
+    return toolchain_root() / toolchain.dirname
+
+
+def built(toolchain: Toolchain) -> BuiltToolchain | None:
+    """The built environment, or None while it is not (completely) built."""
+    path = location(toolchain)
+    try:
+        data = json.loads((path / RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if data.get("key") != toolchain.key or not (path / "bin" / "python").exists():
+        return None
+    return BuiltToolchain(toolchain=toolchain, path=path, python_version=data["python"],
+                          installed=data["installed"], seconds=data["seconds"],
+                          built_at=data["built_at"])
+
+
+def build(toolchain: Toolchain) -> BuiltToolchain:
+    """Build the environment unless it is built; a failed build leaves nothing behind.
+
+    Raises ToolchainError naming what failed (venv, pip install, pip check, a pin that pip
+    did not honour, the time limit).
+    """
+    path = location(toolchain)
+    with _locked(path):
+        done = built(toolchain)
+        if done is not None:
+            return done
+        shutil.rmtree(path, ignore_errors=True)  # what an interrupted build left
+        started = time.monotonic()
+        try:
+            installed = _install(toolchain, path, started + toolchain.build_timeout_s)
+        except BaseException:
+            shutil.rmtree(path, ignore_errors=True)
+            raise
+        return _record(toolchain, path, installed, time.monotonic() - started)
+
+
+def remove(toolchain: Toolchain) -> bool:
+    """Delete the environment (built or half-built); whether there was one."""
+    path = location(toolchain)
+    if not path.exists():
+        return False
+    with _locked(path):
+        (path / RECORD).unlink(missing_ok=True)  # no longer built, even if the rest lingers
+        shutil.rmtree(path, ignore_errors=True)
+    return True
+
+
+def run(toolchain: Toolchain, args: Sequence[str], *, timeout_s: float,
+        cwd: Path | None = None, what: str = "") -> str:
+    """Run ``python ARGS`` in the built environment, bounded; its stdout.
+
+    Raises ToolchainError when it is not built, fails (its last line of stderr says why) or
+    runs past ``timeout_s`` (it is killed, with every process it started).
+    """
+    env = built(toolchain)
+    if env is None:
+        raise ToolchainError(f"toolchain {toolchain.name} is not built: run edge toolchains "
+                             f"install {toolchain.name}")
+    label = what or f"{toolchain.name} {' '.join(args[:1])}"
+    with _locked(env.path, shared=True):  # not removed or rebuilt while it runs
+        return _bounded([str(env.python), *args], label, timeout_s, cwd=cwd)
+
+
+def disk_bytes(path: Path) -> int:
+    """The size of the files under ``path`` (links not followed)."""
+    total = 0
+    for folder, _, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(folder, name)).st_size
+    return total
+
+
+# ---------------------------------------------------------------- building
+def _install(toolchain: Toolchain, path: Path, deadline: float) -> dict[str, str]:
+    """Make the venv, install the requirements (each pinned, nothing else), check it; every
+    distribution installed."""
+    name = toolchain.name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _bounded([sys.executable, "-m", "venv", str(path)], f"toolchain {name}: python -m venv",
+             _left(deadline))
+    pip = [str(path / "bin" / "python"), "-m", "pip"]
+    _bounded([*pip, "install", "--no-input", "--disable-pip-version-check", "--no-deps",
+              "--only-binary=:all:", *toolchain.requirements],
+             f"toolchain {name}: pip install", _left(deadline))
+    _bounded([*pip, "check"], f"toolchain {name}: pip check", _left(deadline), stdout_why=True)
+    listed = _bounded([*pip, "list", "--format=json", "--disable-pip-version-check"],
+                      f"toolchain {name}: pip list", _left(deadline))
+    installed = {canonical(d["name"]): d["version"] for d in json.loads(listed)}
+    wrong = {n: installed.get(n, "absent") for n, v in toolchain.pins.items()
+             if installed.get(n) != v}
+    if wrong:
+        raise ToolchainError(f"toolchain {name}: pip installed other versions than pinned: "
+                             + ", ".join(f"{n} {v}" for n, v in sorted(wrong.items())))
+    return installed
+
+
+def _record(toolchain: Toolchain, path: Path, installed: dict[str, str],
+            seconds: float) -> BuiltToolchain:
+    """Write the record that makes the environment built; what it says."""
+    env = BuiltToolchain(toolchain=toolchain, path=path, python_version=platform.python_version(),
+                         installed=installed, seconds=round(seconds, 1),
+                         built_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    document = {"name": toolchain.name, "key": toolchain.key,
+                "requirements": list(toolchain.requirements), "python": env.python_version,
+                "installed": installed, "seconds": env.seconds, "built_at": env.built_at}
+    write_atomic(path / RECORD, json.dumps(document, indent=2) + "\n")
+    return env
+
+
+def _left(deadline: float) -> float:
+    """Seconds left before the deadline (at least one, so a late step still fails clearly)."""
+    return max(1.0, deadline - time.monotonic())
+
+
+@contextlib.contextmanager
+def _locked(path: Path, *, shared: bool = False) -> Iterator[None]:
+    """Hold the environment's lock file (beside it) for the block: exclusive to build or
+    remove, shared to run in it."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(path.with_name(f"{path.name}.lock"), "a")  # noqa: SIM115 - held below
+    except OSError as exc:
+        raise ToolchainError(f"cannot use {path.parent} for toolchains: {exc} (set "
+                             "EDGE_TOOLCHAIN_DIR to a writable directory)") from None
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        yield
+
+
+# ---------------------------------------------------------------- bounded child processes
+def _bounded(command: list[str], what: str, timeout_s: float, *, cwd: Path | None = None,
+             stdout_why: bool = False) -> str:
+    """Run ``command`` in its own process group, output captured; its stdout. Past the limit
+    the whole group is killed; a failure is one line: its last line of stderr (of stdout too
+    with ``stdout_why``: pip check reports there)."""
+    child = subprocess.Popen(command, cwd=cwd, env=_child_env(), stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
+    try:
+        out, err = child.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill(child)
+        raise ToolchainError(f"{what}: still running after its {timeout_s:.0f} s limit; "
+                             "stopped") from None
+    except BaseException:
+        _kill(child)
+        raise
+    if child.returncode != 0:
+        why = _why(err + (out if stdout_why else ""))
+        raise ToolchainError(f"{what} failed (exit {child.returncode}): {why}")
+    return out
+
+
+def _kill(child: subprocess.Popen[str]) -> None:
+    """Kill the child and everything it started; reap it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(child.pid, signal.SIGKILL)
+    child.communicate()
+
+
+def _why(text: str) -> str:
+    """The line of a child's output that says why it failed: its last ``ERROR:`` line (pip),
+    else its last line."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    errors = [line.removeprefix("ERROR: ") for line in lines if line.startswith("ERROR: ")]
+    chosen = (errors or lines or ["(no output)"])[-1]
+    return first_line(RuntimeError(chosen))
+
+
+def _child_env() -> dict[str, str]:
+    """edge's environment without what would point the child at edge's interpreter."""
+    env = {k: v for k, v in os.environ.items() if k not in _DROPPED}
+    return env | {"PYTHONNOUSERSITE": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}

@@ -1,0 +1,257 @@
+"""Toolchain environments (edge/core/toolchain.py, edge toolchains): built once from the same
+package index as pip, pip check clean, never used half-built, runs bounded; their versions key
+the conversion cache and go into the manifest. The real converter's test is
+tests/targets/test_rknn.py; these use a one-distribution environment (six) to stay quick."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+import targets
+from edge.core.cache import cache_key
+from edge.core.capabilities import Capabilities
+from edge.core.toolchain import (
+    RECORD,
+    Toolchain,
+    ToolchainError,
+    build,
+    built,
+    location,
+    run,
+)
+from edge.core.values import Artifact, Candidate
+from targets import workdir_name
+from targets.base import ConvertSettings
+from tests.support.cli import run_cli
+
+TINY = Toolchain(name="tiny-six", requirements=("six==1.17.0",))
+#: six is not installed: pip installs with --no-deps, so pip check must refuse it
+UNCHECKED = Toolchain(name="tiny-unchecked", requirements=("python-dateutil==2.9.0.post0",))
+ABSENT = Toolchain(name="tiny-absent", requirements=("edge-no-such-distribution==0.0.1",))
+
+
+@pytest.fixture(scope="module")
+def toolchain_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A toolchain root of this module's own, with TINY built there (after a stopped build
+    left a half-built directory that the build must wipe)."""
+    root = tmp_path_factory.mktemp("toolchains")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("EDGE_TOOLCHAIN_DIR", str(root))
+        half = location(TINY)
+        (half / "bin").mkdir(parents=True)
+        (half / "bin" / "python").symlink_to("/bin/false")
+        (half / "left-by-a-stopped-build").write_text("")
+        assert built(TINY) is None  # no record: never used
+        build(TINY)
+        yield root
+
+
+@pytest.fixture
+def declared(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test toolchains declared beside the real ones."""
+    for toolchain in (TINY, UNCHECKED, ABSENT):
+        monkeypatch.setitem(targets.TOOLCHAINS, toolchain.name,
+                            f"tests.edge.test_toolchain:{_constant(toolchain)}")
+
+
+def _constant(toolchain: Toolchain) -> str:
+    return next(k for k, v in globals().items() if v is toolchain)
+
+
+# ---------------------------------------------------------------- the declaration
+def test_a_toolchain_pins_every_requirement() -> None:
+    with pytest.raises(ValueError, match="pinned"):
+        Toolchain(name="loose", requirements=("six>=1",))
+    with pytest.raises(ValueError, match="not requirements"):
+        Toolchain(name="x", requirements=("six==1.17.0",), records=("numpy",))
+
+
+def test_the_environment_is_keyed_by_requirements_and_python() -> None:
+    other = Toolchain(name="tiny-six", requirements=("six==1.16.0",))
+    assert TINY.key != other.key
+    assert TINY.dirname.startswith("tiny-six-py3")
+    assert TINY.versions() == {"python": TINY.versions()["python"], "toolchain": TINY.key,
+                               "six": "1.17.0"}
+
+
+# ---------------------------------------------------------------- building and running
+def test_a_built_environment_is_recorded_and_isolated(toolchain_dir: Path) -> None:
+    env = built(TINY)
+    assert env is not None and env.path == toolchain_dir / TINY.dirname
+    assert (env.path / RECORD).is_file()
+    assert not (env.path / "left-by-a-stopped-build").exists()
+    assert env.installed["six"] == "1.17.0"
+    out = run(TINY, ["-c", "import six, sys; print(six.__version__, sys.prefix)"],
+              timeout_s=60)
+    assert out.split() == ["1.17.0", str(env.path)]
+    with pytest.raises(ToolchainError, match="No module named 'numpy'"):
+        run(TINY, ["-c", "import numpy"], timeout_s=60)  # edge's packages do not leak in
+
+
+def test_building_again_reuses_the_environment(toolchain_dir: Path) -> None:
+    first = built(TINY)
+    assert first is not None
+    assert build(TINY) == first
+
+
+def test_a_run_over_its_time_limit_is_killed_with_what_it_started(toolchain_dir: Path,
+                                                                   tmp_path: Path) -> None:
+    pid_file = tmp_path / "grandchild.pid"
+    script = ("import subprocess, sys, time; "
+              "p = subprocess.Popen(['sleep', '300']); "
+              f"open({str(pid_file)!r}, 'w').write(str(p.pid)); time.sleep(300)")
+    started = time.monotonic()
+    with pytest.raises(ToolchainError) as caught:
+        run(TINY, ["-c", script], timeout_s=3, what="tiny conversion")
+    assert time.monotonic() - started < 60
+    assert str(caught.value) == "tiny conversion: still running after its 3 s limit; stopped"
+    assert _gone(int(pid_file.read_text()))
+
+
+def _gone(pid: int) -> bool:
+    """Whether the process ended (a zombie counts: it no longer runs)."""
+    for _ in range(50):
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().split()[2]
+        except FileNotFoundError:
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_running_an_environment_that_is_not_built_says_how_to_build_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EDGE_TOOLCHAIN_DIR", str(tmp_path))
+    with pytest.raises(ToolchainError, match="edge toolchains install tiny-six"):
+        run(TINY, ["-c", "pass"], timeout_s=10)
+
+
+# ---------------------------------------------------------------- failures, through the CLI
+@pytest.mark.parametrize(("toolchain", "why"), [
+    (ABSENT, "pip install failed (exit 1): No matching distribution found for "
+             "edge-no-such-distribution==0.0.1"),
+    (UNCHECKED, "pip check failed (exit 1): python-dateutil 2.9.0.post0 requires six, which "
+                "is not installed."),
+])
+def test_a_failed_build_is_one_error_line_and_leaves_nothing(
+        toolchain: Toolchain, why: str, declared: None, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EDGE_TOOLCHAIN_DIR", str(tmp_path))
+    result = run_cli("toolchains", "install", toolchain.name)
+    assert result.status == 2, result.stderr
+    assert result.error_lines == [f"error: toolchain {toolchain.name}: {why}"], result.stderr
+    assert "Traceback" not in result.stderr
+    assert not location(toolchain).exists() and built(toolchain) is None
+
+
+def test_an_unknown_toolchain_names_the_declared_ones() -> None:
+    result = run_cli("toolchains", "install", "nope")
+    assert result.status == 2
+    assert result.error_lines == ["error: unknown toolchain 'nope': choose one of "
+                                  "rknn-toolkit2"]
+
+
+# ---------------------------------------------------------------- the CLI
+def test_list_shows_each_declared_toolchain_and_its_state(toolchain_dir: Path,
+                                                         declared: None) -> None:
+    result = run_cli("toolchains", "list", "--json")
+    assert result.status == 0, result.stderr
+    listed = {t["name"]: t for t in result.json()["toolchains"]}
+    assert {"rknn-toolkit2", "tiny-six"} <= set(listed)
+    tiny = listed["tiny-six"]
+    assert tiny["built"] and tiny["path"] == str(toolchain_dir / TINY.dirname)
+    assert tiny["size_bytes"] > 1_000_000  # pip is in it
+    assert tiny["versions"] == TINY.versions() and tiny["installed"]["six"] == "1.17.0"
+    assert listed["tiny-absent"]["built"] is False
+    text = run_cli("toolchains", "list")
+    assert text.status == 0 and "tiny-six" in text.stdout and "not built" in text.stdout
+
+
+def test_install_dry_run_says_what_it_would_build_and_builds_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EDGE_TOOLCHAIN_DIR", str(tmp_path))
+    result = run_cli("toolchains", "install", "rknn-toolkit2", "--dry-run", "--json")
+    assert result.status == 0, result.stderr
+    (state,) = result.json()["toolchains"]
+    assert state["action"] == "would build" and state["built"] is False
+    assert "rknn-toolkit2==2.5.0" in state["requirements"]
+    assert state["path"].startswith(str(tmp_path))
+    assert list(tmp_path.iterdir()) == []
+    text = run_cli("toolchains", "install", "rknn-toolkit2", "--dry-run")
+    assert text.stdout.startswith("would build rknn-toolkit2 in ")
+    assert "  torch==1.13.1" in text.stdout.splitlines()
+
+
+def test_install_of_a_built_toolchain_builds_nothing(toolchain_dir: Path,
+                                                     declared: None) -> None:
+    before = built(TINY)
+    result = run_cli("toolchains", "install", "tiny-six", "--json")
+    assert result.status == 0, result.stderr
+    assert result.json()["toolchains"][0]["action"] == "already built"
+    assert built(TINY) == before
+
+
+def test_remove_deletes_even_a_half_built_environment(tmp_path: Path, declared: None,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EDGE_TOOLCHAIN_DIR", str(tmp_path))
+    (location(UNCHECKED) / "lib").mkdir(parents=True)
+    result = run_cli("toolchains", "remove", "tiny-unchecked", "tiny-absent", "--json")
+    assert result.status == 0, result.stderr
+    assert [t["action"] for t in result.json()["toolchains"]] == ["removed", "absent"]
+    assert not location(UNCHECKED).exists()
+
+
+# ---------------------------------------------------------------- what edge records
+class _ToolchainTarget:
+    """A registered target whose converter runs in TINY (for the cache key only)."""
+
+    name: ClassVar[str] = "tiny-target"
+    caps: ClassVar[Capabilities] = Capabilities(runtime="onnxruntime", precisions=("fp32",),
+                                                suffix=".onnx", toolchain=TINY)
+
+
+class _OtherPins(_ToolchainTarget):
+    caps: ClassVar[Capabilities] = Capabilities(
+        runtime="onnxruntime", precisions=("fp32",), suffix=".onnx",
+        toolchain=Toolchain(name="tiny-six", requirements=("six==1.16.0",)))
+
+
+def test_the_toolchain_versions_key_the_conversion_cache(monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    assert cache_key("m", recipe=1) == cache_key("m", recipe=1, toolchain={})  # keys kept
+    assert cache_key("m", recipe=1) != cache_key("m", recipe=1, toolchain=TINY.versions())
+    names = []
+    for cls in (_ToolchainTarget, _OtherPins):
+        monkeypatch.setitem(targets.REGISTRY, "tiny-target",
+                            f"tests.edge.test_toolchain:{cls.__name__}")
+        names.append(workdir_name("tiny-target", ConvertSettings()))
+    assert names[0] != names[1]
+
+
+def test_an_artifact_records_its_toolchain_and_old_manifests_keep_their_keys() -> None:
+    plain = Artifact(candidate=Candidate(target="onnxruntime", precision="fp32"),
+                     file="artifacts/a.onnx", sha256="0" * 64, size_bytes=1,
+                     runtime="onnxruntime")
+    assert "toolchain" not in plain.to_json()
+    recorded = replace(plain, toolchain=TINY.versions())
+    assert recorded.to_json()["toolchain"]["six"] == "1.17.0"
+    assert Artifact.from_json(recorded.to_json()) == recorded
+
+
+def test_edge_s_python_path_does_not_reach_the_toolchain(toolchain_dir: Path) -> None:
+    """run() drops PYTHONPATH (and the like) for the child only."""
+    os.environ["PYTHONPATH"] = "/nowhere"
+    try:
+        out = run(TINY, ["-c", "import os; print(os.environ.get('PYTHONPATH'))"], timeout_s=60)
+    finally:
+        del os.environ["PYTHONPATH"]
+    assert out.strip() == "None"
