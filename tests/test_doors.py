@@ -13,7 +13,7 @@ from tests.support.base_env import ROOT
 
 #: what the issue names, and the other extras' packages
 HEAVY = ("torch", "torch_pruning", "tensorflow", "onnx2tf", "openvino", "nncf", "ai_edge_litert",
-         "tflite_runtime", "mlserver", "matplotlib", "paramiko", "PIL")
+         "tflite_runtime", "mlserver", "matplotlib", "paramiko", "PIL", "rknn")
 ROOTS = ["edge", "targets", "devices", "partition"]
 
 
