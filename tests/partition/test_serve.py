@@ -21,7 +21,7 @@ import yaml
 from onnx import TensorProto, helper, numpy_helper
 
 from edge.core.errors import UsageError
-from partition.serve import Batching, EdgeCloudServer, export_repository, serve
+from edge.flows.serve_cloud import Batching, EdgeCloudServer, export_repository, serve
 from tests.support.cli import run_cli
 from tests.support.mediapipe import cache_dir
 from tests.support.zoo import wheel
@@ -290,7 +290,7 @@ def test_export_model_repository(split_dir: Path, tmp_path: Path) -> None:
     assert [(t.name, list(t.dims)) for t in config.input] == [("a", [-1, 4]), ("b", [2])]
     assert [(t.name, list(t.dims)) for t in config.output] == [("y", [-1, 3]), ("z", [2])]
     settings = json.loads((model_dir / "model-settings.json").read_text())
-    assert settings["implementation"] == "partition.cloud.runtime.TailRuntime"
+    assert settings["implementation"] == "edge.flows.cloud.mlserver.runtime.TailRuntime"
     assert "max_batch_size" not in settings
     service = yaml.safe_load((tmp_path / "repo" / "inference-service.yaml").read_text())
     assert (service["apiVersion"], service["kind"]) == ("serving.kserve.io/v1beta1",
@@ -487,8 +487,9 @@ def test_several_processes_share_the_ports(split_dir: Path) -> None:
 def test_the_cloud_side_imports_no_tensorflow() -> None:
     """``edge[cloud]`` installs no TensorFlow: serve-cloud's modules, the engine and the tail
     runtime import none of the converter stacks."""
-    code = ("import sys; import edge.cli.partition, partition.serve, partition.cloud.engine, "
-            "partition.cloud.runtime, partition.cloud.repository; "
+    code = ("import sys; import edge.cli.partition, edge.flows.serve_cloud, "
+            "edge.flows.cloud.mlserver.server, edge.flows.cloud.mlserver.runtime, "
+            "edge.flows.cloud.repository; "
             "print(sorted(m for m in ('tensorflow', 'torch', 'openvino', 'onnx2tf', 'keras') "
             "if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
