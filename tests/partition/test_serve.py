@@ -455,6 +455,31 @@ def test_requests_are_batched_and_each_gets_its_own_rows(batchable: Path,
         srv.close()
 
 
+def test_a_repository_exported_before_the_engine_moved_still_serves(batchable: Path,
+                                                                     tmp_path: Path) -> None:
+    """Repositories exported by earlier releases name ``partition.cloud.runtime.TailRuntime``:
+    serve-cloud serves them (a mirror naming today's runtime), the export left as it was."""
+    export_repository(batchable, tmp_path / "repo")
+    settings = tmp_path / "repo" / "tail" / "model-settings.json"
+    old = json.loads(settings.read_text())
+    old["implementation"] = "partition.cloud.runtime.TailRuntime"
+    settings.write_text(json.dumps(old, indent=2) + "\n")
+    srv = serve(tmp_path / "repo", token=TOKEN)
+    try:
+        client = httpclient.InferenceServerClient(srv.url)
+        tensor = httpclient.InferInput("x", [1, 4], "FP32")
+        x = RNG.standard_normal((1, 4)).astype(np.float32)
+        tensor.set_data_from_numpy(x)
+        got = client.infer("tail", [tensor], headers=dict(AUTH)).as_numpy("y")
+        client.close()
+        session = ort.InferenceSession(str(batchable / "tail.onnx"),
+                                       providers=["CPUExecutionProvider"])
+        np.testing.assert_allclose(got, session.run(None, {"x": x})[0], atol=1e-6)
+    finally:
+        srv.close()
+    assert json.loads(settings.read_text()) == old
+
+
 def test_several_processes_share_the_ports(split_dir: Path) -> None:
     """--processes 2: two engines on one REST and one gRPC port, both answering (connections
     spread by the kernel), and both stop with the parent."""

@@ -131,10 +131,11 @@ def servable(repository: Path, scratch: Path) -> Path:
     if not any(_legacy(f) for f in repository.glob(f"*/{SETTINGS}")):
         return repository
     mirror = scratch / "models"
-    for item in repository.rglob("*"):
+    for item in sorted(repository.rglob("*")):
         target = mirror / item.relative_to(repository)
+        target.parent.mkdir(parents=True, exist_ok=True)
         if item.is_dir():
-            target.mkdir(parents=True, exist_ok=True)
+            target.mkdir(exist_ok=True)
         elif item.name == SETTINGS and _legacy(item):
             settings = json.loads(item.read_text(encoding="utf-8")) | {"implementation": RUNTIME}
             target.write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
