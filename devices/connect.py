@@ -8,22 +8,19 @@ implements yet (``adb``) is refused with one line naming what to do instead.
 
 from __future__ import annotations
 
-import contextlib
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from devices.device import Device, open_device
 from devices.ssh import HostSpec, SSHTransport, parse_host
 from devices.transport import LocalTransport, Transport, check_device_path
 from edge.core.errors import UsageError
-from edge.core.profile import Access, Profile, load_profile
+from edge.core.profile import Access
 
-__all__ = ["TRANSPORTS", "DeviceTarget", "Reach", "access_profile", "check_target_paths",
-           "device_python", "open_transport", "opened_device", "profile_host", "reach_for",
-           "transport_for"]
+__all__ = ["TRANSPORTS", "AccessOnly", "DeviceTarget", "Reach", "check_target_paths",
+           "device_python", "open_transport", "profile_host", "reach_for", "transport_for"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -77,16 +74,11 @@ def open_transport(reach: Reach) -> Transport:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class _AccessOnly:
+class AccessOnly:
     """Stands for a profile when none was given: only ``access`` (the local device, ~/.edge)."""
 
     id: str | None = None
     access: Access = Access()
-
-
-def access_profile(ref: str | None) -> Profile | _AccessOnly:
-    """The profile for access settings; without one, the defaults (local device, ~/.edge)."""
-    return _AccessOnly() if ref is None else load_profile(ref)
 
 
 def check_target_paths(target: DeviceTarget, profile: Any) -> None:
@@ -129,13 +121,3 @@ def profile_host(profile: Any) -> str | None:
     host = f"[{access.host}]" if ":" in access.host else access.host
     return f"{access.user}@{host}:{access.port}" if access.user else f"{host}:{access.port}"
 
-
-@contextlib.contextmanager
-def opened_device(target: DeviceTarget, profile_ref: str | None) -> Iterator[Device]:
-    """A ``devices.device.Device`` (agent pushed, runtimes probed) for commands that measure
-    on it: --host, else the profile's access.host, else the embedded local device."""
-    profile = access_profile(profile_ref)
-    check_target_paths(target, profile)
-    with transport_for(target, profile) as transport:
-        yield open_device(transport, python=device_python(target, profile, transport),
-                          work_dir=profile.access.work_dir)

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from devices.connect import (
+    AccessOnly,
     DeviceTarget,
-    access_profile,
     check_target_paths,
     device_python,
     profile_host,
@@ -61,9 +61,9 @@ from edge.flows.optimize import OptimizeOptions, latency_budget, optimize
 from targets import artifact_suffixes, target_for_suffix
 
 __all__ = ["DEFAULT_KEEP", "BenchRequest", "DeployRequest", "DeviceTarget", "ReleasesRequest",
-           "RollbackRequest", "build_bundle", "deploy", "describe", "measuring_device",
-           "resolve_profile", "run_bench", "run_deploy", "run_deploy_outcome", "run_releases",
-           "run_rollback"]
+           "RollbackRequest", "access_profile", "build_bundle", "deploy", "describe",
+           "measuring_device", "opened_device", "resolve_profile", "run_bench", "run_deploy",
+           "run_deploy_outcome", "run_releases", "run_rollback"]
 
 log = logging.getLogger("edge")
 
@@ -153,6 +153,22 @@ def run_releases(request: ReleasesRequest) -> ReleasesReport:
     with transport_for(request.device, profile) as transport:
         return list_releases(transport, python=device_python(request.device, profile, transport),
                              work_dir=profile.access.work_dir, prune_keep=request.prune_keep)
+
+
+def access_profile(ref: str | None) -> Profile | AccessOnly:
+    """The profile for access settings; without one, the defaults (local device, ~/.edge)."""
+    return AccessOnly() if ref is None else load_profile(ref)
+
+
+@contextlib.contextmanager
+def opened_device(target: DeviceTarget, profile_ref: str | None) -> Iterator[Device]:
+    """A ``devices.device.Device`` (agent pushed, runtimes probed) for commands that measure
+    on it: --host, else the profile's access.host, else the embedded local device."""
+    profile = access_profile(profile_ref)
+    _check_paths(target, profile)
+    with transport_for(target, profile) as transport:
+        yield open_device(transport, python=device_python(target, profile, transport),
+                          work_dir=profile.access.work_dir)
 
 
 @contextlib.contextmanager

@@ -17,7 +17,7 @@ import secrets
 import sys
 from pathlib import Path
 
-from devices.connect import DeviceTarget, access_profile, transport_for
+from devices.connect import AccessOnly, DeviceTarget, transport_for
 from devices.cpus import normalize_arch
 from devices.gather import gather
 from devices.ssh import HostSpec, parse_host
@@ -59,7 +59,7 @@ def probe_device(target: DeviceTarget, *, profile_id: str | None = None) -> Prob
     if profile_id is not None:
         check_profile_id(profile_id)
     spec = _spec(target)
-    with transport_for(target, access_profile(None)) as transport:
+    with transport_for(target, AccessOnly()) as transport:
         python = target.python or (sys.executable if transport.is_local else "python3")
         facts = gather(transport, python=python, work_dir=WORK_DIR)
     return build(facts, spec, profile_id)
