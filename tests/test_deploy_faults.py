@@ -404,7 +404,7 @@ def test_rollback_on_the_local_device(tmp_path: Path, releases: dict[str, Releas
     monkeypatch.setenv("EDGE_LOCAL_DEVICE", str(tmp_path / "device"))
     for tag in "AB":
         with LocalTransport() as transport:
-            deploy(releases[tag].bundle_dir, releases[tag].bundle, transport,
+            deploy(releases[tag].bundle_dir, releases[tag].bundle, transport, profile=PROFILE,
                    python=sys.executable, work_dir="~/.edge", rounds=ROUNDS, threads=1)
     with pytest.raises(UsageError, match="no previous release"):
         with LocalTransport(tmp_path / "empty") as transport:
