@@ -9,7 +9,7 @@ batching off and on, over REST and gRPC, and the hand-written server it replaced
 Models: the digits tail (`edge partition sample:digits`, the chosen or all-cloud cut) and a CNN
 tail, the back half of a MobileNetV2 (random weights; inverted-residual stages from 32x28x28 on,
 ~150M MACs). The baseline server is the tree at ``--baseline`` (git archive into a temporary
-folder, ``python -m partition.serve``), REST only. Every server runs with a token, in its own
+folder, ``python -m edge.flows.serve_cloud``), REST only. Every server runs with a token, in its own
 process(es), on loopback, all at once; the runs are interleaved round by round and the table
 gives medians (the machine is shared). The clients (bench/serve_loadgen.py) run in this process.
 Prints a markdown table; writes JSON with the machine under "provenance".
@@ -155,7 +155,7 @@ def _engine(split: Path, token_file: Path, max_batch: int, delay_ms: float,
 
 def _baseline(tree: Path, split: Path, token_file: Path) -> Server:
     env = dict(os.environ, PYTHONPATH=str(tree))  # run from the tree: -m puts cwd first
-    return Server([sys.executable, "-m", "partition.serve", str(split), "--port", "{port}",
+    return Server([sys.executable, "-m", "edge.flows.serve_cloud", str(split), "--port", "{port}",
                    "--token-file", str(token_file)], env, cwd=tree)
 
 

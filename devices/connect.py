@@ -1,20 +1,26 @@
 """Which device a command talks to, and how: ``--host``, else the profile's ``access.host``, else
-the embedded local device. Everything here is checked before a connection is made."""
+the embedded local device. Everything here is checked before a connection is made.
+
+``TRANSPORTS`` is the one registry of transports (``local``, ``ssh``): every command builds its
+transport from a ``Reach`` through ``open_transport``. A kind profiles accept but nothing
+implements yet (``adb``) is refused with one line naming what to do instead.
+"""
 
 from __future__ import annotations
 
-import contextlib
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from devices.ssh import HostSpec, SSHTransport, parse_host
+from devices.transport import LocalTransport, Transport, check_device_path
 from edge.core.errors import UsageError
-from edge.core.profile import Access, Profile
+from edge.core.profile import Access
 
-__all__ = ["DeviceTarget", "access_profile", "check_target_paths", "device_python",
-           "opened_device", "profile_host", "transport_for"]
+__all__ = ["TRANSPORTS", "AccessOnly", "DeviceTarget", "Reach", "check_target_paths",
+           "device_python", "open_transport", "profile_host", "reach_for", "transport_for"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -33,26 +39,50 @@ class DeviceTarget:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class _AccessOnly:
+class Reach:
+    """How to reach one device: the transport kind and, for SSH, the host and its keys."""
+
+    kind: str = "local"
+    host: HostSpec | None = None
+    identity: Path | None = None
+    known_hosts: Path | None = None
+    trust_new_host: bool = False
+
+
+def _local(reach: Reach) -> Transport:
+    return LocalTransport()
+
+
+def _ssh(reach: Reach) -> Transport:
+    assert reach.host is not None
+    return SSHTransport(reach.host, identity=reach.identity, known_hosts=reach.known_hosts,
+                        trust_new_host=reach.trust_new_host)
+
+
+#: transport kind -> builder: the only place a transport is made from a Reach
+TRANSPORTS: Mapping[str, Callable[[Reach], Transport]] = {"local": _local, "ssh": _ssh}
+
+
+def open_transport(reach: Reach) -> Transport:
+    """The transport of ``reach.kind`` (not yet connected: transports connect lazily)."""
+    build = TRANSPORTS.get(reach.kind)
+    if build is None:
+        raise UsageError(f"access.transport {reach.kind!r} is not implemented yet (edge reaches "
+                         f"devices over {' or '.join(TRANSPORTS)}): give --host USER@HOST to "
+                         "use SSH, or set the profile's access.transport to ssh or local")
+    return build(reach)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AccessOnly:
     """Stands for a profile when none was given: only ``access`` (the local device, ~/.edge)."""
 
     id: str | None = None
     access: Access = Access()
 
 
-def access_profile(ref: str | None) -> Profile | _AccessOnly:
-    """The profile for access settings; without one, the defaults (local device, ~/.edge)."""
-    if ref is None:
-        return _AccessOnly()
-    from edge.core.profile import load_profile
-
-    return load_profile(ref)
-
-
 def check_target_paths(target: DeviceTarget, profile: Any) -> None:
     """The work dir and device python, checked before any connection (see check_paths)."""
-    from devices.transport import check_device_path
-
     check_device_path("work_dir", profile.access.work_dir)
     check_device_path("device python", target.python or profile.access.python)
 
@@ -62,22 +92,25 @@ def device_python(target: DeviceTarget, profile: Any, transport: Any) -> str:
     return target.python or (sys.executable if transport.is_local else profile.access.python)
 
 
-def transport_for(target: DeviceTarget, profile: Any) -> Any:
-    """--host, else the profile's access.host (a user's own device), else the local device."""
+def reach_for(target: DeviceTarget, profile: Any) -> Reach:
+    """--host, else the profile's access.host (a user's own device), else the profile's other
+    transport kind (``local``; ``adb`` is refused when opened), else the local device."""
     host = target.host or profile_host(profile)
     if host is None:
-        from devices.transport import LocalTransport
-
-        return LocalTransport()
-    from devices.ssh import SSHTransport, parse_host
-
+        kind = profile.access.transport
+        return Reach(kind="local" if kind == "ssh" else kind)
     for text in (host, profile.access.user or ""):
         if any(c.isspace() or not c.isprintable() for c in text):  # parse_host's $ allows "\n"
             raise UsageError(f"--host {host!r}: user and host names cannot contain spaces or "
                              "control characters")
-    spec = parse_host(host, default_user=profile.access.user)
-    return SSHTransport(spec, identity=target.identity, known_hosts=target.known_hosts,
-                        trust_new_host=target.trust_new_host)
+    return Reach(kind="ssh", host=parse_host(host, default_user=profile.access.user),
+                 identity=target.identity, known_hosts=target.known_hosts,
+                 trust_new_host=target.trust_new_host)
+
+
+def transport_for(target: DeviceTarget, profile: Any) -> Transport:
+    """The transport ``reach_for`` names, from the registry."""
+    return open_transport(reach_for(target, profile))
 
 
 def profile_host(profile: Any) -> str | None:
@@ -88,15 +121,3 @@ def profile_host(profile: Any) -> str | None:
     host = f"[{access.host}]" if ":" in access.host else access.host
     return f"{access.user}@{host}:{access.port}" if access.user else f"{host}:{access.port}"
 
-
-@contextlib.contextmanager
-def opened_device(target: DeviceTarget, profile_ref: str | None) -> Iterator[Any]:
-    """A ``devices.device.Device`` (agent pushed, runtimes probed) for commands that measure
-    on it: --host, else the profile's access.host, else the embedded local device."""
-    from devices.device import open_device
-
-    profile = access_profile(profile_ref)
-    check_target_paths(target, profile)
-    with transport_for(target, profile) as transport:
-        yield open_device(transport, python=device_python(target, profile, transport),
-                          work_dir=profile.access.work_dir)

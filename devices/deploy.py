@@ -1,11 +1,12 @@
-"""Deploy a bundle to a device: push its artifact, health-check it there, benchmark it, switch.
+"""Deploy mechanisms: push an artifact, health-check it there, benchmark it, switch.
 
-A deploy: install the release's files the device lacks (``devices.release``) -> ``health``
-(load + one run) -> ``bench`` (``devices.measure``) -> ``activate`` -> ``prune``. Any failure
-before ``activate`` leaves ``current`` where it was: that is the automatic rollback. With
-``fastest`` every faithful candidate the device can run is installed and all are timed together
-in ONE interleaved agent ``bench`` (one after another when the device cannot hold them
-together); ``edge.core.select`` chooses among them.
+A deploy of one artifact: install the release's files the device lacks (``devices.release``)
+-> ``health`` (load + one run) -> ``bench`` (``devices.measure``) -> ``activate`` -> ``prune``.
+Any failure before ``activate`` leaves ``current`` where it was: that is the automatic rollback.
+``install_all`` and ``device_benches`` install several candidates and time them together in ONE
+interleaved agent ``bench`` (one after another when the device cannot hold them together).
+Which candidate to deploy is the flow's choice (``edge.flows.deploy``); the profile arrives as
+an object, never re-read by id.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from devices.device import Device, kind, open_device
+from devices.device import Device, kind
 from devices.lock import deploy_lock
 from devices.measure import Rounds, time_on_device
 from devices.release import (
@@ -29,19 +30,11 @@ from devices.release import (
     is_active,
     prune_quietly,
 )
-from devices.transport import Transport
-from edge.core.errors import CheckFailed, DeviceError
-from edge.core.select import Budget, choose_candidate, runnable, within_budget
-from edge.core.values import (
-    Artifact,
-    BenchResult,
-    Bundle,
-    CandidateResult,
-    DeployReport,
-    MeasuredCandidate,
-)
+from edge.core.errors import DeviceError
+from edge.core.profile import Profile
+from edge.core.values import Artifact, BenchResult, CandidateResult, DeployReport
 
-__all__ = ["DeployOutcome", "deploy", "deploy_artifact", "deploy_bundle", "deploy_fastest",
+__all__ = ["DeployOutcome", "deploy_artifact", "device_benches", "install_all",
            "measure_on_device"]
 
 log = logging.getLogger("edge")
@@ -69,108 +62,8 @@ class DeployOutcome:
                 "previous": self.previous, "pruned": list(self.pruned)}
 
 
-def deploy(
-    bundle_dir: Path, bundle: Bundle, transport: Transport, *, python: str, work_dir: str,
-    rounds: Rounds, threads: int, keep: int = DEFAULT_KEEP, fastest: bool = False,
-    budget: Budget | None = None,
-) -> DeployOutcome:
-    """Deploy a bundle: its chosen artifact (or the best one the device runs), or with
-    ``fastest`` every faithful candidate measured on the device and the fastest activated
-    (with a latency ``budget``: among those within it on the device, the one that loses the
-    least fidelity).
-
-    Only files the device lacks (by sha256) are sent; the release becomes current only after
-    its health check and benchmark passed; afterwards releases beyond ``keep`` are pruned.
-    """
-    check_keep(keep)
-    device = open_device(transport, python=python, work_dir=work_dir)
-    with deploy_lock(device):
-        return _deploy_locked(device, bundle_dir, bundle, rounds=rounds, threads=threads,
-                              keep=keep, fastest=fastest, budget=budget)
-
-
-def _deploy_locked(device: Device, bundle_dir: Path, bundle: Bundle, *, rounds: Rounds,
-                   threads: int, keep: int, fastest: bool,
-                   budget: Budget | None) -> DeployOutcome:
-    """``deploy`` with the device's deploy lock held: install -> health -> activate -> prune."""
-    transport = device.transport
-    if fastest:
-        return _deploy_fastest(device, bundle_dir, bundle, rounds=rounds, threads=threads,
-                               keep=keep, budget=budget)
-    result = _usable(bundle, device.runtimes, transport.label)[0]
-    assert result.artifact is not None
-    outcome = deploy_artifact(device, bundle_dir, result.artifact, profile=bundle.profile,
-                              rounds=rounds, threads=threads, keep=keep)
-    return replace(outcome, report=replace(outcome.report, reason=_why(bundle, result)))
-
-
-def _why(bundle: Bundle, result: CandidateResult) -> str:
-    """Why plain deploy sent this candidate: the bundle's choice, or the device lacked its
-    runtime."""
-    if result.candidate.id == bundle.chosen:
-        return f"the bundle's choice: {bundle.reason}"
-    chosen = bundle.chosen_result()
-    need = chosen.artifact.runtime if chosen and chosen.artifact else "?"
-    return (f"the bundle chose {bundle.chosen}, but the device has no {need} runtime; "
-            f"deployed {result.candidate.id}, the first faithful candidate it can run")
-
-
-def deploy_bundle(
-    bundle_dir: Path, bundle: Bundle, transport: Transport, *, python: str, work_dir: str,
-    rounds: Rounds, threads: int, activate: bool = True, keep: int = DEFAULT_KEEP,
-) -> DeployReport:
-    """Deploy the bundle's chosen artifact (or the best one the device can run) and measure it.
-
-    The release becomes current only after its health check and benchmark passed.
-    """
-    if not activate:
-        device = open_device(transport, python=python, work_dir=work_dir)
-        result = _usable(bundle, device.runtimes, transport.label)[0]
-        assert result.artifact is not None
-        return measure_on_device(device, bundle_dir, result.artifact, profile=bundle.profile,
-                                 rounds=rounds, threads=threads, activate=False)
-    return deploy(bundle_dir, bundle, transport, python=python, work_dir=work_dir,
-                  rounds=rounds, threads=threads, keep=keep).report
-
-
-def deploy_fastest(
-    bundle_dir: Path, bundle: Bundle, transport: Transport, *, python: str, work_dir: str,
-    rounds: Rounds, threads: int, keep: int = DEFAULT_KEEP,
-) -> DeployReport:
-    """Measure every faithful candidate the device can run ON the device, all in one
-    interleaved bench; activate the one ``edge.core.select`` chooses."""
-    return deploy(bundle_dir, bundle, transport, python=python, work_dir=work_dir,
-                  rounds=rounds, threads=threads, keep=keep, fastest=True).report
-
-
-def _deploy_fastest(device: Device, bundle_dir: Path, bundle: Bundle, *, rounds: Rounds,
-                    threads: int, keep: int, budget: Budget | None) -> DeployOutcome:
-    installed, transfer = _install_all(device, bundle_dir,
-                                       _usable(bundle, device.runtimes, device.label))
-    benches, how = _device_benches(device, {r.candidate.id: m for r, m in installed}, rounds,
-                                   threads)
-    measured = [r for r, _ in installed if r.candidate.id in benches]
-    try:
-        pool, note = within_budget(measured, {k: b.p50_ms for k, b in benches.items()}, budget,
-                                   device.label)
-    except CheckFailed:
-        prune_quietly(device, keep)  # the installed candidates, never activated
-        raise
-    choice = choose_candidate(pool, _runtimes(bundle),
-                              ms={k: b.p50_ms for k, b in benches.items()},
-                              where=f"{device.label} {how}")
-    chosen = next(r for r in measured if r.candidate.id == choice.id)
-    assert chosen.artifact is not None
-    outcome = deploy_artifact(device, bundle_dir, chosen.artifact, profile=bundle.profile,
-                              rounds=rounds, threads=threads, keep=keep)
-    compared = tuple(MeasuredCandidate(candidate=r.candidate.id, bench=benches[r.candidate.id])
-                     for r in measured)
-    report = replace(outcome.report, compared=compared, reason=note + choice.reason)
-    return replace(outcome, report=report, transfer=transfer)
-
-
-def _device_benches(device: Device, models: dict[str, str], rounds: Rounds,
-                    threads: int) -> tuple[dict[str, BenchResult], str]:
+def device_benches(device: Device, models: dict[str, str], rounds: Rounds,
+                   threads: int) -> tuple[dict[str, BenchResult], str]:
     """Every candidate timed in ONE interleaved bench; when the device cannot run them together
     (the agent is killed, e.g. out of memory, or one fails mid-rounds), one after another, each
     in its own agent process, those that fail alone dropping out; and how they were timed."""
@@ -193,8 +86,8 @@ def _device_benches(device: Device, models: dict[str, str], rounds: Rounds,
     return benches, "one after another (not together: see the warning)"
 
 
-def _install_all(device: Device, bundle_dir: Path, usable: list[CandidateResult]
-                 ) -> tuple[list[tuple[CandidateResult, str]], Transfer]:
+def install_all(device: Device, bundle_dir: Path, usable: list[CandidateResult]
+                ) -> tuple[list[tuple[CandidateResult, str]], Transfer]:
     """Every candidate's release installed (not activated); one that fails to install drops
     out (all fail: the first error)."""
     installed, errors, transfer = [], [], Transfer()
@@ -212,21 +105,8 @@ def _install_all(device: Device, bundle_dir: Path, usable: list[CandidateResult]
     return installed, transfer
 
 
-def _runtimes(bundle: Bundle) -> tuple[str, ...]:
-    """The bundle's profile's runtime order (select's tie-break): the profile kept in its
-    manifest (validated as a profile document), else the catalog's."""
-    if bundle.profile_spec:
-        from edge.core.documents import parse
-
-        return tuple(parse("profile", bundle.profile_spec, "the manifest's profile_spec")
-                     .runtimes)
-    from edge.core.profile import load_profile
-
-    return tuple(load_profile(bundle.profile).runtimes)
-
-
 def deploy_artifact(
-    device: Device, root: Path, artifact: Artifact, *, profile: str, rounds: Rounds,
+    device: Device, root: Path, artifact: Artifact, *, profile: Profile, rounds: Rounds,
     threads: int, keep: int = DEFAULT_KEEP,
 ) -> DeployOutcome:
     """Install (only missing files), health-check, benchmark, activate, prune one artifact."""
@@ -242,7 +122,7 @@ def deploy_artifact(
 
 
 def measure_on_device(
-    device: Device, root: Path, artifact: Artifact, *, profile: str, rounds: Rounds,
+    device: Device, root: Path, artifact: Artifact, *, profile: Profile, rounds: Rounds,
     threads: int, activate: bool,
 ) -> DeployReport:
     """Install an artifact's files under ``root`` on the device, benchmark, maybe activate.
@@ -263,29 +143,12 @@ def measure_on_device(
         return replace(report, active=is_active(device, release))
 
 
-def _bench(device: Device, model: str, artifact: Artifact, *, profile: str, rounds: Rounds,
+def _bench(device: Device, model: str, artifact: Artifact, *, profile: Profile, rounds: Rounds,
            threads: int) -> DeployReport:
     candidate = artifact.candidate.id
     bench = time_on_device(device, {candidate: model}, rounds, threads=threads,
                            profile=profile)[candidate]
     return DeployReport(
-        target=device.label, transport=kind(device.transport), profile=profile,
+        target=device.label, transport=kind(device.transport), profile=profile.id,
         candidate=candidate, artifact_sha256=artifact.sha256, release=artifact.release_id[:16],
         active=False, bench=bench)
-
-
-def _usable(bundle: Bundle, runtimes: frozenset[str], label: str) -> list[CandidateResult]:
-    """Faithful candidates the device can run, the bundle's chosen one first."""
-    chosen = bundle.chosen_result()
-    if chosen is None:
-        raise DeviceError("the bundle has no chosen candidate (none kept fidelity); "
-                          "fix the model or relax --max-drop, then re-run edge optimize")
-    found = runnable(bundle.candidates, bundle.chosen, runtimes)
-    if found:
-        return found
-    faithful = [c for c in bundle.candidates if c.status in ("chosen", "passed")]
-    need = ", ".join(sorted({c.artifact.runtime for c in faithful if c.artifact}))
-    have = ", ".join(sorted(runtimes)) or "none"
-    raise DeviceError(f"{label} has no runtime for this bundle (needs one of {need}; has "
-                      f"{have}): install one into the device's python, e.g. pip install "
-                      "ai-edge-litert, onnxruntime or openvino")

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from devices.host_patterns import expand, is_bracketed_ipv6, split_port
 from edge.core.errors import UsageError
 
@@ -64,8 +66,6 @@ def parse(path: Path, text: str) -> Parsed:
     """The groups and hosts of inventory ``path`` whose content is ``text``."""
     parsed, data = _Draft(path), None
     if path.suffix.lower() not in (".ini", ".cfg"):
-        import yaml
-
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:

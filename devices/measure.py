@@ -24,6 +24,7 @@ from devices.agent.info import cpu_model
 from devices.device import Device
 from edge.core import progress
 from edge.core.errors import DeviceError, UsageError
+from edge.core.profile import Profile
 from edge.core.values import BenchResult
 
 __all__ = ["Rounds", "bench_result", "here", "host_label", "time_files_here", "time_here",
@@ -96,12 +97,13 @@ def time_files_here(models: Mapping[str, Path], rounds: Rounds, *, threads: int,
 
 
 def time_on_device(device: Device, models: Mapping[str, str], rounds: Rounds, *, threads: int,
-                   profile: str | None = None, skip_failed: bool = False,
+                   profile: Profile | None = None, skip_failed: bool = False,
                    timeout: float = 600.0) -> dict[str, BenchResult]:
     """Time model files already on the device (id -> path there) in ONE interleaved agent
     ``bench``. With ``skip_failed`` a model that cannot load or run drops out (a warning);
     otherwise it fails the call. One model alone also gets peak memory, sensors and power
-    (``profile``: its estimate when the device has no power sensor)."""
+    (``profile``, the device's profile object: its estimate when the device has no power
+    sensor)."""
     ids = list(models)
     what = f"{len(ids)} models" if len(ids) > 1 else ids[0]
     with progress.step(f"{device.label}: timing {what} ({rounds.calls} runs, "
@@ -113,7 +115,7 @@ def time_on_device(device: Device, models: Mapping[str, str], rounds: Rounds, *,
 
 
 def _results(ids: list[str], reply: dict[str, Any], where: str, *, skip_failed: bool,
-             alone: bool, profile: str | None = None) -> dict[str, BenchResult]:
+             alone: bool, profile: Profile | None = None) -> dict[str, BenchResult]:
     """A bench reply's results by id; an entry that failed raises, or drops out with a warning."""
     results = {}
     for k, entry in zip(ids, reply["results"], strict=True):
@@ -159,7 +161,7 @@ def _host_result(times: list[float], *, runtime: str, threads: int, warmup: int,
         device={"machine": platform.machine(), "cpu": cpu_model(), "interleaved_rounds": rounds})
 
 
-def bench_result(reply: dict, entry: dict, where: str, *, profile: str | None = None,
+def bench_result(reply: dict, entry: dict, where: str, *, profile: Profile | None = None,
                  alone: bool = True) -> BenchResult:
     """One model's BenchResult from an agent ``bench`` reply; peak memory, sensors and power
     only when it was ``alone`` (several models share one process and one time span)."""
@@ -175,7 +177,7 @@ def bench_result(reply: dict, entry: dict, where: str, *, profile: str | None = 
                        **{k: entry[k] for k in keys})
 
 
-def _power(metrics: dict, threads: int, profile: str | None) -> dict[str, Any]:
+def _power(metrics: dict, threads: int, profile: Profile | None) -> dict[str, Any]:
     """Measured watts (under load first) with their sysfs paths, else the profile's estimate."""
     for phase in ("during", "after", "before"):
         reading = (metrics.get(phase) or {}).get("power_w") or {}
@@ -186,13 +188,6 @@ def _power(metrics: dict, threads: int, profile: str | None) -> dict[str, Any]:
                     "power_phase": phase}
     if profile is None:
         return {"power_w": None, "power_source": "not measured: no sensor and no profile"}
-    try:
-        from edge.core.profile import load_profile
-
-        spec = load_profile(profile)
-    except (UsageError, OSError, ValueError) as exc:
-        return {"power_w": None,
-                "power_source": f"not measured: no sensor; profile {profile} unavailable ({exc})"}
-    idle, top, cores = spec.power.idle_w, spec.power.max_w, spec.compute.cores
+    idle, top, cores = profile.power.idle_w, profile.power.max_w, profile.compute.cores
     return {"power_w": idle + (top - idle) * min(1.0, threads / cores),
             "power_source": f"estimated from the profile ({idle:g}..{top:g} W), not measured"}

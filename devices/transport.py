@@ -79,6 +79,14 @@ class Transport(Protocol):
         """Release the connection."""
         ...
 
+    def __enter__(self) -> Transport:
+        """The transport itself; it is closed on leaving the ``with`` block."""
+        ...
+
+    def __exit__(self, *exc: object) -> None:
+        """Release the connection (``close``)."""
+        ...
+
 
 class LocalTransport:
     """A device directory on this machine, run with this python."""

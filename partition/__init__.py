@@ -1,7 +1,7 @@
 """Edge-cloud partitioning (issue 4): run the first part of a model on the device and the rest
 in the cloud, at the cut that is best for the link.
 
-Planning (``edge partition``, :mod:`partition.run`):
+The parts of ``edge partition``:
 
 - :mod:`partition.cost` -- per-node ms on each side: estimated from MACs and a profile's fp32
   peak GOPS, measured on this host with onnxruntime, or measured ON the device by edge's agent
@@ -18,20 +18,15 @@ Planning (``edge partition``, :mod:`partition.run`):
   precomputed cut, the best cut per bandwidth).
 - :mod:`partition.compress` -- fp16/int8 transfer compression built into the head (encode) and
   the tail (decode).
-- :mod:`partition.run` -- ties them together and writes the chosen cut plus every other cut of
-  the bandwidth table and the all-edge/all-cloud baselines, each verified.
-
-Running (the split at run time):
-
-- :mod:`partition.serve` -- ``edge serve-cloud``: every cut's tail ("tail", "tail-cN") on
-  MLServer over KServe v2 REST and gRPC, dynamic batching, edge's front layer (token, size, time
-  and concurrency limits; :mod:`partition.cloud`), ``Server-Timing``; the model repository for
-  MLServer, Triton and KServe.
+- :mod:`partition.kserve` -- KServe v2 on the wire (datatype tables, raw tensors,
+  ``Server-Timing``), shared by the device-side client and the cloud tail.
 - :mod:`partition.client` -- ``SplitClient``: runs the head on the device, sends the cut tensors
   over one connection (gRPC when offered, :mod:`partition.client_grpc`, else REST), estimates
   the uplink, picks the cut that is best for the plan's objective at the measured link, and
   falls back to all-edge when the cloud fails.
-- :mod:`partition.runsplit` -- ``edge run-split``: drives the client and reports.
 
-Everything imports lazily from ``edge.cli``; ``edge --help`` loads none of it.
+The mathematics and the device-side client only: the flows are in ``edge.flows``
+(:mod:`edge.flows.partition` for ``edge partition``, :mod:`edge.flows.serve_cloud` and the
+engine under :mod:`edge.flows.cloud` for ``edge serve-cloud``, :mod:`edge.flows.runsplit` for
+``edge run-split``).
 """

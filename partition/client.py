@@ -32,22 +32,21 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnxruntime as ort
 
 from edge.core import progress
 from edge.core.errors import DeviceError, UsageError
 from edge.core.extras import require
 from edge.core.select import Option, choose
 from partition.client_grpc import GrpcLink, GrpcUnreachable, available
+from partition.kserve import KSERVE_TO_NP, NP_TO_KSERVE, Reply, from_raw, raw_bytes, server_ms
+from partition.solve import DEFAULT_ENERGY, EnergyModel
 from partition.split import CutOption, SplitPlan, read_split_yaml
 
 __all__ = ["CloudUnreachable", "LinkEstimate", "SplitClient", "SplitResult"]
 
 HEADER_LEN = "Inference-Header-Content-Length"
 TOKEN_ENV = "EDGE_CLOUD_TOKEN"
-_NP_TO_KSERVE = {"bool": "BOOL", "uint8": "UINT8", "uint16": "UINT16", "uint32": "UINT32",
-                 "uint64": "UINT64", "int8": "INT8", "int16": "INT16", "int32": "INT32",
-                 "int64": "INT64", "float16": "FP16", "float32": "FP32", "float64": "FP64"}
-_KSERVE_TO_NP = {v: np.dtype(k) for k, v in _NP_TO_KSERVE.items()}
 
 
 class CloudUnreachable(DeviceError):
@@ -265,7 +264,7 @@ class SplitClient:
             session = self._heads[cut.id] = _session(cut.split.head, self._threads)
         return session
 
-    def _learn(self, reply: _Reply) -> None:
+    def _learn(self, reply: Reply) -> None:
         """Update the uplink estimate from one request (exponential smoothing in log space)."""
         self._last_network = time.monotonic()
         link = self.link
@@ -278,15 +277,6 @@ class SplitClient:
             a = self._smoothing
             sample = math.exp(a * math.log(sample) + (1 - a) * math.log(link.uplink_mbps))
         self.link = LinkEstimate(sample, link.downlink_mbps, link.rtt_ms, True)
-
-
-@dataclass(frozen=True, slots=True)
-class _Reply:
-    outputs: dict[str, np.ndarray]
-    wall_ms: float
-    server_ms: float
-    up_bytes: int
-    down_bytes: int
 
 
 class _Link:
@@ -321,15 +311,14 @@ class _Link:
                 self._drop_grpc(exc)
         return self._rest.ping()
 
-    def infer(self, model: str, inputs: Mapping[str, np.ndarray], outputs: list[str]) -> _Reply:
+    def infer(self, model: str, inputs: Mapping[str, np.ndarray], outputs: list[str]) -> Reply:
         if not self._decided:
             self.ping()
         if self._grpc is not None:
             try:
                 got = self._grpc.infer(model, inputs, outputs)
                 self.used = "grpc"
-                return _Reply(got.outputs, got.wall_ms, got.server_ms, got.up_bytes,
-                              got.down_bytes)
+                return got
             except GrpcUnreachable as exc:
                 self._drop_grpc(exc)
         self.used = "http"
@@ -387,7 +376,7 @@ class _Http:
         self.grpc_port = int(offered) if offered and offered.isdigit() else None
         return (time.perf_counter() - start) * 1e3
 
-    def infer(self, model: str, inputs: Mapping[str, np.ndarray], outputs: list[str]) -> _Reply:
+    def infer(self, model: str, inputs: Mapping[str, np.ndarray], outputs: list[str]) -> Reply:
         """POST one binary inference request and decode the binary reply."""
         body, header_len = _request_body(inputs, outputs)
         headers = {"Content-Type": "application/octet-stream", HEADER_LEN: str(header_len)}
@@ -398,8 +387,8 @@ class _Http:
         if status != 200:
             raise DeviceError(f"cloud server refused the request: HTTP {status} "
                               f"{_error_text(data)}")
-        return _Reply(_decode(data, reply_headers.get(HEADER_LEN)), wall,
-                      _server_ms(reply_headers.get("Server-Timing")), len(body), len(data))
+        return Reply(_decode(data, reply_headers.get(HEADER_LEN)), wall,
+                     server_ms(reply_headers.get("Server-Timing")), len(body), len(data))
 
     def _request(self, method: str, path: str, body: bytes,
                  headers: dict[str, str]) -> tuple[int, http.client.HTTPMessage, bytes]:
@@ -434,10 +423,10 @@ def _request_body(inputs: Mapping[str, np.ndarray], outputs: list[str]) -> tuple
     """KServe v2 JSON header + binary blobs; returns the body and the header's length."""
     entries, blobs = [], []
     for name, value in inputs.items():
-        array = np.ascontiguousarray(value)
-        blob = array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes()
+        array = np.asarray(value)
+        blob = raw_bytes(array)
         entries.append({"name": name, "shape": list(array.shape),
-                        "datatype": _NP_TO_KSERVE[array.dtype.name],
+                        "datatype": NP_TO_KSERVE[array.dtype.name],
                         "parameters": {"binary_data_size": len(blob)}})
         blobs.append(blob)
     doc = {"inputs": entries,
@@ -453,30 +442,17 @@ def _decode(data: bytes, header_len: str | None) -> dict[str, np.ndarray]:
         doc = json.loads(data[:size])
         out, offset = {}, size
         for entry in doc["outputs"]:
-            dtype = _KSERVE_TO_NP[entry["datatype"]]
             nbytes = (entry.get("parameters") or {}).get("binary_data_size")
             if nbytes is None:
+                dtype = KSERVE_TO_NP[entry["datatype"]]
                 out[entry["name"]] = np.array(entry["data"], dtype).reshape(entry["shape"])
                 continue
-            raw = data[offset:offset + nbytes]
-            out[entry["name"]] = np.frombuffer(raw, dtype.newbyteorder("<")).astype(dtype)\
-                .reshape(entry["shape"])
+            out[entry["name"]] = from_raw(data[offset:offset + nbytes], entry["datatype"],
+                                          entry["shape"])
             offset += nbytes
         return out
     except (ValueError, KeyError, TypeError) as exc:
         raise DeviceError(f"cloud server sent a malformed reply: {exc}") from None
-
-
-def _server_ms(header: str | None) -> float:
-    """The ``infer;dur=`` of a Server-Timing header, 0 when absent."""
-    for part in (header or "").split(";"):
-        key, _, value = part.strip().partition("=")
-        if key == "dur":
-            try:
-                return max(0.0, float(value))
-            except ValueError:
-                return 0.0
-    return 0.0
 
 
 def _error_text(data: bytes) -> str:
@@ -487,8 +463,6 @@ def _error_text(data: bytes) -> str:
 
 
 def _session(path: Path, threads: int) -> Any:
-    import onnxruntime as ort
-
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.log_severity_level = 3
@@ -533,8 +507,6 @@ def _initial_link(plan: SplitPlan) -> LinkEstimate:
 
 def _energy(plan: SplitPlan) -> Any:
     """The device energy model split.yaml was planned with (a generic board when absent)."""
-    from partition.solve import DEFAULT_ENERGY, EnergyModel
-
     doc = plan.predicted.get("energy")
     if not isinstance(doc, dict):
         return DEFAULT_ENERGY

@@ -7,31 +7,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from edge.core.errors import DeviceError
+from partition.kserve import NP_TO_KSERVE, Reply, from_raw, raw_bytes, server_ms
 
-_NP_TO_KSERVE = {"bool": "BOOL", "uint8": "UINT8", "uint16": "UINT16", "uint32": "UINT32",
-                 "uint64": "UINT64", "int8": "INT8", "int16": "INT16", "int32": "INT32",
-                 "int64": "INT64", "float16": "FP16", "float32": "FP32", "float64": "FP64"}
-_KSERVE_TO_NP = {v: np.dtype(k) for k, v in _NP_TO_KSERVE.items()}
 _UNREACHABLE = ("UNAVAILABLE", "DEADLINE_EXCEEDED")
 
 
 class GrpcUnreachable(ConnectionError):
     """The gRPC side cannot be reached (the caller may fall back to REST)."""
-
-
-@dataclass(frozen=True, slots=True)
-class GrpcReply:
-    outputs: dict[str, np.ndarray]
-    wall_ms: float
-    server_ms: float
-    up_bytes: int
-    down_bytes: int
 
 
 def available() -> bool:
@@ -70,15 +57,15 @@ class GrpcLink:
         return (time.perf_counter() - start) * 1e3
 
     def infer(self, model: str, inputs: Mapping[str, np.ndarray],
-              outputs: list[str]) -> GrpcReply:
+              outputs: list[str]) -> Reply:
         """One ModelInfer with raw tensors both ways."""
         request = _request(self._pb, model, inputs, outputs)
         start = time.perf_counter()
         response, call = self._call(self._stub.ModelInfer.with_call, request)
         wall = (time.perf_counter() - start) * 1e3
         trailing = dict(call.trailing_metadata() or ())
-        return GrpcReply(_decode(response), wall, _server_ms(trailing.get("server-timing")),
-                         request.ByteSize(), response.ByteSize())
+        return Reply(_decode(response), wall, server_ms(trailing.get("server-timing")),
+                     request.ByteSize(), response.ByteSize())
 
     def _call(self, method: Any, request: Any) -> Any:
         try:
@@ -94,11 +81,10 @@ class GrpcLink:
 def _request(pb: Any, model: str, inputs: Mapping[str, np.ndarray], outputs: list[str]) -> Any:
     request = pb.ModelInferRequest(model_name=model)
     for name, value in inputs.items():
-        array = np.ascontiguousarray(value)
-        request.inputs.add(name=name, datatype=_NP_TO_KSERVE[array.dtype.name],
+        array = np.asarray(value)
+        request.inputs.add(name=name, datatype=NP_TO_KSERVE[array.dtype.name],
                            shape=list(array.shape))
-        request.raw_input_contents.append(
-            array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes())
+        request.raw_input_contents.append(raw_bytes(array))
     for name in outputs:
         request.outputs.add(name=name)
     return request
@@ -106,20 +92,8 @@ def _request(pb: Any, model: str, inputs: Mapping[str, np.ndarray], outputs: lis
 
 def _decode(response: Any) -> dict[str, np.ndarray]:
     try:
-        return {out.name: np.frombuffer(response.raw_output_contents[k],
-                                        _KSERVE_TO_NP[out.datatype].newbyteorder("<"))
-                .astype(_KSERVE_TO_NP[out.datatype]).reshape(list(out.shape))
+        return {out.name: from_raw(response.raw_output_contents[k], out.datatype, out.shape)
                 for k, out in enumerate(response.outputs)}
     except (IndexError, KeyError, ValueError) as exc:
         raise DeviceError(f"cloud server sent a malformed reply: {exc}") from None
 
-
-def _server_ms(header: str | None) -> float:
-    for part in (header or "").split(";"):
-        key, _, value = part.strip().partition("=")
-        if key == "dur":
-            try:
-                return max(0.0, float(value))
-            except ValueError:
-                return 0.0
-    return 0.0

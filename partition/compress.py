@@ -16,16 +16,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import numpy_helper
 
 from edge.core.errors import UsageError
-
-if TYPE_CHECKING:
-    import onnx
-
-    from partition.split import SplitModels
+from edge.core.model import save_onnx_atomic
+from partition.split import SplitModels
 
 __all__ = ["COMPRESSIONS", "Compression", "compress_split", "wire_bytes_factor"]
 
@@ -50,8 +50,6 @@ def check_mode(mode: str) -> str:
 def compress_split(split: SplitModels, mode: str,
                    samples: Sequence[Mapping[str, np.ndarray]]) -> SplitModels:
     """Rewrite head.onnx and tail.onnx in place so float cut tensors cross compressed."""
-    import onnx
-
     if check_mode(mode) == "none" or split.head is None or split.tail is None:
         return split
     head, tail = onnx.load(str(split.head)), onnx.load(str(split.tail))
@@ -77,16 +75,12 @@ def _output(model: onnx.ModelProto, name: str) -> onnx.ValueInfoProto:
 
 
 def _is_float32(value: onnx.ValueInfoProto) -> bool:
-    import onnx
-
     return value.type.tensor_type.elem_type == onnx.TensorProto.FLOAT
 
 
 def _ranges(split: SplitModels, names: list[str],
             samples: Sequence[Mapping[str, np.ndarray]]) -> dict[str, tuple[float, float]]:
     """Min and max of each cut tensor over the samples, run through the plain head."""
-    import onnxruntime as ort
-
     if not samples:
         raise UsageError("int8 transfer compression needs sample inputs to set its scales")
     session = ort.InferenceSession(str(split.head), providers=["CPUExecutionProvider"])
@@ -109,8 +103,6 @@ def _scale_zero(value_range: tuple[float, float]) -> tuple[float, int]:
 
 def _params(model: onnx.ModelProto, name: str, value_range: tuple[float, float]) -> list[str]:
     """Add the scale and zero point initializers for ``name``; return their names."""
-    from onnx import numpy_helper
-
     scale, zero = _scale_zero(value_range)
     names = [f"{name}::scale", f"{name}::zero"]
     model.graph.initializer.extend([
@@ -123,8 +115,6 @@ def _coder(model: onnx.ModelProto, src: str, dst: str, *, encode: bool, mode: st
            name: str, value_range: tuple[float, float] | None) -> tuple[onnx.NodeProto, int]:
     """The node turning ``src`` into ``dst`` (fp16: a Cast; int8: (De)QuantizeLinear with its
     scale and zero point added to ``model``) and the wire's element type."""
-    import onnx
-
     label = f"{dst if encode else src}::{'encode' if encode else 'decode'}"
     if mode == "fp16":
         to = onnx.TensorProto.FLOAT16 if encode else onnx.TensorProto.FLOAT
@@ -159,8 +149,6 @@ def _decode(tail: onnx.ModelProto, name: str, wire: str, mode: str,
 
 def _retyped(value: onnx.ValueInfoProto, name: str, elem: int) -> onnx.ValueInfoProto:
     """A copy of a value info with another name and element type."""
-    import onnx
-
     copy = onnx.ValueInfoProto()
     copy.CopyFrom(value)
     copy.name = name
@@ -175,9 +163,5 @@ def _drop_plain_outputs(head: onnx.ModelProto, names: list[str], finals: set[str
 
 
 def _save(model: onnx.ModelProto, path: object) -> None:
-    import onnx
-
-    from edge.core.model import save_onnx_atomic
-
     onnx.checker.check_model(model)
     save_onnx_atomic(model, path)  # type: ignore[arg-type]

@@ -7,17 +7,16 @@ import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+import onnx
+
+from devices import profiling
+from devices.device import Device, open_device
+from devices.transport import Transport
 from edge.core.errors import UsageError
-from partition.graph import load_named, tensor_bytes
-
-if TYPE_CHECKING:
-    import onnx
-
-    from devices.device import Device
-    from devices.transport import Transport
-    from edge.core.profile import Profile
+from edge.core.model import load_named, node_macs, value_shapes
+from edge.core.profile import Profile
+from partition.graph import tensor_bytes
 
 __all__ = ["estimate_costs", "measure_costs", "measure_costs_on_device", "node_costs"]
 
@@ -38,8 +37,6 @@ def node_costs(model_path: str | Path, profile: Profile, *, measured: bool) -> d
 
 def estimate_costs(model_path: str | Path, profile: Profile) -> dict[str, float]:
     """Estimate (not measured): 2*MACs / fp32 peak, plus bytes moved / bandwidth and overhead."""
-    import onnx
-
     model = load_named(model_path)
     inferred = onnx.shape_inference.infer_shapes(model)
     shapes = _shapes(inferred)
@@ -66,8 +63,6 @@ def measure_costs_on_device(
     ``device`` is an opened ``Device``, or a transport opened here with ``python`` (default:
     this python for the local device, ``python3`` over SSH) and ``work_dir``.
     """
-    from devices.device import Device, open_device
-
     path = Path(model_path)
     if not path.is_file():
         raise UsageError(f"{path}: no such model file")
@@ -79,8 +74,6 @@ def measure_costs_on_device(
 
 def _measured(path: Path, device: Device | None, threads: int, runs: int) -> dict[str, float]:
     """The named model profiled by ``devices.profiling`` (here or on ``device``), calibrated."""
-    from devices import profiling
-
     if not path.is_file():
         raise UsageError(f"{path}: no such model file")
     try:
@@ -105,16 +98,13 @@ def _estimate_node(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]],
 
 
 def _node_macs(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]]) -> int:
-    """MACs of a Conv/ConvTranspose/Gemm/MatMul node by edge.core.model's rules; 0 otherwise."""
-    from edge.core.model import node_macs  # the project's single MAC rule set
-
+    """MACs of a Conv/ConvTranspose/Gemm/MatMul node by edge.core.model's rules (the project's
+    single MAC rule set); 0 otherwise."""
     return node_macs(node, shapes)
 
 
 def _shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
     """Static shapes of all values and weights (symbolic dims as 1)."""
-    from edge.core.model import value_shapes
-
     return value_shapes(model)
 
 
@@ -125,8 +115,6 @@ def _peak_fp32_gops(profile: Profile) -> float:
 
 
 def _save(model: onnx.ModelProto, path: Path) -> None:
-    import onnx
-
     onnx.save(model, str(path))
 
 

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+import onnx
 
 from edge.core.model import load_named, node_names
-
-if TYPE_CHECKING:
-    import onnx
+from partition.compress import wire_bytes_factor
 
 __all__ = [
     "SINK",
@@ -81,8 +80,6 @@ def tensor_bytes(model: onnx.ModelProto) -> dict[str, int]:
 
 def _value_sizes_and_dtypes(model: onnx.ModelProto) -> tuple[dict[str, int], dict[str, str]]:
     """Bytes and numpy dtype name of every typed tensor (pinned dims, after shape inference)."""
-    import onnx
-
     inferred = onnx.shape_inference.infer_shapes(_pinned_inputs(model))
     graph = inferred.graph
     sizes: dict[str, int] = {}
@@ -111,10 +108,6 @@ def with_compression(graph: Graph, mode: str) -> Graph:
     Graph outputs keep their size: the tail returns them uncompressed on the downlink (an
     output made on the device and also read by the cloud is priced uncompressed: a slight
     overestimate)."""
-    from dataclasses import replace
-
-    from partition.compress import wire_bytes_factor
-
     factor = wire_bytes_factor(mode)
     if factor == 1.0:
         return graph
@@ -146,8 +139,6 @@ def _tensors(model: onnx.ModelProto, weights: set[str], sizes: Mapping[str, int]
 
 def _all_inputs(node: onnx.NodeProto) -> list[str]:
     """Inputs of a node, including outer-scope names read by its subgraphs (If/Loop/Scan)."""
-    import onnx
-
     names = [i for i in node.input if i]
     for attr in node.attribute:
         graphs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
@@ -159,8 +150,6 @@ def _all_inputs(node: onnx.NodeProto) -> list[str]:
 
 def _pinned_inputs(model: onnx.ModelProto) -> onnx.ModelProto:
     """A copy whose graph inputs have every symbolic or unknown dim set to 1."""
-    import onnx
-
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     for value in copy.graph.input:
@@ -172,8 +161,6 @@ def _pinned_inputs(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def _value_bytes(value: onnx.ValueInfoProto) -> int:
-    import onnx
-
     tensor = value.type.tensor_type
     if not tensor.elem_type or not tensor.HasField("shape"):
         return 0
@@ -189,8 +176,6 @@ def _value_bytes(value: onnx.ValueInfoProto) -> int:
 
 def _value_dtype(value: onnx.ValueInfoProto) -> str:
     """numpy dtype name of a value, or "" when unknown."""
-    import onnx
-
     try:
         return onnx.helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type).name
     except (KeyError, TypeError, ValueError):

@@ -16,15 +16,16 @@ edge node). Each objective is always compared with all-edge and all-cloud.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import Literal, Protocol
+
+import networkx as nx
+from networkx.algorithms.flow import boykov_kolmogorov
 
 from partition.graph import SINK, SOURCE, Graph, Tensor
-
-if TYPE_CHECKING:
-    import networkx as nx
 
 __all__ = [
     "DEFAULT_ENERGY",
@@ -303,9 +304,6 @@ def _kind(edge: frozenset[str], cloud: frozenset[str]) -> Kind:
 
 def _min_cut_edge_set(graph: Graph, link: _Link, weights: _Weights) -> frozenset[str]:
     """Nodes on the source (edge) side of a minimum cut of the RTT-free objective."""
-    import networkx as nx
-    from networkx.algorithms.flow import boykov_kolmogorov
-
     flow = _flow_graph(graph, link, weights)
     _, (edge_side, _) = nx.minimum_cut(flow, _S, _T, flow_func=boykov_kolmogorov)
     return frozenset(n.name for n in graph.nodes if n.name in edge_side)
@@ -313,8 +311,6 @@ def _min_cut_edge_set(graph: Graph, link: _Link, weights: _Weights) -> frozenset
 
 def _flow_graph(graph: Graph, link: _Link, weights: _Weights) -> nx.DiGraph:
     """s = edge, t = cloud; an s-side node pays its edge cost, a t-side node its cloud cost."""
-    import networkx as nx
-
     flow = nx.DiGraph()
     flow.add_nodes_from([_S, _T])
     for node in graph.nodes:
@@ -441,8 +437,6 @@ class _Dag:
 
 def _topological(graph: Graph) -> tuple[str, ...]:
     """Node names in a topological order, graph order among the ready ones (Kahn)."""
-    import heapq
-
     position = {n.name: i for i, n in enumerate(graph.nodes)}
     succs: dict[str, set[str]] = {n.name: set() for n in graph.nodes}
     for t in graph.tensors:

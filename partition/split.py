@@ -29,6 +29,7 @@ import numpy as np
 import onnx
 import onnx.shape_inference
 import onnx.utils
+import onnxruntime as ort
 
 from edge.core.documents import (
     CutDocument,
@@ -272,8 +273,6 @@ def _with_paths(plan: SplitModels, head: Path | None, tail: Path | None) -> Spli
 
 def _session(path: Path) -> Any:
     """An onnxruntime CPU session for ``path``."""
-    import onnxruntime as ort
-
     return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
 
 

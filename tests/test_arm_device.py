@@ -348,6 +348,7 @@ def test_int8_artifact_runs_on_the_aarch64_device(
     from devices.device import open_device
     from devices.measure import Rounds
     from edge.core.bundle import read_bundle
+    from edge.core.profile import load_profile
 
     manifest = read_bundle(bundle)
     result = next(c for c in manifest.candidates if c.candidate.id == "onnxruntime-int8")
@@ -357,7 +358,7 @@ def test_int8_artifact_runs_on_the_aarch64_device(
 
     device = open_device(transport, python=provisioned.python, work_dir="~/.edge")
     assert "onnxruntime" in device.runtimes
-    report = measure_on_device(device, bundle, artifact, profile=manifest.profile,
+    report = measure_on_device(device, bundle, artifact, profile=load_profile(manifest.profile),
                                rounds=Rounds(calls=5, warmup=1), threads=1, activate=True)
     assert report.active and report.candidate == "onnxruntime-int8"
     bench = report.bench

@@ -13,7 +13,7 @@ import yaml
 
 from edge.core.bundle import read_bundle
 from edge.core.documents import dump, read_json, read_yaml
-from partition.serve import EdgeCloudServer, serve
+from edge.flows.serve_cloud import EdgeCloudServer, serve
 from partition.split import read_split_yaml
 from tests.support.cli import run_cli
 

@@ -26,11 +26,12 @@ from pathlib import Path
 
 import pytest
 
-from devices.deploy import deploy
 from devices.ssh import SSHTransport, parse_host
 from edge.core.errors import DeviceError
+from edge.flows.deploy import deploy
 from tests.support.sshd import SSHDevice, _user_pids
 from tests.test_deploy_faults import (
+    PROFILE,
     ROUNDS,
     WORK,
     FaultyTransport,
@@ -288,7 +289,8 @@ def small_disk(device: SSHDevice, megabytes: int) -> Iterator[str]:
 def _deploy_to(device: SSHDevice, release: Release, work_dir: str,
                wrap: Callable[[SSHTransport], FaultyTransport] = FaultyTransport) -> None:
     with _ssh(device) as inner:
-        deploy(release.bundle_dir, release.bundle, wrap(inner), python=device.python,
+        deploy(release.bundle_dir, release.bundle, wrap(inner), profile=PROFILE,
+               python=device.python,
                work_dir=work_dir, rounds=ROUNDS, threads=1)
 
 
@@ -376,7 +378,8 @@ def test_a_corrupted_upload_is_refused_and_cleaned(
     d = releases["D"]
     with _ssh(ssh_device) as inner, pytest.raises(DeviceError, match="checksum mismatch"):
         transport = CorruptsUploads(inner, ssh_device)
-        deploy(d.bundle_dir, d.bundle, transport, python=ssh_device.python, work_dir=WORK,
+        deploy(d.bundle_dir, d.bundle, transport, profile=PROFILE,
+               python=ssh_device.python, work_dir=WORK,
                rounds=ROUNDS, threads=1)
     assert transport.fired
     assert_serving(ssh_device, serving_a, known(releases))
@@ -425,7 +428,8 @@ def test_a_device_that_stops_answering_mid_upload_fails_in_bounded_time(
     started = time.monotonic()
     try:
         with inner, pytest.raises(DeviceError, match="upload of .* failed .*timed out"):
-            deploy(new.bundle_dir, new.bundle, transport, python=ssh_device.python,
+            deploy(new.bundle_dir, new.bundle, transport, profile=PROFILE,
+                   python=ssh_device.python,
                    work_dir=WORK, rounds=ROUNDS, threads=1)
         seconds = time.monotonic() - started
     finally:

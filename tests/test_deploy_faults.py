@@ -21,13 +21,17 @@ from pathlib import Path
 import pytest
 
 from devices.agentfile import agent_file
-from devices.deploy import DeployOutcome, deploy
+from devices.deploy import DeployOutcome
 from devices.measure import Rounds
 from devices.release import list_releases, rollback
 from devices.ssh import SSHTransport, parse_host
 from edge.core.errors import DeviceError, UsageError
+from edge.core.profile import load_profile
 from edge.core.values import Artifact, Bundle, Candidate, CandidateResult
+from edge.flows.deploy import deploy
 from tests.support.sshd import SSHDevice
+
+PROFILE = load_profile("x86-64")  # the bundles' profile
 
 pytestmark = pytest.mark.slow
 
@@ -177,7 +181,7 @@ def _deploy(device: SSHDevice, release: Release, *, fault: str | None = None,
             python: str | None = None, keep: int = 3) -> tuple[DeployOutcome, FaultyTransport]:
     with _ssh(device) as inner:
         transport = FaultyTransport(inner, fault)
-        outcome = deploy(release.bundle_dir, release.bundle, transport,
+        outcome = deploy(release.bundle_dir, release.bundle, transport, profile=PROFILE,
                          python=python or device.python, work_dir=WORK, rounds=ROUNDS,
                          threads=1, keep=keep)
     return outcome, transport
@@ -270,7 +274,8 @@ def test_a_failed_deploy_keeps_the_previous_release_and_the_next_one_succeeds(
 
     with _ssh(ssh_device) as inner, pytest.raises(DeviceError) as failure:
         transport = FaultyTransport(inner, transport_fault)
-        deploy(new.bundle_dir, new.bundle, transport, python=python or ssh_device.python,
+        deploy(new.bundle_dir, new.bundle, transport, profile=PROFILE,
+               python=python or ssh_device.python,
                work_dir=WORK, rounds=ROUNDS, threads=1)
     assert transport.fired == (transport_fault is not None)
     message = str(failure.value)
@@ -399,7 +404,7 @@ def test_rollback_on_the_local_device(tmp_path: Path, releases: dict[str, Releas
     monkeypatch.setenv("EDGE_LOCAL_DEVICE", str(tmp_path / "device"))
     for tag in "AB":
         with LocalTransport() as transport:
-            deploy(releases[tag].bundle_dir, releases[tag].bundle, transport,
+            deploy(releases[tag].bundle_dir, releases[tag].bundle, transport, profile=PROFILE,
                    python=sys.executable, work_dir="~/.edge", rounds=ROUNDS, threads=1)
     with pytest.raises(UsageError, match="no previous release"):
         with LocalTransport(tmp_path / "empty") as transport:

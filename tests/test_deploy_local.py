@@ -97,7 +97,9 @@ def test_bench_installs_without_activating(tmp_path: Path) -> None:
 
 
 def test_device_without_the_chosen_runtime_gets_the_next_faithful_one(tmp_path: Path) -> None:
-    result = run_cli("deploy", "sample:digits", "--profile", "pixel-8", "-o",
+    profile = tmp_path / "pixel-local.yaml"  # pixel-8 is reached over adb, which edge lacks
+    profile.write_text("extends: pixel-8\nid: pixel-local\naccess: {transport: local}\n")
+    result = run_cli("deploy", "sample:digits", "--profile", str(profile), "-o",
                      str(tmp_path / "b"), "--runs", "3", "--json")
     assert result.status == 0, result.stderr
     report = result.json()
@@ -105,6 +107,37 @@ def test_device_without_the_chosen_runtime_gets_the_next_faithful_one(tmp_path: 
     assert manifest["chosen"] == "nnapi-int8"  # NNAPI first for a Pixel 8
     assert report["candidate"] != "nnapi-int8"  # this machine has no NNAPI
     assert "no nnapi runtime" in report["reason"] and report["candidate"] in report["reason"]
+
+
+def test_a_profile_file_extending_a_catalog_profile_keeps_its_power_estimate(
+        tmp_path: Path) -> None:
+    # issue 26: the deploy re-read the profile by its id ("rpi4-tmp", in no catalog), printed
+    # "profile rpi4-tmp unavailable" and lost the power estimate
+    profile = tmp_path / "rpi4-tmp.yaml"
+    profile.write_text("extends: rpi4\nid: rpi4-tmp\npower: {idle_w: 2.5, max_w: 7.5}\n")
+    result = run_cli("deploy", "sample:digits", "--profile", str(profile), "-o",
+                     str(tmp_path / "b"), "--runs", "5", "--json")
+    assert result.status == 0, result.stderr
+    report = result.json()
+    assert report["profile"] == "rpi4-tmp"
+    metrics = report["bench"]["metrics"]
+    if metrics["power_source"].startswith("estimated"):  # no power sensor on this host
+        threads = report["bench"]["threads"]
+        assert metrics["power_w"] == pytest.approx(2.5 + 5.0 * min(1.0, threads / 4))
+        assert metrics["power_source"] == ("estimated from the profile (2.5..7.5 W), "
+                                           "not measured")
+    assert metrics["power_w"] is not None
+    assert "unavailable" not in result.stdout + result.stderr
+
+
+def test_an_adb_profile_is_refused_in_one_line_before_any_work(tmp_path: Path) -> None:
+    result = run_cli("deploy", "sample:digits", "--profile", "pixel-8", "-o",
+                     str(tmp_path / "b"), "--runs", "3")
+    assert result.status == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1].startswith("error: access.transport 'adb' is not implemented yet")
+    assert "--host" in lines[-1]
+    assert not (tmp_path / "b").exists()
 
 
 def test_measure_on_device_times_every_candidate_in_one_interleaved_bench(

@@ -259,7 +259,7 @@ class FakeBoard:
 def _probe_fake(board: FakeBoard, monkeypatch: pytest.MonkeyPatch) -> ProbeResult:
     import edge.flows.probe
 
-    monkeypatch.setattr(edge.flows.probe, "_transport", lambda target: _Ctx(board))
+    monkeypatch.setattr(edge.flows.probe, "transport_for", lambda target, profile: _Ctx(board))
     result = probe_device(DeviceTarget(host="pi@board.local"))
     for argv in board.commands:
         assert argv[0] not in ("sh", "bash") and not any("*" in a for a in argv), argv

@@ -85,7 +85,6 @@ def deploy(source: Path, profile_ref: str | None, on_device: bool, measure_on_de
 def _deploy_one(request: Any, dry_run: bool, as_json: bool, report_file: Path | None) -> int:
     """One device: the release flow, its measurement kept, the outcome shown."""
     from edge.cli.render import render_bundle, render_deploy_outcome
-    from edge.core.results import keep as keep_result
     from edge.flows.deploy import describe, run_deploy_outcome
 
     if dry_run:
@@ -94,7 +93,6 @@ def _deploy_one(request: Any, dry_run: bool, as_json: bool, report_file: Path | 
         return 0
     with stdout_to_stderr(as_json):
         outcome, bundle, bundle_dir = run_deploy_outcome(request)
-    keep_result(outcome.report)
     with stdout_to_stderr(as_json):
         html = write_report(bundle_report, bundle_dir, report_file) if report_file else None
     text = render_bundle(bundle, str(bundle_dir)) + "\n\n" + render_deploy_outcome(outcome)
@@ -107,7 +105,6 @@ def _deploy_one(request: Any, dry_run: bool, as_json: bool, report_file: Path | 
 def _deploy_fleet(request: Any, dry_run: bool, as_json: bool, report_file: Path | None) -> int:
     """``edge deploy --inventory``: one bundle per profile, then every host in parallel."""
     from edge.cli.render_fleet import render_fleet
-    from edge.core.results import keep as keep_result
     from edge.flows.fleet import describe_fleet, run_fleet
 
     if dry_run:
@@ -116,9 +113,6 @@ def _deploy_fleet(request: Any, dry_run: bool, as_json: bool, report_file: Path 
         return 0
     with stdout_to_stderr(as_json):
         report = run_fleet(request)
-    for host in report.hosts:  # each host's measurement joins its history, as a deploy's does
-        if host.report is not None:
-            keep_result(host.report)
     with stdout_to_stderr(as_json):
         html = _fleet_reports(report, report_file) if report_file else []
     emit(as_json, report.to_json() | ({"reports": html} if report_file else {}),

@@ -41,8 +41,7 @@ def devices_probe(target: str, out: Path | None, profile_id: str | None, force: 
       edge devices probe pi@raspberrypi.local -o kitchen-pi.yaml
       edge devices probe local --id this-laptop     # the embedded local device
     """
-    from devices.connect import DeviceTarget
-    from edge.flows.probe import probe_to_file, render_profile
+    from edge.flows.probe import DeviceTarget, probe_to_file, render_profile
 
     device = DeviceTarget(host=None if target == "local" else target, identity=identity,
                           known_hosts=known_hosts, trust_new_host=trust_new_host,

@@ -86,9 +86,9 @@ def partition(model: Path, profile_ref: str, cloud_ref: str, bandwidth: float | 
     """
     from edge.cli.render_partition import render_partition
     from edge.core.profile import load_profile
+    from edge.flows.partition import PartitionOptions
+    from edge.flows.partition import partition as run_partition
     from edge.flows.report import render_partition_report
-    from partition.run import PartitionOptions
-    from partition.run import partition as run_partition
 
     edge, cloud = load_profile(profile_ref), load_profile(cloud_ref)
     model, calib, _ = with_sample(model, calib, None)
@@ -168,8 +168,8 @@ def serve_cloud(split_dir: Path, address: str, port: int, grpc_port: int | None,
       edge serve-cloud mobilenet-split --export-repository models/
     """
     require("cloud", "mlserver", "uvicorn", "orjson", "grpc", why="edge serve-cloud")
-    from partition.serve import ServeOptions, chosen_serving, resolve_token, serve_forever
-    from partition.serve import export_repository as export_to
+    from edge.flows.serve_cloud import ServeOptions, chosen_serving, resolve_token, serve_forever
+    from edge.flows.serve_cloud import export_repository as export_to
 
     batching, processes, source = chosen_serving(split_dir, max_batch, max_delay, processes)
     if export_repository:
@@ -224,7 +224,7 @@ def run_split(split_dir: Path, url: str, data: Path | None, runs: int, warmup: i
           --input frames.npy --runs 100
     """
     from edge.cli.render_partition import render_run_split
-    from partition.runsplit import RunSplitOptions, run
+    from edge.flows.runsplit import RunSplitOptions, run
 
     options = RunSplitOptions(url=url, data=data, runs=runs, warmup=warmup, cut=cut,
                               token=_read_token(token_file), threads=threads,

@@ -67,7 +67,7 @@ def _report_device(on_device: bool, device: Any, profile_ref: str | None) -> Ite
     if not on_device:
         yield None
         return
-    from devices.connect import opened_device
+    from edge.flows.deploy import opened_device
 
     with opened_device(device, profile_ref) as opened:
         yield opened

@@ -3,29 +3,67 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from devices.connect import (
+    AccessOnly,
     DeviceTarget,
-    access_profile,
     check_target_paths,
     device_python,
     profile_host,
     transport_for,
 )
+from devices.deploy import (
+    DeployOutcome,
+    deploy_artifact,
+    device_benches,
+    install_all,
+    measure_on_device,
+)
+from devices.device import Device, open_device
+from devices.lock import deploy_lock
+from devices.measure import Rounds
+from devices.provision import provision_runtime, runtime_for_bundle
+from devices.release import (
+    DEFAULT_KEEP,
+    ReleasesReport,
+    RollbackReport,
+    check_keep,
+    list_releases,
+    prune_quietly,
+    rollback,
+)
+from devices.transport import Transport
 from edge.core import progress
-from edge.core.errors import CheckFailed, UsageError
-from edge.core.values import Bundle, DeployReport
-from edge.flows.optimize import OptimizeOptions, latency_budget
+from edge.core.bundle import is_bundle, read_bundle
+from edge.core.documents import parse
+from edge.core.errors import CheckFailed, DeviceError, UsageError
+from edge.core.intake import check_model_file
+from edge.core.model import sha256_file
+from edge.core.profile import Profile, catalog_ids, load_profile
+from edge.core.results import keep as keep_result
+from edge.core.select import Budget, choose_candidate, runnable, within_budget
+from edge.core.values import (
+    Artifact,
+    Bundle,
+    Candidate,
+    CandidateResult,
+    DeployReport,
+    MeasuredCandidate,
+    StoredFile,
+)
+from edge.flows.optimize import OptimizeOptions, latency_budget, optimize
+from targets import artifact_suffixes, target_for_suffix
 
 __all__ = ["DEFAULT_KEEP", "BenchRequest", "DeployRequest", "DeviceTarget", "ReleasesRequest",
-           "RollbackRequest", "build_bundle", "describe", "resolve_profile", "run_bench",
-           "run_deploy", "run_deploy_outcome", "run_releases", "run_rollback"]
-
-DEFAULT_KEEP = 3  # as devices.release.DEFAULT_KEEP (not imported: edge --help stays light)
+           "RollbackRequest", "access_profile", "build_bundle", "deploy", "describe",
+           "measuring_device", "opened_device", "resolve_profile", "run_bench", "run_deploy",
+           "run_deploy_outcome", "run_releases", "run_rollback"]
 
 log = logging.getLogger("edge")
 
@@ -49,11 +87,10 @@ def run_deploy(request: DeployRequest) -> tuple[DeployReport, Bundle, Path]:
     return outcome.report, bundle, bundle_dir
 
 
-def run_deploy_outcome(request: DeployRequest) -> tuple[Any, Bundle, Path]:
+def run_deploy_outcome(request: DeployRequest) -> tuple[DeployOutcome, Bundle, Path]:
     """As run_deploy, with the whole ``devices.deploy.DeployOutcome``: the report plus bytes
-    sent, the health check, the previous release (rollback target) and pruned releases."""
-    from devices.deploy import deploy
-
+    sent, the health check, the previous release (rollback target) and pruned releases. The
+    measurement is kept in the device's history (``edge.core.results``)."""
     read = _check_source(request)
     _check_keep(request.keep)
     profile = _profile(request, read=read)
@@ -67,15 +104,14 @@ def run_deploy_outcome(request: DeployRequest) -> tuple[Any, Bundle, Path]:
         log.info("deploying %s to %s", bundle.chosen, transport.label)
         python = device_python(request.device, profile, transport)
         if request.device.provision:
-            from devices.provision import runtime_for_bundle
-
             python = _provision(transport, python, profile, runtime_for_bundle(bundle))
         rounds, threads = _bench(request.device, profile)
-        outcome = deploy(bundle_dir, bundle, transport, python=python,
+        outcome = deploy(bundle_dir, bundle, transport, profile=profile, python=python,
                          work_dir=profile.access.work_dir, rounds=rounds, threads=threads,
                          keep=request.keep, fastest=request.measure_on_device,
                          budget=latency_budget(request.options, profile)
                          if request.measure_on_device else None)
+    keep_result(outcome.report)
     return outcome, bundle, bundle_dir
 
 
@@ -88,11 +124,9 @@ class RollbackRequest:
     to: str | None = None
 
 
-def run_rollback(request: RollbackRequest) -> Any:
+def run_rollback(request: RollbackRequest) -> RollbackReport:
     """Switch the device back to its previous release (or ``to``) after a health check;
     returns ``devices.release.RollbackReport``. A malformed ``to`` fails before connecting."""
-    from devices.release import rollback
-
     profile = access_profile(request.profile)
     _check_paths(request.device, profile)
     with transport_for(request.device, profile) as transport:
@@ -109,11 +143,9 @@ class ReleasesRequest:
     prune_keep: int | None = None
 
 
-def run_releases(request: ReleasesRequest) -> Any:
+def run_releases(request: ReleasesRequest) -> ReleasesReport:
     """The device's releases, the active one, the rollback target and the switch history
     (``devices.release.ReleasesReport``)."""
-    from devices.release import list_releases
-
     if request.prune_keep is not None:
         _check_keep(request.prune_keep)
     profile = access_profile(request.profile)
@@ -121,6 +153,35 @@ def run_releases(request: ReleasesRequest) -> Any:
     with transport_for(request.device, profile) as transport:
         return list_releases(transport, python=device_python(request.device, profile, transport),
                              work_dir=profile.access.work_dir, prune_keep=request.prune_keep)
+
+
+def access_profile(ref: str | None) -> Profile | AccessOnly:
+    """The profile for access settings; without one, the defaults (local device, ~/.edge)."""
+    return AccessOnly() if ref is None else load_profile(ref)
+
+
+@contextlib.contextmanager
+def opened_device(target: DeviceTarget, profile_ref: str | None) -> Iterator[Device]:
+    """A ``devices.device.Device`` (agent pushed, runtimes probed) for commands that measure
+    on it: --host, else the profile's access.host, else the embedded local device."""
+    profile = access_profile(profile_ref)
+    _check_paths(target, profile)
+    with transport_for(target, profile) as transport:
+        yield open_device(transport, python=device_python(target, profile, transport),
+                          work_dir=profile.access.work_dir)
+
+
+@contextlib.contextmanager
+def measuring_device(target: DeviceTarget, profile: Any, runtime: str) -> Iterator[Device]:
+    """The device to measure on, opened as deploy opens it: paths checked before connecting,
+    --host else the profile's access else the local device, ``runtime`` provisioned with
+    --provision, the agent pushed and its runtimes probed."""
+    _check_paths(target, profile)
+    with transport_for(target, profile) as transport:
+        python = device_python(target, profile, transport)
+        if target.provision:
+            python = _provision(transport, python, profile, runtime)
+        yield open_device(transport, python=python, work_dir=profile.access.work_dir)
 
 
 def _check_paths(device: DeviceTarget, profile: Any) -> None:
@@ -132,11 +193,94 @@ def _check_keep(keep: int) -> None:
         raise UsageError(f"--keep {keep!r}: keep at least 1 release")
 
 
+# ---------------------------------------------------------------- which candidate goes
+
+
+def deploy(
+    bundle_dir: Path, bundle: Bundle, transport: Transport, *, profile: Profile, python: str,
+    work_dir: str, rounds: Rounds, threads: int, keep: int = DEFAULT_KEEP, fastest: bool = False,
+    budget: Budget | None = None,
+) -> DeployOutcome:
+    """Deploy a bundle: its chosen artifact (or the first faithful one the device runs), or with
+    ``fastest`` every faithful candidate measured on the device and the one ``edge.core.select``
+    chooses activated (with a latency ``budget``: among those within it on the device, the one
+    that loses the least fidelity). ``profile`` is the device's profile (its runtime order and
+    power estimate).
+
+    Only files the device lacks (by sha256) are sent; the release becomes current only after
+    its health check and benchmark passed; afterwards releases beyond ``keep`` are pruned.
+    """
+    check_keep(keep)
+    device = open_device(transport, python=python, work_dir=work_dir)
+    with deploy_lock(device):
+        if fastest:
+            return _deploy_fastest(device, bundle_dir, bundle, profile=profile, rounds=rounds,
+                                   threads=threads, keep=keep, budget=budget)
+        result = _usable(bundle, device.runtimes, device.label)[0]
+        assert result.artifact is not None
+        outcome = deploy_artifact(device, bundle_dir, result.artifact, profile=profile,
+                                  rounds=rounds, threads=threads, keep=keep)
+    return replace(outcome, report=replace(outcome.report, reason=_why(bundle, result)))
+
+
+def _why(bundle: Bundle, result: CandidateResult) -> str:
+    """Why plain deploy sent this candidate: the bundle's choice, or the device lacked its
+    runtime."""
+    if result.candidate.id == bundle.chosen:
+        return f"the bundle's choice: {bundle.reason}"
+    chosen = bundle.chosen_result()
+    need = chosen.artifact.runtime if chosen and chosen.artifact else "?"
+    return (f"the bundle chose {bundle.chosen}, but the device has no {need} runtime; "
+            f"deployed {result.candidate.id}, the first faithful candidate it can run")
+
+
+def _deploy_fastest(device: Device, bundle_dir: Path, bundle: Bundle, *, profile: Profile,
+                    rounds: Rounds, threads: int, keep: int,
+                    budget: Budget | None) -> DeployOutcome:
+    """Every faithful candidate the device runs installed and timed there; the choice
+    activated."""
+    installed, transfer = install_all(device, bundle_dir,
+                                      _usable(bundle, device.runtimes, device.label))
+    benches, how = device_benches(device, {r.candidate.id: m for r, m in installed}, rounds,
+                                  threads)
+    measured = [r for r, _ in installed if r.candidate.id in benches]
+    ms = {k: b.p50_ms for k, b in benches.items()}
+    try:
+        pool, note = within_budget(measured, ms, budget, device.label)
+    except CheckFailed:
+        prune_quietly(device, keep)  # the installed candidates, never activated
+        raise
+    choice = choose_candidate(pool, tuple(profile.runtimes), ms=ms,
+                              where=f"{device.label} {how}")
+    chosen = next(r for r in measured if r.candidate.id == choice.id)
+    assert chosen.artifact is not None
+    outcome = deploy_artifact(device, bundle_dir, chosen.artifact, profile=profile,
+                              rounds=rounds, threads=threads, keep=keep)
+    compared = tuple(MeasuredCandidate(candidate=r.candidate.id, bench=benches[r.candidate.id])
+                     for r in measured)
+    report = replace(outcome.report, compared=compared, reason=note + choice.reason)
+    return replace(outcome, report=report, transfer=transfer)
+
+
+def _usable(bundle: Bundle, runtimes: frozenset[str], label: str) -> list[CandidateResult]:
+    """Faithful candidates the device can run, the bundle's chosen one first."""
+    if bundle.chosen_result() is None:
+        raise DeviceError("the bundle has no chosen candidate (none kept fidelity); "
+                          "fix the model or relax --max-drop, then re-run edge optimize")
+    found = runnable(bundle.candidates, bundle.chosen, runtimes)
+    if found:
+        return found
+    faithful = [c for c in bundle.candidates if c.status in ("chosen", "passed")]
+    need = ", ".join(sorted({c.artifact.runtime for c in faithful if c.artifact}))
+    have = ", ".join(sorted(runtimes)) or "none"
+    raise DeviceError(f"{label} has no runtime for this bundle (needs one of {need}; has "
+                      f"{have}): install one into the device's python, e.g. pip install "
+                      "ai-edge-litert, onnxruntime or openvino")
+
+
 def _provision(transport: Any, python: str, profile: Any, runtime: str) -> str:
     """--provision: the runtime into WORK/venv from wheels fetched on this host (the device
     needs no internet); returns the venv's python, the device python from then on."""
-    from devices.provision import provision_runtime
-
     with progress.step(f"{transport.label}: provisioning {runtime}"):
         report = provision_runtime(transport, device_python=python,
                                    work_dir=profile.access.work_dir, runtime=runtime)
@@ -146,11 +290,9 @@ def _provision(transport: Any, python: str, profile: Any, runtime: str) -> str:
     return report.python
 
 
-def _bench(device: DeviceTarget, profile: Any) -> tuple[Any, int]:
+def _bench(device: DeviceTarget, profile: Any) -> tuple[Rounds, int]:
     """How to time on the device (``devices.measure.Rounds``: --runs timed calls in all, --warmup
     before each block) and with how many threads (--threads, else the profile's)."""
-    from devices.measure import Rounds
-
     threads = device.threads if device.threads is not None else profile.compute.default_threads
     return Rounds(calls=device.runs, warmup=device.warmup), threads
 
@@ -176,8 +318,6 @@ def describe(request: DeployRequest) -> dict[str, Any]:
 
 
 def _is_bundle(path: Path) -> bool:
-    from edge.core.bundle import is_bundle
-
     return is_bundle(path)
 
 
@@ -187,13 +327,9 @@ def _check_source(request: DeployRequest) -> Bundle | None:
     if not request.source.exists():
         raise UsageError(f"{request.source} does not exist: give an .onnx model or a bundle dir")
     if _is_bundle(request.source):  # a malformed or escaping bundle fails before connecting
-        from edge.core.bundle import read_bundle
-
         return read_bundle(request.source)
     if request.profile is None:
         raise UsageError("deploying a model needs --profile (e.g. --profile rpi4)")
-    from edge.core.intake import check_model_file
-
     check_model_file(request.source)  # a corrupt model fails before any connection
     return None
 
@@ -202,16 +338,10 @@ def _profile(request: DeployRequest | BenchRequest, default: str | None = None,
              read: Bundle | None = None) -> Any:
     """--profile, else the bundle's (a user profile is kept in its manifest; ``read``: the
     bundle already read), else default."""
-    from edge.core.profile import load_profile
-
     if request.profile is not None:
         return load_profile(request.profile)
     if not _is_bundle(request.source) and default is not None:
         return load_profile(default)
-    from edge.core.bundle import read_bundle
-    from edge.core.documents import parse
-    from edge.core.profile import catalog_ids
-
     bundle = read or read_bundle(request.source)
     if bundle.profile in catalog_ids():
         return load_profile(bundle.profile)
@@ -226,8 +356,6 @@ def _profile(request: DeployRequest | BenchRequest, default: str | None = None,
 
 def _bundle(request: DeployRequest, profile: Any,
             read: Bundle | None = None) -> tuple[Bundle, Path]:
-    from edge.core.bundle import read_bundle
-
     if _is_bundle(request.source):
         bundle = read or read_bundle(request.source)
         if bundle.chosen is None:
@@ -238,8 +366,6 @@ def _bundle(request: DeployRequest, profile: Any,
                         profile.id)
         _warn_unjudged_budgets(request)
         return bundle, request.source
-    from edge.flows.optimize import optimize
-
     out = request.out or Path(f"{request.source.stem}-{profile.id}.bundle")
     bundle = optimize(request.source, profile, out, request.options)
     if bundle.chosen is None:
@@ -269,31 +395,20 @@ class BenchRequest:
 
 def run_bench(request: BenchRequest) -> DeployReport:
     """Install (not activate) an artifact on the device and measure it there."""
-    from devices.deploy import measure_on_device
-    from devices.device import open_device
-
     root, artifact = _bench_artifact(request)
     profile = _profile(request, default="x86-64")
-    with transport_for(request.device, profile) as transport:
-        python = device_python(request.device, profile, transport)
-        if request.device.provision:
-            python = _provision(transport, python, profile, artifact.runtime)
-        device = open_device(transport, python=python, work_dir=profile.access.work_dir)
+    with measuring_device(request.device, profile, artifact.runtime) as device:
         if artifact.runtime not in device.runtimes:
-            from edge.core.errors import DeviceError
-
-            raise DeviceError(f"{transport.label} has no {artifact.runtime} runtime; has "
+            raise DeviceError(f"{device.label} has no {artifact.runtime} runtime; has "
                               f"{', '.join(sorted(device.runtimes)) or 'none'}")
         rounds, threads = _bench(request.device, profile)
-        return measure_on_device(device, root, artifact, profile=profile.id, activate=False,
+        return measure_on_device(device, root, artifact, profile=profile, activate=False,
                                  rounds=rounds, threads=threads)
 
 
 def _bench_artifact(request: BenchRequest) -> tuple[Path, Any]:
     """(root dir, Artifact) for a bundle's candidate or a bare artifact file."""
     if _is_bundle(request.source):
-        from edge.core.bundle import read_bundle
-
         bundle = read_bundle(request.source)
         wanted = request.candidate or bundle.chosen
         result = next((c for c in bundle.candidates if c.candidate.id == wanted), None)
@@ -305,12 +420,8 @@ def _bench_artifact(request: BenchRequest) -> tuple[Path, Any]:
     return request.source.parent, _artifact_of_file(request.source)
 
 
-def _artifact_of_file(path: Path) -> Any:
+def _artifact_of_file(path: Path) -> Artifact:
     """A bare artifact file as an Artifact of the target whose declared suffix it has."""
-    from edge.core.model import sha256_file
-    from edge.core.values import Artifact, Candidate, StoredFile
-    from targets import artifact_suffixes, target_for_suffix
-
     target = target_for_suffix(path.suffix) if path.is_file() else None
     if target is None:
         raise UsageError(f"{path}: give a bundle directory or a model file "

@@ -21,11 +21,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from devices.connect import Reach, open_transport
 from devices.inventory import FleetHost, Inventory, load_inventory
+from devices.measure import Rounds
+from devices.provision import provision_runtime, runtime_for_bundle
+from devices.ssh import HostSpec
 from edge.core import progress as bars
+from edge.core.bundle import is_bundle
 from edge.core.errors import EdgeError, UsageError, first_line
+from edge.core.intake import source_kind
+from edge.core.model import load_onnx
+from edge.core.results import keep as keep_result
 from edge.core.values import Bundle, DeployReport
-from edge.flows.deploy import DeployRequest
+from edge.flows.deploy import DeployRequest, build_bundle, deploy, resolve_profile
 from edge.flows.fleet_values import FleetBundle, FleetReport, FleetRequest, HostResult
 from edge.flows.optimize import latency_budget
 
@@ -56,8 +64,9 @@ class _Job:
 
 def run_fleet(request: FleetRequest) -> FleetReport:
     """Build one bundle per distinct profile (in turn), then deploy to at most ``forks`` hosts
-    at once, each over its own SSH connection. A host's failure is recorded, never raised;
-    bad input (inventory, --limit, profiles, the source) raises UsageError before any work."""
+    at once, each over its own SSH connection; each host's measurement is kept in its device
+    history (``edge.core.results``). A host's failure is recorded, never raised; bad input
+    (inventory, --limit, profiles, the source) raises UsageError before any work."""
     started = time.monotonic()
     inventory, jobs = _plan(request)
     bundles: dict[str, tuple[Bundle, Path] | str] = {}
@@ -69,6 +78,9 @@ def run_fleet(request: FleetRequest) -> FleetReport:
                                  **(_bundle_fields(outcome))))
     deploying = time.monotonic()
     results = _deploy_all(request, jobs, bundles)
+    for host in results:  # each host's measurement joins its history, as a deploy's does
+        if host.report is not None:
+            keep_result(host.report)
     done = time.monotonic()
     return FleetReport(inventory=str(inventory.path), limit=request.limit, forks=request.forks,
                        bundles=tuple(built), hosts=results, seconds=done - started,
@@ -123,16 +135,11 @@ def _check_source(source: Path) -> None:
         raise UsageError(f"{source} does not exist: give an .onnx model or a bundle dir")
     if _is_bundle(source):
         return
-    from edge.core.intake import source_kind
-    from edge.core.model import load_onnx
-
     if source_kind(source) == "onnx":  # a corrupt model fails before any work
         load_onnx(source)
 
 
 def _is_bundle(path: Path) -> bool:
-    from edge.core.bundle import is_bundle
-
     return is_bundle(path)
 
 
@@ -182,9 +189,7 @@ def _host_profile(request: FleetRequest, inventory: Inventory, host: FleetHost,
 
 
 def _load_profile(source: Path, ref: str | None) -> Any:
-    from edge.flows.deploy import resolve_profile as _profile
-
-    return _profile(DeployRequest(source=source, profile=ref))
+    return resolve_profile(DeployRequest(source=source, profile=ref))
 
 
 def _by_profile(jobs: Iterable[_Job]) -> dict[str, list[_Job]]:
@@ -200,15 +205,13 @@ def _bundle_out(request: FleetRequest, profile_id: str) -> Path:
 
 def _build_bundle(request: FleetRequest, profile: Any, hosts: int) -> tuple[Bundle, Path] | str:
     """(bundle, dir) for this profile's hosts, or the one-line reason there is none."""
-    from edge.flows.deploy import build_bundle as _bundle
-
     if not _is_bundle(request.source):
         log.info("optimizing %s for %s (%d host%s)", request.source, profile.id, hosts,
                  "" if hosts == 1 else "s")
-    deploy = DeployRequest(source=request.source, profile=profile.id, options=request.options,
-                           out=_bundle_out(request, profile.id))
+    asked = DeployRequest(source=request.source, profile=profile.id, options=request.options,
+                          out=_bundle_out(request, profile.id))
     try:
-        return _bundle(deploy, profile)
+        return build_bundle(asked, profile)
     except EdgeError as exc:
         return f"no bundle for {profile.id}: {first_line(exc)}"
 
@@ -321,15 +324,12 @@ def _deploy_one(request: FleetRequest, job: _Job, bundle: tuple[Bundle, Path] | 
 
 def _deploy_to(request: FleetRequest, job: _Job, bundle: tuple[Bundle, Path],
                say: Callable[[str], None]) -> DeployReport:
-    from devices.deploy import deploy
-    from devices.measure import Rounds
-    from devices.ssh import HostSpec, SSHTransport
-
     device = request.device
-    spec = HostSpec(user=job.user, host=job.host.address, port=job.port)
+    reach = Reach(kind="ssh", host=HostSpec(user=job.user, host=job.host.address, port=job.port),
+                  identity=job.identity, known_hosts=device.known_hosts,
+                  trust_new_host=device.trust_new_host)
     say(f"connecting to {job.target}")
-    with SSHTransport(spec, identity=job.identity, known_hosts=device.known_hosts,
-                      trust_new_host=device.trust_new_host) as transport:
+    with open_transport(reach) as transport:
         if device.trust_new_host:
             with _KNOWN_HOSTS_LOCK:
                 transport.home()
@@ -341,7 +341,8 @@ def _deploy_to(request: FleetRequest, job: _Job, bundle: tuple[Bundle, Path],
             say("provisioning the runtime from wheels fetched on this host")
             python = _provision(transport, job, manifest)
         say("pushing the artifact and benchmarking it on the device")
-        return deploy(bundle_dir, manifest, transport, python=python, work_dir=job.work_dir,
+        return deploy(bundle_dir, manifest, transport, profile=job.profile, python=python,
+                      work_dir=job.work_dir,
                       rounds=Rounds(calls=device.runs, warmup=device.warmup),
                       threads=job.threads, keep=request.keep,
                       fastest=request.measure_on_device,
@@ -351,7 +352,5 @@ def _deploy_to(request: FleetRequest, job: _Job, bundle: tuple[Bundle, Path],
 
 def _provision(transport: Any, job: _Job, manifest: Bundle) -> str:
     """--provision on one host: the bundle's runtime into WORK/venv; its python from then on."""
-    from devices.provision import provision_runtime, runtime_for_bundle
-
     return provision_runtime(transport, device_python=job.python, work_dir=job.work_dir,
                              runtime=runtime_for_bundle(manifest)).python

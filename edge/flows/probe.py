@@ -16,19 +16,18 @@ import re
 import secrets
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
+from devices.connect import AccessOnly, DeviceTarget, transport_for
 from devices.cpus import normalize_arch
 from devices.gather import gather
+from devices.ssh import HostSpec, parse_host
 from edge.core.errors import UsageError
 from edge.flows.probe_build import WORK_DIR, build, profile_id_from
 from edge.flows.probe_result import ProbeResult
 from edge.flows.probe_yaml import render_profile
 
-if TYPE_CHECKING:
-    from devices.connect import DeviceTarget
-
 __all__ = [
+    "DeviceTarget",
     "ProbeResult",
     "check_profile_id",
     "normalize_arch",
@@ -60,7 +59,7 @@ def probe_device(target: DeviceTarget, *, profile_id: str | None = None) -> Prob
     if profile_id is not None:
         check_profile_id(profile_id)
     spec = _spec(target)
-    with _transport(target) as transport:
+    with transport_for(target, AccessOnly()) as transport:
         python = target.python or (sys.executable if transport.is_local else "python3")
         facts = gather(transport, python=python, work_dir=WORK_DIR)
     return build(facts, spec, profile_id)
@@ -116,24 +115,9 @@ def probe_to_file(target: DeviceTarget, out: Path | None = None, *,
     return result, path
 
 
-def _spec(target: DeviceTarget) -> Any:
+def _spec(target: DeviceTarget) -> HostSpec | None:
     """The HostSpec of an SSH target (user, host, port), None for the local device."""
-    if target.host is None:
-        return None
-    from devices.ssh import parse_host
-
-    return parse_host(target.host)
-
-
-def _transport(target: DeviceTarget) -> Any:
-    if target.host is None:
-        from devices.transport import LocalTransport
-
-        return LocalTransport()
-    from devices.ssh import SSHTransport, parse_host
-
-    return SSHTransport(parse_host(target.host), identity=target.identity,
-                        known_hosts=target.known_hosts, trust_new_host=target.trust_new_host)
+    return None if target.host is None else parse_host(target.host)
 
 
 def _link_exclusive(tmp: Path, out: Path) -> None:

@@ -6,7 +6,7 @@ Accelerators and runtimes: edge.flows.probe_accel. CPU knowledge: devices.cpus.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -34,13 +34,11 @@ from devices.readings import (
     to_int,
     uevent,
 )
+from devices.ssh import HostSpec
 from edge.core.errors import DeviceError, first_line
 from edge.core.profile import Profile, load_profile
 from edge.flows.probe_accel import accelerators, runtimes
 from edge.flows.probe_result import Ledger, ProbeResult, source_text
-
-if TYPE_CHECKING:
-    from devices.ssh import HostSpec
 
 __all__ = ["WORK_DIR", "build", "profile_id_from"]
 

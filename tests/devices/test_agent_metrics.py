@@ -15,6 +15,7 @@ from devices.agent import sensors
 from devices.agentfile import agent_file
 from devices.measure import bench_result
 from edge.cli.render import render_deploy
+from edge.core.profile import Profile, catalog_ids, load_profile
 from edge.core.values import BenchResult, DeployReport
 
 SNAPSHOT_KEYS = {"temperature_c", "throttling", "power_w"}
@@ -188,16 +189,14 @@ def _reply(power: dict | None) -> dict:
             "metrics": {"before": snap, "during": None, "after": snap}}
 
 
-def _bench(reply: dict, profile: str, *, alone: bool = True) -> BenchResult:
+def _bench(reply: dict, profile: Profile | None, *, alone: bool = True) -> BenchResult:
     return bench_result(reply, reply["results"][0], "dev", profile=profile, alone=alone)
 
 
 def test_host_estimates_power_from_the_profile_when_no_sensor() -> None:
-    from edge.core.profile import catalog_ids, load_profile
-
     profile = catalog_ids()[0]
     spec = load_profile(profile)
-    bench = _bench(_reply(None), profile)
+    bench = _bench(_reply(None), spec)
     idle, top = spec.power.idle_w, spec.power.max_w
     expect = idle + (top - idle) * min(1.0, 2 / spec.compute.cores)
     assert bench.throughput_fps == 909.1 and bench.peak_rss_mb == 30.0
@@ -212,18 +211,18 @@ def test_host_estimates_power_from_the_profile_when_no_sensor() -> None:
     assert "CPU 50.0 -> 50.0 °C" in text
 
 
-def test_host_labels_measured_power_and_unknown_profile() -> None:
+def test_host_labels_measured_power_and_no_profile() -> None:
     measured = {"value": 3.5, "source": ["/sys/class/hwmon/hwmon1/power1_input"]}
-    bench = _bench(_reply(measured), "no-such-profile")
+    bench = _bench(_reply(measured), None)
     assert bench.metrics["power_w"] == 3.5
     assert bench.metrics["power_source"] == "/sys/class/hwmon/hwmon1/power1_input"
-    bench = _bench(_reply(None), "no-such-profile")
+    bench = _bench(_reply(None), None)
     assert bench.metrics["power_w"] is None
-    assert bench.metrics["power_source"].startswith("not measured: no sensor; profile")
+    assert bench.metrics["power_source"] == "not measured: no sensor and no profile"
 
 
 def test_a_model_timed_beside_others_has_no_memory_or_sensors_of_its_own() -> None:
-    bench = _bench(_reply(None), "rpi4", alone=False)
+    bench = _bench(_reply(None), load_profile("rpi4"), alone=False)
     assert bench.p50_ms == 1.0 and bench.throughput_fps == 909.1
     assert bench.peak_rss_mb is None and bench.metrics == {}
 

@@ -18,7 +18,7 @@ from mlserver.context import model_context
 from mlserver.settings import ModelSettings
 from mlserver.types import InferenceRequest, InferenceResponse, RequestInput, ResponseOutput
 
-from partition.cloud.batching import Arrivals, EagerBatcher, eager
+from edge.flows.cloud.mlserver.batching import Arrivals, EagerBatcher, eager
 
 
 class Echo(MLModel):

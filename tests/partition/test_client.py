@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from edge.core.errors import DeviceError, UsageError
+from edge.flows.serve_cloud import EdgeCloudServer, serve
 from partition.client import SplitClient
-from partition.serve import EdgeCloudServer, serve
 from partition.split import model_outputs, read_split_yaml
 from tests.support.cli import run_cli
 from tests.support.splitnet import SplitNet
@@ -157,7 +157,7 @@ def test_grpc_that_cannot_be_reached_falls_back_to_rest(split_dir: Path, splitne
                                                         tmp_path: Path) -> None:
     """A server whose gRPC port is not reachable from the device (a proxy that passes only
     HTTP, here a closed port): auto keeps going over REST, grpc is a device error."""
-    from partition.serve import Batching
+    from edge.flows.serve_cloud import Batching
 
     srv = serve(split_dir, token=TOKEN, threads=1, batching=Batching(max_batch=1))
     try:

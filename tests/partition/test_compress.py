@@ -12,9 +12,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 from edge.core.errors import UsageError
 from edge.core.profile import load_profile
+from edge.flows.partition import PartitionOptions, partition
 from partition.compress import check_mode, compress_split, wire_bytes_factor
 from partition.graph import SOURCE, build_graph, with_compression
-from partition.run import PartitionOptions, partition
 from partition.split import (
     SplitModels,
     model_outputs,

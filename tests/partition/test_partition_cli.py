@@ -14,7 +14,7 @@ from onnx import TensorProto, helper
 
 from edge.core.errors import UsageError
 from edge.core.profile import load_profile
-from partition.run import PartitionOptions, partition
+from edge.flows.partition import PartitionOptions, partition
 from partition.split import model_outputs, read_split_yaml, run_split
 from tests.support.cli import run_cli
 from tests.support.splitnet import SplitNet

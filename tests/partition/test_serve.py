@@ -21,7 +21,7 @@ import yaml
 from onnx import TensorProto, helper, numpy_helper
 
 from edge.core.errors import UsageError
-from partition.serve import Batching, EdgeCloudServer, export_repository, serve
+from edge.flows.serve_cloud import Batching, EdgeCloudServer, export_repository, serve
 from tests.support.cli import run_cli
 from tests.support.mediapipe import cache_dir
 from tests.support.zoo import wheel
@@ -290,7 +290,7 @@ def test_export_model_repository(split_dir: Path, tmp_path: Path) -> None:
     assert [(t.name, list(t.dims)) for t in config.input] == [("a", [-1, 4]), ("b", [2])]
     assert [(t.name, list(t.dims)) for t in config.output] == [("y", [-1, 3]), ("z", [2])]
     settings = json.loads((model_dir / "model-settings.json").read_text())
-    assert settings["implementation"] == "partition.cloud.runtime.TailRuntime"
+    assert settings["implementation"] == "edge.flows.cloud.mlserver.runtime.TailRuntime"
     assert "max_batch_size" not in settings
     service = yaml.safe_load((tmp_path / "repo" / "inference-service.yaml").read_text())
     assert (service["apiVersion"], service["kind"]) == ("serving.kserve.io/v1beta1",
@@ -455,6 +455,31 @@ def test_requests_are_batched_and_each_gets_its_own_rows(batchable: Path,
         srv.close()
 
 
+def test_a_repository_exported_before_the_engine_moved_still_serves(batchable: Path,
+                                                                     tmp_path: Path) -> None:
+    """Repositories exported by earlier releases name ``partition.cloud.runtime.TailRuntime``:
+    serve-cloud serves them (a mirror naming today's runtime), the export left as it was."""
+    export_repository(batchable, tmp_path / "repo")
+    settings = tmp_path / "repo" / "tail" / "model-settings.json"
+    old = json.loads(settings.read_text())
+    old["implementation"] = "partition.cloud.runtime.TailRuntime"
+    settings.write_text(json.dumps(old, indent=2) + "\n")
+    srv = serve(tmp_path / "repo", token=TOKEN)
+    try:
+        client = httpclient.InferenceServerClient(srv.url)
+        tensor = httpclient.InferInput("x", [1, 4], "FP32")
+        x = RNG.standard_normal((1, 4)).astype(np.float32)
+        tensor.set_data_from_numpy(x)
+        got = client.infer("tail", [tensor], headers=dict(AUTH)).as_numpy("y")
+        client.close()
+        session = ort.InferenceSession(str(batchable / "tail.onnx"),
+                                       providers=["CPUExecutionProvider"])
+        np.testing.assert_allclose(got, session.run(None, {"x": x})[0], atol=1e-6)
+    finally:
+        srv.close()
+    assert json.loads(settings.read_text()) == old
+
+
 def test_several_processes_share_the_ports(split_dir: Path) -> None:
     """--processes 2: two engines on one REST and one gRPC port, both answering (connections
     spread by the kernel), and both stop with the parent."""
@@ -487,8 +512,9 @@ def test_several_processes_share_the_ports(split_dir: Path) -> None:
 def test_the_cloud_side_imports_no_tensorflow() -> None:
     """``edge[cloud]`` installs no TensorFlow: serve-cloud's modules, the engine and the tail
     runtime import none of the converter stacks."""
-    code = ("import sys; import edge.cli.partition, partition.serve, partition.cloud.engine, "
-            "partition.cloud.runtime, partition.cloud.repository; "
+    code = ("import sys; import edge.cli.partition, edge.flows.serve_cloud, "
+            "edge.flows.cloud.mlserver.server, edge.flows.cloud.mlserver.runtime, "
+            "edge.flows.cloud.repository; "
             "print(sorted(m for m in ('tensorflow', 'torch', 'openvino', 'onnx2tf', 'keras') "
             "if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -18,7 +18,7 @@ import pytest
 import requests
 from onnx import TensorProto, helper, numpy_helper
 
-from partition.serve import EdgeCloudServer, serve
+from edge.flows.serve_cloud import EdgeCloudServer, serve
 
 TOKEN = "attack-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -11,7 +11,7 @@ import pytest
 
 from edge.core.errors import UsageError
 from edge.core.profile import load_profile
-from partition.serve import chosen_serving, default_processes, split_serving
+from edge.flows.serve_cloud import chosen_serving, default_processes, split_serving
 from tests.support.cli import run_cli
 from tests.support.splitnet import SplitNet
 

@@ -1,4 +1,4 @@
-"""KServe v2 request parsing (partition/cloud/tensors.py) without a server: every malformed
+"""KServe v2 request parsing (edge/flows/cloud/tensors.py) without a server: every malformed
 input is a RequestError (a 400), never another exception (a 500)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from partition.cloud.tensors import RequestError, TensorSpec, parse_inputs, split_body
+from edge.flows.cloud.tensors import RequestError, TensorSpec, parse_inputs, split_body
 
 SPECS = (TensorSpec(name="0", datatype="FP32", shape=(-1, 2)),)
 

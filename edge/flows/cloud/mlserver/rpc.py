@@ -18,8 +18,9 @@ import numpy as np
 from mlserver.grpc import dataplane_pb2 as pb
 from mlserver.grpc.servicers import InferenceServicer
 
-from partition.cloud.dataplane import Inferencer, grpc_inputs, grpc_outputs
-from partition.cloud.tensors import NP_TO_KSERVE, RequestError
+from edge.flows.cloud.mlserver.dataplane import Inferencer, grpc_inputs, grpc_outputs
+from edge.flows.cloud.tensors import RequestError
+from partition.kserve import NP_TO_KSERVE, raw_bytes
 
 OPEN_METHODS = ("/inference.GRPCInferenceService/ServerLive",
                 "/inference.GRPCInferenceService/ServerReady")
@@ -82,6 +83,5 @@ def _reply(request: Any, names: list[str], arrays: dict[str, np.ndarray]) -> Any
         array = arrays[name]
         reply.outputs.add(name=name, datatype=NP_TO_KSERVE[array.dtype.name],
                           shape=list(array.shape))
-        little = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<"))
-        reply.raw_output_contents.append(little.tobytes())
+        reply.raw_output_contents.append(raw_bytes(array))
     return reply

@@ -19,17 +19,18 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from partition.cloud.engine import Engine, serve_here
+from edge.flows.cloud.engine import ServeConfig
+from edge.flows.cloud.mlserver.server import serve_here
 
 
-def run(engine: Engine) -> None:
+def run(engine: ServeConfig) -> None:
     """Serve until SIGINT/SIGTERM: here, or in ``engine.processes`` processes."""
     if engine.processes > 1:
         return run_many(engine)
     serve_here(engine)
 
 
-def run_many(engine: Engine) -> None:
+def run_many(engine: ServeConfig) -> None:
     """Run ``engine.processes`` engines on one REST and one gRPC port until told to stop."""
     rest, grpc = _reserve(engine.host, engine.port), _reserve(engine.host, engine.grpc_port)
     ports = rest.getsockname()[1], grpc.getsockname()[1]

@@ -1,10 +1,12 @@
 """edge's tail as an MLServer inference runtime: one onnxruntime session per served tail.
 
-MLServer loads it by name (``partition.cloud.runtime.TailRuntime`` in model-settings.json) and
-drives it: adaptive batching merges requests before ``predict``, parallel workers (when asked)
-run it in other processes. Tensors arrive as numpy arrays (edge's front layer and gRPC servicer
-decode them), as a list of arrays (a merged batch), or as plain lists (any other client of the
-engine), and leave as flat arrays the batcher can slice per request.
+MLServer loads it by name (``edge.flows.cloud.mlserver.runtime.TailRuntime`` in
+model-settings.json; the earlier ``partition.cloud.runtime.TailRuntime`` of repositories exported
+before is rewritten to it when served, ``edge.flows.cloud.repository.servable``) and drives it:
+adaptive batching merges requests before ``predict``, parallel workers (when asked) run it in
+other processes. Tensors arrive as numpy arrays (edge's front layer and gRPC servicer decode
+them), as a list of arrays (a merged batch), or as plain lists (any other client of the engine),
+and leave as flat arrays the batcher can slice per request.
 
 A tail that runs in under ``INLINE_MS`` (the median of five runs when it loads) runs on the event
 loop itself: handing it to a thread costs more than it does. Anything slower runs in a thread
@@ -18,12 +20,14 @@ import statistics
 from typing import Any
 
 import numpy as np
+import onnxruntime as ort
 from mlserver import MLModel
 from mlserver.types import InferenceRequest, InferenceResponse, ResponseOutput
 from mlserver.utils import get_model_uri
 
-from partition.cloud.tensors import DTYPE_TO_KSERVE, KSERVE_TO_NP, clock, elapsed_ms
-from partition.cloud.tensors import ORT_TO_KSERVE as _ORT
+from edge.flows.cloud.tensors import clock, elapsed_ms
+from partition.kserve import DTYPE_TO_KSERVE, KSERVE_TO_NP
+from partition.kserve import ORT_TO_KSERVE as _ORT
 
 INLINE_MS = 0.3
 
@@ -32,8 +36,6 @@ class TailRuntime(MLModel):
     """An onnxruntime CPU session; ``parameters.extra.threads`` sets its intra-op threads."""
 
     async def load(self) -> bool:
-        import onnxruntime as ort
-
         extra = (self.settings.parameters.extra if self.settings.parameters else None) or {}
         options = ort.SessionOptions()
         options.intra_op_num_threads = int(extra.get("threads", 0))

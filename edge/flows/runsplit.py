@@ -11,7 +11,11 @@ from typing import Any
 import numpy as np
 
 from edge.core import progress
+from edge.core.data import load_dataset
 from edge.core.errors import UsageError
+from edge.core.files import staged
+from edge.core.values import ModelInfo, TensorSpec
+from partition.client import SplitClient
 
 __all__ = ["RunSplitOptions", "run"]
 
@@ -34,8 +38,6 @@ class RunSplitOptions:
 
 def run(split_dir: Path, options: RunSplitOptions) -> dict[str, Any]:
     """Run ``options.runs`` inferences (cycling through the inputs); a JSON-ready report."""
-    from partition.client import SplitClient
-
     with SplitClient(split_dir, options.url, token=options.token, cut=options.cut,
                      threads=options.threads, probe_every_s=options.probe_every_s,
                      protocol=options.protocol) as client:
@@ -69,15 +71,11 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _feeds(inputs: tuple[dict[str, Any], ...], data: Path | None) -> list[dict[str, np.ndarray]]:
     """One feed dict per sample: from ``data`` when given, else one random sample."""
-    from edge.core.values import ModelInfo, TensorSpec
-
     if not inputs:
         raise UsageError("split.yaml lists no model inputs; re-run `edge partition`")
     specs = tuple(TensorSpec(name=i["name"], shape=tuple(i["shape"]), dtype=i["dtype"])
                   for i in inputs)
     if data is not None:
-        from edge.core.data import load_dataset
-
         info = ModelInfo(path="", sha256="", size_bytes=0, opset=0, inputs=specs, outputs=(),
                          params=0, macs=0)
         return [dict(f) for f in load_dataset(data, info).feeds]
@@ -85,7 +83,7 @@ def _feeds(inputs: tuple[dict[str, Any], ...], data: Path | None) -> list[dict[s
     return [{s.name: _random(rng, s) for s in specs}]
 
 
-def _random(rng: np.random.Generator, spec: Any) -> np.ndarray:
+def _random(rng: np.random.Generator, spec: TensorSpec) -> np.ndarray:
     dtype = np.dtype(spec.dtype)
     if np.issubdtype(dtype, np.floating):
         return rng.standard_normal(spec.static_shape).astype(dtype)
@@ -99,8 +97,6 @@ def _cycle(feeds: list[dict[str, np.ndarray]]) -> Iterator[dict[str, np.ndarray]
 
 def _save(path: Path, outputs: list[dict[str, np.ndarray]]) -> None:
     """Outputs of run i under "NAME/i", written atomically."""
-    from edge.core.files import staged
-
     arrays = {f"{name}/{i}": value for i, out in enumerate(outputs) for name, value in out.items()}
     path.parent.mkdir(parents=True, exist_ok=True)
     with staged(path, suffix=".npz") as tmp:

@@ -23,10 +23,12 @@ from typing import Any
 
 import yaml
 
-from partition.cloud.batch import PLATFORM, ServedTail, prepare
-from partition.cloud.tensors import TensorSpec
+from edge.flows.cloud.batch import PLATFORM, ServedTail, prepare
+from edge.flows.cloud.tensors import TensorSpec
 
-RUNTIME = "partition.cloud.runtime.TailRuntime"
+RUNTIME = "edge.flows.cloud.mlserver.runtime.TailRuntime"
+#: where TailRuntime lived when earlier repositories were exported (still served)
+LEGACY_RUNTIMES = ("partition.cloud.runtime.TailRuntime",)
 SETTINGS = "model-settings.json"
 
 
@@ -116,3 +118,35 @@ def inference_service(folder: str) -> str:
     head = ("# Copy this folder to object storage, set storageUri, then: kubectl apply -f "
             "inference-service.yaml\n")
     return head + yaml.safe_dump(doc, sort_keys=False)
+
+
+def is_repository(path: Path) -> bool:
+    """Whether ``path`` is an exported repository (served as it is, settings and all)."""
+    return path.is_dir() and any(path.glob(f"*/{SETTINGS}"))
+
+
+def servable(repository: Path, scratch: Path) -> Path:
+    """``repository``, or when it was exported naming TailRuntime's earlier module, a mirror in
+    ``scratch`` (its files linked, the settings naming today's runtime)."""
+    if not any(_legacy(f) for f in repository.glob(f"*/{SETTINGS}")):
+        return repository
+    mirror = scratch / "models"
+    for item in sorted(repository.rglob("*")):
+        target = mirror / item.relative_to(repository)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if item.is_dir():
+            target.mkdir(exist_ok=True)
+        elif item.name == SETTINGS and _legacy(item):
+            settings = json.loads(item.read_text(encoding="utf-8")) | {"implementation": RUNTIME}
+            target.write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
+        else:
+            target.symlink_to(item.resolve())
+    return mirror
+
+
+def _legacy(settings: Path) -> bool:
+    try:
+        return json.loads(settings.read_text(encoding="utf-8")).get("implementation") \
+            in LEGACY_RUNTIMES
+    except (OSError, ValueError, AttributeError):
+        return False

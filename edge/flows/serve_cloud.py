@@ -1,4 +1,5 @@
-"""``edge serve-cloud``: every cut's tail on MLServer, behind edge's front layer.
+"""``edge serve-cloud``: every cut's tail on a serving engine (MLServer), behind edge's front
+layer.
 
 The served names are "tail" (the chosen cut) and "tail-cN" (every other precomputed cut), over
 KServe v2 REST (JSON and binary tensor data) and gRPC. :func:`serve_forever` serves in this
@@ -13,17 +14,27 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import onnx
+
 from edge.core.documents import ServingDocument
 from edge.core.errors import UsageError
-from partition.cloud.batch import ServedTail
-from partition.cloud.repository import SETTINGS, Batching, write_repository
+from edge.core.model import ort_refusal
+from edge.flows.cloud.batch import ServedTail, tensor_specs
+from edge.flows.cloud.engine import DEFAULT_ENGINE, Limits, ServeConfig, load_engine
+from edge.flows.cloud.repository import Batching, is_repository, servable, write_repository
+from partition.split import read_split_yaml
 
 __all__ = ["Batching", "EdgeCloudServer", "ServeOptions", "chosen_serving", "default_processes",
            "export_repository", "resolve_tail", "resolve_tails", "serve", "serve_forever",
@@ -57,6 +68,7 @@ class ServeOptions:
     metrics_port: int | None = None
     verbose: bool = False
     source: str = "defaults"  # where batching and processes came from (said at start)
+    engine: str = DEFAULT_ENGINE  # edge.flows.cloud.engine.ENGINES
 
 
 def default_processes() -> int:
@@ -70,8 +82,6 @@ def split_serving(split: str | os.PathLike[str]) -> ServingDocument | None:
     p = Path(split)
     if not (p / "split.yaml").is_file():
         return None
-    from partition.split import read_split_yaml
-
     return read_split_yaml(p).serving
 
 
@@ -110,19 +120,19 @@ def serve_forever(split: str | os.PathLike[str], options: ServeOptions) -> int:
     _check_auth(options)
     for port in (options.port, options.grpc_port):
         _check_listen(options.host, port)
-    from partition.cloud.engine import Engine  # not before: MLServer's gRPC messages
-    from partition.cloud.processes import run
-
+    engine = load_engine(options.engine)  # not before: MLServer's gRPC messages
     with tempfile.TemporaryDirectory(prefix="edge-serve-") as tmp:
         repository = Path(split)
-        if not is_repository(repository):
+        if is_repository(repository):
+            repository = servable(repository, Path(tmp))
+        else:
             repository = Path(tmp) / "models"
             served = export_repository(split, repository, options.batching, _threads(options))
             _say_batching(served, options)
-        run(Engine(repository=repository, host=options.host, port=options.port,
-                   grpc_port=options.grpc_port, limits=_limits(options),
-                   workers=options.workers, metrics_port=options.metrics_port,
-                   verbose=options.verbose, processes=options.processes))
+        engine.serve(ServeConfig(repository=repository, host=options.host, port=options.port,
+                                 grpc_port=options.grpc_port, limits=_limits(options),
+                                 workers=options.workers, metrics_port=options.metrics_port,
+                                 verbose=options.verbose, processes=options.processes))
     return 0
 
 
@@ -133,14 +143,9 @@ def _threads(options: ServeOptions) -> int:
     return max(1, (os.cpu_count() or 1) // options.processes)
 
 
-def is_repository(path: Path) -> bool:
-    """Whether ``path`` is an exported repository (served as it is, settings and all)."""
-    return path.is_dir() and any(path.glob(f"*/{SETTINGS}"))
-
-
 def export_repository(split: str | os.PathLike[str], out: str | os.PathLike[str],
                       batching: Batching | None = None, threads: int = 0) -> list[ServedTail]:
-    """Write the model repository of every tail (see :mod:`partition.cloud.repository`)."""
+    """Write the model repository of every tail (see :mod:`edge.flows.cloud.repository`)."""
     try:
         tails = resolve_tails(split)
     except FileNotFoundError as exc:
@@ -153,11 +158,6 @@ def export_repository(split: str | os.PathLike[str], out: str | os.PathLike[str]
 def _refuse_unservable(name: str, path: Path) -> None:
     """A tail ONNX Runtime cannot load, or with a tensor KServe v2 cannot carry, is refused
     before anything is written."""
-    import onnx
-
-    from edge.core.model import ort_refusal
-    from partition.cloud.batch import tensor_specs
-
     odd = ort_refusal(path)
     if odd is None:
         try:
@@ -182,8 +182,6 @@ def resolve_tails(path: str | os.PathLike[str]) -> dict[str, Path]:
     p = Path(path)
     tails = {MODEL_NAME: resolve_tail(p)} if not p.is_dir() or (p / "tail.onnx").is_file() else {}
     if p.is_dir() and (p / "split.yaml").is_file():
-        from partition.split import read_split_yaml
-
         for cut in read_split_yaml(p).cuts:
             if cut.model and cut.split.tail is not None:
                 tails.setdefault(cut.model, cut.split.tail)
@@ -195,8 +193,6 @@ def resolve_tails(path: str | os.PathLike[str]) -> dict[str, Path]:
 def _check_listen(host: str, port: int) -> None:
     """One line (exit 2) when ``host:port`` cannot be listened on: in use, or not this host's
     address."""
-    import socket
-
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
         with socket.socket(family, socket.SOCK_STREAM) as sock:
@@ -229,10 +225,6 @@ def _say_batching(served: list[ServedTail], options: ServeOptions) -> None:
 
 
 def _limits(options: ServeOptions) -> Any:
-    import resource
-
-    from partition.cloud.guard import Limits
-
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     connections = max(16, min(soft - 64, 65536) if soft > 0 else 65536)
     return Limits(token=options.token, max_body=options.max_body,
@@ -282,7 +274,8 @@ def serve(split: str | os.PathLike[str], host: str = "127.0.0.1", port: int = 0,
           insecure_no_auth: bool = False, max_body: int = DEFAULT_MAX_BODY,
           threads: int = 0, grpc_port: int = 0, batching: Batching | None = None,
           startup_s: float = 120.0, preexec: Any = None, **options: Any) -> EdgeCloudServer:
-    """Start serve-cloud in a child process (``python -m partition.serve``); wait until ready."""
+    """Start serve-cloud in a child process (``python -m edge.flows.serve_cloud``); wait until
+    ready."""
     chosen = ServeOptions(host=host, port=port, grpc_port=grpc_port,
                           token=resolve_token(token, token_file),
                           insecure_no_auth=insecure_no_auth, max_body=max_body, threads=threads,
@@ -290,9 +283,9 @@ def serve(split: str | os.PathLike[str], host: str = "127.0.0.1", port: int = 0,
     _check_auth(chosen)
     if not Path(split).exists():
         raise UsageError(f"no tail model in {split}")
-    child = subprocess.Popen([sys.executable, "-m", "partition.serve"], stdin=subprocess.PIPE,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                             preexec_fn=preexec)
+    child = subprocess.Popen([sys.executable, "-m", "edge.flows.serve_cloud"],
+                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True, preexec_fn=preexec)
     assert child.stdin is not None
     child.stdin.write(json.dumps({"split": str(split), **asdict(chosen)}) + "\n")
     child.stdin.flush()  # stdin stays open: the child stops when it closes (we exit or die)
@@ -301,8 +294,6 @@ def serve(split: str | os.PathLike[str], host: str = "127.0.0.1", port: int = 0,
 
 def _wait_ready(child: subprocess.Popen[str], token: str | None,
                 startup_s: float) -> EdgeCloudServer:
-    import threading
-
     found: list[re.Match[str]] = []
     lines: list[str] = []
 
@@ -315,8 +306,6 @@ def _wait_ready(child: subprocess.Popen[str], token: str | None,
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     reader.join(0)
-    import time
-
     deadline = time.monotonic() + startup_s
     while not found and child.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -329,9 +318,6 @@ def _wait_ready(child: subprocess.Popen[str], token: str | None,
 
 def main() -> int:
     """The child's entry point: options as one JSON line on stdin; stop when stdin closes."""
-    import signal
-    import threading
-
     doc = json.loads(sys.stdin.readline())
 
     def watch() -> None:

@@ -16,8 +16,10 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 
-from partition.cloud.tensors import KSERVE_TO_NP, ORT_TO_KSERVE, TensorSpec
+from edge.flows.cloud.tensors import TensorSpec
+from partition.kserve import KSERVE_TO_NP, ORT_TO_KSERVE
 
 PLATFORM = "onnxruntime_onnx"
 
@@ -103,8 +105,6 @@ def _relax(model: onnx.ModelProto) -> onnx.ModelProto:
 
 def _disagrees(path: Path, max_batch: int) -> str:
     """"" when batch-``max_batch`` rows equal batch-1 runs of the same inputs, else why not."""
-    import onnxruntime as ort
-
     options = ort.SessionOptions()
     options.log_severity_level = 3
     try:

@@ -14,11 +14,10 @@ import asyncio
 import logging
 import socket
 import sys
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import uvicorn
+import uvloop
 from grpc import aio
 from mlserver import MLServer
 from mlserver.grpc.dataplane_pb2_grpc import add_GRPCInferenceServiceServicer_to_server
@@ -28,32 +27,17 @@ from mlserver.grpc.server import GRPCServer
 from mlserver.rest.server import RESTServer
 from mlserver.settings import Settings
 
-from partition.cloud.batching import Arrivals, eager
-from partition.cloud.dataplane import Inferencer
-from partition.cloud.guard import Guard, Limits, protocol
-from partition.cloud.rpc import EdgeServicer, TokenInterceptor
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Engine:
-    """Where and how the engine serves a repository."""
-
-    repository: Path
-    host: str
-    port: int
-    grpc_port: int
-    limits: Limits
-    workers: int = 0
-    metrics_port: int | None = None
-    verbose: bool = False
-    processes: int = 1  # servers sharing the ports (SO_REUSEPORT), see .processes
-    ready: Any = None  # a multiprocessing Event a server process sets instead of announcing
+from edge.flows.cloud.engine import ServeConfig
+from edge.flows.cloud.guard import Guard, protocol
+from edge.flows.cloud.mlserver.batching import Arrivals, eager
+from edge.flows.cloud.mlserver.dataplane import Inferencer
+from edge.flows.cloud.mlserver.rpc import EdgeServicer, TokenInterceptor
 
 
 class _Rest(RESTServer):
     """MLServer's REST server on a socket bound here, behind the guard and guarded protocol."""
 
-    def __init__(self, engine: Engine, inferencer: Inferencer, grpc_port: int,
+    def __init__(self, engine: ServeConfig, inferencer: Inferencer, grpc_port: int,
                  arrivals: Arrivals, *args: Any) -> None:
         super().__init__(*args)
         self.socket = _bind(engine.host, engine.port, reuse_port=engine.processes > 1)
@@ -72,7 +56,7 @@ class _Rest(RESTServer):
 class _Grpc(GRPCServer):
     """MLServer's gRPC server with the token interceptor and edge's ``ModelInfer``."""
 
-    def __init__(self, engine: Engine, inferencer: Inferencer, *args: Any) -> None:
+    def __init__(self, engine: ServeConfig, inferencer: Inferencer, *args: Any) -> None:
         super().__init__(*args)
         self._engine, self._inferencer = engine, inferencer
         self.port = 0
@@ -102,7 +86,7 @@ class _Grpc(GRPCServer):
 class EdgeMLServer(MLServer):
     """MLServer whose REST and gRPC servers are edge's subclasses."""
 
-    def __init__(self, settings: Settings, engine: Engine) -> None:
+    def __init__(self, settings: Settings, engine: ServeConfig) -> None:
         self._engine = engine
         self._arrivals = Arrivals()
         super().__init__(settings)
@@ -157,7 +141,7 @@ def _bind(host: str, port: int, reuse_port: bool = False) -> socket.socket:
     return sock
 
 
-def settings(engine: Engine) -> Settings:
+def settings(engine: ServeConfig) -> Settings:
     """MLServer's server settings for ``engine``."""
     return Settings(debug=False, host=engine.host, http_port=engine.port,
                     grpc_port=engine.grpc_port, parallel_workers=engine.workers,
@@ -168,7 +152,7 @@ def settings(engine: Engine) -> Settings:
                     grpc_max_message_length=engine.limits.max_body)
 
 
-async def _serve(engine: Engine) -> None:
+async def _serve(engine: ServeConfig) -> None:
     server = EdgeMLServer(settings(engine), engine)
     # MLServer warns at every load that batching skips streaming inference (edge's is unary)
     quiet = {"mlserver": logging.ERROR, "uvicorn": logging.WARNING,
@@ -178,8 +162,6 @@ async def _serve(engine: Engine) -> None:
     await server.start()
 
 
-def serve_here(engine: Engine) -> None:
+def serve_here(engine: ServeConfig) -> None:
     """Serve in this process."""
-    import uvloop
-
     uvloop.run(_serve(engine))

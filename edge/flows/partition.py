@@ -5,18 +5,38 @@ from __future__ import annotations
 import math
 import os
 import shutil
+import statistics
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 
+from devices.connect import DeviceTarget
 from edge.core import progress
+from edge.core.cache import cache_root
+from edge.core.data import load_dataset
 from edge.core.errors import CheckFailed, UsageError
+from edge.core.intake import dynamic_inputs, pin_from_sample, reference_model
+from edge.core.model import inspect_model, load_named, ort_refusal, unrunnable
 from edge.core.profile import Profile
-from partition.solve import ObjectiveName
+from edge.flows.deploy import measuring_device
+from partition.compress import check_mode, compress_split
+from partition.cost import measure_costs_on_device, node_costs
+from partition.graph import SINK, SOURCE, Graph, build_graph, with_compression
+from partition.solve import OBJECTIVES, EnergyModel, ObjectiveName, energy_model, evaluate, solve
+from partition.split import (
+    CutOption,
+    SplitModels,
+    model_outputs,
+    run_split,
+    split_model,
+    verify_split,
+    write_split_yaml,
+)
 
 __all__ = ["PartitionOptions", "PartitionReport", "partition", "bandwidth_table"]
 
@@ -45,7 +65,7 @@ class PartitionOptions:
     compression: str = "none"  # transfer compression of float cut tensors: none, fp16, int8
     samples: Path | None = None  # data for int8 scales and the fidelity check (--calib)
     objective: ObjectiveName = "latency"  # latency, energy (device mJ), throughput (slowest stage)
-    device: Any = None  # devices.connect.DeviceTarget: edge costs measured ON it by the agent
+    device: DeviceTarget | None = None  # edge costs measured ON this device by the agent
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -69,8 +89,6 @@ class PartitionReport:
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""
-        from dataclasses import asdict
-
         return asdict(self) | {"bandwidth_table": list(self.bandwidth_table),
                                "cuts": list(self.cuts)}
 
@@ -84,10 +102,6 @@ def partition(model_path: Path, edge: Profile, cloud: Profile, out: Path,
     temporary directory beside ``out`` that replaces it only when every check passed: a failure
     leaves an earlier split in ``out`` untouched and no partial one.
     """
-    from dataclasses import replace
-
-    from partition.compress import check_mode
-
     check_mode(options.compression)
     _check_objective(options.objective)
     out = Path(out)
@@ -130,10 +144,6 @@ def _replace_dir(new: Path, out: Path) -> None:
 def _partition(model_path: Path, edge: Profile, cloud: Profile, out: Path,
                options: PartitionOptions) -> PartitionReport:
     """The work of ``partition``, writing into ``out`` (a fresh directory)."""
-    from partition.graph import build_graph, with_compression
-    from partition.solve import energy_model, evaluate, solve
-    from partition.split import write_split_yaml
-
     objective = options.objective
     reference = _named_reference(model_path, options, out)
     measuring = options.measured or options.device is not None
@@ -174,12 +184,10 @@ def _partition(model_path: Path, edge: Profile, cloud: Profile, out: Path,
         objective=objective, energy=_energy_doc(energy))
 
 
-def bandwidth_table(graph: Any, rtt_ms: float, downlink_mbps: float, *,
+def bandwidth_table(graph: Graph, rtt_ms: float, downlink_mbps: float, *,
                     objective: ObjectiveName = "latency",
-                    energy: Any = None) -> tuple[dict[str, Any], ...]:
+                    energy: EnergyModel | None = None) -> tuple[dict[str, Any], ...]:
     """The best cut per bandwidth range, so a running client can switch cut at once."""
-    from partition.solve import solve
-
     rows: list[dict[str, Any]] = []
     for mbps in SWEEP:
         best = solve(graph, mbps, rtt_ms, max(downlink_mbps, mbps), objective=objective,
@@ -198,7 +206,7 @@ class _Built:
     """A cut written to disk, verified, and the edge nodes it was made from."""
 
     edge: frozenset[str]
-    option: Any  # partition.split.CutOption
+    option: CutOption
     max_abs_diff: float
     cosine: float | None
 
@@ -227,9 +235,6 @@ def _build_cuts(reference: Path, graph: Any, best: Any, table: Sequence[dict[str
 def _build_cut(reference: Path, graph: Any, edge: frozenset[str], cut_id: str, where: Path,
                compression: str, samples: list[dict[str, np.ndarray]]) -> _Built:
     """Split at ``edge``, check head->tail against the model, then compress and check again."""
-    from partition.compress import compress_split
-    from partition.split import CutOption, split_model, verify_split
-
     split = split_model(reference, set(edge), where)
     diff = verify_split(reference, split, samples)
     if not diff <= TOLERANCE:
@@ -249,13 +254,11 @@ def _build_cut(reference: Path, graph: Any, edge: frozenset[str], cut_id: str, w
     return _Built(edge, option, diff, cosine)
 
 
-def _check_compressed(reference: Path, split: Any, samples: list[dict[str, np.ndarray]],
+def _check_compressed(reference: Path, split: SplitModels, samples: list[dict[str, np.ndarray]],
                       compression: str, cut_id: str) -> float | None:
     """Worst output cosine of the compressed split vs the model; refuse below the floor."""
     if compression == "none" or split.head is None or split.tail is None:
         return None
-    from partition.split import model_outputs, run_split
-
     worst = 1.0
     for feeds in samples:
         want = model_outputs(reference, feeds)
@@ -276,10 +279,8 @@ def _cosine(want: list[np.ndarray], got: list[np.ndarray]) -> float:
     return float(a @ b / norm) if norm else float(np.array_equal(a, b))
 
 
-def _link_bytes(graph: Any, edge: frozenset[str]) -> tuple[int, int]:
+def _link_bytes(graph: Graph, edge: frozenset[str]) -> tuple[int, int]:
     """Bytes sent up (tensors the cloud reads from the device) and down (cloud-made outputs)."""
-    from partition.graph import SINK, SOURCE
-
     up = down = 0
     for tensor in graph.tensors:
         on_edge = tensor.producer == SOURCE or tensor.producer in edge
@@ -310,11 +311,6 @@ def _cut_summary(built: _Built) -> dict[str, Any]:
 
 def _named_reference(model_path: Path, options: PartitionOptions, out: Path) -> Path:
     """The reference ONNX with every node named (the split works by node name)."""
-    import onnx
-
-    from edge.core.intake import reference_model
-    from partition.graph import load_named
-
     _, reference = reference_model(model_path, shapes=options.shapes)
     reference = _pinned(reference, options.samples)
     _refuse_unrunnable(reference, model_path.name)
@@ -326,8 +322,6 @@ def _named_reference(model_path: Path, options: PartitionOptions, out: Path) -> 
 
 def _refuse_unrunnable(reference: Path, shown: str) -> None:
     """Non-numeric or absurdly large tensors are one clear error, not a crash in a runtime."""
-    from edge.core.model import inspect_model, ort_refusal, unrunnable
-
     odd = unrunnable(inspect_model(reference)) or ort_refusal(reference)
     if odd:
         raise UsageError(f"{shown}: {odd}")
@@ -337,11 +331,6 @@ def _pinned(reference: Path, samples: Path | None) -> Path:
     """The reference with its dynamic dims pinned to the first --calib sample's shapes;
     without --calib a dynamic dim is a UsageError: every cost and transfer would be priced
     at a guessed size (1)."""
-    from edge.core.cache import cache_root
-    from edge.core.data import load_dataset
-    from edge.core.intake import dynamic_inputs, pin_from_sample
-    from edge.core.model import inspect_model
-
     dynamic = dynamic_inputs(reference)
     if not dynamic:
         return reference
@@ -359,8 +348,6 @@ def _pinned(reference: Path, samples: Path | None) -> Path:
 def _costs(reference: Path, edge: Profile, cloud: Profile,
            options: PartitionOptions) -> tuple[dict[str, float], dict[str, float], str]:
     """Per-node ms on each side and how they were obtained."""
-    from partition.cost import node_costs
-
     cloud_costs = node_costs(reference, cloud, measured=options.measured)
     cloud_how = "measured on this host" if options.measured else "estimated from MACs and peak"
     if options.device is not None:
@@ -371,65 +358,43 @@ def _costs(reference: Path, edge: Profile, cloud: Profile,
     return edge_costs, cloud_costs, f"edge {edge_how}; cloud {cloud_how}"
 
 
-def _device_costs(reference: Path, profile: Profile, target: Any) -> tuple[dict[str, float], str]:
-    """Per-node ms measured ON the device by its agent; and where that was."""
-    from devices.connect import device_python, transport_for
-    from devices.device import open_device
-    from partition.cost import measure_costs_on_device
-
-    transport = transport_for(target, profile)
-    try:
-        python = device_python(target, profile, transport)
-        if target.provision:  # the agent's per-node profile needs onnxruntime on the device
-            from devices.provision import provision_runtime
-
-            python = provision_runtime(transport, device_python=python, runtime="onnxruntime",
-                                       work_dir=profile.access.work_dir).python
-        device = open_device(transport, python=python, work_dir=profile.access.work_dir)
-        threads = target.threads if target.threads is not None else (
-            profile.compute.default_threads)
-        runs = max(3, min(target.runs, 100) // DEVICE_REPEATS)
+def _device_costs(reference: Path, profile: Profile,
+                  target: DeviceTarget) -> tuple[dict[str, float], str]:
+    """Per-node ms measured ON the device by its agent (opened as deploy opens it; the
+    per-node profile needs onnxruntime there); and where that was."""
+    threads = target.threads if target.threads is not None else profile.compute.default_threads
+    runs = max(3, min(target.runs, 100) // DEVICE_REPEATS)
+    with measuring_device(target, profile, "onnxruntime") as device:
         repeats = []
-        with progress.step(f"{transport.label}: measuring per-node costs",
+        with progress.step(f"{device.label}: measuring per-node costs",
                            total=DEVICE_REPEATS) as bar:
             for _ in range(DEVICE_REPEATS):
                 repeats.append(measure_costs_on_device(reference, device, threads=threads,
                                                        runs=runs))
                 bar.advance()
-        return _median_costs(repeats), transport.label
-    finally:
-        transport.close()
+        return _median_costs(repeats), device.label
 
 
 def _median_costs(repeats: list[dict[str, float]]) -> dict[str, float]:
     """Per-node median of several measurements (one agent process each)."""
-    import statistics
-
     return {name: statistics.median(r[name] for r in repeats) for name in repeats[0]}
 
 
 def _check_objective(objective: str) -> str:
-    from edge.core.errors import UsageError
-    from partition.solve import OBJECTIVES
-
     if objective not in OBJECTIVES:
         raise UsageError(f"unknown objective {objective!r}; use one of {', '.join(OBJECTIVES)}")
     return objective
 
 
-def _energy_doc(energy: Any) -> dict[str, Any]:
+def _energy_doc(energy: EnergyModel) -> dict[str, Any]:
     return {"idle_w": energy.idle_w, "max_w": energy.max_w,
             "tx_nj_per_bit": energy.tx_nj_per_bit, "assumed": energy.assumed}
 
 
 def _samples(reference: Path, data: Path | None, count: int = 3) -> list[dict[str, np.ndarray]]:
     """Feeds for the parity check and int8 scales: up to 16 from ``data``, else random ones."""
-    from edge.core.model import inspect_model
-
     info = inspect_model(reference)
     if data is not None:
-        from edge.core.data import load_dataset
-
         return [dict(f) for f in load_dataset(data, info).feeds[:16]]
     rng = np.random.default_rng(0)
     return [{s.name: _random(rng, s.static_shape, s.dtype) for s in info.inputs}
@@ -438,8 +403,6 @@ def _samples(reference: Path, data: Path | None, count: int = 3) -> list[dict[st
 
 def _input_specs(reference: Path) -> list[dict[str, Any]]:
     """Name, shape and dtype of every model input (what the client must be fed)."""
-    from edge.core.model import inspect_model
-
     return [{"name": i.name, "shape": list(i.shape), "dtype": i.dtype}
             for i in inspect_model(reference).inputs]
 

@@ -16,10 +16,9 @@ import numpy as np
 from mlserver.errors import MLServerError
 from mlserver.types import InferenceRequest, RequestInput, RequestOutput
 
-from partition.cloud.guard import Reply
-from partition.cloud.runtime import as_array
-from partition.cloud.tensors import (
-    DTYPE_TO_KSERVE,
+from edge.flows.cloud.guard import Reply
+from edge.flows.cloud.mlserver.runtime import as_array
+from edge.flows.cloud.tensors import (
     RequestError,
     TensorSpec,
     Wanted,
@@ -33,14 +32,10 @@ from partition.cloud.tensors import (
     parse_outputs,
     split_body,
 )
+from partition.kserve import CONTENTS, DTYPE_TO_KSERVE
 
 _IDS = itertools.count()
 Specs = tuple[tuple[TensorSpec, ...], tuple[TensorSpec, ...]]
-#: gRPC InferTensorContents field per KServe datatype (FP16 travels raw only)
-CONTENTS = {"BOOL": "bool_contents", "INT8": "int_contents", "INT16": "int_contents",
-            "INT32": "int_contents", "INT64": "int64_contents", "UINT8": "uint_contents",
-            "UINT16": "uint_contents", "UINT32": "uint_contents", "UINT64": "uint64_contents",
-            "FP32": "fp32_contents", "FP64": "fp64_contents"}
 
 
 class Inferencer:

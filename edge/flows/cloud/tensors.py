@@ -1,6 +1,6 @@
 """KServe v2 tensors <-> numpy: request validation, JSON and binary tensor data.
 
-No engine import here: edge's front layer (:mod:`partition.cloud.guard`) parses and checks every
+No engine import here: edge's front layer (:mod:`edge.flows.cloud.guard`) parses and checks every
 request with these before it reaches the engine, so a bad request is a 400 that never joins a
 dynamic batch, and tensors stay numpy arrays from the socket to onnxruntime (the engine's own
 REST path has no binary tensor data, MLServer issue #324).
@@ -17,19 +17,9 @@ from typing import Any
 import numpy as np
 import orjson
 
+from partition.kserve import DTYPE_TO_KSERVE, KSERVE_TO_NP, raw_bytes
+
 HEADER_LEN = "inference-header-content-length"
-KSERVE_TO_NP: dict[str, np.dtype] = {
-    "BOOL": np.dtype(np.bool_), "UINT8": np.dtype(np.uint8), "UINT16": np.dtype(np.uint16),
-    "UINT32": np.dtype(np.uint32), "UINT64": np.dtype(np.uint64), "INT8": np.dtype(np.int8),
-    "INT16": np.dtype(np.int16), "INT32": np.dtype(np.int32), "INT64": np.dtype(np.int64),
-    "FP16": np.dtype(np.float16), "FP32": np.dtype(np.float32), "FP64": np.dtype(np.float64),
-}
-NP_TO_KSERVE = {dtype.name: name for name, dtype in KSERVE_TO_NP.items()}
-DTYPE_TO_KSERVE = {dtype: name for name, dtype in KSERVE_TO_NP.items()}  # no dtype.name lookup
-ORT_TO_KSERVE = {f"tensor({t})": name for t, name in (
-    ("bool", "BOOL"), ("uint8", "UINT8"), ("uint16", "UINT16"), ("uint32", "UINT32"),
-    ("uint64", "UINT64"), ("int8", "INT8"), ("int16", "INT16"), ("int32", "INT32"),
-    ("int64", "INT64"), ("float16", "FP16"), ("float", "FP32"), ("double", "FP64"))}
 
 
 class RequestError(Exception):
@@ -209,7 +199,7 @@ def encode_reply(model: str, request_id: Any, wanted: Sequence[Wanted],
         entry: dict[str, Any] = {"name": want.name, "shape": list(array.shape),
                                  "datatype": DTYPE_TO_KSERVE[array.dtype]}
         if want.binary:
-            blob = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes()
+            blob = raw_bytes(array)
             entry["parameters"] = {"binary_data_size": len(blob)}
             blobs.append(blob)
         else:

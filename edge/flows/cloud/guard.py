@@ -11,11 +11,11 @@ Checked in this order, each before any work the next one costs:
 4. concurrency: more than ``max_inflight`` inferences in progress, or bodies adding up to more
    than ``max_buffered`` bytes held at once (a chunked body counts twice its limit), is a 503
    at once;
-5. the tensors (:mod:`partition.cloud.tensors`): names, dtype, shape, size: 400.
+5. the tensors (:mod:`edge.flows.cloud.tensors`): names, dtype, shape, size: 400.
 
-Inference requests are decoded here (JSON or binary tensor data) and handed to MLServer's data
-plane, so they go through its adaptive batching, workers and metrics; every other route is
-MLServer's own FastAPI app.
+Inference requests are decoded here (JSON or binary tensor data) and handed to the engine's
+``infer`` (MLServer's data plane: its adaptive batching, workers and metrics); every other route
+is the engine's own ASGI app. No engine import here: the limits are ``engine.Limits``.
 """
 
 from __future__ import annotations
@@ -29,27 +29,14 @@ from typing import Any
 import orjson
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from partition.cloud.tensors import HEADER_LEN, RequestError
+from edge.flows.cloud.engine import Limits
+from edge.flows.cloud.tensors import HEADER_LEN, RequestError
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 Infer = Callable[[str, str | None, bytes | bytearray, str | None], Awaitable[Any]]
 HEALTH = ("/v2/health/live", "/v2/health/ready")
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Limits:
-    """The front layer's limits (see the module docstring)."""
-
-    token: str | None
-    max_body: int = 64 * 2**20
-    max_json: int = 16 * 2**20
-    max_inflight: int = 256
-    header_timeout_s: float = 10.0
-    read_timeout_s: float = 30.0
-    max_connections: int = 960
-    max_buffered: int = 192 * 2**20  # bodies held at once (503 beyond): memory stays bounded
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
