@@ -22,6 +22,7 @@ from edge.cli.common import (
     write_report,
 )
 from edge.cli.output import emit, stdout_to_stderr
+from edge.cli.render_fleet import render_fleet
 from edge.core.errors import UsageError
 
 __all__ = ["deploy"]
@@ -104,7 +105,6 @@ def _deploy_one(request: Any, dry_run: bool, as_json: bool, report_file: Path | 
 
 def _deploy_fleet(request: Any, dry_run: bool, as_json: bool, report_file: Path | None) -> int:
     """``edge deploy --inventory``: one bundle per profile, then every host in parallel."""
-    from edge.cli.render_fleet import render_fleet
     from edge.flows.fleet import describe_fleet, run_fleet
 
     if dry_run:

@@ -23,6 +23,7 @@ from edge.cli.common import (
     write_report,
 )
 from edge.cli.output import emit, stdout_to_stderr
+from edge.cli.render_partition import render_partition, render_run_split
 from edge.core.errors import UsageError
 from edge.core.extras import require
 
@@ -84,7 +85,6 @@ def partition(model: Path, profile_ref: str, cloud_ref: str, bandwidth: float | 
           --measure --objective energy     # edge costs measured ON the Pi, cloud's here
       edge partition sample:digits --profile rpi4 --cloud cloud-t4 --report split.html
     """
-    from edge.cli.render_partition import render_partition
     from edge.core.profile import load_profile
     from edge.flows.partition import PartitionOptions
     from edge.flows.partition import partition as run_partition
@@ -223,7 +223,6 @@ def run_split(split_dir: Path, url: str, data: Path | None, runs: int, warmup: i
       EDGE_CLOUD_TOKEN=s3cret edge run-split digits-rpi4-split --url http://10.0.0.5:8000 \\
           --input frames.npy --runs 100
     """
-    from edge.cli.render_partition import render_run_split
     from edge.flows.runsplit import RunSplitOptions, run
 
     options = RunSplitOptions(url=url, data=data, runs=runs, warmup=warmup, cut=cut,

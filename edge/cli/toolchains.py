@@ -9,6 +9,8 @@ import click
 
 from edge.cli.common import json_option
 from edge.cli.output import emit, stdout_to_stderr
+from edge.core.tables import table
+from edge.core.units import size_text
 
 __all__ = ["toolchains"]
 
@@ -80,9 +82,6 @@ def toolchains_remove(names: tuple[str, ...], as_json: bool) -> None:
 
 
 def _table(states: Any) -> str:
-    from edge.core.tables import table
-    from edge.core.units import size_text
-
     rows = [(s.name, "built" if s.built else "not built",
              "" if s.size_bytes is None else size_text(s.size_bytes), _versions(s.versions),
              s.path) for s in states]

@@ -29,6 +29,8 @@ DEVELOPER_EXTRAS = {"test", "dev"}
 #: Packages an extra brings without naming them: Keras 3 comes with TensorFlow; the agent's
 #: tflite_runtime is the device-side wheel of ai-edge-litert.
 BROUGHT_ALONG = {"keras", "tflite_runtime"}
+#: Vendor SDKs that only run inside their converter's toolchain environment (edge toolchains).
+TOOLCHAIN_SDKS = {"rknn"}
 #: What the agent may load on a device (tests/test_architecture.py keeps the rest out).
 AGENT_RUNTIMES = {"numpy", "onnxruntime", "openvino", "ai_edge_litert", "tflite_runtime"}
 AGENT = "devices/agent/"
@@ -99,7 +101,8 @@ def optional_packages(pyproject: Path) -> set[str]:
               if (m := re.match(r"[A-Za-z0-9._-]+", req)) and not req.startswith("edge[")}
     provided = {top for top, dists in importlib.metadata.packages_distributions().items()
                 for dist in dists if _normal(dist) in wanted}
-    return (provided - STRAY) | {w.replace("-", "_") for w in wanted} | BROUGHT_ALONG
+    return ((provided - STRAY) | {w.replace("-", "_") for w in wanted} | BROUGHT_ALONG
+            | TOOLCHAIN_SDKS)
 
 
 def _normal(name: str) -> str:
