@@ -47,7 +47,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 def _host_profile(folder: Path, threads: int) -> Path:
     """x86-64 with this host's instruction sets (``host_isa``, as the plan reads them) and
     ``threads``; exits if it lacks bf16."""
-    from edge.core.plan import BF16_ISA
+    from targets.openvino.target import BF16_ISA
     from edge.flows.budgets import host_isa
 
     isa = sorted(host_isa())

@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 import provenance  # noqa: E402  (bench/ is this script's directory)
 
-from devices.layers import LayerProfile, measure_layers  # noqa: E402
+from targets.layers import LayerProfile, measure_layers  # noqa: E402
 from devices.transport import LocalTransport  # noqa: E402
 from edge.core.model import inspect_model  # noqa: E402
 from edge.core.values import Dataset  # noqa: E402

@@ -79,7 +79,7 @@ def measure_costs_on_device(
 
 def _measured(path: Path, device: Device | None, threads: int, runs: int) -> dict[str, float]:
     """The named model profiled by ``devices.profiling`` (here or on ``device``), calibrated."""
-    from devices import profiling
+    from targets.onnxruntime import profiling
 
     if not path.is_file():
         raise UsageError(f"{path}: no such model file")

@@ -381,7 +381,7 @@ def _device_costs(reference: Path, profile: Profile, target: Any) -> tuple[dict[
     try:
         python = device_python(target, profile, transport)
         if target.provision:  # the agent's per-node profile needs onnxruntime on the device
-            from devices.provision import provision_runtime
+            from targets.provision import provision_runtime
 
             python = provision_runtime(transport, device_python=python, runtime="onnxruntime",
                                        work_dir=profile.access.work_dir).python

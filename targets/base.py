@@ -14,8 +14,8 @@ import numpy as np
 from edge.core.capabilities import Capabilities
 from edge.core.values import Dataset, ModelInfo
 
-__all__ = ["PRECISIONS", "ConversionError", "ConvertSettings", "Runner", "Target",
-           "Capabilities", "check_precision", "missing_modules", "workdir_lock"]
+__all__ = ["PRECISIONS", "ConversionError", "ConvertSettings", "Provision", "Runner", "Runtime",
+           "Target", "Capabilities", "check_precision", "missing_modules", "workdir_lock"]
 
 #: Precision names shared by every target. ``int8``: weights and activations int8 (static,
 #: calibrated); ``int8-dynamic``: int8 weights, activations quantized at run time; ``bf16``:
@@ -36,6 +36,32 @@ class ConvertSettings:
             return "default"
         text = f"{self.calibration}|{','.join(sorted(self.keep_float))}"
         return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Provision:
+    """What ``edge deploy --provision`` installs on a device for a runtime (numpy comes too)."""
+
+    requirements: tuple[str, ...]  # pinned as the host verified it: "onnxruntime==1.31.1"
+    module: str  # imported on the device to check the install: "ai_edge_litert.interpreter"
+    distribution: str  # whose version the device reports: "ai-edge-litert"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Runtime:
+    """Everything about one runtime, declared in its folder ``targets/<name>/`` and registered
+    under its name in the ``edge.targets`` entry point group. Every part is declared, ``None``
+    where the runtime has none (the parts test, tests/targets/test_parts.py, checks them)."""
+
+    name: str  # as manifests, profiles and the device agent name it
+    targets: tuple[tuple[str, str], ...]  # (target name, "module:Class"): converter + loader
+    suffixes: tuple[str, ...]  # files its agent loader and profiler open (one owner each)
+    agent: str | None  # its device-side loader module (Python 3.8, stdlib + the runtime)
+    profiler: str | None  # "module:function" timing each layer of a file (targets.layers)
+    provision: Provision | None  # the wheels a device needs, None: edge cannot install it
+    label: str  # how reports name it
+    colour: str  # its colour in report plots
+    note: str = ""  # what a measurement of its artifacts on this host stands for (reports)
 
 
 class ConversionError(Exception):

@@ -1,7 +1,8 @@
 """The user's own model file as a candidate (``original``): nothing converted, run as it is by
 the runtime of its format, verified, timed and chosen like any converted artifact.
 
-It is not in the registry: it exists per model, not per runtime. It speaks the ``Target``
+It is not in the registry and has no folder: it exists per model, not per runtime, and runs
+on the runtime whose target declares the file's format (``Capabilities.formats``). It speaks the ``Target``
 contract so that optimize converts (here: picks the file), verifies, times and stores it on the
 same path as every other candidate.
 """
@@ -12,9 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edge.core.capabilities import Capabilities
-from edge.core.plan import FORMAT_RUNTIME
 from edge.core.values import ORIGINAL, Dataset, ModelInfo, Origin
-from targets import get_target
+from targets import get_target, runtime_for_format
 from targets.base import ConversionError, ConvertSettings, Runner
 
 __all__ = ["OriginalTarget", "original_target"]
@@ -54,7 +54,7 @@ def original_target(origin: Origin, reference: ModelInfo) -> OriginalTarget:
     verifies against): the agent times files on their static shapes, so the user's file as
     it is would be timed on 1-sized dims and look faster than it is.
     """
-    runtime = FORMAT_RUNTIME.get(origin.format)
+    runtime = runtime_for_format(origin.format)
     if runtime is None:
         raise ConversionError(f"a {origin.format} model cannot run as it is")
     source = Path(origin.path)

@@ -9,7 +9,7 @@ import time
 from .errors import AgentError
 from .files import fsync, sha256_file, unlink_quietly, write_json_atomic
 from .hold import free_bytes
-from .runtimes import SUFFIX_RUNTIME
+from .runtimes import suffixes
 
 HEX = frozenset("0123456789abcdef")
 NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
@@ -152,7 +152,7 @@ def _is_release_dir(work_dir, release):
 
 def _main_model(folder):
     """The release's main model file name (model.onnx / .tflite / .xml), or None if incomplete."""
-    for suffix in SUFFIX_RUNTIME:
+    for suffix in suffixes():
         if os.path.isfile(os.path.join(folder, "model" + suffix)):
             return "model" + suffix
     return None

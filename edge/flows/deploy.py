@@ -67,7 +67,7 @@ def run_deploy_outcome(request: DeployRequest) -> tuple[Any, Bundle, Path]:
         log.info("deploying %s to %s", bundle.chosen, transport.label)
         python = device_python(request.device, profile, transport)
         if request.device.provision:
-            from devices.provision import runtime_for_bundle
+            from targets.provision import runtime_for_bundle
 
             python = _provision(transport, python, profile, runtime_for_bundle(bundle))
         rounds, threads = _bench(request.device, profile)
@@ -135,7 +135,7 @@ def _check_keep(keep: int) -> None:
 def _provision(transport: Any, python: str, profile: Any, runtime: str) -> str:
     """--provision: the runtime into WORK/venv from wheels fetched on this host (the device
     needs no internet); returns the venv's python, the device python from then on."""
-    from devices.provision import provision_runtime
+    from targets.provision import provision_runtime
 
     with progress.step(f"{transport.label}: provisioning {runtime}"):
         report = provision_runtime(transport, device_python=python,

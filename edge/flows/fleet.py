@@ -351,7 +351,7 @@ def _deploy_to(request: FleetRequest, job: _Job, bundle: tuple[Bundle, Path],
 
 def _provision(transport: Any, job: _Job, manifest: Bundle) -> str:
     """--provision on one host: the bundle's runtime into WORK/venv; its python from then on."""
-    from devices.provision import provision_runtime, runtime_for_bundle
+    from targets.provision import provision_runtime, runtime_for_bundle
 
     return provision_runtime(transport, device_python=job.python, work_dir=job.work_dir,
                              runtime=runtime_for_bundle(manifest)).python

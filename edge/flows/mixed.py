@@ -103,7 +103,7 @@ def layer_plan(int8: Path, fp32: Path, model: ModelInfo, *, threads: int) -> lis
     """The layers to keep float: every layer of a kind whose int8 layers, together, are not
     ``MIN_GAIN`` faster than in float (a kind stays float whole, so the model does not switch
     between int8 and float at every other layer)."""
-    from devices.layers import measure_layers
+    from targets.layers import measure_layers
 
     quantized = measure_layers(int8, threads=threads, runs=RUNS).layers
     floats = {t.name: t.ms for t in measure_layers(fp32, threads=threads, runs=RUNS).layers}

@@ -144,7 +144,7 @@ def _ranking(target: Target, model: ModelInfo, precision: str, calib: Dataset, n
     """The nodes ``naive`` quantizes, most sensitive first: a target converting the original
     .tflite ranks its own operators (there is no ONNX model)."""
     if target.caps.reads == ".tflite":
-        from targets.litert_rank import rank_sensitive_ops
+        from targets.tflite.litert_rank import rank_sensitive_ops
 
         return rank_sensitive_ops(model, precision, calib, naive)
     return rank_sensitive_nodes(model, calib, _ranking_model(naive, model, calib, settings,

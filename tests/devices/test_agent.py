@@ -161,7 +161,7 @@ def test_perf_on_device_keeps_irs_with_the_same_xml_apart(tmp_path: Path) -> Non
     import openvino as ov
 
     from devices.device import open_device
-    from devices.profiling import openvino_counters
+    from targets.openvino.profiling import openvino_counters
     from devices.transport import LocalTransport
 
     irs = []

@@ -166,7 +166,8 @@ def test_per_node_and_counter_profiles_time_the_whole_model_with_it(
         spied: list[list[str]], tmp_path: Path) -> None:
     import openvino as ov
 
-    from devices.profiling import node_profile, openvino_counters
+    from targets.onnxruntime.profiling import node_profile
+    from targets.openvino.profiling import openvino_counters
 
     profile = node_profile(DIGITS, threads=1, runs=3)
     assert profile.whole_ms > 0 and profile.nodes and profile.where.startswith("host ")

@@ -14,7 +14,7 @@ import pytest
 from edge.core.data import load_dataset
 from edge.core.model import inspect_model
 from edge.core.values import Dataset, ModelInfo
-from targets import nnapi
+from targets.nnapi import target as nnapi
 from targets.base import ConversionError
 from targets.nnapi import NNAPIReport, NNAPITarget, OpVerdict, nnapi_report
 from targets.tflite import TFLiteTarget

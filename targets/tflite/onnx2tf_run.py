@@ -33,7 +33,7 @@ from edge.core.data import dataset_digest
 from edge.core.errors import first_line
 from edge.core.values import Dataset, ModelInfo, TensorSpec
 from targets.base import ConversionError, workdir_lock
-from targets.litert_runner import channels_last, kept_layout, sanitize
+from targets.tflite.litert_runner import channels_last, kept_layout, sanitize
 
 __all__ = ["FAILED", "FILES", "LOG", "MARKER", "ensure_converted"]
 

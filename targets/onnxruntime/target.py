@@ -73,7 +73,7 @@ class OnnxRuntimeTarget:
     caps: ClassVar[Capabilities] = Capabilities(
         runtime="onnxruntime", precisions=("fp32", "fp16", "int8-dynamic", "int8"),
         suffix=".onnx", keeps_float=True, layer_plan="kinds",
-        modules=("onnxruntime", "onnxconverter_common"),
+        modules=("onnxruntime", "onnxconverter_common"), formats=("onnx",),
         converters=("onnxruntime", "onnx", "onnxconverter-common"), recipe=1)
 
     def missing(self) -> str | None:
