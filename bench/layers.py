@@ -40,12 +40,12 @@ sys.path.insert(0, str(ROOT))
 
 import provenance  # noqa: E402  (bench/ is this script's directory)
 
-from targets.layers import LayerProfile, measure_layers  # noqa: E402
 from devices.transport import LocalTransport  # noqa: E402
 from edge.core.model import inspect_model  # noqa: E402
 from edge.core.values import Dataset  # noqa: E402
 from partition.cost import measure_costs, measure_costs_on_device  # noqa: E402
 from targets import get_target  # noqa: E402
+from targets.layers import LayerProfile, measure_layers  # noqa: E402
 from tests.support.heavy import HEAVY, heavy_matmul_model, wide_fc_model  # noqa: E402
 
 

@@ -40,7 +40,7 @@ from typing import Any
 
 from devices.transport import Transport, check_device_path, expand_home
 from edge.core.cache import cache_root
-from edge.core.errors import DeviceError, UsageError
+from edge.core.errors import DeviceError
 from edge.core.model import sha256_file
 
 __all__ = ["NUMPY", "PIP", "DevicePlatform", "ProvisionReport", "default_cache",

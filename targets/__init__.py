@@ -87,7 +87,7 @@ def get_target(name: str) -> Target:
         spec = REGISTRY[name]
     except KeyError:
         raise UsageError(f"unknown target '{name}': choose one of {', '.join(REGISTRY)}") from None
-    return load_object(spec)()  # type: ignore[no-any-return]
+    return load_object(spec)()
 
 
 def _importable() -> list[Target]:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
+import importlib.util
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,8 +73,6 @@ class ConversionError(Exception):
 def missing_modules(caps: Capabilities) -> str | None:
     """Why a target cannot run here: its declared modules that are not installed, and the extra
     that installs them."""
-    import importlib.util
-
     absent = [m for m in caps.modules if importlib.util.find_spec(m.split(".")[0]) is None]
     if not absent:
         return None
@@ -82,8 +82,6 @@ def missing_modules(caps: Capabilities) -> str | None:
 @contextlib.contextmanager
 def workdir_lock(workdir: Path) -> Iterator[None]:
     """Serialize conversions of one work directory across threads and processes."""
-    import fcntl
-
     try:
         workdir.mkdir(parents=True, exist_ok=True)
         handle = open(workdir / ".lock", "a")  # noqa: SIM115 - held for the block

@@ -23,8 +23,8 @@ from devices.provision import NUMPY, PIP, ProvisionReport, parse_platform
 from devices.transport import Completed
 from edge.core.errors import DeviceError, UsageError
 from edge.core.model import sha256_file
-from tests.support.cli import run_edge
 from targets.provision import provision_runtime, provisionable, runtime_for_bundle
+from tests.support.cli import run_edge
 from tests.support.digits import DigitsModel
 
 ROOT = Path(__file__).resolve().parents[1]

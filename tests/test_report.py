@@ -15,8 +15,8 @@ import pytest
 
 from devices.layers import LayerProfile
 from edge.core.bundle import read_bundle
-from edge.flows.report import render_bundle_report, render_partition_report, write_report
 from edge.flows.report import layers as report_layers
+from edge.flows.report import render_bundle_report, render_partition_report, write_report
 from edge.flows.report.layers import MAX_LAYER_PLOTS, layer_candidates
 from tests.support.cli import run_cli
 

@@ -2,8 +2,10 @@
 files a release lacks, switch ``current`` atomically (recording each switch in history.json),
 roll back, list and prune releases. Switches, rollbacks and prunes hold WORK_DIR/.lock."""
 
+import calendar
 import json
 import os
+import shutil
 import time
 
 from .errors import AgentError
@@ -97,7 +99,6 @@ def cmd_prune(args):
     """Remove the least recently used inactive releases beyond --keep; never active/previous."""
     if args.keep < 1:
         raise AgentError("--keep must be >= 1", status=2)
-    import shutil
 
     with _Lock(args.work_dir):
         state = _state(args.work_dir)
@@ -237,7 +238,6 @@ def _entry_epoch(entry):
     """When a history entry was made: its ``unix`` seconds, else its UTC ``time`` stamp."""
     if isinstance(entry.get("unix"), (int, float)):
         return float(entry["unix"])
-    import calendar
 
     try:
         return float(calendar.timegm(time.strptime(entry.get("time"), "%Y-%m-%dT%H:%M:%SZ")))

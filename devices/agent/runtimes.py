@@ -15,7 +15,7 @@ from .errors import AgentError, one_line
 PREFIX = "runtime_"
 #: On edge's host, the runtimes are found through these entry points (targets/<name>/).
 GROUP = "edge.targets"
-_FOUND = {}
+_FOUND = {}  # type: dict
 
 
 def plugins():

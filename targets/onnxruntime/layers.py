@@ -27,6 +27,6 @@ def measure(path: Path, threads: int, runs: int, device: Device | None) -> Layer
     runtime = (f"onnxruntime {measured.runtime_version} CPU" if device is None
                else f"onnxruntime on {device.label}")
     method = (f"measured {where(device)} with the onnxruntime CPU profiler "
-              f"({threads_text(threads)}): mean kernel time per node over {runs} runs without graph "
-              f"optimizations, scaled to the median of {runs} runs of the optimized model")
+              f"({threads_text(threads)}): mean kernel time per node over {runs} runs without "
+              f"graph optimizations, scaled to the median of {runs} runs of the optimized model")
     return profile_of(runtime, method, measured.whole_ms, layers)

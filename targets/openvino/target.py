@@ -21,7 +21,6 @@ from edge.core.capabilities import Capabilities, IsaNeed
 from edge.core.errors import first_line
 from edge.core.model import layer_owner, node_bases
 from edge.core.values import Dataset, ModelInfo
-from targets.openvino.agent import OPENVINO_COMPUTES
 from targets.base import (
     ConversionError,
     ConvertSettings,
@@ -29,11 +28,12 @@ from targets.base import (
     missing_modules,
     workdir_lock,
 )
+from targets.openvino.agent import OPENVINO_COMPUTES
 
 DEFAULT_SETTINGS = ConvertSettings()
 
-__all__ = ["BF16", "BF16_ISA", "COMPUTES", "OpenVINORunner", "OpenVINOTarget", "is_transformer_like",
-           "load_with_hint"]
+__all__ = ["BF16", "BF16_ISA", "COMPUTES", "OpenVINORunner", "OpenVINOTarget",
+           "is_transformer_like", "load_with_hint"]
 
 #: precision -> IR file; its weights sit beside it with the same stem and a .bin suffix.
 FILES: dict[str, str] = {"fp32": "model_fp32.xml", "fp16": "model_fp16.xml",

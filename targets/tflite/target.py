@@ -1,7 +1,8 @@
 """TFLite (LiteRT): one onnx2tf run per workdir makes the fp32, fp16, int8, int8-dynamic files.
 
-The run itself (flags, child process, marker, remembered failures) is ``targets.tflite.onnx2tf_run``;
-running an artifact with the reference model's names and layouts is ``targets.tflite.litert_runner``.
+The run itself (flags, child process, marker, remembered failures) is
+``targets.tflite.onnx2tf_run``; running an artifact with the reference model's names and layouts
+is ``targets.tflite.litert_runner``.
 """
 
 from __future__ import annotations

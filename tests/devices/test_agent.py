@@ -161,8 +161,8 @@ def test_perf_on_device_keeps_irs_with_the_same_xml_apart(tmp_path: Path) -> Non
     import openvino as ov
 
     from devices.device import open_device
-    from targets.openvino.profiling import openvino_counters
     from devices.transport import LocalTransport
+    from targets.openvino.profiling import openvino_counters
 
     irs = []
     for seed in (1, 2):

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from targets.onnxruntime import agent as ort_agent
 from devices.agentfile import agent_file
+from targets.onnxruntime import agent as ort_agent
 from tests.support.heavy import NODES, heavy_matmul_model
 
 

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 import edge.core.cache
+import targets
 from edge.core.cache import cache_root
 from edge.core.profile import load_profile
 from edge.flows.optimize import OptimizeOptions, optimize
-import targets
 from targets import source_files
 from targets.onnxruntime import OnnxRuntimeTarget
 from targets.tflite import TFLiteTarget

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from devices.agent import runtimes
-from targets.onnxruntime import agent as ort_agent
 from edge.core.data import load_dataset, synthetic_dataset
 from edge.core.errors import UsageError
 from edge.core.model import inspect_model
 from edge.core.values import ModelInfo, TensorSpec
+from targets.onnxruntime import agent as ort_agent
 from tests.support import audio
 from tests.support.cli import run_cli
 

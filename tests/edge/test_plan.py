@@ -10,7 +10,6 @@ from edge.core.profile import load_profile
 from edge.core.values import ModelInfo, TensorSpec
 from targets.openvino import BF16
 
-
 #: The file formats each runtime declares it runs as they are (its target's caps.formats).
 _FORMATS = {"tflite": ("tflite",), "onnxruntime": ("onnx",), "openvino": ("openvino",)}
 #: What the OpenVINO target declares bf16 needs (the core names no runtime: caps carry it).

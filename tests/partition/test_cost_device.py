@@ -13,11 +13,11 @@ import pytest
 import targets.onnxruntime.profiling
 from devices.connect import DeviceTarget, device_python, transport_for
 from devices.device import Device, open_device
-from targets.onnxruntime.profiling import NodeProfile, node_profile
 from edge.core.errors import DeviceError, EdgeError, UsageError
 from edge.core.profile import load_profile
 from partition.cost import measure_costs, measure_costs_on_device
 from partition.graph import load_named
+from targets.onnxruntime.profiling import NodeProfile, node_profile
 from tests.support.heavy import NODES
 from tests.support.heavy import heavy_matmul_model as heavy_model
 from tests.support.sshd import SSHDevice

@@ -18,9 +18,8 @@ import pytest
 from edge.core.intake import to_reference
 from edge.core.model import inspect_model
 from edge.core.values import Dataset, ModelInfo
-from targets.tflite import onnx2tf_run
 from targets.openvino import OpenVINOTarget
-from targets.tflite import TFLiteTarget
+from targets.tflite import TFLiteTarget, onnx2tf_run
 
 TFLITE, OPENVINO = TFLiteTarget(), OpenVINOTarget()
 needs_tflite = pytest.mark.skipif(TFLITE.missing() is not None, reason=str(TFLITE.missing()))

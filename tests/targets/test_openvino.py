@@ -12,9 +12,9 @@ import pytest
 from edge.core.data import load_dataset
 from edge.core.model import inspect_model
 from edge.core.values import Dataset, ModelInfo
-from targets.openvino import target as openvino
 from targets.base import ConversionError, ConvertSettings
 from targets.openvino import OpenVINOTarget, is_transformer_like, load_with_hint
+from targets.openvino import target as openvino
 from tests.support.digits import DigitsModel
 
 TARGET = OpenVINOTarget()
