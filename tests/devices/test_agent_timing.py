@@ -181,8 +181,8 @@ def test_per_node_and_counter_profiles_time_the_whole_model_with_it(
 #: Clock readers outside timing.py, and why they are not timings of a model.
 NOT_TIMINGS = {
     "edge/flows/recover.py": "how long a recovery attempt took, for the log",
-    "targets/openvino.py": "how long a conversion took, noted beside the artifact",
-    "targets/onnx2tf_run.py": "how long the onnx2tf child process ran",
+    "targets/openvino/target.py": "how long a conversion took, noted beside the artifact",
+    "targets/tflite/onnx2tf_run.py": "how long the onnx2tf child process ran",
     "partition/client.py": "the live split client's per-request latency (run-split telemetry)",
     "partition/client_grpc.py": "the same over gRPC",
     "partition/cloud/tensors.py": "the server's Server-Timing header; a tail's run time at load",
