@@ -82,8 +82,7 @@ def parser():
 
 def _runtime_commands():
     """The commands the runtimes add (``COMMANDS`` of their agent modules: profile, perf)."""
-    return [c for plugin in runtimes.plugins().values()
-            for c in getattr(plugin, "COMMANDS", ())]
+    return [c for plugin in runtimes.plugins().values() for c in plugin.COMMANDS]
 
 
 def _command(sub, name, func, *positional):

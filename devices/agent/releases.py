@@ -152,7 +152,8 @@ def _is_release_dir(work_dir, release):
 
 
 def _main_model(folder):
-    """The release's main model file name (model.onnx / .tflite / .xml), or None if incomplete."""
+    """The release's main model file name (``model`` + a runtime's suffix: model.onnx), or
+    None if incomplete."""
     for suffix in suffixes():
         if os.path.isfile(os.path.join(folder, "model" + suffix)):
             return "model" + suffix

@@ -20,8 +20,8 @@ _FOUND = {}  # type: dict
 
 def plugins():
     """Runtime name -> its agent module (``NAME``, ``SUFFIXES``, ``MODULES``,
-    ``DISTRIBUTIONS``, ``load(path, threads)``, optional ``COMMANDS``): those zipped beside
-    this module on a device, else on edge's host those the registered runtimes name."""
+    ``DISTRIBUTIONS``, ``COMMANDS``, ``load(path, threads)``): those zipped beside this module
+    on a device, else on edge's host those the registered runtimes name."""
     if not _FOUND:
         _FOUND.update(_bundled() or _installed())
     return _FOUND
@@ -94,7 +94,7 @@ def import_module(*names):
             return importlib.import_module(name)
         except ImportError:
             continue
-    package = names[0].split(".")[0].replace("ai_edge_litert", "ai-edge-litert")
+    package = names[0].split(".")[0].replace("_", "-")  # ai_edge_litert: ai-edge-litert
     raise AgentError("runtime not installed on the device: pip install " + package)
 
 

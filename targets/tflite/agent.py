@@ -16,6 +16,7 @@ NAME = "tflite"
 SUFFIXES = (".tflite",)
 MODULES = ("ai_edge_litert.interpreter", "tflite_runtime.interpreter")
 DISTRIBUTIONS = ("ai-edge-litert", "tflite-runtime")
+COMMANDS = ()  # no agent command of its own: per-layer times come from prefix benches
 
 
 def load(path, threads):

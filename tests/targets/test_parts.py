@@ -8,10 +8,12 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.util
+import io
 import re
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -69,6 +71,7 @@ def test_every_runtime_declares_its_agent_profiler_provision_label_and_colour(na
     module = importlib.import_module(declared.agent)
     assert module.NAME == name and tuple(module.SUFFIXES) == declared.suffixes
     assert module.MODULES and module.DISTRIBUTIONS and callable(module.load)
+    assert all(callable(command[1]) for command in module.COMMANDS)
     assert agent_runtimes.plugins()[name] is module
 
 
@@ -81,9 +84,6 @@ def test_one_runtime_owns_each_suffix() -> None:
 
 @pytest.mark.parametrize("name", [n for n in RUNTIMES if runtimes()[n].agent])
 def test_every_agent_module_rides_in_the_agent_zip(name: str) -> None:
-    import io
-    import zipfile
-
     declared = runtimes()[name]
     source = Path(importlib.util.find_spec(declared.agent).origin)  # type: ignore[arg-type, union-attr]
     with zipfile.ZipFile(io.BytesIO(agent_bytes())) as archive:
