@@ -27,8 +27,7 @@ import numpy as np
 from edge.core.capabilities import Capabilities
 from edge.core.values import Dataset, ModelInfo
 from targets.base import ConversionError, ConvertSettings, check_precision
-from targets.tflite.litert_runner import TFLiteRunner
-from targets.tflite.target import TFLiteTarget
+from targets.tflite import TFLiteRunner, TFLiteTarget
 
 __all__ = ["API_LEVELS", "DEFAULT_API_LEVEL", "RULES", "NNAPIReport", "NNAPITarget",
            "OpRule", "OpVerdict", "nnapi_report"]
