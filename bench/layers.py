@@ -8,7 +8,7 @@ shared machine can bend them; the tests keep only the ranking.
 Two models from those tests, each measured ``--repeats`` times, the repeats interleaved:
 
 * the heavy model of test_layers (a tiny conv, a wide fully connected layer with ~100x the work
-  of everything else, a tiny head) per layer with ``devices.layers.measure_layers`` on this
+  of everything else, a tiny head) per layer with ``targets.layers.measure_layers`` on this
   host: onnxruntime, OpenVINO fp32 IR, LiteRT fp32 and int8 (prefix timings). Reported: the
   heavy layer's share of the total and its ratio to the next layer (the tests asserted > 40 %
   and > 2x until they moved here);

@@ -116,3 +116,20 @@ def test_reading_the_registry_imports_no_heavy_framework() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, cwd=ROOT)
     assert done.stdout.strip() == "[]", done.stdout
+
+
+def test_no_table_outside_targets_is_keyed_by_runtime_names() -> None:
+    """No dict literal outside targets/ maps runtime names (or maps anything to them, as the
+    suffix -> runtime maps did): what a runtime is, its folder says."""
+    names = set(RUNTIMES)
+    tables = []
+    for folder in ("edge", "devices", "partition"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if not isinstance(node, ast.Dict):
+                    continue
+                keys = {k.value for k in node.keys if isinstance(k, ast.Constant)}
+                values = {v.value for v in node.values if isinstance(v, ast.Constant)}
+                if len(keys & names) >= 2 or len(values & names) >= 2:
+                    tables.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert tables == []
