@@ -32,6 +32,12 @@ def _colour(runtime: str) -> str:
     return declared.colour if declared is not None else _DEFAULT_COLOUR
 
 
+def _label(runtime: str) -> str:
+    """How the runtime's folder names it in reports."""
+    declared = runtimes().get(runtime)
+    return declared.label if declared is not None else runtime
+
+
 def _note(runtime: str) -> str:
     """What the runtime's folder says a measurement of its artifacts here stands for."""
     declared = runtimes().get(runtime)
@@ -138,10 +144,11 @@ def _layers_figure(plt: Any, measured: Sequence[tuple[str, str, Any]], top: int,
     fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, rows * (0.28 * top + 1.9)),
                              squeeze=False, layout="constrained")
     flat = list(axes.flat)
+    legend: dict[str, Any] = {}
     for ax, (candidate, runtime, profile) in zip(flat, measured, strict=False):
         shown = profile.layers[:top][::-1]
-        ax.barh(range(len(shown)), [layer.ms for layer in shown],
-                color=_colour(runtime))
+        bars = ax.barh(range(len(shown)), [layer.ms for layer in shown], color=_colour(runtime))
+        legend.setdefault(_label(runtime), bars)
         ax.set_yticks(range(len(shown)),
                       [f"{short(layer.name.split(';')[0], 30)} ({layer.op[:18]})"
                        for layer in shown], fontsize=7)
@@ -152,6 +159,8 @@ def _layers_figure(plt: Any, measured: Sequence[tuple[str, str, Any]], top: int,
         ax.grid(True, axis="x", alpha=0.3)
     for ax in flat[len(measured):]:
         ax.set_visible(False)
+    fig.legend(list(legend.values()), list(legend), loc="outside lower center",
+               ncols=len(legend), fontsize=8, frameon=False)
     fig.suptitle(f"Per-layer time on each candidate's runtime, measured on {where}",
                  fontsize=11)
     return fig
