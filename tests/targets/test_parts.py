@@ -31,6 +31,7 @@ RUNTIMES = sorted(runtimes())
 def test_the_registry_reads_the_entry_points() -> None:
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
     assert sorted(declared[GROUP]) == RUNTIMES
+    assert agent_runtimes.GROUP == GROUP  # the agent finds them on this host the same way
     assert {"onnxruntime", "openvino", "tflite", "nnapi"} <= set(RUNTIMES)
 
 
