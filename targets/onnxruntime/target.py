@@ -15,7 +15,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 from onnx import helper, numpy_helper, version_converter
+from onnxconverter_common import float16
+from onnxruntime import quantization as q
+from onnxruntime.quantization import QuantType, quantize_dynamic
+from onnxruntime.quantization.registry import QLinearOpsRegistry
+from onnxruntime.quantization.shape_inference import quant_pre_process
 
 from edge.core.capabilities import Capabilities
 from edge.core.errors import first_line
@@ -51,8 +57,6 @@ class OrtRunner:
     """An ONNX Runtime session on the CPU."""
 
     def __init__(self, path: Path, *, threads: int) -> None:
-        import onnxruntime as ort
-
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
@@ -154,11 +158,6 @@ def _build_fp32(model: ModelInfo, calib: Dataset, settings: ConvertSettings, dst
 def _build_fp16(model: ModelInfo, calib: Dataset, settings: ConvertSettings, dst: Path,
                 scratch: Path) -> tuple[str, ...]:
     """onnxconverter-common float16 conversion with float32 inputs and outputs."""
-    try:
-        from onnxconverter_common import float16
-    except ImportError:
-        raise ConversionError("fp16 needs onnxconverter-common "
-                              "(pip install onnxconverter-common)") from None
     proto = name_nodes(onnx.load(model.path))
     block, keep_notes = map_keep_float(proto, proto, settings.keep_float)
     with warnings.catch_warnings(record=True) as caught:
@@ -182,8 +181,6 @@ def _build_fp16(model: ModelInfo, calib: Dataset, settings: ConvertSettings, dst
 def _build_dynamic(model: ModelInfo, calib: Dataset, settings: ConvertSettings, dst: Path,
                    scratch: Path) -> tuple[str, ...]:
     """quantize_dynamic of MatMul (Gemm rewritten as MatMul+Add) and attention, int8 weights."""
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
     if not any(model.ops.get(op) for op in (*DYNAMIC_OPS, *ATTENTION_OPS)):
         raise ConversionError("no MatMul/Gemm to quantize dynamically; int8 dynamic would "
                               "change nothing")
@@ -247,8 +244,6 @@ def _quantize_static(source: Path, dst: Path, calib: Dataset, exclude: list[str]
     ORT 1.31 left depthwise convolutions and residual adds in float (a MobileNetV2 ran 1.1x
     fp32 instead of 1.65x; see docs/benchmarks.md).
     """
-    from onnxruntime import quantization as q
-
     q.quantize_static(str(source), str(dst), _Reader(calib), quant_format=q.QuantFormat.QDQ,
                       per_channel=per_channel, activation_type=q.QuantType.QUInt8,
                       weight_type=q.QuantType.QInt8, nodes_to_exclude=exclude,
@@ -283,8 +278,6 @@ def _histogram_note(calibration: str, samples: int) -> tuple[str, ...]:
 def _prepare(model: ModelInfo, scratch: Path) -> tuple[onnx.ModelProto, onnx.ModelProto,
                                                         tuple[str, ...]]:
     """(reference with named nodes, pre-processed copy, notes) ready for the quantizer."""
-    from onnxruntime.quantization.shape_inference import quant_pre_process
-
     reference = name_nodes(onnx.load(model.path))
     normalized = onnx.ModelProto()
     normalized.CopyFrom(reference)
@@ -347,8 +340,6 @@ def float_kinds(reference: onnx.ModelProto,
     """Kind -> the reference's nodes (keep_float's names) of the kinds the quantizer runs in
     int8 (``QLinearOpsRegistry``: a kind outside it stays float anyway), but for
     ``_NOT_FLOATED`` and the nodes already ``kept`` float: what a mixed plan may keep float."""
-    from onnxruntime.quantization.registry import QLinearOpsRegistry
-
     kinds: dict[str, list[str]] = {}
     for node in reference.graph.node:
         if node.op_type in QLinearOpsRegistry and node.op_type not in _NOT_FLOATED \
