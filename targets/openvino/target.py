@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
+import onnx
 
 from edge.core.capabilities import Capabilities, IsaNeed
 from edge.core.errors import first_line
@@ -327,8 +328,6 @@ def _onnx_bases(model: ModelInfo) -> dict[str, str]:
     convert_model names a node's ops after the node's name (its first output when unnamed),
     e.g. Conv '/0/Conv' becomes Convolution '/0/Conv/WithoutBiases' and Add '/0/Conv'.
     """
-    import onnx
-
     try:
         return node_bases(onnx.load(model.path, load_external_data=False))
     except Exception as exc:  # onnx raises several types for a bad file
