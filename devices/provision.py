@@ -5,7 +5,9 @@ the pinned wheel set for that platform into a host cache with ``pip download`` (
 wheels, dependencies resolved for the device, not for this host), uploads the wheels the device
 lacks (sha256-checked), creates ``WORK/venv`` with the device's own python and installs into it
 with ``pip install --no-index --find-links WORK/wheels``: the device never contacts an index.
-Its python (``WORK/venv/bin/python``) is then the device python for deploys.
+Its python (``WORK/venv/bin/python``) is then the device python for deploys. Which wheels a
+runtime needs its folder declares (``Runtime.provision``); ``targets.provision`` passes them to
+``install_runtime`` here, which names no runtime.
 
 Device layout under the work dir (default ``~/.edge``)::
 
