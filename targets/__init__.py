@@ -34,6 +34,9 @@ GROUP = "edge.targets"
 def runtimes() -> dict[str, Runtime]:
     """Runtime name -> its declaration, for every ``edge.targets`` entry point, by name."""
     found = {ep.name: ep.load() for ep in entry_points(group=GROUP)}
+    if not found:  # metadata of an install older than the entry points
+        raise UsageError(f"no runtime is registered ({GROUP} entry points): reinstall edge "
+                         "(pip install -e . in a checkout)")
     for name, declared in found.items():
         if declared.name != name:
             raise UsageError(f"entry point {GROUP}:{name} declares runtime {declared.name!r}")
