@@ -47,8 +47,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 def _host_profile(folder: Path, threads: int) -> Path:
     """x86-64 with this host's instruction sets (``host_isa``, as the plan reads them) and
     ``threads``; exits if it lacks bf16."""
-    from edge.core.plan import BF16_ISA
     from edge.flows.budgets import host_isa
+    from targets.openvino.target import BF16_ISA
 
     isa = sorted(host_isa())
     if not BF16_ISA & set(isa):

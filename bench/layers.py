@@ -8,7 +8,7 @@ shared machine can bend them; the tests keep only the ranking.
 Two models from those tests, each measured ``--repeats`` times, the repeats interleaved:
 
 * the heavy model of test_layers (a tiny conv, a wide fully connected layer with ~100x the work
-  of everything else, a tiny head) per layer with ``devices.layers.measure_layers`` on this
+  of everything else, a tiny head) per layer with ``targets.layers.measure_layers`` on this
   host: onnxruntime, OpenVINO fp32 IR, LiteRT fp32 and int8 (prefix timings). Reported: the
   heavy layer's share of the total and its ratio to the next layer (the tests asserted > 40 %
   and > 2x until they moved here);
@@ -40,12 +40,12 @@ sys.path.insert(0, str(ROOT))
 
 import provenance  # noqa: E402  (bench/ is this script's directory)
 
-from devices.layers import LayerProfile, measure_layers  # noqa: E402
 from devices.transport import LocalTransport  # noqa: E402
 from edge.core.model import inspect_model  # noqa: E402
 from edge.core.values import Dataset  # noqa: E402
 from partition.cost import measure_costs, measure_costs_on_device  # noqa: E402
 from targets import get_target  # noqa: E402
+from targets.layers import LayerProfile, measure_layers  # noqa: E402
 from tests.support.heavy import HEAVY, heavy_matmul_model, wide_fc_model  # noqa: E402
 
 

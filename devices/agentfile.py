@@ -3,7 +3,10 @@
 Members in a fixed order with fixed timestamps and modes, stored uncompressed, so the same
 sources give the same bytes (and sha256) on every build and machine. On the device it is
 ``<work>/agent/edge_agent-<sha12>.pyz``, run as ``python3 edge_agent-<sha12>.pyz CMD ...``;
-inside, the package is ``edge_agent`` and ``__main__.py`` calls its ``cli.entry``.
+inside, the package is ``edge_agent`` and ``__main__.py`` calls its ``cli.entry``. Every
+registered runtime's agent module (``targets/<name>/agent.py``, found through the
+``edge.targets`` entry points by ``devices.agent.runtimes``) rides along as
+``edge_agent/runtime_<name>.py``, where the agent finds it on the device.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from devices.agent.runtimes import PREFIX, plugins
 from edge.core.cache import cache_root
 from edge.core.errors import UsageError
 from edge.core.files import write_atomic
@@ -33,6 +37,8 @@ def agent_bytes() -> bytes:
     """The zipapp's bytes (the same for the same sources)."""
     members = [("__main__.py", _MAIN.encode())]
     members += [(f"{PACKAGE}/{p.name}", p.read_bytes()) for p in sorted(SOURCE.glob("*.py"))]
+    members += [(f"{PACKAGE}/{PREFIX}{name}.py", Path(module.__file__).read_bytes())
+                for name, module in sorted(plugins().items())]
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
         for name, data in members:

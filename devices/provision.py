@@ -5,7 +5,9 @@ the pinned wheel set for that platform into a host cache with ``pip download`` (
 wheels, dependencies resolved for the device, not for this host), uploads the wheels the device
 lacks (sha256-checked), creates ``WORK/venv`` with the device's own python and installs into it
 with ``pip install --no-index --find-links WORK/wheels``: the device never contacts an index.
-Its python (``WORK/venv/bin/python``) is then the device python for deploys.
+Its python (``WORK/venv/bin/python``) is then the device python for deploys. Which wheels a
+runtime needs its folder declares (``Runtime.provision``); ``targets.provision`` passes them to
+``install_runtime`` here, which names no runtime.
 
 Device layout under the work dir (default ``~/.edge``)::
 
@@ -40,21 +42,15 @@ from typing import Any
 
 from devices.transport import Transport, check_device_path, expand_home
 from edge.core.cache import cache_root
-from edge.core.errors import DeviceError, UsageError
+from edge.core.errors import DeviceError
 from edge.core.model import sha256_file
 
-__all__ = ["NUMPY", "PIP", "RUNTIMES", "DevicePlatform", "ProvisionReport", "default_cache",
-           "fetch_wheels", "parse_platform", "probe_platform", "provision_runtime",
-           "runtime_for_bundle"]
+__all__ = ["NUMPY", "PIP", "DevicePlatform", "ProvisionReport", "default_cache",
+           "fetch_wheels", "install_runtime", "parse_platform", "probe_platform"]
 
 # The project's pins (pyproject.toml): the device gets the same runtime the host verified.
 NUMPY = "numpy>=2.4,<2.5"
 PIP = "pip==26.3"  # runs from its wheel on the device, and is installed into the venv
-RUNTIMES: dict[str, tuple[tuple[str, ...], str, str]] = {
-    # runtime (as the agent names it): (requirements, module to import, distribution)
-    "onnxruntime": (("onnxruntime==1.31.1", NUMPY), "onnxruntime", "onnxruntime"),
-    "tflite": (("ai-edge-litert==2.3.0", NUMPY), "ai_edge_litert.interpreter", "ai-edge-litert"),
-}
 VENV = "venv"
 WHEELS = "wheels"
 MARKER = "edge-provision.json"
@@ -364,22 +360,22 @@ class ProvisionReport:
                 "installed": self.installed, "seconds": self.seconds}
 
 
-def provision_runtime(
+def install_runtime(
     transport: Transport, *, device_python: str, work_dir: str, runtime: str,
+    requirements: tuple[str, ...], module: str, distribution: str,
     host_cache: Path | None = None,
 ) -> ProvisionReport:
-    """Install ``runtime`` (onnxruntime or tflite) and numpy into ``WORK/venv`` on the device
-    from wheels fetched on this host; the device needs python3 with venv, no internet.
+    """Install ``runtime`` (its pinned ``requirements``; ``module`` imported and
+    ``distribution``'s version read to check it) and numpy into ``WORK/venv`` on the device
+    from wheels fetched on this host; the device needs python3 with venv, no internet. Which
+    runtimes can be installed, and how, their folders declare (``targets.provision``).
 
     Idempotent: wheels already on the device (by sha256) are not sent again, and pip does not
     run when the venv already holds exactly this set. Errors are one-line DeviceErrors
     (UsageError for an unknown runtime or a bad path).
     """
     started = time.monotonic()
-    if runtime not in RUNTIMES:
-        raise UsageError(f"cannot provision runtime {runtime!r}: choose one of "
-                         f"{', '.join(RUNTIMES)}")
-    requirements, module, dist = RUNTIMES[runtime]
+    requirements, dist = (*requirements, NUMPY), distribution
     label = transport.label
     for what, text in (("work_dir", work_dir), ("device python", device_python)):
         check_device_path(what, text)
@@ -424,28 +420,6 @@ def provision_runtime(
         wheels=tuple(sorted(got.wheels)), cache=str(got.folder), downloaded=got.downloaded,
         files_sent=sent, bytes_sent=sent_bytes, files_reused=reused, venv_created=created,
         installed=installed, seconds=round(time.monotonic() - started, 3))
-
-
-def runtime_for_bundle(bundle: Any, runtimes: Iterable[str] = ()) -> str:
-    """The runtime to provision for a bundle: its chosen artifact's runtime when provisioning
-    can install it, else that of the first faithful candidate it can; ``runtimes`` (what the
-    device has already) wins when a faithful candidate can use one of them."""
-    have = set(runtimes)
-    faithful = [c for c in bundle.candidates
-                if c.status in ("chosen", "passed") and c.artifact is not None]
-    chosen = bundle.chosen_result()
-    ordered = ([chosen] if chosen is not None and chosen.artifact is not None else []) + \
-        [c for c in faithful if c is not chosen]
-    needs = [c.artifact.runtime for c in ordered]
-    for runtime in needs:
-        if runtime in have and runtime in RUNTIMES:
-            return runtime
-    for runtime in needs:
-        if runtime in RUNTIMES:
-            return runtime
-    raise UsageError(f"no faithful candidate of the bundle uses a runtime that can be "
-                     f"provisioned ({', '.join(RUNTIMES)}); candidates need "
-                     f"{', '.join(sorted(set(needs))) or 'nothing'}")
 
 
 # ---------------------------------------------------------------- steps on the device

@@ -5,7 +5,7 @@ The parts of ``edge partition``:
 
 - :mod:`partition.cost` -- per-node ms on each side: estimated from MACs and a profile's fp32
   peak GOPS, measured on this host with onnxruntime, or measured ON the device by edge's agent
-  (the agent's ``profile``, via ``devices.profiling.node_profile``).
+  (the agent's ``profile``, via ``targets.onnxruntime.profiling.node_profile``).
 - :mod:`partition.graph` -- the model as a DAG of compute nodes and the tensors that could cross
   a cut (bytes from shape inference, weights excluded), with every node uniquely named; tensor
   sizes as compressed on the wire.

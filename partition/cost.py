@@ -1,5 +1,6 @@
 """Per-node latency: an estimate from MACs and a profile, or onnxruntime's per-node profile
-(``devices.profiling``: on this host, or on the device by edge's agent) calibrated here."""
+(``targets.onnxruntime.profiling``: on this host, or on the device by edge's agent) calibrated
+here."""
 
 from __future__ import annotations
 
@@ -10,13 +11,13 @@ from pathlib import Path
 
 import onnx
 
-from devices import profiling
 from devices.device import Device, open_device
 from devices.transport import Transport
 from edge.core.errors import UsageError
 from edge.core.model import load_named, node_macs, value_shapes
 from edge.core.profile import Profile
 from partition.graph import tensor_bytes
+from targets.onnxruntime import profiling
 
 __all__ = ["estimate_costs", "measure_costs", "measure_costs_on_device", "node_costs"]
 
@@ -73,7 +74,8 @@ def measure_costs_on_device(
 
 
 def _measured(path: Path, device: Device | None, threads: int, runs: int) -> dict[str, float]:
-    """The named model profiled by ``devices.profiling`` (here or on ``device``), calibrated."""
+    """The named model profiled by ``targets.onnxruntime.profiling`` (here or on ``device``),
+    calibrated."""
     if not path.is_file():
         raise UsageError(f"{path}: no such model file")
     try:

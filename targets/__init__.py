@@ -1,54 +1,109 @@
-"""Conversion targets: one module per target, registered by name and imported only when used."""
+"""Runtimes as plug-ins: one folder per runtime (``targets/<runtime>/``), each declaring a
+``targets.base.Runtime`` and registered under its name in the ``edge.targets`` entry point group
+(pyproject.toml), so another package can add one. This is the one registry: reading it imports
+each folder's ``__init__`` (no TensorFlow, OpenVINO or torch); a target's classes are imported
+when used."""
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import importlib
+import inspect
+import sys
+from collections.abc import Iterator, Mapping
+from importlib.metadata import entry_points
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from edge.core.cache import cache_key
 from edge.core.errors import UsageError
 
 if TYPE_CHECKING:
     from edge.core.toolchain import Toolchain
-    from targets.base import ConvertSettings, Target
+    from targets.base import ConvertSettings, Runtime, Target
 
-__all__ = ["REGISTRY", "TOOLCHAINS", "artifact_suffixes", "declared_toolchains", "get_target",
-           "source_files", "target_for_suffix", "workdir_name"]
+__all__ = ["GROUP", "REGISTRY", "TOOLCHAIN_GROUP", "artifact_suffixes", "declared_toolchains",
+           "get_target", "load_object", "runtime", "runtime_for_format", "runtime_for_suffix",
+           "runtimes", "source_files", "target_for_suffix", "workdir_name"]
+
+#: The entry point group every runtime registers under: ``name = "package:RUNTIME"``.
+GROUP = "edge.targets"
+#: Converter environments a plug-in offers before its target is registered (a registered
+#: target declares its own in ``caps.toolchain``): ``name = "module:TOOLCHAIN"``.
+TOOLCHAIN_GROUP = "edge.toolchains"
+
+
+@functools.cache
+def runtimes() -> dict[str, Runtime]:
+    """Runtime name -> its declaration, for every ``edge.targets`` entry point, by name."""
+    found = {ep.name: ep.load() for ep in entry_points(group=GROUP)}
+    if not found:  # metadata of an install older than the entry points
+        raise UsageError(f"no runtime is registered ({GROUP} entry points): reinstall edge "
+                         "(pip install -e . in a checkout)")
+    for name, declared in found.items():
+        if declared.name != name:
+            raise UsageError(f"entry point {GROUP}:{name} declares runtime {declared.name!r}")
+    return dict(sorted(found.items()))
+
+
+def runtime(name: str) -> Runtime:
+    """The runtime registered under ``name``."""
+    try:
+        return runtimes()[name]
+    except KeyError:
+        raise UsageError(f"unknown runtime '{name}': choose one of "
+                         f"{', '.join(runtimes())}") from None
+
+
+def runtime_for_suffix(suffix: str) -> Runtime | None:
+    """The runtime whose agent loader and profiler open files with this suffix, or None: the one
+    suffix -> runtime map, owned by the runtimes' declarations."""
+    return next((r for r in runtimes().values() if suffix.lower() in r.suffixes), None)
+
+
+class _Registry(Mapping[str, str]):
+    """Target name -> "module:Class" of every registered runtime's targets (read lazily)."""
+
+    def _all(self) -> dict[str, str]:
+        return {name: spec for r in runtimes().values() for name, spec in r.targets}
+
+    def __getitem__(self, name: str) -> str:
+        return self._all()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
 
 #: target name -> "module:Class"; the class implements targets.base.Target.
-REGISTRY: dict[str, str] = {
-    "tflite": "targets.tflite:TFLiteTarget",
-    "onnxruntime": "targets.onnxruntime:OnnxRuntimeTarget",
-    "openvino": "targets.openvino:OpenVINOTarget",
-    "nnapi": "targets.nnapi:NNAPITarget",
-    "litert": "targets.litert:LiteRTTarget",  # reads the original .tflite (no ONNX reference)
-}
+REGISTRY: Mapping[str, str] = _Registry()
 
 
-#: toolchain name -> "module:attribute" of the Toolchain of a converter whose target is not
-#: registered yet (a registered target declares its own in ``caps.toolchain``).
-TOOLCHAINS: dict[str, str] = {
-    "rknn-toolkit2": "targets.rknn.convert:TOOLCHAIN",  # the RKNN runtime comes with issue 28
-}
+def load_object(spec: str) -> Any:
+    """The object a "module:name" spec names, its module imported now."""
+    module_name, _, attribute = spec.partition(":")
+    return getattr(importlib.import_module(module_name), attribute)
 
 
 def declared_toolchains() -> dict[str, Toolchain]:
-    """Every toolchain edge manages, by name: the registered targets' and TOOLCHAINS."""
+    """Every toolchain edge manages, by name: the registered targets' and the
+    ``edge.toolchains`` entry points'."""
     found = {t.caps.toolchain.name: t.caps.toolchain for t in _importable() if t.caps.toolchain}
-    for name, where in TOOLCHAINS.items():
-        module_name, attribute = where.split(":")
-        found.setdefault(name, getattr(importlib.import_module(module_name), attribute))
+    for entry in entry_points(group=TOOLCHAIN_GROUP):
+        found.setdefault(entry.name, entry.load())
     return dict(sorted(found.items()))
 
 
 def get_target(name: str) -> Target:
     """Instantiate the target registered under ``name``."""
     try:
-        module_name, class_name = REGISTRY[name].split(":")
+        spec = REGISTRY[name]
     except KeyError:
         raise UsageError(f"unknown target '{name}': choose one of {', '.join(REGISTRY)}") from None
-    return getattr(importlib.import_module(module_name), class_name)()
+    return load_object(spec)()
 
 
 def _importable() -> list[Target]:
@@ -67,6 +122,11 @@ def target_for_suffix(suffix: str) -> Target | None:
     through another's run: ``.tflite`` is TFLite's, not NNAPI's), or None."""
     return next((t for t in _importable() if t.caps.suffix == suffix
                  and t.caps.converts_with is None and t.caps.reads == ".onnx"), None)
+
+
+def runtime_for_format(origin_format: str) -> str | None:
+    """The target that runs a model file of this format as it is (``Capabilities.formats``)."""
+    return next((t.name for t in _importable() if origin_format in t.caps.formats), None)
 
 
 def artifact_suffixes() -> tuple[str, ...]:
@@ -96,8 +156,6 @@ def workdir_name(name: str, settings: ConvertSettings) -> str:
 def _source_digest(target: Target) -> str:
     """sha256 (16 hex) of the module that defines the target's class and of the ``targets``
     modules it imports from (e.g. the TFLite target's onnx2tf run and runner)."""
-    import hashlib
-
     digest = hashlib.sha256()
     for source in source_files(target):
         digest.update(source.read_bytes())
@@ -107,9 +165,6 @@ def _source_digest(target: Target) -> str:
 def source_files(target: Target) -> list[Path]:
     """The source files a target's conversions depend on, sorted: its module's and those of
     the ``targets`` modules whose classes or functions that module imports."""
-    import inspect
-    import sys
-
     module = sys.modules[type(target).__module__]
     names = {module.__name__} | {
         value.__module__ for value in vars(module).values()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
+import importlib.util
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,8 +16,8 @@ import numpy as np
 from edge.core.capabilities import Capabilities
 from edge.core.values import Dataset, ModelInfo
 
-__all__ = ["PRECISIONS", "ConversionError", "ConvertSettings", "Runner", "Target",
-           "Capabilities", "check_precision", "missing_modules", "workdir_lock"]
+__all__ = ["PRECISIONS", "ConversionError", "ConvertSettings", "Provision", "Runner", "Runtime",
+           "Target", "Capabilities", "check_precision", "missing_modules", "workdir_lock"]
 
 #: Precision names shared by every target. ``int8``: weights and activations int8 (static,
 #: calibrated); ``int8-dynamic``: int8 weights, activations quantized at run time; ``bf16``:
@@ -38,6 +40,32 @@ class ConvertSettings:
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Provision:
+    """What ``edge deploy --provision`` installs on a device for a runtime (numpy comes too)."""
+
+    requirements: tuple[str, ...]  # pinned as the host verified it: "onnxruntime==1.31.1"
+    module: str  # imported on the device to check the install: "ai_edge_litert.interpreter"
+    distribution: str  # whose version the device reports: "ai-edge-litert"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Runtime:
+    """Everything about one runtime, declared in its folder ``targets/<name>/`` and registered
+    under its name in the ``edge.targets`` entry point group. Every part is declared, ``None``
+    where the runtime has none (the parts test, tests/targets/test_parts.py, checks them)."""
+
+    name: str  # as manifests, profiles and the device agent name it
+    targets: tuple[tuple[str, str], ...]  # (target name, "module:Class"): converter + loader
+    suffixes: tuple[str, ...]  # files its agent loader and profiler open (one owner each)
+    agent: str | None  # its device-side loader module (Python 3.8, stdlib + the runtime)
+    profiler: str | None  # "module:function" timing each layer of a file (targets.layers)
+    provision: Provision | None  # the wheels a device needs, None: edge cannot install it
+    label: str  # how reports name it
+    colour: str  # its colour in report plots
+    note: str = ""  # what a measurement of its artifacts on this host stands for (reports)
+
+
 class ConversionError(Exception):
     """A target could not convert a model; the message says why (one line)."""
 
@@ -45,8 +73,6 @@ class ConversionError(Exception):
 def missing_modules(caps: Capabilities) -> str | None:
     """Why a target cannot run here: its declared modules that are not installed, and the extra
     that installs them."""
-    import importlib.util
-
     absent = [m for m in caps.modules if importlib.util.find_spec(m.split(".")[0]) is None]
     if not absent:
         return None
@@ -56,8 +82,6 @@ def missing_modules(caps: Capabilities) -> str | None:
 @contextlib.contextmanager
 def workdir_lock(workdir: Path) -> Iterator[None]:
     """Serialize conversions of one work directory across threads and processes."""
-    import fcntl
-
     try:
         workdir.mkdir(parents=True, exist_ok=True)
         handle = open(workdir / ".lock", "a")  # noqa: SIM115 - held for the block

@@ -1,9 +1,10 @@
 """The user's own model file as a candidate (``original``): nothing converted, run as it is by
 the runtime of its format, verified, timed and chosen like any converted artifact.
 
-It is not in the registry: it exists per model, not per runtime. It speaks the ``Target``
-contract so that optimize converts (here: picks the file), verifies, times and stores it on the
-same path as every other candidate.
+It is not in the registry and has no folder: it exists per model, not per runtime, and runs
+on the runtime whose target declares the file's format (``Capabilities.formats``). It speaks
+the ``Target`` contract so that optimize converts (here: picks the file), verifies, times and
+stores it on the same path as every other candidate.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edge.core.capabilities import Capabilities
-from edge.core.plan import FORMAT_RUNTIME
+from edge.core.intake import dropped_branches, dynamic_inputs
 from edge.core.values import ORIGINAL, Dataset, ModelInfo, Origin
-from targets import get_target
+from targets import get_target, runtime_for_format
 from targets.base import ConversionError, ConvertSettings, Runner
 
 __all__ = ["OriginalTarget", "original_target"]
@@ -54,7 +55,7 @@ def original_target(origin: Origin, reference: ModelInfo) -> OriginalTarget:
     verifies against): the agent times files on their static shapes, so the user's file as
     it is would be timed on 1-sized dims and look faster than it is.
     """
-    runtime = FORMAT_RUNTIME.get(origin.format)
+    runtime = runtime_for_format(origin.format)
     if runtime is None:
         raise ConversionError(f"a {origin.format} model cannot run as it is")
     source = Path(origin.path)
@@ -71,15 +72,11 @@ def original_target(origin: Origin, reference: ModelInfo) -> OriginalTarget:
 
 
 def _dynamic(source: Path) -> bool:
-    from edge.core.intake import dynamic_inputs
-
     return bool(dynamic_inputs(source))
 
 
 def _dropped(reference: Path) -> tuple[str, ...]:
     """The If branches the pinned copy dropped because they cannot run at its dims."""
-    from edge.core.intake import dropped_branches
-
     return dropped_branches(reference)
 
 

@@ -19,22 +19,21 @@ import numpy as np
 import pytest
 
 from devices import provision
-from devices.provision import (
-    NUMPY,
-    PIP,
-    RUNTIMES,
-    ProvisionReport,
-    parse_platform,
-    provision_runtime,
-    runtime_for_bundle,
-)
+from devices.provision import NUMPY, PIP, ProvisionReport, parse_platform
 from devices.transport import Completed
 from edge.core.errors import DeviceError, UsageError
 from edge.core.model import sha256_file
+from targets.provision import provision_runtime, provisionable, runtime_for_bundle
 from tests.support.cli import run_edge
 from tests.support.digits import DigitsModel
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _requirements(runtime: str) -> tuple[str, ...]:
+    """What provisioning installs for a runtime: its folder's pins, and numpy."""
+    return (*provisionable()[runtime].requirements, NUMPY)
+
 PI_FACTS = {"machine": "aarch64", "system": "Linux", "libc": "glibc 2.36", "bits": 64,
             "python": "3.11.2", "implementation": "cpython", "executable": "/usr/bin/python3",
             "prefix": "/usr", "base_prefix": "/usr", "venv": True}
@@ -46,8 +45,8 @@ PI_FACTS = {"machine": "aarch64", "system": "Linux", "libc": "glibc 2.36", "bits
 def test_pins_match_the_project() -> None:
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     pins = set(deps["dependencies"]) | set(deps["optional-dependencies"]["tflite"])
-    assert set(RUNTIMES["onnxruntime"][0]) <= pins | {NUMPY}
-    assert "ai-edge-litert==2.3.0" in pins and RUNTIMES["tflite"][0][0] == "ai-edge-litert==2.3.0"
+    assert set(_requirements("onnxruntime")) <= pins | {NUMPY}
+    assert "ai-edge-litert==2.3.0" in pins and _requirements("tflite")[0] == "ai-edge-litert==2.3.0"
     assert "numpy>=2.4,<2.5" in pins and NUMPY == "numpy>=2.4,<2.5"
     assert PIP.startswith("pip==")
 
@@ -141,7 +140,7 @@ def _fake_cache(root: Path, runtime: str) -> Path:
     for name in names:
         (folder / name).write_bytes(name.encode())
         wheels[name] = sha256_file(folder / name)
-    requirements = (*RUNTIMES[runtime][0], PIP)
+    requirements = (*_requirements(runtime), PIP)
     key = provision.hashlib.sha256("\n".join(sorted(requirements)).encode()).hexdigest()[:16]
     (folder / f"manifest-{key}.json").write_text(json.dumps(
         {"requirements": sorted(requirements), "wheels": wheels}))

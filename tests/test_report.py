@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from devices.layers import LayerProfile
 from edge.core.bundle import read_bundle
+from edge.flows.report import layers as report_layers
 from edge.flows.report import render_bundle_report, render_partition_report, write_report
 from edge.flows.report.layers import MAX_LAYER_PLOTS, layer_candidates
 from tests.support.cli import run_cli
@@ -186,16 +188,14 @@ def test_bundle_report_breaks_down_openvino_candidates(openvino_bundle: Path) ->
 
 def test_a_candidate_that_cannot_be_measured_is_a_note(openvino_bundle: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    import devices.layers
+    real = report_layers.measure_layers
 
-    real = devices.layers.measure_layers
-
-    def refuse_openvino(path: Path, **kwargs: int) -> devices.layers.LayerProfile:
+    def refuse_openvino(path: Path, **kwargs: int) -> LayerProfile:
         if path.suffix == ".xml":
             raise RuntimeError("no CPU plugin <here>\nsecond line")
         return real(path, **kwargs)
 
-    monkeypatch.setattr(devices.layers, "measure_layers", refuse_openvino)
+    monkeypatch.setattr(report_layers, "measure_layers", refuse_openvino)
     text = render_bundle_report(openvino_bundle)
     assert "openvino-int8 (openvino): not measured - RuntimeError: no CPU plugin &lt;here&gt;" \
         in text and "second line" not in text
@@ -203,7 +203,7 @@ def test_a_candidate_that_cannot_be_measured_is_a_note(openvino_bundle: Path,
     panels = {t.split(" \u2014 ")[0] for t in _layer_panels(text)}
     assert panels == {cid for cid, runtime, _ in shown if runtime != "openvino"}
     assert {"onnxruntime-int8", "onnxruntime-fp32"} <= panels  # (and the mixed one, if made)
-    monkeypatch.setattr(devices.layers, "measure_layers", lambda path, **kw: 1 / 0)
+    monkeypatch.setattr(report_layers, "measure_layers", lambda path, **kw: 1 / 0)
     text = render_bundle_report(openvino_bundle)
     assert "plot-layers" not in _plots(text) and "could be broken down" in text
     assert text.count("not measured - ZeroDivisionError") == min(6, _measurable(openvino_bundle))

@@ -6,5 +6,8 @@ models ON the device, printing one JSON document on stdout (``cli``).
 It is shipped as ONE file, a zipapp built by ``devices.agentfile`` from the modules of this
 package; edge imports the same modules on its host (``timing`` above all: host and device time
 with one method). Nothing here imports edge, targets, partition or other devices modules, and
-only Python 3.8 syntax and library are used.
+only Python 3.8 syntax and library are used. The runtimes are not listed here: each runtime's
+folder (``targets/<name>/agent.py``) holds its loader, zipped beside these modules as
+``runtime_<name>.py`` and found by ``runtimes`` (on edge's host, through the ``edge.targets``
+entry points).
 """

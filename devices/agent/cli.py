@@ -12,8 +12,10 @@
     python3 edge_agent.pyz space WORK_DIR
     python3 edge_agent.pyz bench MODEL [MODEL ...] [--runs N] [--warmup N] [--threads N]
                                  [--rounds N] [--idle-s S] [--budget-s S] [--min-rounds N]
-    python3 edge_agent.pyz profile --model MODEL.onnx [--threads N] [--runs N]
-    python3 edge_agent.pyz perf --model MODEL.xml [--threads N] [--runs N]
+    python3 edge_agent.pyz profile --model MODEL.onnx [--threads N] [--runs N]   (onnxruntime)
+    python3 edge_agent.pyz perf --model MODEL.xml [--threads N] [--runs N]       (openvino)
+
+The runtimes' own commands (profile, perf) come from their agent modules (``runtimes``).
 
 Exit status: 0 ok, 2 bad request, 3 runtime missing or failed. Errors are JSON {"error": ...}.
 """
@@ -21,7 +23,7 @@ Exit status: 0 ok, 2 bad request, 3 runtime missing or failed. Errors are JSON {
 import argparse
 import json
 
-from . import bench, hold, info, profiling, releases
+from . import bench, hold, info, releases, runtimes
 from .errors import AgentError
 
 
@@ -70,13 +72,17 @@ def parser():
     health.add_argument("--model", required=True)
     health.add_argument("--threads", type=int, default=0)
     _bench(_command(sub, "bench", bench.cmd_bench))
-    for name, func, runs, threads in (("profile", profiling.cmd_profile, 10, 1),
-                                      ("perf", profiling.cmd_perf, 20, 1)):
+    for name, func, runs, threads in _runtime_commands():
         command = _command(sub, name, func)
         command.add_argument("--model", required=True)
         command.add_argument("--threads", type=int, default=threads)
         command.add_argument("--runs", type=int, default=runs)
     return top
+
+
+def _runtime_commands():
+    """The commands the runtimes add (``COMMANDS`` of their agent modules: profile, perf)."""
+    return [c for plugin in runtimes.plugins().values() for c in plugin.COMMANDS]
 
 
 def _command(sub, name, func, *positional):

@@ -2,6 +2,7 @@
 
 import os
 import platform
+import resource
 
 from .runtimes import runtime_versions
 
@@ -49,6 +50,4 @@ def mem_total_mb():
 
 def peak_rss_mb():
     """Peak resident memory of this process (Linux reports KiB)."""
-    import resource
-
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0

@@ -2,14 +2,16 @@
 files a release lacks, switch ``current`` atomically (recording each switch in history.json),
 roll back, list and prune releases. Switches, rollbacks and prunes hold WORK_DIR/.lock."""
 
+import calendar
 import json
 import os
+import shutil
 import time
 
 from .errors import AgentError
 from .files import fsync, sha256_file, unlink_quietly, write_json_atomic
 from .hold import free_bytes
-from .runtimes import SUFFIX_RUNTIME
+from .runtimes import suffixes
 
 HEX = frozenset("0123456789abcdef")
 NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
@@ -97,7 +99,6 @@ def cmd_prune(args):
     """Remove the least recently used inactive releases beyond --keep; never active/previous."""
     if args.keep < 1:
         raise AgentError("--keep must be >= 1", status=2)
-    import shutil
 
     with _Lock(args.work_dir):
         state = _state(args.work_dir)
@@ -151,8 +152,9 @@ def _is_release_dir(work_dir, release):
 
 
 def _main_model(folder):
-    """The release's main model file name (model.onnx / .tflite / .xml), or None if incomplete."""
-    for suffix in SUFFIX_RUNTIME:
+    """The release's main model file name (``model`` + a runtime's suffix: model.onnx), or
+    None if incomplete."""
+    for suffix in suffixes():
         if os.path.isfile(os.path.join(folder, "model" + suffix)):
             return "model" + suffix
     return None
@@ -237,7 +239,6 @@ def _entry_epoch(entry):
     """When a history entry was made: its ``unix`` seconds, else its UTC ``time`` stamp."""
     if isinstance(entry.get("unix"), (int, float)):
         return float(entry["unix"])
-    import calendar
 
     try:
         return float(calendar.timegm(time.strptime(entry.get("time"), "%Y-%m-%dT%H:%M:%SZ")))

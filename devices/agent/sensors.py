@@ -2,7 +2,10 @@
 path it came from (EDGE_AGENT_SYSFS replaces /sys in tests). A missing or failing sensor is
 ``{"value": None, ...}``, never a failed bench."""
 
+import glob
 import os
+import shutil
+import subprocess
 
 from .errors import one_line
 
@@ -13,8 +16,6 @@ def _sysfs(*parts):
 
 
 def _glob(pattern):
-    import glob  # stdlib, imported where used: the agent's top-level imports stay minimal
-
     return glob.glob(pattern)
 
 
@@ -81,9 +82,6 @@ def read_throttling():
 
 def read_vcgencmd():
     """``vcgencmd get_throttled`` where the binary exists (only with the real /sys)."""
-    import shutil
-    import subprocess
-
     if os.environ.get("EDGE_AGENT_SYSFS", "/sys") != "/sys":
         return _absent()
     binary = shutil.which("vcgencmd")

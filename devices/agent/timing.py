@@ -50,7 +50,7 @@ def interleaved(calls, rounds, runs, warmup, idle_s, budget_s=None, min_rounds=1
         for name in sequence:
             if before is not None:
                 before(index, rounds, name)
-            with hold() if hold is not None else contextlib.nullcontext():
+            with held(hold):
                 samples[name].extend(block(calls[name], counts[index], warmup, idle_s,
                                            clock, sleep))
         order.append(list(sequence))
@@ -58,6 +58,11 @@ def interleaved(calls, rounds, runs, warmup, idle_s, budget_s=None, min_rounds=1
             rounds = within_budget(rounds, min_rounds, budget_s, clock() - started)
         index += 1
     return Timed(samples=samples, rounds=rounds, order=order)
+
+
+def held(hold):
+    """``hold()``, the context a caller wraps around timed blocks, or none."""
+    return hold() if hold is not None else contextlib.nullcontext()
 
 
 def block(call, count, warmup, idle_s, clock=time.perf_counter, sleep=time.sleep):

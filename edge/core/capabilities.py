@@ -10,7 +10,19 @@ from typing import Literal
 
 from edge.core.toolchain import Toolchain
 
-__all__ = ["Capabilities"]
+__all__ = ["Capabilities", "IsaNeed"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class IsaNeed:
+    """A precision the runtime computes only on CPUs of ``arch`` with one of ``isa``: elsewhere
+    it would silently compute in fp32 (the device is refused), and this host must have it too to
+    verify an artifact (else it waits for one that has)."""
+
+    arch: str  # "x86_64"
+    isa: frozenset[str]  # any one of these instruction sets, as profiles name them
+    names: str  # how messages name them: "AVX512-BF16 or AMX"
+    computed_by: str  # who computes it: "OpenVINO's CPU plugin"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -35,7 +47,14 @@ class Capabilities:
     recipe: int = 1  # bump when the conversion recipe changes: cached artifacts are rebuilt
     reads: str = ".onnx"  # the reference format it converts from (".tflite": the original)
     toolchain: Toolchain | None = None  # a converter run in its own environment (edge toolchains)
+    formats: tuple[str, ...] = ()  # model file formats it runs as they are (the user's file)
+    #: precision -> the instructions it needs on the device's CPU (and on this host)
+    needs_isa: tuple[tuple[str, IsaNeed], ...] = ()
 
     def runs_on(self, arch: str) -> bool:
         """Whether its runtime runs on a device of this architecture."""
         return not self.archs or arch in self.archs
+
+    def isa_need(self, precision: str) -> IsaNeed | None:
+        """The instructions ``precision`` needs, None when it runs wherever the runtime runs."""
+        return dict(self.needs_isa).get(precision)

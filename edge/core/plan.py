@@ -5,28 +5,25 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from edge.core.capabilities import Capabilities
+from edge.core.capabilities import Capabilities, IsaNeed
 from edge.core.profile import Profile
 from edge.core.units import MB
 from edge.core.values import ORIGINAL, Candidate, ModelInfo
 
-__all__ = ["BF16_ISA", "BYTES_PER_PARAM", "FORMAT_RUNTIME", "MIXED", "PRECISION_RANK", "PRUNED",
-           "Planned", "make_plan", "plan_original", "plan_pruned", "unfit"]
+__all__ = ["BYTES_PER_PARAM", "MIXED", "PRECISION_RANK", "PRUNED", "Planned", "make_plan",
+           "plan_original", "plan_pruned", "unfit"]
 
 #: The plan's order, and the preference among tied candidates: bf16 after fp32, since its IR
 #: is fp32's (no smaller) and a tie means it gained nothing for its precision.
 PRECISION_RANK = {"int8": 0, "int8-dynamic": 1, "fp16": 2, "fp32": 3, "bf16": 4}
 BYTES_PER_PARAM = {"int8": 1, "int8-dynamic": 1, "fp16": 2, "bf16": 4, "fp32": 4}  # bf16: fp32 IR
-#: x86's bf16 instructions, the only bf16 OpenVINO's CPU plugin computes.
-BF16_ISA = frozenset({"avx512_bf16", "amx_bf16"})
 #: ``Candidate.variant`` of candidates made from the pruned and distilled model.
 PRUNED = "pruned"
 #: ``Candidate.variant`` of int8 candidates whose per-layer plan keeps some layers in float.
 MIXED = "mixed"
 #: The precisions a pruned model is converted to: its fp32 and int8 forms.
 _PRUNED_PRECISIONS = ("int8", "fp32")
-#: A model file format -> the runtime that runs such a file as it is.
-FORMAT_RUNTIME = {"onnx": "onnxruntime", "tflite": "tflite", "openvino": "openvino"}
+_Targets = Mapping[str, tuple[Capabilities | None, str | None]]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -72,7 +69,7 @@ def make_plan(
             continue
         for precision in sorted(caps.precisions, key=PRECISION_RANK.__getitem__):
             planned.append(_judge(profile, model, Candidate(target=runtime, precision=precision),
-                                  missing, host_isa))
+                                  caps, missing, host_isa))
         planned += _mixed_twin(planned, caps, runtime, timed_here, profile.compute.arch)
     return tuple(planned)
 
@@ -98,11 +95,11 @@ _MIXED_BY = {
 
 
 def plan_original(profile: Profile, model: ModelInfo, origin_format: str,
-                  targets: Mapping[str, tuple[Capabilities | None, str | None]]) -> Planned:
+                  targets: _Targets) -> Planned:
     """The user's own file, run as it is, when the device runs its format: the baseline
     every converted candidate must beat (precision: the model's own)."""
     cand = Candidate(target=ORIGINAL, precision=model.precision)
-    runtime = FORMAT_RUNTIME.get(origin_format)
+    runtime = _runs_format(targets, origin_format)
     reason = _original_unrunnable(profile, origin_format, runtime, targets)
     reason = reason or _budget(profile, model, cand)
     if reason:
@@ -112,9 +109,14 @@ def plan_original(profile: Profile, model: ModelInfo, origin_format: str,
         "candidate is chosen only when it is faster"))
 
 
+def _runs_format(targets: _Targets, origin_format: str) -> str | None:
+    """The target that declares it runs files of this format as they are."""
+    return next((name for name, (caps, _) in targets.items()
+                 if caps is not None and origin_format in caps.formats), None)
+
+
 def _original_unrunnable(profile: Profile, origin_format: str, runtime: str | None,
-                         targets: Mapping[str, tuple[Capabilities | None, str | None]]
-                         ) -> str | None:
+                         targets: _Targets) -> str | None:
     if runtime is None:
         return (f"a {origin_format} model runs only once converted: no runtime of "
                 f"{profile.id} loads it as it is")
@@ -132,10 +134,12 @@ def _no_target(runtime: str) -> Planned:
                    reason=f"edge has no {runtime} target yet; other runtimes compete")
 
 
-def _judge(profile: Profile, model: ModelInfo, cand: Candidate, missing: str | None,
-           host_isa: frozenset[str] | None = None) -> Planned:
-    reason = (_missing(missing) or _precision(profile, cand) or _unverifiable(cand, host_isa)
-              or _requantized(model, cand) or _budget(profile, model, cand))
+def _judge(profile: Profile, model: ModelInfo, cand: Candidate, caps: Capabilities,
+           missing: str | None, host_isa: frozenset[str] | None = None) -> Planned:
+    need = caps.isa_need(cand.precision)
+    reason = (_missing(missing) or _precision(profile, cand, need)
+              or _unverifiable(cand, need, host_isa) or _requantized(model, cand)
+              or _budget(profile, model, cand))
     if reason:
         return Planned(candidate=cand, keep=False, reason=reason)
     return Planned(candidate=cand, keep=True, reason=_why_keep(profile, cand))
@@ -145,10 +149,11 @@ def _missing(missing: str | None) -> str | None:
     return f"cannot convert on this host: {missing}" if missing else None
 
 
-def _precision(profile: Profile, cand: Candidate) -> str | None:
-    if cand.precision == "bf16" and not computes_bf16(profile):
-        return (f"{profile.compute.cpu} has no bf16 that OpenVINO's CPU plugin computes "
-                "(AVX512-BF16 or AMX on x86-64): bf16 would compute in fp32")
+def _precision(profile: Profile, cand: Candidate, need: IsaNeed | None) -> str | None:
+    if need is not None and not computes(profile, need):
+        return (f"{profile.compute.cpu} has no {cand.precision} that {need.computed_by} computes "
+                f"({need.names} on {need.arch.replace('_', '-')}): {cand.precision} would "
+                "compute in fp32")
     if cand.precision != "fp16" or computes_fp16(profile, cand.target):
         return None
     return (f"{profile.compute.cpu} has no fp16 arithmetic: fp16 would only halve the file "
@@ -171,17 +176,19 @@ def computes_fp16(profile: Profile, runtime: str) -> bool:
                    for a in profile.accelerators))
 
 
-def _unverifiable(cand: Candidate, host_isa: frozenset[str] | None) -> str | None:
-    if cand.precision != "bf16" or host_isa is None or BF16_ISA & host_isa:
+def _unverifiable(cand: Candidate, need: IsaNeed | None,
+                  host_isa: frozenset[str] | None) -> str | None:
+    if need is None or host_isa is None or need.isa & host_isa:
         return None
-    return ("this host's CPU has no bf16 instructions (AVX512-BF16 or AMX): bf16 could not be "
-            "verified here; optimize for this device on a host that has them")
+    return (f"this host's CPU has no {cand.precision} instructions ({need.names}): "
+            f"{cand.precision} could not be verified here; optimize for this device on a host "
+            "that has them")
 
 
-def computes_bf16(profile: Profile) -> bool:
-    """Whether the device is x86-64 with bf16 instructions (``BF16_ISA``)."""
+def computes(profile: Profile, need: IsaNeed) -> bool:
+    """Whether the device is of the need's architecture with one of its instruction sets."""
     isa = {i.lower() for i in profile.compute.isa}
-    return profile.compute.arch == "x86_64" and bool(isa & BF16_ISA)
+    return profile.compute.arch == need.arch and bool(isa & need.isa)
 
 
 def unfit(profile: Profile, model: ModelInfo) -> str | None:

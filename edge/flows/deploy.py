@@ -28,7 +28,6 @@ from devices.deploy import (
 from devices.device import Device, open_device
 from devices.lock import deploy_lock
 from devices.measure import Rounds
-from devices.provision import provision_runtime, runtime_for_bundle
 from devices.release import (
     DEFAULT_KEEP,
     ReleasesReport,
@@ -59,6 +58,7 @@ from edge.core.values import (
 )
 from edge.flows.optimize import OptimizeOptions, latency_budget, optimize
 from targets import artifact_suffixes, target_for_suffix
+from targets.provision import provision_runtime, runtime_for_bundle
 
 __all__ = ["DEFAULT_KEEP", "BenchRequest", "DeployRequest", "DeviceTarget", "ReleasesRequest",
            "RollbackRequest", "access_profile", "build_bundle", "deploy", "describe",

@@ -24,7 +24,6 @@ from typing import Any
 from devices.connect import Reach, open_transport
 from devices.inventory import FleetHost, Inventory, load_inventory
 from devices.measure import Rounds
-from devices.provision import provision_runtime, runtime_for_bundle
 from devices.ssh import HostSpec
 from edge.core import progress as bars
 from edge.core.bundle import is_bundle
@@ -36,6 +35,7 @@ from edge.core.values import Bundle, DeployReport
 from edge.flows.deploy import DeployRequest, build_bundle, deploy, resolve_profile
 from edge.flows.fleet_values import FleetBundle, FleetReport, FleetRequest, HostResult
 from edge.flows.optimize import latency_budget
+from targets.provision import provision_runtime, runtime_for_bundle
 
 __all__ = ["FleetBundle", "FleetReport", "FleetRequest", "HostResult", "describe_fleet",
            "run_fleet"]

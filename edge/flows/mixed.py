@@ -28,11 +28,11 @@ from pathlib import Path
 
 import onnx
 
-from devices.layers import measure_layers
 from devices.measure import Rounds, time_files_here
 from edge.core.model import layer_owner, node_bases
 from edge.core.select import BEYOND_TIE, TIE
 from edge.core.values import ModelInfo
+from targets.layers import measure_layers
 from targets.onnxruntime import float_kinds
 
 __all__ = ["DOING", "MIN_GAIN", "TRIAL_GAIN", "KindTrial", "LayerChoice", "MixedPlan",

@@ -31,8 +31,8 @@ from edge.core.model import sha256_file
 from edge.core.values import Dataset, Fidelity, ModelInfo
 from edge.core.verify import Outputs, Thresholds, judge, measure, run_all
 from targets.base import ConversionError, ConvertSettings
-from targets.litert_rank import rank_sensitive_ops
 from targets.onnxruntime import OnnxRuntimeTarget, constants_to_initializers, name_nodes, node_name
+from targets.tflite.litert_rank import rank_sensitive_ops
 
 if TYPE_CHECKING:
     from targets.base import Target

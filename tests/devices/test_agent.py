@@ -142,7 +142,7 @@ def test_an_ir_computes_as_it_records_or_the_agent_refuses_it(tmp_path: Path) ->
 
     xml = tmp_path / "m.xml"
     model = ov.convert_model(str(_matmul_model(tmp_path / "m.onnx", 64)))
-    model.set_rt_info("f16", ["edge", "inference_precision"])  # as targets/openvino.py records
+    model.set_rt_info("f16", ["edge", "inference_precision"])  # as the OpenVINO target records
     ov.save_model(model, str(xml), compress_to_fp16=False)
     compiled = ov.Core().compile_model(str(xml), "CPU", {"INFERENCE_PRECISION_HINT": "f16"})
     here = compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()  # this CPU's f16
@@ -161,8 +161,8 @@ def test_perf_on_device_keeps_irs_with_the_same_xml_apart(tmp_path: Path) -> Non
     import openvino as ov
 
     from devices.device import open_device
-    from devices.profiling import openvino_counters
     from devices.transport import LocalTransport
+    from targets.openvino.profiling import openvino_counters
 
     irs = []
     for seed in (1, 2):

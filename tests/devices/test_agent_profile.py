@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from devices.agent import profiling, runtimes
 from devices.agentfile import agent_file
+from targets.onnxruntime import agent as ort_agent
 from tests.support.heavy import NODES, heavy_matmul_model
 
 
@@ -94,14 +94,14 @@ def test_kernel_ms_drops_the_warm_up_and_averages() -> None:
               event("a_kernel_time", 2000), event("b_kernel_time", 5000),
               event("a_fence_before", 7000), event("SequentialExecutor::Execute", 1e6, "Session"),
               {"cat": "Node", "name": "x_kernel_time", "dur": 4000, "args": {"node_name": "c"}}]
-    assert profiling.kernel_ms(events, 2) == pytest.approx({"a": 1.5, "b": 4.0, "c": 2.0})
+    assert ort_agent.kernel_ms(events, 2) == pytest.approx({"a": 1.5, "b": 4.0, "c": 2.0})
 
 
 def test_kernel_ops_name_each_nodes_operator() -> None:
     events = [{"cat": "Node", "name": "a_kernel_time", "dur": 1, "args": {"op_name": "Conv"}},
               {"cat": "Node", "name": "b_kernel_time", "dur": 1, "args": {}},
               {"cat": "Node", "name": "c_fence_before", "dur": 1, "args": {"op_name": "Add"}}]
-    assert profiling.kernel_ops(events) == {"a": "Conv", "b": "?"}
+    assert ort_agent.kernel_ops(events) == {"a": "Conv", "b": "?"}
 
 
 def test_profile_feeds_follow_the_cost_model() -> None:
@@ -109,7 +109,7 @@ def test_profile_feeds_follow_the_cost_model() -> None:
         def __init__(self, name: str, shape: list, type_: str) -> None:
             self.name, self.shape, self.type = name, shape, type_
 
-    feeds = runtimes.profile_feeds(np, [Arg("x", ["batch", 3], "tensor(float)"),
+    feeds = ort_agent.profile_feeds(np, [Arg("x", ["batch", 3], "tensor(float)"),
                                      Arg("ids", [None, 4], "tensor(int64)"),
                                      Arg("mask", [2], "tensor(bool)")])
     assert feeds["x"].shape == (1, 3) and feeds["x"].dtype == np.float32

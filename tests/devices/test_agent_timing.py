@@ -166,7 +166,8 @@ def test_per_node_and_counter_profiles_time_the_whole_model_with_it(
         spied: list[list[str]], tmp_path: Path) -> None:
     import openvino as ov
 
-    from devices.profiling import node_profile, openvino_counters
+    from targets.onnxruntime.profiling import node_profile
+    from targets.openvino.profiling import openvino_counters
 
     profile = node_profile(DIGITS, threads=1, runs=3)
     assert profile.whole_ms > 0 and profile.nodes and profile.where.startswith("host ")
@@ -180,8 +181,8 @@ def test_per_node_and_counter_profiles_time_the_whole_model_with_it(
 #: Clock readers outside timing.py, and why they are not timings of a model.
 NOT_TIMINGS = {
     "edge/flows/recover.py": "how long a recovery attempt took, for the log",
-    "targets/openvino.py": "how long a conversion took, noted beside the artifact",
-    "targets/onnx2tf_run.py": "how long the onnx2tf child process ran",
+    "targets/openvino/target.py": "how long a conversion took, noted beside the artifact",
+    "targets/tflite/onnx2tf_run.py": "how long the onnx2tf child process ran",
     "partition/client.py": "the live split client's per-request latency (run-split telemetry)",
     "partition/client_grpc.py": "the same over gRPC",
     "edge/flows/cloud/tensors.py": "the server's Server-Timing header; a tail's run time at load",

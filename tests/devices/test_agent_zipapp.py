@@ -16,10 +16,15 @@ from pathlib import Path
 import pytest
 
 from devices import agentfile
+from devices.agent.runtimes import PREFIX, plugins
 from devices.agentfile import agent_bytes, agent_file, agent_name
+from devices.device import open_device
+from devices.transport import LocalTransport
 
 AGENT = Path(agentfile.__file__).with_name("agent")
 MODULES = sorted(AGENT.glob("*.py"))
+#: Each runtime's agent module (targets/<runtime>/agent.py), zipped as runtime_<name>.py.
+RUNTIME_MODULES = {name: Path(str(m.__file__)) for name, m in sorted(plugins().items())}
 
 
 def test_two_builds_are_byte_identical_whatever_the_files_times_or_the_machine(
@@ -44,10 +49,13 @@ def test_the_zipapp_holds_the_package_in_a_fixed_order_with_fixed_times() -> Non
     with zipfile.ZipFile(agent_file()) as archive:
         infos = archive.infolist()
         names = [i.filename for i in infos]
-        assert names == ["__main__.py", *(f"edge_agent/{p.name}" for p in MODULES)]
+        assert names == ["__main__.py", *(f"edge_agent/{p.name}" for p in MODULES),
+                         *(f"edge_agent/{PREFIX}{n}.py" for n in RUNTIME_MODULES)]
         assert {i.date_time for i in infos} == {(1980, 1, 1, 0, 0, 0)}
         assert {i.compress_type for i in infos} == {zipfile.ZIP_STORED}
         assert archive.read("edge_agent/timing.py") == (AGENT / "timing.py").read_bytes()
+        for name, path in RUNTIME_MODULES.items():
+            assert archive.read(f"edge_agent/{PREFIX}{name}.py") == path.read_bytes()
     data = agent_file().read_bytes()
     assert agent_file().name == agent_name(data) == \
         f"edge_agent-{hashlib.sha256(data).hexdigest()[:12]}.pyz"
@@ -73,9 +81,6 @@ def test_it_runs_from_an_empty_directory_without_edge(tmp_path: Path) -> None:
 
 
 def test_the_device_runs_the_same_file(tmp_path: Path) -> None:
-    from devices.device import open_device
-    from devices.transport import LocalTransport
-
     device = open_device(LocalTransport(tmp_path / "device"), python=sys.executable,
                          work_dir="~/.edge")
     on_device = Path(device.agent)
@@ -85,19 +90,23 @@ def test_the_device_runs_the_same_file(tmp_path: Path) -> None:
 
 
 #: What the agent may import: the standard library and numpy (inside the function that needs
-#: it); runtimes are imported by name with importlib where a model needs one.
+#: it); runtimes are imported by name with importlib where a model needs one. A runtime's agent
+#: module imports the agent as ``edge_agent`` (the zipapp) or ``devices.agent`` (edge's host).
 ALLOWED = set(sys.stdlib_module_names) | {"numpy"}
+RUNTIME_ALLOWED = ALLOWED | {"edge_agent", "devices"}
 NEWER_THAN_38 = {"removeprefix", "removesuffix", "cache", "pairwise", "batched"}
 
 
-@pytest.mark.parametrize("path", MODULES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [*MODULES, *RUNTIME_MODULES.values()],
+                         ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_every_agent_module_is_standard_library_and_python_38(path: Path) -> None:
+    allowed = ALLOWED if path.parent == AGENT else RUNTIME_ALLOWED
     tree = ast.parse(path.read_text(), feature_version=(3, 8))
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            assert all(a.name.split(".")[0] in ALLOWED for a in node.names), ast.dump(node)
+            assert all(a.name.split(".")[0] in allowed for a in node.names), ast.dump(node)
         if isinstance(node, ast.ImportFrom):
-            assert node.level == 1 or (node.module or "").split(".")[0] in ALLOWED, \
+            assert node.level == 1 or (node.module or "").split(".")[0] in allowed, \
                 ast.dump(node)  # its own modules relatively: it is edge_agent in the zipapp
             assert node.module != "__future__"
         if isinstance(node, ast.Attribute):

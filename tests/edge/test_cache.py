@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import edge.core.cache
+import targets
 from edge.core.cache import cache_root
 from edge.core.profile import load_profile
 from edge.flows.optimize import OptimizeOptions, optimize
+from targets import source_files
 from targets.onnxruntime import OnnxRuntimeTarget
+from targets.tflite import TFLiteTarget
 from tests.support.digits import DigitsModel
 
 
@@ -76,12 +80,13 @@ def test_a_converter_upgrade_rebuilds(digits: DigitsModel, ort_only: Path, tmp_p
 
 
 def test_the_modules_a_target_converts_with_key_its_cache() -> None:
-    """An edit of the onnx2tf run or the LiteRT runner (split out of targets/tflite.py) must
-    not serve artifacts made by the old code: their sources are part of the key."""
-    from targets import source_files
-    from targets.tflite import TFLiteTarget
+    """An edit of the onnx2tf run or the LiteRT runner (split out of targets/tflite/target.py)
+    must not serve artifacts made by the old code: their sources are part of the key."""
+    folder = Path(targets.__file__).parent
 
-    names = {path.name for path in source_files(TFLiteTarget())}
-    assert {"tflite.py", "onnx2tf_run.py", "litert_runner.py"} <= names
-    assert {path.name for path in source_files(OnnxRuntimeTarget())} == {"onnxruntime.py",
-                                                                         "base.py"}
+    def names(target: Any) -> set[str]:
+        return {path.relative_to(folder).as_posix() for path in source_files(target)}
+
+    assert {"tflite/target.py", "tflite/onnx2tf_run.py", "tflite/litert_runner.py"} <= \
+        names(TFLiteTarget())
+    assert names(OnnxRuntimeTarget()) == {"onnxruntime/target.py", "base.py"}

@@ -14,6 +14,7 @@ from edge.core.data import load_dataset, synthetic_dataset
 from edge.core.errors import UsageError
 from edge.core.model import inspect_model
 from edge.core.values import ModelInfo, TensorSpec
+from targets.onnxruntime import agent as ort_agent
 from tests.support import audio
 from tests.support.cli import run_cli
 
@@ -83,7 +84,7 @@ def test_synthetic_data_gives_arrays_for_0d_bool_and_dynamic_inputs() -> None:
     ("tensor(int64)", np.int64), ("tensor(bool)", np.bool_), ("tensor(uint8)", np.uint8),
     ("tensor(int32)", np.int32), ("tensor(double)", np.float64)])
 def test_the_agents_random_inputs_are_arrays_of_every_dtype(ort_type: str, dtype: type) -> None:
-    value = runtimes.random_input(np, [], runtimes.ort_dtype(np, ort_type))
+    value = runtimes.random_input(np, [], ort_agent.ort_dtype(np, ort_type))
     assert isinstance(value, np.ndarray) and value.shape == () and value.dtype == dtype
     ids = runtimes.random_input(np, ["batch", 16], np.int64)
     assert ids.shape == (1, 16) and ids.min() >= 0  # valid embedding ids
@@ -91,7 +92,7 @@ def test_the_agents_random_inputs_are_arrays_of_every_dtype(ort_type: str, dtype
 
 def test_the_agent_runs_the_audio_model_with_its_scalar_and_state(
         vad: tuple[Path, Path]) -> None:
-    run, _ = runtimes.load_onnxruntime(str(vad[0]), 1)
+    run, _ = ort_agent.load(str(vad[0]), 1)
     prob, state = run()
     assert prob.shape == (1, 1) and state.shape == (2, 1, audio.HIDDEN)
 

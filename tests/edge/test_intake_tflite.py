@@ -98,7 +98,7 @@ def test_a_failed_litert_variant_is_remembered_not_rebuilt(sparse: Path, tmp_pat
     from edge.core.data import synthetic_dataset
     from targets import get_target
     from targets.base import ConversionError, ConvertSettings
-    from targets.litert import op_names, prepared
+    from targets.tflite.litert import op_names, prepared
 
     target, info = get_target("litert"), inspect_tflite(sparse)
     with pytest.warns(UserWarning):

@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from devices import layers
-from devices.layers import LayerProfile, measure_layers
 from edge.core.errors import UsageError
 from edge.core.model import inspect_model
 from edge.core.values import Dataset, ModelInfo
 from targets import get_target
+from targets.layers import LayerProfile, measure_layers
+from targets.tflite import layers
 from tests.support.heavy import HEAVY
 from tests.support.heavy import wide_fc_model as _heavy_onnx
 

@@ -24,8 +24,8 @@ from edge.core.verify import Outputs, Thresholds, judge, measure, run_all
 from edge.flows.recover import recover
 from targets import get_target
 from targets.base import ConvertSettings
-from targets.litert import op_names, op_scope, prepared
-from targets.litert_rank import rank_sensitive_ops
+from targets.tflite.litert import op_names, op_scope, prepared
+from targets.tflite.litert_rank import rank_sensitive_ops
 from tests.support import mediapipe
 
 pytestmark = pytest.mark.slow

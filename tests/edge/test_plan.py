@@ -8,10 +8,17 @@ from edge.core.capabilities import Capabilities
 from edge.core.plan import Planned, make_plan
 from edge.core.profile import load_profile
 from edge.core.values import ModelInfo, TensorSpec
+from targets.openvino import BF16
+
+#: The file formats each runtime declares it runs as they are (its target's caps.formats).
+_FORMATS = {"tflite": ("tflite",), "onnxruntime": ("onnx",), "openvino": ("openvino",)}
+#: What the OpenVINO target declares bf16 needs (the core names no runtime: caps carry it).
+_NEEDS = {"openvino": (("bf16", BF16),)}
 
 
 def _caps(runtime: str, *precisions: str, archs: tuple[str, ...] = ()) -> Capabilities:
-    return Capabilities(runtime=runtime, precisions=precisions, suffix=".x", archs=archs)
+    return Capabilities(runtime=runtime, precisions=precisions, suffix=".x", archs=archs,
+                        formats=_FORMATS.get(runtime, ()), needs_isa=_NEEDS.get(runtime, ()))
 
 
 TARGETS = {"tflite": (_caps("tflite", "fp32", "fp16", "int8"), None),

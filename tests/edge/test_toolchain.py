@@ -9,6 +9,7 @@ import os
 import time
 from collections.abc import Iterator
 from dataclasses import replace
+from importlib.metadata import EntryPoint
 from pathlib import Path
 from typing import ClassVar
 
@@ -55,10 +56,16 @@ def toolchain_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 @pytest.fixture
 def declared(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The test toolchains declared beside the real ones."""
-    for toolchain in (TINY, UNCHECKED, ABSENT):
-        monkeypatch.setitem(targets.TOOLCHAINS, toolchain.name,
-                            f"tests.edge.test_toolchain:{_constant(toolchain)}")
+    """The test toolchains declared beside the real ones, as a plug-in declares them: entry
+    points of the ``edge.toolchains`` group."""
+    real = targets.entry_points
+    extra = [EntryPoint(t.name, f"tests.edge.test_toolchain:{_constant(t)}",
+                        targets.TOOLCHAIN_GROUP) for t in (TINY, UNCHECKED, ABSENT)]
+
+    def with_tests(*, group: str) -> list[EntryPoint]:
+        return [*real(group=group), *(extra if group == targets.TOOLCHAIN_GROUP else [])]
+
+    monkeypatch.setattr(targets, "entry_points", with_tests)
 
 
 def _constant(toolchain: Toolchain) -> str:

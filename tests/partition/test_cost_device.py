@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-import devices.profiling
+import targets.onnxruntime.profiling
 from devices.connect import DeviceTarget, device_python, transport_for
 from devices.device import Device, open_device
-from devices.profiling import NodeProfile, node_profile
 from edge.core.errors import DeviceError, EdgeError, UsageError
 from edge.core.profile import load_profile
 from partition.cost import measure_costs, measure_costs_on_device
 from partition.graph import load_named
+from targets.onnxruntime.profiling import NodeProfile, node_profile
 from tests.support.heavy import NODES
 from tests.support.heavy import heavy_matmul_model as heavy_model
 from tests.support.sshd import SSHDevice
@@ -54,7 +54,7 @@ def replies(monkeypatch: pytest.MonkeyPatch) -> list[NodeProfile]:
         seen.append(reply)
         return reply
 
-    monkeypatch.setattr(devices.profiling, "node_profile", spy)
+    monkeypatch.setattr(targets.onnxruntime.profiling, "node_profile", spy)
     return seen
 
 

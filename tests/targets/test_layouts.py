@@ -18,9 +18,8 @@ import pytest
 from edge.core.intake import to_reference
 from edge.core.model import inspect_model
 from edge.core.values import Dataset, ModelInfo
-from targets import onnx2tf_run
 from targets.openvino import OpenVINOTarget
-from targets.tflite import TFLiteTarget
+from targets.tflite import TFLiteTarget, onnx2tf_run
 
 TFLITE, OPENVINO = TFLiteTarget(), OpenVINOTarget()
 needs_tflite = pytest.mark.skipif(TFLITE.missing() is not None, reason=str(TFLITE.missing()))
@@ -110,7 +109,7 @@ def test_keras_artifacts_match_the_reference(keras_model: ModelInfo,
 def test_device_agent_runs_the_artifact_as_shaped(keras_model: ModelInfo,
                                                   tflite_files: dict[str, Any]) -> None:
     """The agent feeds every input by the artifact's own shape: [1, 64, 64, 1] here."""
-    from devices.agent.runtimes import load_tflite
+    from targets.tflite.agent import load as load_tflite
 
     for precision in ("fp32", "int8"):
         run, version = load_tflite(str(tflite_files[precision][0]), 1)

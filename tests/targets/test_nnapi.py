@@ -14,9 +14,9 @@ import pytest
 from edge.core.data import load_dataset
 from edge.core.model import inspect_model
 from edge.core.values import Dataset, ModelInfo
-from targets import nnapi
 from targets.base import ConversionError
 from targets.nnapi import NNAPIReport, NNAPITarget, OpVerdict, nnapi_report
+from targets.nnapi import target as nnapi
 from targets.tflite import TFLiteTarget
 from tests.support.digits import DigitsModel
 

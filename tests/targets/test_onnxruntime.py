@@ -410,7 +410,7 @@ def test_opset12_model_falls_back_to_per_tensor_when_the_upgrade_fails(
 
 def test_a_model_ort_cannot_load_keeps_the_meaningful_reason(tmp_path: Path) -> None:
     """ORT's load error is one long line: the reason must keep its end, not stop at 'In Node,'."""
-    from targets import onnxruntime as ort_target
+    from targets.onnxruntime import target as ort_target
 
     scale = numpy_helper.from_array(np.ones(2, np.float32), "s")
     zero = numpy_helper.from_array(np.zeros(2, np.int8), "z")

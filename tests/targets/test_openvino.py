@@ -12,9 +12,9 @@ import pytest
 from edge.core.data import load_dataset
 from edge.core.model import inspect_model
 from edge.core.values import Dataset, ModelInfo
-from targets import openvino
 from targets.base import ConversionError, ConvertSettings
 from targets.openvino import OpenVINOTarget, is_transformer_like, load_with_hint
+from targets.openvino import target as openvino
 from tests.support.digits import DigitsModel
 
 TARGET = OpenVINOTarget()
@@ -224,7 +224,7 @@ def test_a_bf16_ir_computes_in_bf16_wherever_it_is_loaded(data: dict[str, Any],
                                                           reference: np.ndarray) -> None:
     import openvino as ov
 
-    from devices.agent.runtimes import openvino_hint
+    from targets.openvino.agent import openvino_hint
 
     file, notes = converted["files"]["bf16"], converted["notes"]["bf16"]
     assert file.name == "model_bf16.xml" and "bf16" in notes[0]

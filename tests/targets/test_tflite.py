@@ -14,9 +14,9 @@ import pytest
 import edge.core.cache
 from edge.core.model import inspect_model
 from edge.core.values import Dataset, ModelInfo, TensorSpec
-from targets import litert_runner, onnx2tf_run, tflite
 from targets.base import ConversionError
-from targets.tflite import TFLiteTarget
+from targets.tflite import TFLiteTarget, litert_runner, onnx2tf_run
+from targets.tflite import target as tflite
 from tests.support.digits import DigitsModel
 
 TARGET = TFLiteTarget()

@@ -13,7 +13,7 @@ import pytest
 
 from edge.core.values import ModelInfo, TensorSpec
 from targets.base import ConversionError
-from targets.tflite import _notes
+from targets.tflite.target import _notes
 
 
 def _flex_model(path: Path) -> Path:

@@ -6,7 +6,7 @@ inlined as SVG (text kept as text). matplotlib is imported only while rendering.
 
 * Bundle (``edge optimize -o DIR``): candidates on a host-latency x fidelity plane with the
   chosen one marked; per-layer time of up to six candidates, each on its own runtime
-  (onnxruntime, OpenVINO, LiteRT; see ``devices.layers``), measured on this host;
+  (onnxruntime, OpenVINO, LiteRT; see ``targets.layers``), measured on this host;
   the p50 history of every device that measured one of the bundle's artifacts (from
   ``$EDGE_CACHE_DIR/results``); the candidate table with every reason.
 * Split (``edge partition -o DIR``): every precomputed cut's predicted latency against the

@@ -8,8 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from edge.core import progress
+from edge.core.errors import first_line
 from edge.core.values import ORIGINAL
 from edge.flows.report.html import Section, e, note, short, svg, table
+from targets import runtime_for_suffix, runtimes
+from targets.layers import measure_layers
 
 #: Layers shown per candidate in the per-layer plot.
 TOP_LAYERS = 12
@@ -19,8 +22,26 @@ MAX_LAYER_PLOTS = 6
 
 _LAYER_ORDER = {"chosen": 0, "passed": 1, "rejected": 2}
 
-_RUNTIME_COLOR = {"onnxruntime": "#4c78a8", "openvino": "#7b3294", "tflite": "#f58518",
-                  "nnapi": "#e45756"}
+#: A runtime that declares none (one no longer registered).
+_DEFAULT_COLOUR = "#4c78a8"
+
+
+def _colour(runtime: str) -> str:
+    """The colour the runtime's folder declares for report plots."""
+    declared = runtimes().get(runtime)
+    return declared.colour if declared is not None else _DEFAULT_COLOUR
+
+
+def _label(runtime: str) -> str:
+    """How the runtime's folder names it in reports."""
+    declared = runtimes().get(runtime)
+    return declared.label if declared is not None else runtime
+
+
+def _note(runtime: str) -> str:
+    """What the runtime's folder says a measurement of its artifacts here stands for."""
+    declared = runtimes().get(runtime)
+    return f" ({declared.note})" if declared is not None and declared.note else ""
 
 
 def layer_candidates(bundle: Any, bundle_dir: Path) -> list[tuple[str, str, Path]]:
@@ -59,17 +80,13 @@ def _one_per_file(bundle: Any, bundle_dir: Path) -> list[tuple[int, str, str, Pa
 def _measure_layers(path: Path, device: Any) -> Any:
     """On the device when one is given and runs the artifact, else here (a runtime the device
     lacks)."""
-    from devices.agent.runtimes import SUFFIX_RUNTIME
-    from devices.layers import measure_layers
-
-    runs_there = device is not None and SUFFIX_RUNTIME.get(path.suffix) in device.runtimes
+    owner = runtime_for_suffix(path.suffix)
+    runs_there = device is not None and owner is not None and owner.name in device.runtimes
     return measure_layers(path, threads=1, runs=20, device=device if runs_there else None)
 
 
 def layers_section(plt: Any, bundle: Any, bundle_dir: Path, top: int,
                     device: Any = None) -> Section:
-    from edge.core.errors import first_line
-
     candidates = layer_candidates(bundle, bundle_dir)
     measured: list[tuple[str, str, Any]] = []
     notes: list[str] = []
@@ -94,9 +111,7 @@ def layers_section(plt: Any, bundle: Any, bundle_dir: Path, top: int,
     where = _layers_where(measured, device)
     plot = svg(_layers_figure(plt, measured, top, where), "plot-layers",
                f"Per-layer time (measured on {where})")
-    how = "".join(f"<li>{e(c)} - {e(p.runtime)}: {e(p.method)}"
-                  + (" (the NNAPI artifact on LiteRT's CPU kernels: no NNAPI accelerator "
-                     "here)" if runtime == "nnapi" else "") + "</li>"
+    how = "".join(f"<li>{e(c)} - {e(p.runtime)}: {e(p.method)}{e(_note(runtime))}</li>"
                   for c, runtime, p in measured)
     where_text = where + (" (not the device)" if where == "this host" else "")
     caption = (f"The {top} slowest layers of each candidate, measured on {where_text}, 1 thread, "
@@ -129,10 +144,11 @@ def _layers_figure(plt: Any, measured: Sequence[tuple[str, str, Any]], top: int,
     fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, rows * (0.28 * top + 1.9)),
                              squeeze=False, layout="constrained")
     flat = list(axes.flat)
+    legend: dict[str, Any] = {}
     for ax, (candidate, runtime, profile) in zip(flat, measured, strict=False):
         shown = profile.layers[:top][::-1]
-        ax.barh(range(len(shown)), [layer.ms for layer in shown],
-                color=_RUNTIME_COLOR.get(runtime, "#4c78a8"))
+        bars = ax.barh(range(len(shown)), [layer.ms for layer in shown], color=_colour(runtime))
+        legend.setdefault(_label(runtime), bars)
         ax.set_yticks(range(len(shown)),
                       [f"{short(layer.name.split(';')[0], 30)} ({layer.op[:18]})"
                        for layer in shown], fontsize=7)
@@ -143,6 +159,8 @@ def _layers_figure(plt: Any, measured: Sequence[tuple[str, str, Any]], top: int,
         ax.grid(True, axis="x", alpha=0.3)
     for ax in flat[len(measured):]:
         ax.set_visible(False)
+    fig.legend(list(legend.values()), list(legend), loc="outside lower center",
+               ncols=len(legend), fontsize=8, frameon=False)
     fig.suptitle(f"Per-layer time on each candidate's runtime, measured on {where}",
                  fontsize=11)
     return fig

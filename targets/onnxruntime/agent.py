@@ -1,25 +1,66 @@
-"""Per-node times by the runtime's own profiler: ONNX Runtime's per-node trace (``profile``) and
-OpenVINO's CPU performance counters (``perf``), each with the whole model's median from
-``timing.interleaved``. Edge runs them on the device and, importing this module, on its host."""
+"""ONNX Runtime on the device, for edge's agent: loading an ``.onnx`` model on random inputs,
+and ``profile``: per-node times from ONNX Runtime's profiler with the optimized model's median.
 
-import contextlib
+Zipped into the agent as ``edge_agent/runtime_onnxruntime.py`` (devices/agentfile.py): Python
+3.8, the standard library, numpy and onnxruntime only. Edge imports it on its host too.
+"""
+
 import json
 import os
+import shutil
+import tempfile
 
-from . import timing
-from .errors import AgentError, one_line
-from .info import device_info
-from .runtimes import (
-    import_module,
-    model_runtime,
-    numpy,
-    openvino_compiled,
-    openvino_feeds,
-    profile_feeds,
-)
+try:  # inside the agent zipapp on a device
+    from edge_agent import info, runtimes, timing
+    from edge_agent.errors import AgentError, one_line
+except ImportError:  # on edge's host
+    from devices.agent import info, runtimes, timing
+    from devices.agent.errors import AgentError, one_line
 
+NAME = "onnxruntime"
+SUFFIXES = (".onnx",)
+MODULES = ("onnxruntime",)
+DISTRIBUTIONS = ("onnxruntime",)
 #: Rounds of the whole-model timing (fewer when there are fewer runs).
 WHOLE_ROUNDS = 5
+
+
+def load(path, threads):
+    """An ONNX Runtime session and a closure running it on random inputs."""
+    np = runtimes.numpy()
+    ort = runtimes.import_module(*MODULES)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    feeds = {i.name: runtimes.random_input(np, i.shape, ort_dtype(np, i.type))
+             for i in session.get_inputs()}
+    return (lambda: session.run(None, feeds)), ort.__version__
+
+
+def profile_feeds(np, inputs):
+    """Inputs for profiling: float standard normal, everything else zeros; symbolic dims 1."""
+    rng = np.random.default_rng(0)
+    feeds = {}
+    for arg in inputs:
+        shape = [d if isinstance(d, int) and d > 0 else 1 for d in arg.shape]
+        dtype = ort_dtype(np, arg.type)
+        feeds[arg.name] = (rng.standard_normal(shape).astype(dtype) if dtype.kind == "f"
+                           else np.zeros(shape, dtype))
+    return feeds
+
+
+def ort_dtype(np, ort_type):
+    """numpy dtype of an ORT type string such as 'tensor(float)'."""
+    name = ort_type
+    if name.startswith("tensor(") and name.endswith(")"):
+        name = name[len("tensor("):-1]
+    name = {"float": "float32", "double": "float64", "float16": "float16",
+            "bool": "bool"}.get(name, name)
+    try:
+        return np.dtype(name)
+    except TypeError:
+        raise AgentError(f"cannot make a random input of type {ort_type}", status=2) from None
 
 
 def cmd_profile(args):
@@ -30,7 +71,11 @@ def cmd_profile(args):
         raise AgentError(f"model {args.model} not found", status=2)
     if os.path.splitext(args.model)[1] != ".onnx":
         raise AgentError(f"profile needs an .onnx model, got {args.model}", status=2)
-    return dict(ort_profile(args.model, args.threads, args.runs), device=device_info())
+    return dict(ort_profile(args.model, args.threads, args.runs), device=info.device_info())
+
+
+#: The agent's commands this runtime adds: (name, function, default --runs, default --threads).
+COMMANDS = (("profile", cmd_profile, 10, 1),)
 
 
 def ort_profile(model, threads, runs, hold=None):
@@ -38,38 +83,27 @@ def ort_profile(model, threads, runs, hold=None):
     "Node" kernel events summed per node and averaged over the last ``runs`` runs (``nodes``;
     ``ops``: each node's operator). Whole model: the median ms of ``runs`` runs of a fully
     optimized session, timed in rounds after warm-up calls (``whole_ms``)."""
-    np = numpy()
-    ort = import_module("onnxruntime")
-    import shutil
-    import tempfile
-
+    np = runtimes.numpy()
+    ort = runtimes.import_module(*MODULES)
     trace_dir = tempfile.mkdtemp(prefix="edge-profile-")
     try:
         session = ort_session(ort, model, threads, optimize=False,
                               profile_prefix=os.path.join(trace_dir, "ort-profile"))
         feeds = profile_feeds(np, session.get_inputs())
-        with _held(hold):
+        with timing.held(hold):
             for _ in range(runs + 1):  # the first is the warm-up, dropped by kernel_ms
                 ort_run(session, feeds)
         events = _trace(session.end_profiling())
         del session
         optimized = ort_session(ort, model, threads, optimize=True)
         timed = timing.interleaved({"whole": lambda: ort_run(optimized, feeds)},
-                            rounds=min(WHOLE_ROUNDS, runs), runs=runs, warmup=1, idle_s=0.0,
-                            hold=hold)
+                                   rounds=min(WHOLE_ROUNDS, runs), runs=runs, warmup=1,
+                                   idle_s=0.0, hold=hold)
     finally:
         shutil.rmtree(trace_dir, ignore_errors=True)
     return {"nodes": kernel_ms(events, runs), "ops": kernel_ops(events),
-            "whole_ms": _median(timed.samples["whole"]), "runs": runs, "threads": threads,
-            "runtime": {"onnxruntime": ort.__version__}}
-
-
-def _held(hold):
-    return hold() if hold is not None else contextlib.nullcontext()
-
-
-def _median(times):
-    return timing.percentile(times, 50)
+            "whole_ms": timing.percentile(timed.samples["whole"], 50), "runs": runs,
+            "threads": threads, "runtime": {"onnxruntime": ort.__version__}}
 
 
 def _trace(path):
@@ -128,49 +162,3 @@ def kernel_ops(events):
     """The operator type of every node of an ORT trace ("?" when the trace does not say)."""
     return {name: (event.get("args") or {}).get("op_name") or "?"
             for name, event in _kernel_events(events)}
-
-
-def cmd_perf(args):
-    """Per-node times of an OpenVINO IR from its performance counters (see ``openvino_perf``)."""
-    if args.runs < 1 or args.threads < 1:
-        raise AgentError("--runs and --threads must be >= 1", status=2)
-    return dict(openvino_perf(args.model, args.threads, args.runs), device=device_info())
-
-
-def openvino_perf(model, threads, runs, hold=None):
-    """Each executed node's median real time over ``runs`` from the OpenVINO CPU plugin's
-    performance counters, and the median of an unprofiled compile of the same IR: the two
-    compiles are timed as two candidates in interleaved rounds (one call each per round, after
-    two warm-up calls of each); the profiled compile's own wall times are not used."""
-    if model_runtime(model) != "openvino":
-        raise AgentError(f"perf reads OpenVINO performance counters: {model} is not an "
-                         "OpenVINO IR (.xml)", status=2)
-    np = numpy()
-    ov = import_module("openvino")
-    core = ov.Core()
-    ir = core.read_model(model)
-    plain = openvino_compiled(core, ir, threads).create_infer_request()
-    profiled = openvino_compiled(core, ir, threads, PERF_COUNT=True).create_infer_request()
-    feeds = openvino_feeds(np, plain.model_inputs)
-    for _ in range(2):
-        plain.infer(feeds)
-        profiled.infer(feeds)
-    nodes = {}
-
-    def counted():
-        profiled.infer(feeds)
-        _count(profiled.get_profiling_info(), nodes)
-
-    timed = timing.interleaved({"plain": lambda: plain.infer(feeds), "profiled": counted},
-                        rounds=runs, runs=runs, warmup=0, idle_s=0.0, hold=hold)
-    return {"runtime": "openvino", "runtime_version": ov.__version__, "threads": threads,
-            "runs": runs, "whole_ms": _median(timed.samples["plain"]),
-            "nodes": {name: {"op": op, "kernel": kernel, "ms": _median(ms)}
-                      for name, (op, kernel, ms) in nodes.items()}}
-
-
-def _count(infos, nodes):
-    for info in infos:
-        if info.status.name == "EXECUTED":
-            entry = nodes.setdefault(info.node_name, [info.node_type, info.exec_type, []])
-            entry[2].append(info.real_time.total_seconds() * 1e3)

@@ -1,7 +1,8 @@
 """TFLite (LiteRT): one onnx2tf run per workdir makes the fp32, fp16, int8, int8-dynamic files.
 
-The run itself (flags, child process, marker, remembered failures) is ``targets.onnx2tf_run``;
-running an artifact with the reference model's names and layouts is ``targets.litert_runner``.
+The run itself (flags, child process, marker, remembered failures) is
+``targets.tflite.onnx2tf_run``; running an artifact with the reference model's names and layouts
+is ``targets.tflite.litert_runner``.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from edge.core.capabilities import Capabilities
 from edge.core.errors import first_line
 from edge.core.values import Dataset, ModelInfo
 from targets.base import ConversionError, ConvertSettings, check_precision, missing_modules
-from targets.litert_runner import TFLiteRunner, interpreter, layout_notes
-from targets.onnx2tf_run import FAILED, FILES, LOG, MARKER, RECIPE, ensure_converted
+from targets.tflite.litert_runner import TFLiteRunner, interpreter, layout_notes
+from targets.tflite.onnx2tf_run import FAILED, FILES, LOG, MARKER, RECIPE, ensure_converted
 
 DEFAULT_SETTINGS = ConvertSettings()
 
@@ -30,6 +31,7 @@ class TFLiteTarget:
     name: ClassVar[str] = "tflite"
     caps: ClassVar[Capabilities] = Capabilities(
         runtime="tflite", precisions=("fp32", "fp16", "int8", "int8-dynamic"), suffix=".tflite",
+        formats=("tflite",),
         converts_in_background=True,  # onnx2tf is a child process: optimize starts it early
         modules=(*_CONVERTER_MODULES, "ai_edge_litert"), extra="tflite",
         converters=("onnx2tf", "tensorflow", "tf-keras", "onnx-graphsurgeon", "onnxsim",

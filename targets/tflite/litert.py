@@ -19,7 +19,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from edge.core.capabilities import Capabilities
+from edge.core.data import dataset_digest
 from edge.core.errors import first_line
+from edge.core.intake.litert import signature_names
 from edge.core.values import Dataset, ModelInfo
 from targets.base import (
     ConversionError,
@@ -171,7 +173,6 @@ def _calibrated(content: bytes, recipe: str, calib: Dataset) -> Any:
     superset of what a recipe keeping operators float needs)."""
     from ai_edge_quantizer import quantizer
 
-    from edge.core.data import dataset_digest
 
     key = (hashlib.sha256(content).hexdigest(), recipe, dataset_digest(calib))
     if key not in _CALIBRATIONS:
@@ -437,8 +438,6 @@ class LiteRTRunner:
     """Runs a .tflite made from the reference .tflite, by the reference's tensor names."""
 
     def __init__(self, interpreter: Any, model: ModelInfo) -> None:
-        from edge.core.intake.litert import signature_names
-
         interpreter.allocate_tensors()
         self._interp = interpreter
         ins, outs = signature_names(interpreter)

@@ -23,17 +23,19 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 
 from edge.core.cache import cache_key
 from edge.core.data import dataset_digest
 from edge.core.errors import first_line
 from edge.core.values import Dataset, ModelInfo, TensorSpec
 from targets.base import ConversionError, workdir_lock
-from targets.litert_runner import channels_last, kept_layout, sanitize
+from targets.tflite.litert_runner import channels_last, kept_layout, sanitize
 
 __all__ = ["FAILED", "FILES", "LOG", "MARKER", "ensure_converted"]
 
@@ -180,8 +182,6 @@ def clear(workdir: Path) -> None:
 
 def prepare(model: ModelInfo, calib: Dataset, scratch: Path) -> tuple[list[str], dict[str, Any]]:
     """Write onnx2tf's inputs into ``scratch``; return its flags and the run record so far."""
-    from importlib.metadata import version
-
     _copy_model(Path(model.path), scratch / "model.onnx")
     rng = np.random.default_rng(0)  # stands in for the MS-COCO sample onnx2tf would download
     np.save(scratch / SAMPLE, rng.random((20, 128, 128, 3), dtype=np.float32))
@@ -199,8 +199,6 @@ def prepare(model: ModelInfo, calib: Dataset, scratch: Path) -> tuple[list[str],
 
 def _copy_model(src: Path, dst: Path) -> None:
     """Copy the model (onnx2tf rewrites its input in place); inline any external data."""
-    import onnx
-
     if not src.is_file():
         raise ConversionError(f"model file {src} does not exist")
     try:

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
+import onnx
 
-from edge.core.capabilities import Capabilities
+from edge.core.capabilities import Capabilities, IsaNeed
 from edge.core.errors import first_line
 from edge.core.model import layer_owner, node_bases
 from edge.core.values import Dataset, ModelInfo
@@ -28,11 +29,12 @@ from targets.base import (
     missing_modules,
     workdir_lock,
 )
+from targets.openvino.agent import OPENVINO_COMPUTES
 
 DEFAULT_SETTINGS = ConvertSettings()
 
-__all__ = ["COMPUTES", "OpenVINORunner", "OpenVINOTarget", "is_transformer_like",
-           "load_with_hint"]
+__all__ = ["BF16", "BF16_ISA", "COMPUTES", "OpenVINORunner", "OpenVINOTarget",
+           "is_transformer_like", "load_with_hint"]
 
 #: precision -> IR file; its weights sit beside it with the same stem and a .bin suffix.
 FILES: dict[str, str] = {"fp32": "model_fp32.xml", "fp16": "model_fp16.xml",
@@ -41,8 +43,12 @@ WEIGHTS = ".bin"
 RECORD = ".json"  # conversion record (source sha256, notes), written before the .xml
 HINTS = ("f32", "bf16", "f16")  # INFERENCE_PRECISION_HINT values load_with_hint accepts
 #: Where an IR records the precision it was made to compute in (absent: f32); every load
-#: compiles it so, here and on the device (devices/agent/runtimes.py reads the same key).
-COMPUTES = ["edge", "inference_precision"]
+#: compiles it so, here and on the device (its agent module reads the same key).
+COMPUTES = OPENVINO_COMPUTES
+#: x86's bf16 instructions, the only bf16 OpenVINO's CPU plugin computes.
+BF16_ISA = frozenset({"avx512_bf16", "amx_bf16"})
+BF16 = IsaNeed(arch="x86_64", isa=BF16_ISA, names="AVX512-BF16 or AMX",
+               computed_by="OpenVINO's CPU plugin")
 _DEPENDENCIES = ("openvino", "nncf")
 
 
@@ -54,7 +60,8 @@ class OpenVINOTarget:
         runtime="openvino", precisions=("fp32", "fp16", "bf16", "int8"), suffix=".xml",
         companions=(WEIGHTS,),  # the IR's weights travel with its .xml
         keeps_float=True, layer_plan="layers", archs=("x86_64", "aarch64"), modules=_DEPENDENCIES,
-        extra="openvino", converters=("openvino", "nncf", "onnx"), recipe=1)
+        extra="openvino", converters=("openvino", "nncf", "onnx"), recipe=1,
+        formats=("openvino",), needs_isa=(("bf16", BF16),))
 
     def missing(self) -> str | None:
         """Name openvino (every precision) or nncf (int8) if not importable."""
@@ -321,8 +328,6 @@ def _onnx_bases(model: ModelInfo) -> dict[str, str]:
     convert_model names a node's ops after the node's name (its first output when unnamed),
     e.g. Conv '/0/Conv' becomes Convolution '/0/Conv/WithoutBiases' and Add '/0/Conv'.
     """
-    import onnx
-
     try:
         return node_bases(onnx.load(model.path, load_external_data=False))
     except Exception as exc:  # onnx raises several types for a bad file

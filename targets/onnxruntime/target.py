@@ -11,17 +11,22 @@ import tempfile
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import helper, numpy_helper, version_converter
+from onnxconverter_common import float16
+from onnxruntime import quantization as q
+from onnxruntime.quantization import QuantType, quantize_dynamic
+from onnxruntime.quantization.registry import QLinearOpsRegistry
+from onnxruntime.quantization.shape_inference import quant_pre_process
 
 from edge.core.capabilities import Capabilities
 from edge.core.errors import first_line
 from edge.core.values import Dataset, ModelInfo
 from targets.base import ConversionError, ConvertSettings, check_precision, missing_modules
-
-if TYPE_CHECKING:
-    import onnx
 
 DEFAULT_SETTINGS = ConvertSettings()
 
@@ -52,8 +57,6 @@ class OrtRunner:
     """An ONNX Runtime session on the CPU."""
 
     def __init__(self, path: Path, *, threads: int) -> None:
-        import onnxruntime as ort
-
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
@@ -73,7 +76,7 @@ class OnnxRuntimeTarget:
     caps: ClassVar[Capabilities] = Capabilities(
         runtime="onnxruntime", precisions=("fp32", "fp16", "int8-dynamic", "int8"),
         suffix=".onnx", keeps_float=True, layer_plan="kinds",
-        modules=("onnxruntime", "onnxconverter_common"),
+        modules=("onnxruntime", "onnxconverter_common"), formats=("onnx",),
         converters=("onnxruntime", "onnx", "onnxconverter-common"), recipe=1)
 
     def missing(self) -> str | None:
@@ -155,13 +158,6 @@ def _build_fp32(model: ModelInfo, calib: Dataset, settings: ConvertSettings, dst
 def _build_fp16(model: ModelInfo, calib: Dataset, settings: ConvertSettings, dst: Path,
                 scratch: Path) -> tuple[str, ...]:
     """onnxconverter-common float16 conversion with float32 inputs and outputs."""
-    import onnx
-
-    try:
-        from onnxconverter_common import float16
-    except ImportError:
-        raise ConversionError("fp16 needs onnxconverter-common "
-                              "(pip install onnxconverter-common)") from None
     proto = name_nodes(onnx.load(model.path))
     block, keep_notes = map_keep_float(proto, proto, settings.keep_float)
     with warnings.catch_warnings(record=True) as caught:
@@ -185,8 +181,6 @@ def _build_fp16(model: ModelInfo, calib: Dataset, settings: ConvertSettings, dst
 def _build_dynamic(model: ModelInfo, calib: Dataset, settings: ConvertSettings, dst: Path,
                    scratch: Path) -> tuple[str, ...]:
     """quantize_dynamic of MatMul (Gemm rewritten as MatMul+Add) and attention, int8 weights."""
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
     if not any(model.ops.get(op) for op in (*DYNAMIC_OPS, *ATTENTION_OPS)):
         raise ConversionError("no MatMul/Gemm to quantize dynamically; int8 dynamic would "
                               "change nothing")
@@ -250,8 +244,6 @@ def _quantize_static(source: Path, dst: Path, calib: Dataset, exclude: list[str]
     ORT 1.31 left depthwise convolutions and residual adds in float (a MobileNetV2 ran 1.1x
     fp32 instead of 1.65x; see docs/benchmarks.md).
     """
-    from onnxruntime import quantization as q
-
     q.quantize_static(str(source), str(dst), _Reader(calib), quant_format=q.QuantFormat.QDQ,
                       per_channel=per_channel, activation_type=q.QuantType.QUInt8,
                       weight_type=q.QuantType.QInt8, nodes_to_exclude=exclude,
@@ -286,9 +278,6 @@ def _histogram_note(calibration: str, samples: int) -> tuple[str, ...]:
 def _prepare(model: ModelInfo, scratch: Path) -> tuple[onnx.ModelProto, onnx.ModelProto,
                                                         tuple[str, ...]]:
     """(reference with named nodes, pre-processed copy, notes) ready for the quantizer."""
-    import onnx
-    from onnxruntime.quantization.shape_inference import quant_pre_process
-
     reference = name_nodes(onnx.load(model.path))
     normalized = onnx.ModelProto()
     normalized.CopyFrom(reference)
@@ -306,9 +295,6 @@ def _prepare(model: ModelInfo, scratch: Path) -> tuple[onnx.ModelProto, onnx.Mod
 def _per_channel_ready(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, bool, tuple[str, ...]]:
     """(model, per_channel, notes): per-channel weights need DequantizeLinear's ``axis``
     (opset 13); an older model is upgraded to opset 13, else quantized per tensor."""
-    import onnx
-    from onnx import version_converter
-
     opset = _default_opset(proto)
     if opset >= PER_CHANNEL_OPSET:
         return proto, True, ()
@@ -354,8 +340,6 @@ def float_kinds(reference: onnx.ModelProto,
     """Kind -> the reference's nodes (keep_float's names) of the kinds the quantizer runs in
     int8 (``QLinearOpsRegistry``: a kind outside it stays float anyway), but for
     ``_NOT_FLOATED`` and the nodes already ``kept`` float: what a mixed plan may keep float."""
-    from onnxruntime.quantization.registry import QLinearOpsRegistry
-
     kinds: dict[str, list[str]] = {}
     for node in reference.graph.node:
         if node.op_type in QLinearOpsRegistry and node.op_type not in _NOT_FLOATED \
@@ -379,8 +363,6 @@ def name_nodes(proto: onnx.ModelProto) -> onnx.ModelProto:
 
 def constants_to_initializers(proto: onnx.ModelProto) -> int:
     """Move top-level Constant nodes' tensors into initializers; return how many moved."""
-    import onnx
-
     outputs = {o.name for o in proto.graph.output}
     kept, moved = [], 0
     for node in proto.graph.node:
@@ -400,8 +382,6 @@ def constants_to_initializers(proto: onnx.ModelProto) -> int:
 
 def _constant_tensor(node: onnx.NodeProto) -> onnx.TensorProto | None:
     """The tensor a Constant node yields (dense tensor or numeric value_* attributes)."""
-    from onnx import helper, numpy_helper
-
     for attr in node.attribute:
         if attr.name == "value":
             tensor = type(attr.t)()
@@ -417,8 +397,6 @@ def _constant_tensor(node: onnx.NodeProto) -> onnx.TensorProto | None:
 def gemms_to_matmuls(proto: onnx.ModelProto) -> int:
     """Rewrite Gemm(A, constant B, constant C) as MatMul(+Add) so ORT can quantize it
     dynamically (its integer registry has no Gemm); the MatMul keeps the Gemm's name."""
-    from onnx import helper
-
     inits = {i.name: i for i in proto.graph.initializer}
     nodes, count = [], 0
     for node in proto.graph.node:
@@ -462,8 +440,6 @@ def _constant_inputs(node: onnx.NodeProto, inits: dict[str, onnx.TensorProto]) -
 def _gemm_as_matmul(proto: onnx.ModelProto, node: onnx.NodeProto, attrs: dict[str, Any],
                     inits: dict[str, onnx.TensorProto]) -> list[onnx.NodeProto]:
     """MatMul(A, alpha * B') then Add(beta * C); new initializers are appended to ``proto``."""
-    from onnx import helper, numpy_helper
-
     weight = numpy_helper.to_array(inits[node.input[1]]).astype(np.float32)
     weight = (weight.T if attrs.get("transB", 0) else weight) * float(attrs.get("alpha", 1.0))
     w_name = f"{node.input[1]}__matmul_{node.name}"
@@ -516,8 +492,6 @@ def map_keep_float(reference: onnx.ModelProto, prepared: onnx.ModelProto,
 
 def _save(proto: onnx.ModelProto, path: Path) -> Path:
     """Write a model, with external data when it is too big for one protobuf."""
-    import onnx
-
     big = sum(len(i.raw_data) for i in proto.graph.initializer) > 1_800_000_000
     onnx.save(proto, str(path), save_as_external_data=big)
     return path
@@ -525,8 +499,6 @@ def _save(proto: onnx.ModelProto, path: Path) -> Path:
 
 def _lost(path: Path, exclude: Sequence[str]) -> tuple[str, ...]:
     """A note naming excluded nodes the quantizer did not keep under their name."""
-    import onnx
-
     names = {n.name for n in onnx.load(str(path), load_external_data=False).graph.node}
     lost = [name for name in exclude if name not in names]
     return (f"keep_float: {', '.join(lost)} not found by name in the quantized graph",) if lost \
@@ -535,8 +507,6 @@ def _lost(path: Path, exclude: Sequence[str]) -> tuple[str, ...]:
 
 def _count_ops(path: Path, op_types: Sequence[str]) -> int:
     """How many nodes of ``op_types`` a model file has."""
-    import onnx
-
     proto = onnx.load(str(path), load_external_data=False)
     return sum(n.op_type in op_types for n in proto.graph.node)
 

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
+from onnx import helper
 
 from edge.core.values import ModelInfo, TensorSpec
 
@@ -59,8 +61,6 @@ def kept_layout(model: ModelInfo) -> tuple[str, ...]:
 @functools.lru_cache(maxsize=16)
 def _kept(path: str, sha256: str, ranked: tuple[str, ...]) -> tuple[str, ...]:
     """``kept_layout`` of one model file (by content: every runner of it asks again)."""
-    import onnx
-
     try:
         proto = onnx.load(path, load_external_data=False)
     except Exception:  # unreadable here: onnx2tf reports it
@@ -72,8 +72,6 @@ def _kept(path: str, sha256: str, ranked: tuple[str, ...]) -> tuple[str, ...]:
 
 def _only_to_channels_first(graph: Any, name: str) -> bool:
     """Every consumer of ``name`` is Transpose(perm=[0, r-1, 1, ..., r-2])."""
-    from onnx import helper
-
     users = [n for n in graph.node if name in n.input]
     for node in users:
         perm = next((list(helper.get_attribute_value(a)) for a in node.attribute

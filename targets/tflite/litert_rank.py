@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from edge.core.values import Dataset, ModelInfo
-from targets.litert import LiteRTRunner, op_names, op_scope, prepared, quantize
+from targets.tflite.litert import LiteRTRunner, op_names, op_scope, prepared, quantize
 
 __all__ = ["rank_sensitive_ops"]
 

@@ -1,0 +1,28 @@
+"""OpenVINO: everything about it in one folder. ``target`` converts the reference ONNX to IR
+(fp32, fp16, bf16; int8 with NNCF) and loads it on this host; ``agent`` loads it on the device
+in the precision the IR records (and reads its ``perf`` counters); ``profiling`` and ``layers``
+time each node; its label and colour are declared below (``RUNTIME``, the ``edge.targets``
+entry point). Provisioning does not install it (no pinned wheel set yet)."""
+
+from targets.base import Runtime
+from targets.openvino.target import (
+    BF16,
+    BF16_ISA,
+    COMPUTES,
+    OpenVINORunner,
+    OpenVINOTarget,
+    is_transformer_like,
+    load_with_hint,
+)
+
+__all__ = ["BF16", "BF16_ISA", "COMPUTES", "RUNTIME", "OpenVINORunner", "OpenVINOTarget",
+           "is_transformer_like", "load_with_hint"]
+
+RUNTIME = Runtime(
+    name="openvino",
+    targets=(("openvino", "targets.openvino.target:OpenVINOTarget"),),
+    suffixes=(".xml",),
+    agent="targets.openvino.agent",
+    profiler="targets.openvino.layers:measure",
+    provision=None,
+    label="OpenVINO", colour="#7b3294")
