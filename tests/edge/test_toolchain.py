@@ -29,7 +29,7 @@ from edge.core.toolchain import (
 )
 from edge.core.values import Artifact, Candidate
 from targets import workdir_name
-from targets.base import ConvertSettings
+from targets.base import ConvertSettings, Runtime
 from tests.support.cli import run_cli
 
 TINY = Toolchain(name="tiny-six", requirements=("six==1.17.0",))
@@ -236,10 +236,13 @@ def test_the_toolchain_versions_key_the_conversion_cache(monkeypatch: pytest.Mon
                                                          ) -> None:
     assert cache_key("m", recipe=1) == cache_key("m", recipe=1, toolchain={})  # keys kept
     assert cache_key("m", recipe=1) != cache_key("m", recipe=1, toolchain=TINY.versions())
-    names = []
+    names, real = [], targets.runtimes()
     for cls in (_ToolchainTarget, _OtherPins):
-        monkeypatch.setitem(targets.REGISTRY, "tiny-target",
-                            f"tests.edge.test_toolchain:{cls.__name__}")
+        tiny = Runtime(name="tiny", targets=(("tiny-target",
+                                              f"tests.edge.test_toolchain:{cls.__name__}"),),
+                       suffixes=(".tiny",), agent=None, profiler=None, provision=None,
+                       label="tiny", colour="#000000")
+        monkeypatch.setattr(targets, "runtimes", lambda tiny=tiny: real | {"tiny": tiny})
         names.append(workdir_name("tiny-target", ConvertSettings()))
     assert names[0] != names[1]
 
