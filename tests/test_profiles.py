@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from importlib import resources
 from pathlib import Path
 
@@ -200,3 +203,20 @@ def test_profile_schema_is_a_json_schema() -> None:
     assert "compute" in schema["properties"]
     assert "extends" in schema["properties"]
     assert {"id", "compute", "memory", "runtimes"} <= set(schema["required"])
+
+
+def test_a_runtime_a_plug_in_registers_is_a_name_profiles_accept(tmp_path: Path) -> None:
+    """Issue 26: a new runtime is one folder (and its entry point), no edit in the core: a
+    distribution that registers `edge.targets: npu-x` makes `npu-x` a profile runtime."""
+    info = tmp_path / "edge_npu_x-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: edge-npu-x\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[edge.targets]\nnpu-x = edge_npu_x:RUNTIME\n")
+    mine = tmp_path / "npu.yaml"
+    mine.write_text("extends: rpi4\nid: npu-board\nruntimes: [npu-x, tflite]\n")
+    code = ("import sys; from edge.core.profile import RUNTIMES, load_profile; "
+            f"print(RUNTIMES[-1], load_profile({str(mine)!r}).runtimes)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(tmp_path)}, check=True)
+    assert done.stdout.split(" ", 1) == ["npu-x", "('npu-x', 'tflite')\n"]
+    assert "npu-x" not in RUNTIMES  # not registered in this process

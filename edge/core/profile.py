@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from importlib import resources
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Literal
 
@@ -35,8 +36,8 @@ __all__ = [
     "validate_file",
 ]
 
-#: Runtime names a profile may list; targets/ implements a subset (see targets.REGISTRY).
-RUNTIMES = (
+#: Runtime names the catalog's devices use; targets/ implements a subset (targets.runtimes()).
+CATALOG_RUNTIMES = (
     "tflite",
     "onnxruntime",
     "openvino",
@@ -46,6 +47,11 @@ RUNTIMES = (
     "coreml",
     "qnn",
 )
+#: Runtime names a profile may list: the catalog's, then every runtime a plug-in registers
+#: (the ``edge.targets`` entry points' names, read from metadata: a new runtime folder needs no
+#: edit here).
+RUNTIMES = (*CATALOG_RUNTIMES, *sorted(
+    {ep.name for ep in entry_points(group="edge.targets")} - set(CATALOG_RUNTIMES)))
 Runtime = Literal[RUNTIMES]  # type: ignore[valid-type]
 #: Profile format versions this edge reads.
 VERSIONS = (1,)
