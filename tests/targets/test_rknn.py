@@ -29,7 +29,7 @@ from edge.core.toolchain import RECORD, BuiltToolchain, Toolchain, build, run
 from edge.core.values import Bundle, Candidate, CandidateResult, Dataset, ModelInfo
 from edge.flows.optimize import _store
 from targets import workdir_name
-from targets.base import ConvertSettings
+from targets.base import ConvertSettings, Runtime
 from targets.rknn.convert import TOOLCHAIN, RKNNConverter
 from tests.support.mediapipe import cache_dir
 
@@ -121,6 +121,10 @@ def _with_pin(pin: str) -> Toolchain:
 def _workdir_name(toolchain: Toolchain) -> str:
     """The conversion directory name of an RKNN converter run in ``toolchain``."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setitem(targets.REGISTRY, "rknn", "targets.rknn.convert:RKNNConverter")
+        real = targets.runtimes()
+        rknn = Runtime(name="rknn", targets=(("rknn", "targets.rknn.convert:RKNNConverter"),),
+                       suffixes=(".rknn",), agent=None, profiler=None, provision=None,
+                       label="RKNN", colour="#000000")
+        patch.setattr(targets, "runtimes", lambda: real | {"rknn": rknn})
         patch.setattr(RKNNConverter, "caps", replace(RKNNConverter.caps, toolchain=toolchain))
         return workdir_name("rknn", ConvertSettings())
