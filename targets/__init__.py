@@ -12,12 +12,12 @@ import importlib
 import inspect
 import sys
 from collections.abc import Iterator, Mapping
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edge.core.cache import cache_key
-from edge.core.errors import UsageError
+from edge.core.errors import UsageError, first_line
 
 if TYPE_CHECKING:
     from edge.core.toolchain import Toolchain
@@ -37,7 +37,7 @@ TOOLCHAIN_GROUP = "edge.toolchains"
 @functools.cache
 def runtimes() -> dict[str, Runtime]:
     """Runtime name -> its declaration, for every ``edge.targets`` entry point, by name."""
-    found = {ep.name: ep.load() for ep in entry_points(group=GROUP)}
+    found = {ep.name: _loaded(ep) for ep in entry_points(group=GROUP)}
     if not found:  # metadata of an install older than the entry points
         raise UsageError(f"no runtime is registered ({GROUP} entry points): reinstall edge "
                          "(pip install -e . in a checkout)")
@@ -45,6 +45,15 @@ def runtimes() -> dict[str, Runtime]:
         if declared.name != name:
             raise UsageError(f"entry point {GROUP}:{name} declares runtime {declared.name!r}")
     return dict(sorted(found.items()))
+
+
+def _loaded(entry: EntryPoint) -> Any:
+    """What an entry point names; a plug-in that does not import is one error line naming it."""
+    try:
+        return entry.load()
+    except Exception as exc:  # noqa: BLE001 - another package's code: any error, one line
+        raise UsageError(f"the edge plug-in {entry.group}:{entry.name} ({entry.value}) does not "
+                         f"load: {first_line(exc)}") from None
 
 
 def runtime(name: str) -> Runtime:
@@ -93,7 +102,7 @@ def declared_toolchains() -> dict[str, Toolchain]:
     ``edge.toolchains`` entry points'."""
     found = {t.caps.toolchain.name: t.caps.toolchain for t in _importable() if t.caps.toolchain}
     for entry in entry_points(group=TOOLCHAIN_GROUP):
-        found.setdefault(entry.name, entry.load())
+        found.setdefault(entry.name, _loaded(entry))
     return dict(sorted(found.items()))
 
 

@@ -220,3 +220,18 @@ def test_a_runtime_a_plug_in_registers_is_a_name_profiles_accept(tmp_path: Path)
                           env={**os.environ, "PYTHONPATH": str(tmp_path)}, check=True)
     assert done.stdout.split(" ", 1) == ["npu-x", "('npu-x', 'tflite')\n"]
     assert "npu-x" not in RUNTIMES  # not registered in this process
+
+
+def test_a_plug_in_that_does_not_load_is_one_error_line(tmp_path: Path) -> None:
+    info = tmp_path / "edge_broken-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: edge-broken\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[edge.targets]\nbroken = no_such_module_x:RUNTIME\n")
+    argv = ["optimize", "sample:digits", "--profile", "rpi4", "--dry-run"]
+    code = f"from edge.cli import main; raise SystemExit(main({argv!r}))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "error: the edge plug-in edge.targets:broken (no_such_module_x:RUNTIME) does not load: "
+        "No module named 'no_such_module_x'"]

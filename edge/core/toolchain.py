@@ -41,6 +41,7 @@ __all__ = ["RECORD", "BuiltToolchain", "Toolchain", "ToolchainError", "build", "
 RECORD = "edge-toolchain.json"
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9][A-Za-z0-9.+!_-]*)$")
 #: variables of edge's own interpreter that must not reach the toolchain's
+_REAP_S = 5.0  # how long a killed child may take to close its pipes
 _DROPPED = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "VIRTUAL_ENV", "PYTHONEXECUTABLE")
 
 
@@ -182,12 +183,12 @@ def run(toolchain: Toolchain, args: Sequence[str], *, timeout_s: float,
     Raises ToolchainError when it is not built, fails (its last line of stderr says why) or
     runs past ``timeout_s`` (it is killed, with every process it started).
     """
-    env = built(toolchain)
-    if env is None:
-        raise ToolchainError(f"toolchain {toolchain.name} is not built: run edge toolchains "
-                             f"install {toolchain.name}")
     label = what or f"{toolchain.name} {' '.join(args[:1])}"
-    with _locked(env.path, shared=True):  # not removed or rebuilt while it runs
+    with _locked(location(toolchain), shared=True):  # not removed or rebuilt meanwhile
+        env = built(toolchain)
+        if env is None:
+            raise ToolchainError(f"toolchain {toolchain.name} is not built: run edge "
+                                 f"toolchains install {toolchain.name}")
         return _bounded([str(env.python), *args], label, timeout_s, cwd=cwd)
 
 
@@ -264,9 +265,12 @@ def _bounded(command: list[str], what: str, timeout_s: float, *, cwd: Path | Non
     """Run ``command`` in its own process group, output captured; its stdout. Past the limit
     the whole group is killed; a failure is one line: its last line of stderr (of stdout too
     with ``stdout_why``: pip check reports there)."""
-    child = subprocess.Popen(command, cwd=cwd, env=_child_env(), stdin=subprocess.DEVNULL,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             start_new_session=True)
+    try:
+        child = subprocess.Popen(command, cwd=cwd, env=_child_env(), stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 start_new_session=True)
+    except OSError as exc:
+        raise ToolchainError(f"{what}: cannot start {command[0]}: {exc.strerror}") from None
     try:
         out, err = child.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -286,7 +290,11 @@ def _kill(child: subprocess.Popen[str]) -> None:
     """Kill the child and everything it started; reap it."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(child.pid, signal.SIGKILL)
-    child.communicate()
+    try:  # a grandchild that left the group may still hold the pipes: do not wait for it
+        child.communicate(timeout=_REAP_S)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
 
 
 def _why(text: str) -> str:

@@ -96,6 +96,8 @@ class RKNNConverter:
                 cwd=out.parent, what=f"rknn-toolkit2 {precision} conversion")
         except ToolchainError as exc:
             raise ConversionError(str(exc)) from None
+        if not _partial(out).is_file():
+            raise ConversionError(f"rknn-toolkit2 {precision} conversion wrote no .rknn file")
         os.replace(_partial(out), out)
 
 
