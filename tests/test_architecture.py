@@ -20,7 +20,7 @@ from tests.support.inner_imports import AGENT_RUNTIMES, InnerImport, Rules, inne
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("edge", "targets", "devices", "partition")
 #: Replaced by the serving-engine issue; its size is left alone until then.
-SIZE_EXEMPT: set[str] = set()  # partition/serve.py left with the hand-written server (issue 13)
+SIZE_EXEMPT: set[str] = set()  # none since the serving engine replaced the hand-written server
 MAX_LINES = 600
 
 

@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ("edge", "devices", "targets", "partition")
 MAX_LINES = 600
-EXEMPT: set[str] = set()  # partition/serve.py left with the hand-written server (issue 13)
+EXEMPT: set[str] = set()  # none since the serving engine replaced the hand-written server
 
 SKIPPING = '''
 import pytest

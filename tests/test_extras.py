@@ -37,6 +37,10 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (folder / "images").mkdir()
     (folder / "images" / "a.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(16))
     (folder / "ov.yaml").write_text("extends: x86-64\nid: ov-only\nruntimes: [openvino]\n")
+    (folder / "nnapi.yaml").write_text("extends: pixel-8\nid: nnapi-only\nruntimes: [nnapi]\n")
+    (folder / "hosts.yaml").write_text("all:\n  hosts:\n    pi1:\n      ansible_host: 127.0.0.1\n"
+                                       "      ansible_port: 9\n      ansible_user: pi\n"
+                                       "      edge_profile: x86-64\n")
     return folder
 
 
@@ -58,6 +62,7 @@ CASES = [
     ("tflite", "optimize {m}/m.tflite --profile rpi4 --dry-run"),
     ("tflite", "optimize sample:digits --profile coral-dev-board --dry-run"),
     ("tflite", "deploy sample:digits --profile coral-dev-board"),
+    ("tflite", "optimize sample:digits --profile {m}/nnapi.yaml --dry-run"),
     ("openvino", "optimize sample:digits --profile {m}/ov.yaml"),
     ("report", "optimize sample:digits --profile rpi4 --report {m}/r.html -o {m}/rb"),
     ("report", "report {b} -o {m}/r.html"),
@@ -66,6 +71,7 @@ CASES = [
     ("ssh", "releases --host pi@127.0.0.1:9"),
     ("ssh", "rollback --host pi@127.0.0.1:9"),
     ("ssh", "devices probe pi@127.0.0.1:9"),
+    ("ssh", "deploy {b} --inventory {m}/hosts.yaml"),
     ("cloud", "serve-cloud {s}"),
     ("cloud", "run-split {s} --url http://127.0.0.1:9 --protocol grpc"),
     ("images", "optimize sample:digits --profile rpi4 --calib {m}/images -o {m}/ib"),

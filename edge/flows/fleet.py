@@ -28,6 +28,7 @@ from devices.ssh import HostSpec
 from edge.core import progress as bars
 from edge.core.bundle import is_bundle
 from edge.core.errors import EdgeError, UsageError, first_line
+from edge.core.extras import require
 from edge.core.intake import source_kind
 from edge.core.model import load_onnx
 from edge.core.results import keep as keep_result
@@ -69,6 +70,7 @@ def run_fleet(request: FleetRequest) -> FleetReport:
     (inventory, --limit, profiles, the source) raises UsageError before any work."""
     started = time.monotonic()
     inventory, jobs = _plan(request)
+    require("ssh", "paramiko", why="a fleet deploy (SSH to every host)")
     bundles: dict[str, tuple[Bundle, Path] | str] = {}
     built = []
     for profile_id, profile_jobs in _by_profile(jobs).items():

@@ -4,8 +4,10 @@
 ``ENGINES`` names each implementation's module, imported only when serving: an engine's
 framework (MLServer for the first, :mod:`edge.flows.cloud.mlserver`) is imported in its own
 folder and nowhere else (an import-linter contract), so serve-cloud's options, the repository
-export and ``edge --help`` never load it. Another engine (Triton, OpenVINO Model Server, Ray
-Serve) is one more folder exposing ``ENGINE`` and one more entry here.
+export and ``edge --help`` never load it (``edge serve-cloud`` still asks for the whole
+``cloud`` extra up front: its front layer needs uvicorn and orjson either way). Another engine
+(Triton, OpenVINO Model Server, Ray Serve) is one more folder exposing ``ENGINE`` and one more
+entry here.
 """
 
 from __future__ import annotations
