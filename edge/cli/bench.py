@@ -41,21 +41,19 @@ def bench(source: Path, candidate: str | None, profile_ref: str | None, baseline
       edge bench digits-rpi4.bundle --host pi@raspberrypi.local --baseline last
     """
     from edge.cli.render import render_deploy
-    from edge.core.results import compare, keep, load_baseline
-    from edge.flows.deploy import BenchRequest, run_bench
+    from edge.flows.deploy import BenchRequest, run_gated_bench
 
     request = BenchRequest(source=source, candidate=candidate, profile=profile_ref,
-                           device=device(opts))
+                           device=device(opts), baseline=baseline,
+                           max_regression=max_regression)
     with stdout_to_stderr(as_json):
-        report = run_bench(request)
-    comparison = None
-    found = load_baseline(baseline, report) if baseline is not None else None
-    if found is not None:
-        comparison = compare(report, *found, max_regression)
-    keep(report, regressed=bool(comparison and comparison.regressed))
-    document = report.to_json() | ({"baseline": comparison.to_json()} if comparison else {})
-    text = render_deploy(report) + (f"\nbaseline: {comparison.line()}" if comparison else "")
-    if baseline is not None and found is None:
+        outcome = run_gated_bench(request)
+    comparison = outcome.comparison
+    document = outcome.report.to_json() | (
+        {"baseline": comparison.to_json()} if comparison else {})
+    text = render_deploy(outcome.report) + (
+        f"\nbaseline: {comparison.line()}" if comparison else "")
+    if outcome.no_baseline_yet:
         text += "\nbaseline: none kept yet for this device and artifact; this result is now one"
     emit(as_json, document, text)
     if comparison is not None and comparison.regressed:

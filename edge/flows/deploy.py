@@ -45,6 +45,7 @@ from edge.core.errors import CheckFailed, DeviceError, UsageError
 from edge.core.intake import check_model_file
 from edge.core.model import sha256_file
 from edge.core.profile import Profile, catalog_ids, load_profile
+from edge.core.results import Comparison, compare, load_baseline
 from edge.core.results import keep as keep_result
 from edge.core.select import Budget, choose_candidate, runnable, within_budget
 from edge.core.values import (
@@ -60,10 +61,10 @@ from edge.flows.optimize import OptimizeOptions, latency_budget, optimize
 from targets import artifact_suffixes, target_for_suffix
 from targets.provision import provision_runtime, runtime_for_bundle
 
-__all__ = ["DEFAULT_KEEP", "BenchRequest", "DeployRequest", "DeviceTarget", "ReleasesRequest",
-           "RollbackRequest", "access_profile", "build_bundle", "deploy", "describe",
-           "measuring_device", "opened_device", "resolve_profile", "run_bench", "run_deploy",
-           "run_deploy_outcome", "run_releases", "run_rollback"]
+__all__ = ["BenchOutcome", "BenchRequest", "DEFAULT_KEEP", "DeployRequest", "DeviceTarget",
+           "ReleasesRequest", "RollbackRequest", "access_profile", "build_bundle", "deploy",
+           "describe", "measuring_device", "opened_device", "resolve_profile", "run_bench",
+           "run_deploy", "run_deploy_outcome", "run_gated_bench", "run_releases", "run_rollback"]
 
 log = logging.getLogger("edge")
 
@@ -391,6 +392,33 @@ class BenchRequest:
     candidate: str | None = None
     profile: str | None = None
     device: DeviceTarget = DeviceTarget()
+    baseline: str | None = None  # "last" or a saved `edge bench --json` report
+    max_regression: float = 10.0  # allowed p50 slow-down against the baseline, percent
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BenchOutcome:
+    """A device measurement, kept in its history, and how it compares with the baseline."""
+
+    report: DeployReport
+    comparison: Comparison | None = None
+    no_baseline_yet: bool = False  # a baseline was asked for and none is kept yet
+
+    @property
+    def regressed(self) -> bool:
+        return bool(self.comparison and self.comparison.regressed)
+
+
+def run_gated_bench(request: BenchRequest) -> BenchOutcome:
+    """``edge bench``: measure on the device, compare with the baseline asked for, keep the
+    result in the device's history (marked when it regressed)."""
+    report = run_bench(request)
+    found = load_baseline(request.baseline, report) if request.baseline is not None else None
+    comparison = compare(report, *found, request.max_regression) if found else None
+    outcome = BenchOutcome(report=report, comparison=comparison,
+                           no_baseline_yet=request.baseline is not None and found is None)
+    keep_result(report, regressed=outcome.regressed)
+    return outcome
 
 
 def run_bench(request: BenchRequest) -> DeployReport:
