@@ -357,7 +357,8 @@ def test_int8_artifact_runs_on_the_aarch64_device(
 
     device = open_device(transport, python=provisioned.python, work_dir="~/.edge")
     assert "onnxruntime" in device.runtimes
-    report = measure_on_device(device, bundle, artifact, profile=load_profile(manifest.profile),
+    profile = load_profile(bundle.parent / "rpi4-onnx.yaml")  # the file the bundle was made for
+    report = measure_on_device(device, bundle, artifact, profile=profile,
                                rounds=Rounds(calls=5, warmup=1), threads=1, activate=True)
     assert report.active and report.candidate == "onnxruntime-int8"
     bench = report.bench

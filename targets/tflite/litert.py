@@ -50,7 +50,7 @@ class LiteRTTarget:
         runtime="tflite", precisions=("fp32", "fp16", "int8-dynamic", "int8"), suffix=".tflite",
         modules=("ai_edge_litert", "ai_edge_quantizer"), extra="tflite",
         converters=("ai-edge-quantizer", "ai-edge-litert"), recipe=2, reads=".tflite",
-        keeps_float=True)
+        keeps_float=True, formats=("tflite",))
 
     def missing(self) -> str | None:
         """Name LiteRT or ai-edge-quantizer when not importable."""
