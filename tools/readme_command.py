@@ -1,5 +1,6 @@
 """Print the README's Nth command (1-based), exactly as written: the Nth line of its first ```sh
-block that is neither blank nor a comment. `.ci/run` runs the first one before anything else."""
+block that is neither blank nor a comment. `.ci/run` runs the first one, as written, before
+anything else (tests/test_ci_policy.py checks that its line is this one)."""
 
 from __future__ import annotations
 
