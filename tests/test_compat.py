@@ -43,13 +43,18 @@ def test_an_old_manifest_with_an_unknown_format_is_refused(tmp_path: Path) -> No
         read_json("manifest", tmp_path / "m.json")
 
 
+def _local_device(written: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The embedded local device holding the releases and history of ``written``/device."""
+    home = tmp_path / "device"
+    shutil.copytree(written / "device", home / ".edge", symlinks=True)
+    monkeypatch.setenv("EDGE_LOCAL_DEVICE", str(home))
+    return home / ".edge"
+
+
 @pytest.fixture
 def old_device(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The embedded local device holding edge 0.1's releases and history."""
-    home = tmp_path / "device"
-    shutil.copytree(OLD / "device", home / ".edge", symlinks=True)
-    monkeypatch.setenv("EDGE_LOCAL_DEVICE", str(home))
-    return home / ".edge"
+    return _local_device(OLD, tmp_path, monkeypatch)
 
 
 def _current(work: Path) -> str:
@@ -119,10 +124,7 @@ V02 = Path(__file__).parent / "fixtures" / "edge-0.2"
 @pytest.fixture
 def device_02(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The embedded local device holding edge 0.2's releases (TFLite and OpenVINO) and history."""
-    home = tmp_path / "device"
-    shutil.copytree(V02 / "device", home / ".edge", symlinks=True)
-    monkeypatch.setenv("EDGE_LOCAL_DEVICE", str(home))
-    return home / ".edge"
+    return _local_device(V02, tmp_path, monkeypatch)
 
 
 @pytest.mark.parametrize("candidate", ["onnxruntime-int8", "openvino-int8", "tflite-int8",
