@@ -1,30 +1,39 @@
-"""The generated corpus of hostile inputs (tests/support/hostile.py, issue 14), against every
-command, in this process: each case ends in one ``error:`` line with its exit status (2, or 3
-for a device or transport), no traceback and no "internal error"; nothing is written in the
-case's folder or the working directory; the local device's tree is unchanged. A command that
-only describes its input (``inspect``) may exit 0 with a warning.
+"""The generated corpus of hostile inputs (tests/support/hostile.py, issues 14 and 27), against
+every command, in this process: each case ends in one ``error:`` line with its exit status (2,
+or 3 for a device or transport), no traceback and no "internal error", within 30 s; nothing is
+written in the case's folder or the working directory; the local device's tree is unchanged. A
+command that only describes its input (``inspect``) may exit 0 with a warning. An ``isolated``
+case runs as a child process limited to 3 GB of data (RLIMIT_DATA), so runaway memory fails it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import resource
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 
 import pytest
 
-from tests.support.cli import run_cli
+from tests.support.cli import Result, run_cli
 from tests.support.hostile import Case, cases
 
 CASES = list(cases())
+#: No case may take longer (a hang), nor an isolated one use more memory (runaway growth).
+SECONDS = 30
+DATA_BYTES = 3 << 30
 
 
 def test_the_corpus_is_large_and_names_are_unique() -> None:
     assert len(CASES) >= 300
     assert len({c.name for c in CASES}) == len(CASES)
     kinds = {c.name.split()[0] for c in CASES}
-    assert kinds == {"model", "data", "images", "profile", "manifest", "split", "inventory",
+    assert kinds >= {"model", "data", "images", "profile", "manifest", "split", "inventory",
                      "cli"}
 
 
@@ -58,7 +67,9 @@ def test_hostile_input_is_one_clear_line(case: Case, folder: Path) -> None:
     case.make(folder)
     device = Path(os.environ["EDGE_LOCAL_DEVICE"])
     before, device_before = _tree(folder), _tree(device)
-    result = run_cli(*(a.replace("{d}", str(folder)) for a in case.argv))
+    with case.around(folder) as places:
+        argv = [_place(a, {"d": str(folder), **places}) for a in case.argv]
+        result = _run_isolated(argv) if case.isolated else _run_bounded(argv)
     assert result.status in case.status, (result.status, result.stderr[-2000:])
     assert "Traceback" not in result.stderr and "internal error" not in result.stderr
     if result.status == 0:  # a description, with a warning that edge cannot run it
@@ -67,3 +78,35 @@ def test_hostile_input_is_one_clear_line(case: Case, folder: Path) -> None:
         assert len(result.error_lines) == 1, result.stderr[-2000:]
     assert _tree(folder) == before, "a refused command wrote or changed files"
     assert _tree(device) == device_before, "a refused command changed the device"
+
+
+def _place(arg: str, places: dict[str, str]) -> str:
+    for key, value in places.items():
+        arg = arg.replace("{" + key + "}", value)
+    return arg
+
+
+def _too_long(signum: int, frame: FrameType | None) -> None:
+    raise TimeoutError(f"the case ran past {SECONDS} s (a hang)")
+
+
+def _run_bounded(argv: list[str]) -> Result:
+    """The command in this process; past SECONDS it is interrupted and the case fails."""
+    previous = signal.signal(signal.SIGALRM, _too_long)
+    signal.alarm(SECONDS)
+    try:
+        return run_cli(*argv)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _limit_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_DATA, (DATA_BYTES, DATA_BYTES))
+
+
+def _run_isolated(argv: list[str]) -> Result:
+    """``python -m edge`` in a child limited to DATA_BYTES and SECONDS."""
+    done = subprocess.run([sys.executable, "-m", "edge", *argv], capture_output=True,
+                          text=True, timeout=SECONDS, check=False, preexec_fn=_limit_memory)
+    return Result(done.returncode, done.stdout, done.stderr)

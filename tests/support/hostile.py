@@ -10,11 +10,14 @@ no change on the (local) device.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import json
 import shutil
 import struct
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,15 +35,31 @@ DESCRIBED = ("string-input.onnx", "huge-dims.onnx", "opset-99.onnx", "custom-dom
              "shape-mismatch.onnx")
 
 
+#: The corpus's further classes (issue 27), one module each under tests/support, each with
+#: ``cases() -> Iterator[Case]``.
+MODULES = ("hostile_code", "hostile_home", "hostile_sizes", "hostile_client", "hostile_disk")
+
+
+def _nothing(folder: Path) -> AbstractContextManager[Mapping[str, str]]:
+    return contextlib.nullcontext({})
+
+
 @dataclass(frozen=True, slots=True)
 class Case:
     """``argv`` (``{d}`` is the case's folder) after ``make(folder)`` wrote its files; exit 0
-    is expected only of a command that describes the input and warns."""
+    is expected only of a command that describes the input and warns.
+
+    ``around(folder)`` is entered for the command's run (a hostile server, a full disk): the
+    mapping it yields adds placeholders (``{url}``) to ``argv``. An ``isolated`` case runs as a
+    child process whose memory is limited (``tests/test_hostile_corpus.py``), for inputs that
+    would otherwise grow the test process without bound."""
 
     name: str
     argv: tuple[str, ...]
     make: Callable[[Path], None] = lambda folder: None
     status: tuple[int, ...] = (2,)
+    around: Callable[[Path], AbstractContextManager[Mapping[str, str]]] = _nothing
+    isolated: bool = False
 
 
 # ---------------------------------------------------------------- files
@@ -358,6 +377,8 @@ def cases() -> Iterator[Case]:
     yield from _inventory_cases()
     for name, argv in _cli_values():
         yield Case(name=f"cli {name}", argv=argv, make=lambda d: tiny_model(d / "m.onnx"))
+    for module in MODULES:
+        yield from importlib.import_module(f"tests.support.{module}").cases()
 
 
 def _model_cases() -> Iterator[Case]:
