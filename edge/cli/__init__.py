@@ -10,10 +10,13 @@ at module level); a command imports what it needs when it runs.
 
 from __future__ import annotations
 
+import os
+import re
 import signal
 import sys
 import threading
 import traceback
+from pathlib import Path
 
 import click
 
@@ -32,11 +35,16 @@ from edge.cli import (
 )
 from edge.core import __version__
 from edge.core.errors import EdgeError, ExitStatus, first_line
+from edge.core.files import free_bytes, is_no_space, mount_of, no_space
 
 __all__ = ["cli", "main"]
 
 #: Appended to the one-line message of an internal error.
 INTERNAL_ADVICE = "(a bug in edge: re-run with --traceback and report it)"
+#: NumPy's message for a write the disk cut short (it sets no errno).
+SHORT_WRITE = re.compile(r"\d+ requested and \d+ written")
+#: Below this many free bytes, an unnamed full-disk error is put down to edge's cache.
+CACHE_HEADROOM = 64 << 20
 
 
 class Terminated(KeyboardInterrupt):
@@ -77,6 +85,9 @@ def _run(args: list[str], show_traceback: bool) -> int:
             return _fail("terminated", 143)
         return _fail("interrupted", 130)
     except Exception as exc:
+        full = _no_space(exc)
+        if full:  # a write no staged writer guarded: still the user's full disk (exit 2)
+            return _fail(full, ExitStatus.BAD_INPUT, show_traceback)
         return _fail(internal_error(exc), ExitStatus.INTERNAL, show_traceback)
     return int(status or 0)
 
@@ -85,6 +96,33 @@ def internal_error(exc: BaseException) -> str:
     """The message of an exception that is not an EdgeError: a bug, never a verdict."""
     detail = first_line(exc) if str(exc).strip() else "(no message)"
     return f"internal error: {type(exc).__name__}: {detail} {INTERNAL_ADVICE}"
+
+
+def _no_space(exc: BaseException) -> str | None:
+    """The one line of a full disk met outside a staged writer (the cache, a library's own
+    write), or None when ``exc`` is no full disk. NumPy reports a short write without errno."""
+    short = isinstance(exc, OSError) and exc.errno is None and SHORT_WRITE.match(str(exc))
+    if not (is_no_space(exc) or short):
+        return None
+    name = getattr(exc, "filename2", None) or getattr(exc, "filename", None)
+    if name:
+        return str(no_space(Path(os.fsdecode(name)), 0))
+    if is_no_space(exc):
+        return _cache_full() or "no space left on a disk edge was writing to; free some space"
+    return _cache_full()
+
+
+def _cache_full() -> str | None:
+    """The line naming edge's cache when its disk is (nearly) full, else None (a bug)."""
+    from edge.core.cache import cache_root
+
+    cache = cache_root()
+    free = free_bytes(cache)
+    if free > CACHE_HEADROOM:
+        return None
+    return (f"no space left on {mount_of(cache)} writing edge's cache {cache}: "
+            f"{free / 1e6:.1f} MB free; free some space there, or set EDGE_CACHE_DIR to a "
+            "folder on a disk with room")
 
 
 def _fail(message: str, status: int, show_traceback: bool = False) -> int:

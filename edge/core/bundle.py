@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
 from edge.core.documents import read_json, write_json
 from edge.core.errors import UsageError
-from edge.core.files import current_umask, inside
+from edge.core.files import check_space, inside, staged_dir
 from edge.core.model import sha256_file
 from edge.core.profile import RUNTIMES
 from edge.core.values import Artifact, Bundle, StoredFile
@@ -20,6 +19,8 @@ __all__ = ["FORMAT", "MANIFEST", "check_writable", "is_bundle", "read_bundle",
 
 MANIFEST = "manifest.json"
 FORMAT = 1
+#: Bytes allowed for manifest.json when checking the free space before a bundle is written.
+MANIFEST_ROOM = 64 * 1024
 
 
 def is_bundle(path: Path) -> bool:
@@ -41,39 +42,21 @@ def check_writable(out: Path) -> None:
 def write_bundle(out: Path, bundle: Bundle, files: Mapping[str, Path]) -> Path:
     """Write the bundle to ``out`` all at once: a reader sees the old bundle or the new one.
 
-    ``files`` maps each artifact's bundle-relative name to the file to store there.
+    ``files`` maps each artifact's bundle-relative name to the file to store there. Their size
+    is checked against the free space first; a disk that fills anyway leaves nothing behind.
     """
     out = out.resolve()
     check_writable(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    staging.chmod(0o777 & ~current_umask())  # mkdtemp makes 0700; a bundle is an ordinary directory
-    try:
+    size = sum(src.stat().st_size for src in files.values()) + MANIFEST_ROOM
+    check_space(out, size)
+    with staged_dir(out, size) as staging:
         for name, src in files.items():
             dst = staging / name
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src, dst)  # a copy: editing the bundle never touches the cache
         write_json("manifest", staging / MANIFEST, bundle)
-        _swap_in(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return out
-
-
-def _swap_in(staging: Path, out: Path) -> None:
-    if not out.exists():
-        staging.rename(out)
-        return
-    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-    old.rmdir()
-    out.rename(old)
-    try:
-        staging.rename(out)
-    except OSError:
-        old.rename(out)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def read_bundle(path: Path) -> Bundle:

@@ -4,14 +4,20 @@ files named by a document kept inside the document's folder."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from edge.core.errors import UsageError
 
-__all__ = ["current_umask", "inside", "staged", "write_atomic"]
+__all__ = ["NO_SPACE", "NoSpace", "check_space", "current_umask", "inside", "is_no_space",
+           "no_space", "staged", "staged_dir", "write_atomic"]
+
+#: The errnos of a full file system: no space left, or the user's quota used up.
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 
 def current_umask() -> int:
@@ -21,26 +27,148 @@ def current_umask() -> int:
     return current
 
 
+class NoSpace(UsageError):
+    """The user's disk (or quota) is full: theirs to free, so bad input (exit 2), not a bug."""
+
+
+def is_no_space(exc: BaseException) -> bool:
+    """Whether ``exc`` is an OSError of a full file system or a used-up quota."""
+    return isinstance(exc, OSError) and exc.errno in NO_SPACE
+
+
+def mount_of(path: Path) -> Path:
+    """The mount point of the file system ``path`` is (or would be) on."""
+    path = _existing(Path(path).absolute())
+    device = path.stat().st_dev
+    while path.parent != path and path.parent.stat().st_dev == device:
+        path = path.parent
+    return path
+
+
+def _existing(path: Path) -> Path:
+    while not path.exists() and path.parent != path:
+        path = path.parent
+    return path
+
+
+def free_bytes(path: Path) -> int:
+    """Bytes an unprivileged writer may still use on ``path``'s file system."""
+    stat = os.statvfs(_existing(Path(path).absolute()))
+    return stat.f_bavail * stat.f_frsize
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1e6:.1f}" if size >= 1e6 else f"{size / 1e6:.3f}"
+
+
+def no_space(path: Path, needed: int) -> NoSpace:
+    """The one-line error of a write to ``path`` that needs ``needed`` bytes and found no room."""
+    return NoSpace(f"no space left on {mount_of(path)} writing {path}: needs about "
+                   f"{_mb(max(needed, 1))} MB, {_mb(free_bytes(path))} MB free; free some space "
+                   "or write elsewhere")
+
+
+def check_space(path: Path, needed: int) -> None:
+    """Refuse, before writing, ``needed`` bytes for ``path`` that its file system cannot hold."""
+    if needed > free_bytes(path):
+        raise no_space(path, needed)
+
+
+def size_of(path: Path) -> int:
+    """The bytes of a file, or of every file under a folder (0 when absent)."""
+    if path.is_file():
+        return path.stat().st_size
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
+
+
 @contextlib.contextmanager
-def staged(path: Path, suffix: str = ".tmp") -> Iterator[Path]:
+def staged(path: Path, suffix: str = ".tmp", size: int = 0) -> Iterator[Path]:
     """A temporary file beside ``path`` to write; renamed over ``path`` when the block ends
-    without an error, removed otherwise. Its mode follows the umask, as a new file's would."""
+    without an error, removed otherwise. Its mode follows the umask, as a new file's would.
+    A full disk is one NoSpace error (``size``: the bytes the whole file needs, when known)."""
     path = Path(path)
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
-    os.close(fd)
-    tmp = Path(name)
+    tmp = _made(path, lambda: Path(_temp_file(path, suffix)))
     try:
         yield tmp
         tmp.chmod(0o666 & ~current_umask())
         os.replace(tmp, path)
-    except BaseException:
+    except OSError as exc:
+        if is_no_space(exc):
+            raise _full(path, size, tmp) from None
+        raise
+    finally:
         tmp.unlink(missing_ok=True)
+
+
+def _temp_file(path: Path, suffix: str) -> str:
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+    os.close(fd)
+    return name
+
+
+@contextlib.contextmanager
+def staged_dir(path: Path, size: int = 0) -> Iterator[Path]:
+    """A new folder beside ``path`` to fill; it takes ``path``'s place (an earlier one there is
+    removed after the swap) when the block ends without an error, and is removed otherwise.
+    A full disk is one NoSpace error naming ``path`` (``size``: the bytes needed, if known)."""
+    path = Path(path)
+    staging = _made(path, lambda: Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-",
+                                                         dir=path.parent)))
+    try:
+        staging.chmod(0o777 & ~current_umask())  # mkdtemp makes 0700
+        yield staging
+        _swap_in(staging, path)
+    except OSError as exc:
+        if is_no_space(exc):
+            raise _full(path, size, staging) from None
+        raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _made(path: Path, make: Callable[[], Path]) -> Path:
+    """The staging ``make()`` creates; no room even for that is NoSpace naming ``path``."""
+    try:
+        return make()
+    except OSError as exc:
+        if is_no_space(exc):
+            raise no_space(path, 4096) from None
         raise
 
 
+def _full(path: Path, size: int, staging: Path) -> NoSpace:
+    """NoSpace for ``path`` once ``staging`` (what was written of it) is removed."""
+    written = size_of(staging)
+    if staging.is_dir():
+        shutil.rmtree(staging, ignore_errors=True)
+    staging.unlink(missing_ok=True)
+    return no_space(path, max(size, written + 4096))
+
+
+def _swap_in(staging: Path, out: Path) -> None:
+    """Rename ``staging`` to ``out``; an earlier ``out`` is put back if that fails."""
+    if not out.exists():
+        staging.rename(out)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+    old.rmdir()
+    out.rename(old)
+    try:
+        staging.rename(out)
+    except OSError:
+        old.rename(out)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
 def write_atomic(path: Path, data: str | bytes | Callable[[Path], object]) -> Path:
-    """Write text, bytes, or whatever ``data(tmp_path)`` writes, to ``path`` atomically."""
-    with staged(path) as tmp:
+    """Write text, bytes, or whatever ``data(tmp_path)`` writes, to ``path`` atomically; the
+    size of text or bytes is checked against the free space first."""
+    size = len(data.encode("utf-8") if isinstance(data, str) else data) \
+        if isinstance(data, str | bytes) else 0
+    if size:
+        check_space(Path(path), size)
+    with staged(path, size=size) as tmp:
         if isinstance(data, str):
             tmp.write_text(data, encoding="utf-8")
         elif isinstance(data, bytes):

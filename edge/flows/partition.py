@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
 import statistics
-import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -20,6 +18,7 @@ from edge.core import progress
 from edge.core.cache import cache_root
 from edge.core.data import load_dataset
 from edge.core.errors import CheckFailed, UsageError
+from edge.core.files import staged_dir
 from edge.core.intake import dynamic_inputs, pin_from_sample, reference_model
 from edge.core.model import inspect_model, load_named, ort_refusal, unrunnable
 from edge.core.profile import Profile
@@ -106,13 +105,8 @@ def partition(model_path: Path, edge: Profile, cloud: Profile, out: Path,
     _check_objective(options.objective)
     out = Path(out)
     _check_out(out)
-    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    try:
+    with staged_dir(out) as work:
         report = _partition(model_path, edge, cloud, work, options)
-        _replace_dir(work, out)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
     return replace(report, out=str(out))
 
 
@@ -128,17 +122,6 @@ def _check_out(out: Path) -> None:
         raise UsageError(f"cannot create {out.parent}: {exc.strerror or exc}") from None
     if not os.access(out.parent, os.W_OK):
         raise UsageError(f"cannot write into {out.parent}")
-
-
-def _replace_dir(new: Path, out: Path) -> None:
-    """Put ``new`` at ``out``; an earlier split there is removed only after the swap."""
-    old = None
-    if out.exists():
-        old = out.with_name(f".{out.name}.old-{os.getpid()}")
-        out.rename(old)
-    new.rename(out)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def _partition(model_path: Path, edge: Profile, cloud: Profile, out: Path,

@@ -17,12 +17,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from edge.core.errors import UsageError
+from edge.core.files import staged_dir
 from edge.flows.cloud.batch import PLATFORM, ServedTail, prepare
 from edge.flows.cloud.tensors import TensorSpec
 
@@ -42,21 +44,43 @@ class Batching:
 
 def write_repository(tails: Mapping[str, Path], out: Path, batching: Batching,
                      threads: int = 0) -> list[ServedTail]:
-    """Write the repository for ``tails`` (served name -> ONNX); the served tails, by name."""
-    served = []
-    for name, source in sorted(tails.items()):
-        (out / name / "1").mkdir(parents=True, exist_ok=True)
-        tail = prepare(name, source, out / name / "1" / "model.onnx", batching.max_batch)
-        (out / name / "config.pbtxt").write_text(triton_config(tail, batching), encoding="utf-8")
-        settings = model_settings(tail, batching, threads)
-        (out / name / SETTINGS).write_text(json.dumps(settings, indent=2) + "\n",
-                                           encoding="utf-8")
-        served.append(tail)
-    (out / "settings.json").write_text(json.dumps(server_settings(), indent=2) + "\n",
-                                       encoding="utf-8")
-    (out / "inference-service.yaml").write_text(inference_service(out.name),
-                                                encoding="utf-8")
-    return served
+    """Write the repository for ``tails`` (served name -> ONNX); the served tails, by name.
+
+    It is written whole into a folder beside ``out`` that then takes its place (an earlier
+    repository there is replaced), so a full disk or a failure leaves no half of one."""
+    _check_out(out)
+    with staged_dir(out) as staging:
+        served = [_write_tail(staging / name, name, source, batching, threads)
+                  for name, source in sorted(tails.items())]
+        (staging / "settings.json").write_text(json.dumps(server_settings(), indent=2) + "\n",
+                                               encoding="utf-8")
+        (staging / "inference-service.yaml").write_text(inference_service(out.name),
+                                                        encoding="utf-8")
+    return [replace(t, onnx=out / t.onnx.relative_to(staging)) for t in served]
+
+
+def _check_out(out: Path) -> None:
+    """Refuse a file, or a folder holding something other than an earlier repository."""
+    if out.is_symlink() or out.exists() and not out.is_dir():
+        raise UsageError(f"--export-repository {out} is not a folder; choose another path")
+    if out.is_dir() and any(out.iterdir()) and not is_repository(out):
+        raise UsageError(f"--export-repository {out} holds files that are not a model "
+                         "repository; choose an empty or new folder")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create {out.parent}: {exc.strerror or exc}") from None
+
+
+def _write_tail(folder: Path, name: str, source: Path, batching: Batching,
+                threads: int) -> ServedTail:
+    """One served tail's folder: the model, Triton's config, MLServer's settings."""
+    (folder / "1").mkdir(parents=True)
+    tail = prepare(name, source, folder / "1" / "model.onnx", batching.max_batch)
+    (folder / "config.pbtxt").write_text(triton_config(tail, batching), encoding="utf-8")
+    settings = model_settings(tail, batching, threads)
+    (folder / SETTINGS).write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
+    return tail
 
 
 def model_settings(tail: ServedTail, batching: Batching, threads: int) -> dict[str, Any]:
