@@ -116,6 +116,7 @@ def install_artifact(device: Device, bundle_dir: Path, artifact: Artifact) -> tu
     reply = device.call("verify", device.work, artifact.release_id[:16],
                         *[arg for _, sha, name in files for arg in ("--file", f"{name}={sha}")])
     missing = set(reply.get("missing", ()))
+    _check_unchanged(device, artifact.release_id[:16], reply, missing)
     _check_space(device, artifact.release_id[:16], reply.get("free_bytes"),
                  sum(local.stat().st_size for local, _, name in files if name in missing))
     transfer = Transfer()
@@ -127,6 +128,20 @@ def install_artifact(device: Device, bundle_dir: Path, artifact: Artifact) -> tu
         else:
             transfer += Transfer(files_reused=1, bytes_reused=size)
     return f"{folder}/{main}", transfer
+
+
+def _check_unchanged(device: Device, release: str, reply: dict, missing: set[str]) -> None:
+    """An installed release (its main model there) is never given files under new names: it
+    may be current or the rollback target, and a failed deploy must leave it as it was. (A file
+    of its own names that went bad is put right: the same name, the content it was made with.)"""
+    names = set(reply.get("names", ()))
+    new = sorted(missing - names)
+    if not reply.get("complete") or not new:
+        return
+    raise DeviceError(f"{device.label}: release {release} is installed there as "
+                      f"{', '.join(sorted(names))}, not with {', '.join(new)}; an installed "
+                      "release is never changed, and nothing was: edge releases --prune can "
+                      "remove it once it is neither current nor the previous one")
 
 
 def _check_space(device: Device, release: str, free: object, needed: int) -> None:

@@ -52,8 +52,10 @@ def cmd_verify(args):
         path = os.path.join(folder, name)
         ok = os.path.isfile(path) and not os.path.islink(path) and _sha_or_none(path) == sha
         (present if ok else missing).append(name)
+    names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
     return {"release": release, "present": present, "missing": missing,
-            "free_bytes": free_bytes(args.work_dir)}
+            "free_bytes": free_bytes(args.work_dir), "names": names,
+            "complete": bool(names) and _main_model(folder) is not None}
 
 
 def cmd_activate(args):

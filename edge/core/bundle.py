@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
+import re
 import shutil
 from collections.abc import Mapping
+from importlib.metadata import entry_points
 from pathlib import Path
 
 from edge.core.documents import read_json, write_json
@@ -19,6 +23,8 @@ __all__ = ["FORMAT", "MANIFEST", "check_writable", "is_bundle", "read_bundle",
 
 MANIFEST = "manifest.json"
 FORMAT = 1
+#: A part of an artifact's path inside its bundle: plain ASCII, never a dot or dash first.
+PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
 #: Bytes allowed for manifest.json when checking the free space before a bundle is written.
 MANIFEST_ROOM = 64 * 1024
 
@@ -65,9 +71,11 @@ def read_bundle(path: Path) -> Bundle:
     _check_consistent(bundle, path / MANIFEST)
     for result in bundle.candidates:
         if result.artifact is not None:
-            _check_artifact(path, result.artifact)
+            runtime = result.artifact.runtime
+            _check_artifact(path, result.artifact, runtime)
             for companion in result.artifact.companions:
-                _check_artifact(path, companion)
+                _check_artifact(path, companion, runtime)
+            _check_companions(path / MANIFEST, result.artifact)
     return bundle
 
 
@@ -85,12 +93,56 @@ def _check_consistent(bundle: Bundle, manifest: Path) -> None:
                              f"({', '.join(RUNTIMES)})")
 
 
-def _check_artifact(root: Path, stored: Artifact | StoredFile) -> None:
-    """The file is in the bundle, of the size and sha256 the manifest says."""
+def _check_artifact(root: Path, stored: Artifact | StoredFile, runtime: str) -> None:
+    """The file is in the bundle, of a plain name, the size and sha256 the manifest says."""
     name = stored.file
     file = inside(root, name, root / MANIFEST)
+    _check_name(root / MANIFEST, name)
+    if isinstance(stored, Artifact):
+        _check_suffix(root / MANIFEST, name, runtime)
     if not file.is_file():
         raise UsageError(f"{root}: artifact {name} is missing; re-run edge optimize")
     if file.stat().st_size != stored.size_bytes or sha256_file(file) != stored.sha256:
         raise UsageError(f"{root}: artifact {name} does not match its size and sha256; re-run "
                          "edge optimize")
+
+
+def _check_name(manifest: Path, name: str) -> None:
+    """Every part of an artifact's path is a plain ASCII name (letters, digits, ``._-``, not
+    starting with a dot or dash, at most 128 characters) with a suffix: a file name the
+    device, its shell and its logs take as it is, never an option, a command or a look-alike."""
+    parts = name.split("/")
+    if not all(PLAIN_NAME.fullmatch(part) for part in parts) or not Path(name).suffix:
+        raise UsageError(f"{manifest}: artifact file name {name!r} is not a plain name with a "
+                         "suffix (letters, digits, '._-', at most 128 characters a part); "
+                         "re-run edge optimize")
+
+
+def _check_suffix(manifest: Path, name: str, runtime: str) -> None:
+    """The main file's suffix is one its runtime loads (any runtime's, for one that declares
+    none of its own)."""
+    known = runtime_suffixes()
+    allowed = known.get(runtime) or tuple(s for found in known.values() for s in found)
+    if allowed and Path(name).suffix not in allowed:
+        raise UsageError(f"{manifest}: artifact {name!r} of runtime {runtime} has suffix "
+                         f"{Path(name).suffix!r}, not one that runtime loads "
+                         f"({', '.join(allowed)}); re-run edge optimize")
+
+
+def _check_companions(manifest: Path, artifact: Artifact) -> None:
+    """Each file of an artifact lands on the device as ``model<suffix>``: no two may share one."""
+    suffixes = [Path(f.file).suffix for f in (artifact, *artifact.companions)]
+    if len(set(suffixes)) != len(suffixes):
+        raise UsageError(f"{manifest}: the files of artifact {artifact.file!r} share a suffix "
+                         f"({', '.join(suffixes)}); re-run edge optimize")
+
+
+@functools.cache
+def runtime_suffixes() -> dict[str, tuple[str, ...]]:
+    """Runtime name -> the suffixes its loader opens, as each ``edge.targets`` plug-in declares
+    them (read through the entry points: this layer never imports a runtime's module)."""
+    found = {}
+    for entry in entry_points(group="edge.targets"):
+        with contextlib.suppress(Exception):  # a broken plug-in declares nothing here
+            found[entry.name] = tuple(entry.load().suffixes)
+    return found
