@@ -10,6 +10,7 @@ import onnx
 
 from edge.core.model import load_named, node_names
 from partition.compress import wire_bytes_factor
+from partition.scopes import node_inputs
 
 __all__ = [
     "SINK",
@@ -19,6 +20,7 @@ __all__ = [
     "Tensor",
     "build_graph",
     "load_named",
+    "node_inputs",
     "node_names",
     "tensor_bytes",
     "with_compression",
@@ -127,7 +129,7 @@ def _tensors(model: onnx.ModelProto, weights: set[str], sizes: Mapping[str, int]
                 producer[out] = node.name
                 consumers.setdefault(out, [])
     for node in model.graph.node:
-        for name in dict.fromkeys(_all_inputs(node)):
+        for name in dict.fromkeys(node_inputs(node)):
             if name in producer:
                 consumers[name].append(node.name)
     for out in model.graph.output:
@@ -135,17 +137,6 @@ def _tensors(model: onnx.ModelProto, weights: set[str], sizes: Mapping[str, int]
     return tuple(Tensor(name, sizes.get(name, 0), producer[name], tuple(consumers[name]),
                         dtypes.get(name, ""))
                  for name in producer if consumers[name])
-
-
-def _all_inputs(node: onnx.NodeProto) -> list[str]:
-    """Inputs of a node, including outer-scope names read by its subgraphs (If/Loop/Scan)."""
-    names = [i for i in node.input if i]
-    for attr in node.attribute:
-        graphs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
-        for sub in graphs:
-            for inner in sub.node:
-                names.extend(_all_inputs(inner))
-    return names
 
 
 def _pinned_inputs(model: onnx.ModelProto) -> onnx.ModelProto:

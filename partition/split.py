@@ -44,6 +44,7 @@ from edge.core.documents import (
 from edge.core.errors import UsageError
 from edge.core.files import inside
 from edge.core.model import save_onnx_atomic
+from partition.scopes import node_inputs
 
 __all__ = [
     "CutOption",
@@ -158,8 +159,8 @@ def _check_closed(graph: _Graph, edge_nodes: set[str]) -> None:
     for node in graph.nodes:
         if node.name not in edge_nodes:
             continue
-        for tensor in node.input:
-            src = graph.producer.get(tensor) if tensor else None
+        for tensor in node_inputs(node):
+            src = graph.producer.get(tensor)
             if src is not None and src.name not in edge_nodes:
                 raise UsageError(
                     f"edge node {node.name!r} needs {tensor!r} from cloud node {src.name!r}: "
@@ -176,7 +177,7 @@ def _live(graph: _Graph, roots: Iterable[str], side: set[int]) -> set[int]:
         if node is None or id(node) not in side or id(node) in live:
             continue
         live.add(id(node))
-        stack.extend(t for t in node.input if t)
+        stack.extend(node_inputs(node))
     return live
 
 
@@ -192,12 +193,12 @@ def _plan(graph: _Graph, edge_nodes: set[str]) -> SplitModels:
     on_edge = {t for n in graph.nodes if id(n) in edge_ids for t in n.output if t}
     tail_outputs = tuple(o for o in graph.outputs if id(graph.producer.get(o)) in cloud_ids)
     tail_live = _live(graph, tail_outputs, cloud_ids)
-    needed = [t for n in graph.nodes if id(n) in tail_live for t in n.input if t]
+    needed = [t for n in graph.nodes if id(n) in tail_live for t in node_inputs(n)]
     cut = _ordered(t for t in needed if t in on_edge or t in graph.inputs)
     edge_finals = [o for o in graph.outputs if o in on_edge]
     head_outputs = _ordered([t for t in cut if t in on_edge] + edge_finals)
     head_live = _live(graph, head_outputs, edge_ids)
-    head_needs = {t for n in graph.nodes if id(n) in head_live for t in n.input}
+    head_needs = {t for n in graph.nodes if id(n) in head_live for t in node_inputs(n)}
     head_inputs = tuple(i for i in graph.inputs if i in head_needs)
     return SplitModels(
         head=None,
@@ -209,6 +210,28 @@ def _plan(graph: _Graph, edge_nodes: set[str]) -> SplitModels:
         tail_outputs=tail_outputs,
         outputs=tuple(graph.outputs),
     )
+
+
+class _Extractor(onnx.utils.Extractor):
+    """onnx's extractor, but a node with subgraphs (If/Loop/Scan) keeps the outer-scope values
+    its branches read: the nodes making them, and the initializers, come along."""
+
+    def _dfs_search_reachable_nodes(self, node_output_name: str, graph_input_names: set[str],
+                                    reachable: set[int]) -> None:
+        stack = [node_output_name]
+        while stack:
+            name = stack.pop()
+            index = self.outmap.get(name)
+            if name in graph_input_names or index is None or index in reachable:
+                continue
+            reachable.add(index)
+            stack += node_inputs(self.graph.node[index])
+
+    def _collect_reachable_tensors(self, nodes: list[onnx.NodeProto]) -> tuple[Any, Any]:
+        super()._collect_reachable_tensors(nodes)  # its checks (no sparse initializers...)
+        names = {t for n in nodes for t in (*node_inputs(n), *n.output)}
+        return ([t for name, t in self.initializers.items() if name in names],
+                [v for name, v in self.value_infos.items() if name in names])
 
 
 def _extract(
@@ -244,7 +267,7 @@ def split_model(model_path: Path, edge_nodes: set[str], out_dir: Path) -> SplitM
     plan = _plan(graph, edge_nodes)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    extractor = onnx.utils.Extractor(onnx.shape_inference.infer_shapes(model))
+    extractor = _Extractor(onnx.shape_inference.infer_shapes(model))
     cloud_names = {n.name for n in graph.nodes} - edge_nodes
     head = _write_half(extractor, plan.head_inputs, plan.head_outputs, edge_nodes,
                        out_dir / HEAD_NAME)
