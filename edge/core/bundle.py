@@ -53,7 +53,6 @@ def write_bundle(out: Path, bundle: Bundle, files: Mapping[str, Path]) -> Path:
     """
     out = out.resolve()
     check_writable(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     size = sum(src.stat().st_size for src in files.values()) + MANIFEST_ROOM
     check_space(out, size)
     with staged_dir(out, size) as staging:

@@ -10,8 +10,11 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 from edge.core.errors import UsageError
+
+T = TypeVar("T")
 
 __all__ = ["NO_SPACE", "NoSpace", "check_space", "current_umask", "inside", "is_no_space",
            "no_space", "staged", "staged_dir", "write_atomic"]
@@ -87,17 +90,18 @@ def staged(path: Path, suffix: str = ".tmp", size: int = 0) -> Iterator[Path]:
     without an error, removed otherwise. Its mode follows the umask, as a new file's would.
     A full disk is one NoSpace error (``size``: the bytes the whole file needs, when known)."""
     path = Path(path)
-    tmp = _made(path, lambda: Path(_temp_file(path, suffix)))
-    try:
-        yield tmp
-        tmp.chmod(0o666 & ~current_umask())
-        os.replace(tmp, path)
-    except OSError as exc:
-        if is_no_space(exc):
-            raise _full(path, size, tmp) from None
-        raise
-    finally:
-        tmp.unlink(missing_ok=True)
+    with _parents(path):
+        tmp = _made(path, lambda: Path(_temp_file(path, suffix)))
+        try:
+            yield tmp
+            tmp.chmod(0o666 & ~current_umask())
+            os.replace(tmp, path)
+        except OSError as exc:
+            if is_no_space(exc):
+                raise _full(path, size, tmp) from None
+            raise
+        finally:
+            tmp.unlink(missing_ok=True)
 
 
 def _temp_file(path: Path, suffix: str) -> str:
@@ -112,21 +116,37 @@ def staged_dir(path: Path, size: int = 0) -> Iterator[Path]:
     removed after the swap) when the block ends without an error, and is removed otherwise.
     A full disk is one NoSpace error naming ``path`` (``size``: the bytes needed, if known)."""
     path = Path(path)
-    staging = _made(path, lambda: Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-",
-                                                         dir=path.parent)))
+    with _parents(path):
+        staging = _made(path, lambda: Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-",
+                                                             dir=path.parent)))
+        try:
+            staging.chmod(0o777 & ~current_umask())  # mkdtemp makes 0700
+            yield staging
+            _swap_in(staging, path)
+        except OSError as exc:
+            if is_no_space(exc):
+                raise _full(path, size, staging) from None
+            raise
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _parents(path: Path) -> Iterator[None]:
+    """The missing folders above ``path`` made; removed again if the block fails."""
+    missing = [p for p in reversed(path.absolute().parents) if not p.exists()]
     try:
-        staging.chmod(0o777 & ~current_umask())  # mkdtemp makes 0700
-        yield staging
-        _swap_in(staging, path)
-    except OSError as exc:
-        if is_no_space(exc):
-            raise _full(path, size, staging) from None
+        for folder in missing:
+            _made(path, folder.mkdir)
+        yield
+    except BaseException:
+        for folder in reversed(missing):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
         raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
 
 
-def _made(path: Path, make: Callable[[], Path]) -> Path:
+def _made(path: Path, make: Callable[[], T]) -> T:
     """The staging ``make()`` creates; no room even for that is NoSpace naming ``path``."""
     try:
         return make()

@@ -116,12 +116,9 @@ def _check_out(out: Path) -> None:
         raise UsageError(f"-o {out} is a file; give a directory for the split")
     if out.is_dir() and any(out.iterdir()) and not (out / "split.yaml").is_file():
         raise UsageError(f"-o {out} exists and is not a split directory; choose another")
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"cannot create {out.parent}: {exc.strerror or exc}") from None
-    if not os.access(out.parent, os.W_OK):
-        raise UsageError(f"cannot write into {out.parent}")
+    parent = next(p for p in out.absolute().parents if p.exists())
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise UsageError(f"cannot write into {parent}")
 
 
 def _partition(model_path: Path, edge: Profile, cloud: Profile, out: Path,

@@ -15,6 +15,7 @@ so what is exported is exactly what was served.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -66,10 +67,9 @@ def _check_out(out: Path) -> None:
     if out.is_dir() and any(out.iterdir()) and not is_repository(out):
         raise UsageError(f"--export-repository {out} holds files that are not a model "
                          "repository; choose an empty or new folder")
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"cannot create {out.parent}: {exc.strerror or exc}") from None
+    parent = next(p for p in out.absolute().parents if p.exists())
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise UsageError(f"--export-repository {out}: cannot write into {parent}")
 
 
 def _write_tail(folder: Path, name: str, source: Path, batching: Batching,

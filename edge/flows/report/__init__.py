@@ -73,5 +73,4 @@ def write_report(text: str, out: Path) -> Path:
     out = Path(out)
     if out.is_dir():
         raise UsageError(f"-o {out}: is a directory; give a file name such as report.html")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    return write_atomic(out, text)
+    return write_atomic(out, text)  # makes the missing folders, removed again if it fails
