@@ -130,7 +130,8 @@ def _check_suffix(manifest: Path, name: str, runtime: str) -> None:
 
 def _check_companions(manifest: Path, artifact: Artifact) -> None:
     """Each file of an artifact lands on the device as ``model<suffix>``: no two may share one."""
-    suffixes = [Path(f.file).suffix for f in (artifact, *artifact.companions)]
+    names = [artifact.file, *(c.file for c in artifact.companions)]
+    suffixes = [Path(name).suffix for name in names]
     if len(set(suffixes)) != len(suffixes):
         raise UsageError(f"{manifest}: the files of artifact {artifact.file!r} share a suffix "
                          f"({', '.join(suffixes)}); re-run edge optimize")

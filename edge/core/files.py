@@ -39,6 +39,10 @@ def is_no_space(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in NO_SPACE
 
 
+def _is_full(exc: BaseException) -> bool:
+    return is_no_space(exc) or isinstance(exc, NoSpace)
+
+
 def mount_of(path: Path) -> Path:
     """The mount point of the file system ``path`` is (or would be) on."""
     path = _existing(Path(path).absolute())
@@ -96,8 +100,8 @@ def staged(path: Path, suffix: str = ".tmp", size: int = 0) -> Iterator[Path]:
             yield tmp
             tmp.chmod(0o666 & ~current_umask())
             os.replace(tmp, path)
-        except OSError as exc:
-            if is_no_space(exc):
+        except (OSError, NoSpace) as exc:
+            if _is_full(exc):
                 raise _full(path, size, tmp) from None
             raise
         finally:
@@ -123,8 +127,8 @@ def staged_dir(path: Path, size: int = 0) -> Iterator[Path]:
             staging.chmod(0o777 & ~current_umask())  # mkdtemp makes 0700
             yield staging
             _swap_in(staging, path)
-        except OSError as exc:
-            if is_no_space(exc):
+        except (OSError, NoSpace) as exc:
+            if _is_full(exc):  # a writer inside that met it first: the destination is named
                 raise _full(path, size, staging) from None
             raise
         finally:

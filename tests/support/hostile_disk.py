@@ -42,7 +42,7 @@ def full_disk(leave: int) -> Iterator[Path]:
         mount.rmdir()
         raise AssertionError(f"cannot mount a tmpfs for the disk-full cases: {done.stderr}")
     try:
-        _fill(mount / FILLER, leave)
+        fill(mount / FILLER, leave)
         yield mount
         left = sorted(p.name for p in mount.iterdir())
         assert left == [FILLER], f"a command on a full disk left {left} in {mount}"
@@ -51,7 +51,7 @@ def full_disk(leave: int) -> Iterator[Path]:
         mount.rmdir()
 
 
-def _fill(filler: Path, leave: int) -> None:
+def fill(filler: Path, leave: int) -> None:
     stat = os.statvfs(filler.parent)
     left = stat.f_bavail * stat.f_frsize - leave
     with open(filler, "wb") as handle:

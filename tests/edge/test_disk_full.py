@@ -1,0 +1,118 @@
+"""A full disk is the user's to free, never a bug (issue 27): every output is staged beside its
+destination and renamed in whole; ENOSPC or EDQUOT is one line naming the file system, the path,
+the space needed and free (exit 2), and nothing is left half-written. On a real tmpfs."""
+
+from __future__ import annotations
+
+import errno
+import re
+from pathlib import Path
+
+import pytest
+
+from edge.core import files
+from edge.core.bundle import write_bundle
+from edge.core.files import NoSpace, staged_dir, write_atomic
+from tests.support.cli import run_cli
+from tests.support.hostile import OLD_BUNDLE, tiny_model
+from tests.support.hostile_disk import FILLER, ORT_ONLY, fill, full_disk
+
+LINE = re.compile(r"error: no space left on (?P<mount>\S+) writing (?P<path>\S+): needs about "
+                  r"(?P<need>[\d.]+) MB, (?P<free>[\d.]+) MB free")
+
+
+@pytest.fixture
+def inputs(tmp_path: Path) -> Path:
+    tiny_model(tmp_path / "m.onnx")
+    (tmp_path / "ort.yaml").write_text(ORT_ONLY)
+    return tmp_path
+
+
+def _argv(command: str, inputs: Path, out: Path) -> list[str]:
+    model, profile = str(inputs / "m.onnx"), str(inputs / "ort.yaml")
+    return {
+        "optimize": ["optimize", model, "--profile", profile, "-o", str(out)],
+        "deploy": ["deploy", model, "--profile", profile, "-o", str(out)],
+        "report": ["report", str(OLD_BUNDLE), "-o", str(out)],
+        "partition": ["partition", model, "--profile", "rpi4", "--cloud", "cloud-c7i", "-o",
+                      str(out)],
+        "serve-cloud": ["serve-cloud", model, "--export-repository", str(out)],
+    }[command]
+
+
+@pytest.mark.parametrize("command", ["optimize", "deploy", "report", "partition", "serve-cloud"])
+@pytest.mark.parametrize("leave", [0, 8192])
+def test_a_full_disk_is_one_line_naming_path_and_space(inputs: Path, command: str,
+                                                       leave: int) -> None:
+    with full_disk(leave) as mount:  # on leaving: the filler alone, no staging, no output
+        out = mount / "deep" / "out"
+        done = run_cli(*_argv(command, inputs, out))
+        assert done.status == 2, done.stderr
+        assert len(done.error_lines) == 1 and "internal error" not in done.stderr
+        found = LINE.match(done.error_lines[0])
+        assert found, done.error_lines[0]
+        assert found["mount"] == str(mount) and found["path"] == str(out)
+        assert float(found["need"]) > 0 and float(found["free"]) < 0.02
+
+
+def test_an_earlier_output_survives_a_rewrite_on_a_full_disk(inputs: Path) -> None:
+    with full_disk(100_000) as mount:
+        report = mount / "r.html"
+        report.write_text("the earlier report")
+        fill(mount / "more", 0)  # the disk fills meanwhile
+        done = run_cli(*_argv("report", inputs, report))
+        assert done.status == 2 and report.read_text() == "the earlier report"
+        report.unlink()
+        (mount / "more").unlink()
+
+
+def test_a_bundle_bigger_than_the_free_space_is_refused_before_a_byte(tmp_path: Path) -> None:
+    big = tmp_path / "big.onnx"
+    big.write_bytes(b"\0" * 300_000)
+    with full_disk(100_000) as mount:
+        with pytest.raises(NoSpace, match=r"needs about 0\.36\d MB, 0\.09\d MB free"):
+            write_bundle(mount / "b", None, {"artifacts/big.onnx": big})  # type: ignore[arg-type]
+        assert sorted(p.name for p in mount.iterdir()) == [FILLER]
+
+
+def test_a_write_that_fills_the_disk_midway_removes_its_staging() -> None:
+    with full_disk(8192) as mount:
+        with pytest.raises(NoSpace, match=r"writing .*/out: needs about 0\.0[1-9]\d MB"):
+            with staged_dir(mount / "out") as staging:
+                (staging / "a.bin").write_bytes(b"\0" * 8192)
+                (staging / "b.bin").write_bytes(b"\0" * 8192)
+        with pytest.raises(NoSpace, match=r"needs about 0\.020 MB"):
+            write_atomic(mount / "f.txt", "x" * 20_000)  # checked before a byte is written
+
+
+def test_a_used_up_quota_is_the_same_line(tmp_path: Path) -> None:
+    def over_quota(tmp: Path) -> None:
+        raise OSError(errno.EDQUOT, "Disk quota exceeded", str(tmp))
+
+    with pytest.raises(NoSpace, match="no space left on .* writing .*out.onnx"):
+        write_atomic(tmp_path / "out.onnx", over_quota)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_stray_full_disk_is_one_line_not_an_internal_error(
+        inputs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write no staged writer guards (a library's, the cache's) still names the file."""
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", "/somewhere/model.onnx")
+
+    monkeypatch.setattr("edge.flows.partition.partition", full)  # outside any staged writer
+    done = run_cli(*_argv("partition", inputs, inputs / "split"))
+    assert done.status == 2, done.stderr
+    assert done.error_lines[0].startswith("error: no space left on / writing "
+                                          "/somewhere/model.onnx: needs about")
+
+
+def test_a_full_cache_is_one_line_naming_it(inputs: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    with full_disk(0) as mount:
+        monkeypatch.setenv("EDGE_CACHE_DIR", str(mount / "cache"))
+        done = run_cli(*_argv("optimize", inputs, inputs / "out"))
+        assert done.status == 2, done.stderr
+        assert len(done.error_lines) == 1 and str(mount) in done.error_lines[0]
+        assert not (inputs / "out").exists()
+        files.shutil.rmtree(mount / "cache", ignore_errors=True)
