@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import math
 import os
 import shutil
 import tempfile
@@ -65,7 +66,8 @@ def free_bytes(path: Path) -> int:
 
 
 def _mb(size: int) -> str:
-    return f"{size / 1e6:.1f}" if size >= 1e6 else f"{size / 1e6:.3f}"
+    """Megabytes: one decimal from 1 MB, else three (whole kilobytes, rounded up)."""
+    return f"{size / 1e6:.1f}" if size >= 1e6 else f"{math.ceil(size / 1e3) / 1e3:.3f}"
 
 
 def no_space(path: Path, needed: int) -> NoSpace:

@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 
 from edge.core.errors import UsageError
-from edge.core.files import staged_dir
+from edge.core.files import check_space, staged_dir
 from edge.flows.cloud.batch import PLATFORM, ServedTail, prepare
 from edge.flows.cloud.tensors import TensorSpec
 
@@ -50,7 +50,9 @@ def write_repository(tails: Mapping[str, Path], out: Path, batching: Batching,
     It is written whole into a folder beside ``out`` that then takes its place (an earlier
     repository there is replaced), so a full disk or a failure leaves no half of one."""
     _check_out(out)
-    with staged_dir(out) as staging:
+    size = sum(source.stat().st_size for source in tails.values())  # at least the tails
+    check_space(out, size)
+    with staged_dir(out, size) as staging:
         served = [_write_tail(staging / name, name, source, batching, threads)
                   for name, source in sorted(tails.items())]
         (staging / "settings.json").write_text(json.dumps(server_settings(), indent=2) + "\n",
