@@ -424,7 +424,7 @@ class _Http:
             MAX_REPLY)
         wall = (time.perf_counter() - start) * 1e3
         if status != 200:
-            raise DeviceError(f"cloud server refused the request: HTTP {status} "
+            raise DeviceError(f"cloud server {self.where} refused the request: HTTP {status} "
                               f"{_error_text(data)}")
         try:
             outputs = _decode(data, reply_headers.get(HEADER_LEN), expect)
@@ -462,7 +462,8 @@ class _Http:
     def _exchange(self, method: str, path: str, body: bytes, headers: dict[str, str],
                   deadline: float, cap: int) -> tuple[int, http.client.HTTPMessage, bytes]:
         conn = self._connection(deadline)
-        conn.response_class = functools.partial(_Response, deadline=deadline)  # type: ignore[assignment]
+        reply = functools.partial(_Response, deadline=deadline)
+        conn.response_class = reply  # type: ignore[assignment]
         conn.sock.settimeout(_left(deadline))
         conn.request(method, self._base + path, body=body, headers=headers)
         response = conn.getresponse()

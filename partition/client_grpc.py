@@ -87,7 +87,7 @@ class GrpcLink:
             code = exc.code().name if exc.code() else "UNKNOWN"
             if code in _UNREACHABLE:
                 raise GrpcUnreachable(f"{self.where}: {code} {exc.details()}") from None
-            raise DeviceError(f"cloud server refused the request: gRPC {code} "
+            raise DeviceError(f"cloud server {self.where} refused the request: gRPC {code} "
                               f"{str(exc.details())[:300]}") from None
 
 

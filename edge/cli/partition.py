@@ -206,7 +206,8 @@ def serve_cloud(split_dir: Path, address: str, port: int, grpc_port: int | None,
               help="Seconds between link probes while running all on the device.")
 @click.option("--protocol", type=click.Choice(["auto", "http", "grpc"]), default="auto",
               show_default=True, help="auto: gRPC when the server offers it, else REST.")
-@click.option("--timeout", type=Finite(min=0, min_open=True, max=86400), default=30.0, show_default=True,
+@click.option("--timeout", type=Finite(min=0, min_open=True, max=86400), default=30.0,
+              show_default=True,
               help="Seconds one request to the server may take, its whole reply included.")
 @click.option("-o", "--out", type=PATH, help="Save the outputs of every run to this .npz.")
 @json_option

@@ -16,6 +16,7 @@ import socket
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import BinaryIO
 
 from tests.support.hostile import Case
 
@@ -69,16 +70,16 @@ class HostileServer:
                 return  # one hostile answer per connection
 
 
-def _read_request(reader: object) -> bytes | None:
+def _read_request(reader: BinaryIO) -> bytes | None:
     """The request line (its body read and dropped), None when the client went away."""
     head = []
-    while (line := reader.readline(65537)) not in (b"\r\n", b"\n", b""):  # type: ignore[attr-defined]
+    while (line := reader.readline(65537)) not in (b"\r\n", b"\n", b""):
         head.append(line)
     if not head:
         return None
     length = next((int(h.split(b":", 1)[1]) for h in head
                    if h.lower().startswith(b"content-length:")), 0)
-    reader.read(length)  # type: ignore[attr-defined]
+    reader.read(length)
     return head[0]
 
 
