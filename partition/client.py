@@ -19,7 +19,9 @@ device needs numpy and onnxruntime only.
 
 from __future__ import annotations
 
+import functools
 import http.client
+import io
 import json
 import math
 import os
@@ -32,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 
 from edge.core import progress
@@ -39,7 +42,18 @@ from edge.core.errors import DeviceError, UsageError
 from edge.core.extras import require
 from edge.core.select import Option, choose
 from partition.client_grpc import GrpcLink, GrpcUnreachable, available
-from partition.kserve import KSERVE_TO_NP, NP_TO_KSERVE, Reply, from_raw, raw_bytes, server_ms
+from partition.kserve import (
+    MAX_REPLY,
+    NP_TO_KSERVE,
+    BadReply,
+    Declared,
+    Expected,
+    Reply,
+    json_tensor,
+    raw_bytes,
+    raw_tensor,
+    server_ms,
+)
 from partition.solve import DEFAULT_ENERGY, EnergyModel
 from partition.split import CutOption, SplitPlan, read_split_yaml
 
@@ -47,6 +61,9 @@ __all__ = ["CloudUnreachable", "LinkEstimate", "SplitClient", "SplitResult"]
 
 HEADER_LEN = "Inference-Header-Content-Length"
 TOKEN_ENV = "EDGE_CLOUD_TOKEN"
+#: Largest JSON part of a reply (a compliant server sends tensors as binary data), and of a
+#: health or error reply
+MAX_REPLY_JSON = 16 * 2**20
 
 
 class CloudUnreachable(DeviceError):
@@ -105,6 +122,7 @@ class SplitClient:
         self._fixed = _fixed_cut(self.cuts, cut)
         self._http = _Link(url, _token(token), timeout_s, protocol)
         self._heads: dict[str, Any] = {}
+        self._tails: dict[str, _TailSpec] = {}
         self._threads = threads
         self._probe_every_s = probe_every_s
         self._smoothing = smoothing
@@ -210,7 +228,7 @@ class SplitClient:
         up = down = 0
         if cut.split.tail is not None:
             sent = {name: values[name] for name in cut.split.tail_inputs}
-            reply = self._http.infer(cut.model, sent, list(cut.split.tail_outputs))
+            reply = self._http.infer(cut.model, sent, self._expected(cut, sent))
             values |= reply.outputs
             link_ms, cloud_ms = reply.wall_ms - reply.server_ms, reply.server_ms
             up, down = reply.up_bytes, reply.down_bytes
@@ -264,6 +282,20 @@ class SplitClient:
             session = self._heads[cut.id] = _session(cut.split.head, self._threads)
         return session
 
+    def _expected(self, cut: CutOption, sent: Mapping[str, np.ndarray]) -> Expected:
+        """What the reply for ``cut`` must hold: the tail's outputs as it declares them (when
+        the tail is on this device), dynamic dims resolved from what is sent."""
+        spec = self._tails.get(cut.id)
+        if spec is None:
+            spec = self._tails[cut.id] = _tail_spec(cut.split.tail)
+        symbols: dict[str, int] = {}
+        for name, array in sent.items():
+            dims = spec.inputs.get(name, Declared("", None)).dims or ()
+            for want, got in zip(dims, np.shape(array), strict=False):
+                if isinstance(want, str):
+                    symbols.setdefault(want, int(got))
+        return Expected(tuple(cut.split.tail_outputs), spec.outputs, symbols)
+
     def _learn(self, reply: Reply) -> None:
         """Update the uplink estimate from one request (exponential smoothing in log space)."""
         self._last_network = time.monotonic()
@@ -311,18 +343,18 @@ class _Link:
                 self._drop_grpc(exc)
         return self._rest.ping()
 
-    def infer(self, model: str, inputs: Mapping[str, np.ndarray], outputs: list[str]) -> Reply:
+    def infer(self, model: str, inputs: Mapping[str, np.ndarray], expect: Expected) -> Reply:
         if not self._decided:
             self.ping()
         if self._grpc is not None:
             try:
-                got = self._grpc.infer(model, inputs, outputs)
+                got = self._grpc.infer(model, inputs, expect)
                 self.used = "grpc"
                 return got
             except GrpcUnreachable as exc:
                 self._drop_grpc(exc)
         self.used = "http"
-        return self._rest.infer(model, inputs, outputs)
+        return self._rest.infer(model, inputs, expect)
 
     def _decide(self) -> None:
         self._decided = True
@@ -364,59 +396,145 @@ class _Http:
             self._conn.close()
             self._conn = None
 
+    @property
+    def where(self) -> str:
+        """host:port, as errors name the server."""
+        return f"{self.host}:{self._port}"
+
     def ping(self) -> float:
         """Wall ms of GET /v2/health/ready."""
         start = time.perf_counter()
-        status, headers, body = self._request("GET", "/v2/health/ready", b"", {})
+        status, headers, body = self._request("GET", "/v2/health/ready", b"", {},
+                                              MAX_REPLY_JSON)
         if status != 200:
             raise DeviceError(f"cloud server not ready: HTTP {status} from "
-                              f"{self.host}:{self._port}/v2/health/ready (is edge serve-cloud "
+                              f"{self.where}/v2/health/ready (is edge serve-cloud "
                               "running there?)")
         offered = headers.get("edge-grpc-port")
         self.grpc_port = int(offered) if offered and offered.isdigit() else None
         return (time.perf_counter() - start) * 1e3
 
-    def infer(self, model: str, inputs: Mapping[str, np.ndarray], outputs: list[str]) -> Reply:
+    def infer(self, model: str, inputs: Mapping[str, np.ndarray], expect: Expected) -> Reply:
         """POST one binary inference request and decode the binary reply."""
-        body, header_len = _request_body(inputs, outputs)
+        body, header_len = _request_body(inputs, list(expect.names))
         headers = {"Content-Type": "application/octet-stream", HEADER_LEN: str(header_len)}
         start = time.perf_counter()
         status, reply_headers, data = self._request(
-            "POST", f"/v2/models/{urllib.parse.quote(model, safe='')}/infer", body, headers)
+            "POST", f"/v2/models/{urllib.parse.quote(model, safe='')}/infer", body, headers,
+            MAX_REPLY)
         wall = (time.perf_counter() - start) * 1e3
         if status != 200:
-            raise DeviceError(f"cloud server refused the request: HTTP {status} "
+            raise DeviceError(f"cloud server {self.where} refused the request: HTTP {status} "
                               f"{_error_text(data)}")
-        return Reply(_decode(data, reply_headers.get(HEADER_LEN)), wall,
-                     server_ms(reply_headers.get("Server-Timing")), len(body), len(data))
+        try:
+            outputs = _decode(data, reply_headers.get(HEADER_LEN), expect)
+        except BadReply as exc:
+            raise DeviceError(f"cloud server {self.where} sent a bad reply: {exc}") from None
+        return Reply(outputs, wall, server_ms(reply_headers.get("Server-Timing")), len(body),
+                     len(data))
 
-    def _request(self, method: str, path: str, body: bytes,
-                 headers: dict[str, str]) -> tuple[int, http.client.HTTPMessage, bytes]:
-        """One request on the kept-alive connection, reconnecting once if it went stale."""
+    def _request(self, method: str, path: str, body: bytes, headers: dict[str, str],
+                 cap: int) -> tuple[int, http.client.HTTPMessage, bytes]:
+        """One request on the kept-alive connection, reconnecting once if it went stale; the
+        whole exchange (both tries) ends within the timeout, and the reply body is at most
+        ``cap`` bytes."""
         headers = dict(headers)  # never share a headers dict between requests
         if self._token:
             headers["Authorization"] = f"Bearer {self._token}"
+        deadline = time.monotonic() + self._timeout
         for attempt in (0, 1):
             try:
-                conn = self._connection()
-                conn.request(method, self._base + path, body=body, headers=headers)
-                response = conn.getresponse()
-                return response.status, response.headers, response.read()  # any case
+                return self._exchange(method, path, body, headers, deadline, cap)
+            except _TooLarge as exc:
+                self.close()
+                raise DeviceError(f"cloud server {self.where} sent a reply {exc}; "
+                                  f"at most {cap} bytes are read") from None
             except (ConnectionError, http.client.HTTPException, TimeoutError, OSError) as exc:
                 self.close()
+                if time.monotonic() >= deadline:
+                    raise CloudUnreachable(f"cloud server {self.where} sent no complete reply "
+                                           f"within {self._timeout:g} s") from None
                 if attempt:
-                    raise CloudUnreachable(f"cannot reach the cloud server at {self.host}:"
-                                           f"{self._port}: {exc}") from None
+                    raise CloudUnreachable(f"cannot reach the cloud server at {self.where}: "
+                                           f"{exc}") from None
         raise AssertionError("unreachable")
 
-    def _connection(self) -> http.client.HTTPConnection:
+    def _exchange(self, method: str, path: str, body: bytes, headers: dict[str, str],
+                  deadline: float, cap: int) -> tuple[int, http.client.HTTPMessage, bytes]:
+        conn = self._connection(deadline)
+        reply = functools.partial(_Response, deadline=deadline)
+        conn.response_class = reply  # type: ignore[assignment]
+        conn.sock.settimeout(_left(deadline))
+        conn.request(method, self._base + path, body=body, headers=headers)
+        response = conn.getresponse()
+        return response.status, response.headers, _body(response, cap)
+
+    def _connection(self, deadline: float) -> http.client.HTTPConnection:
         if self._conn is None:
             cls = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
-            conn = cls(self.host, self._port, timeout=self._timeout)
+            conn = cls(self.host, self._port, timeout=_left(deadline))
             conn.connect()
             conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._conn = conn
         return self._conn
+
+
+class _TooLarge(Exception):
+    """A reply body over the cap (``str``: how large)."""
+
+
+def _left(deadline: float) -> float:
+    """Seconds until ``deadline``; TimeoutError when it has passed."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("the reply's deadline passed")
+    return left
+
+
+class _DeadlineReader(io.RawIOBase):
+    """A socket's bytes, each read bounded by one deadline for the whole reply (a server that
+    trickles a byte at a time cannot stretch it)."""
+
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
+        super().__init__()
+        # through the socket's own raw file: it keeps the socket open while the body is read
+        # (http.client closes the connection's socket at once on a Connection: close reply)
+        self._sock, self._raw, self._deadline = sock, sock.makefile("rb", buffering=0), deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int | None:
+        self._sock.settimeout(_left(self._deadline))
+        return self._raw.readinto(buffer)
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
+class _Response(http.client.HTTPResponse):
+    """http.client's response, read under the request's deadline."""
+
+    def __init__(self, sock: socket.socket, *args: Any, deadline: float, **kwargs: Any) -> None:
+        super().__init__(sock, *args, **kwargs)
+        self.fp = io.BufferedReader(_DeadlineReader(sock, deadline))
+
+
+def _body(response: http.client.HTTPResponse, cap: int) -> bytes:
+    """The body, at most ``cap`` bytes: a Content-Length over it is refused before reading, a
+    chunked body is counted as it arrives."""
+    if response.length is not None:
+        if response.length > cap:
+            raise _TooLarge(f"of {response.length} bytes (Content-Length)")
+        return response.read()
+    parts, size = [], 0
+    while chunk := response.read1(1 << 20):
+        size += len(chunk)
+        if size > cap:
+            raise _TooLarge(f"of more than {cap} bytes (chunked)")
+        parts.append(chunk)
+    return b"".join(parts)
 
 
 def _request_body(inputs: Mapping[str, np.ndarray], outputs: list[str]) -> tuple[bytes, int]:
@@ -435,31 +553,102 @@ def _request_body(inputs: Mapping[str, np.ndarray], outputs: list[str]) -> tuple
     return header + b"".join(blobs), len(header)
 
 
-def _decode(data: bytes, header_len: str | None) -> dict[str, np.ndarray]:
-    """Outputs of a KServe v2 reply (binary or JSON tensors)."""
+def _decode(data: bytes, header_len: str | None, expect: Expected) -> dict[str, np.ndarray]:
+    """The outputs of a KServe v2 reply (binary or JSON tensors), each checked against what
+    was asked and what the tail declares before it becomes an array."""
+    size = _json_size(header_len, len(data))
+    entries = _entries(_parse(data[:size]))
+    out: dict[str, np.ndarray] = {}
+    seen: dict[str, int] = {}
+    offset = size
+    for entry in entries:
+        name, datatype, shape = expect.check(entry.get("name"), entry.get("datatype"),
+                                             entry.get("shape"), seen)
+        if name in out:
+            raise BadReply(f"output {name!r} twice")
+        nbytes = (entry.get("parameters") or {}).get("binary_data_size")
+        if nbytes is None:
+            out[name] = json_tensor(entry.get("data"), datatype, shape, name)
+            continue
+        if type(nbytes) is not int or not 0 <= nbytes <= len(data) - offset:
+            raise BadReply(f"output {name!r}: binary_data_size {nbytes!r} is not in the body")
+        out[name] = raw_tensor(memoryview(data)[offset:offset + nbytes], datatype, shape, name)
+        offset += nbytes
+    expect.complete(out)
+    return out
+
+
+def _json_size(header_len: str | None, total: int) -> int:
+    """Bytes of the reply's JSON part (Inference-Header-Content-Length, else all of it)."""
+    if header_len is None:
+        size = total
+    elif header_len.isdigit() and int(header_len) <= total:
+        size = int(header_len)
+    else:
+        raise BadReply(f"{HEADER_LEN} {header_len[:40]!r} is not within the body")
+    if size > MAX_REPLY_JSON:
+        raise BadReply(f"JSON part of {size} bytes (at most {MAX_REPLY_JSON}; ask for binary "
+                       "tensors)")
+    return size
+
+
+def _parse(text: bytes) -> Any:
+    """The JSON part, refused when not JSON or nested beyond any reply's depth."""
     try:
-        size = int(header_len) if header_len is not None else len(data)
-        doc = json.loads(data[:size])
-        out, offset = {}, size
-        for entry in doc["outputs"]:
-            nbytes = (entry.get("parameters") or {}).get("binary_data_size")
-            if nbytes is None:
-                dtype = KSERVE_TO_NP[entry["datatype"]]
-                out[entry["name"]] = np.array(entry["data"], dtype).reshape(entry["shape"])
-                continue
-            out[entry["name"]] = from_raw(data[offset:offset + nbytes], entry["datatype"],
-                                          entry["shape"])
-            offset += nbytes
-        return out
-    except (ValueError, KeyError, TypeError) as exc:
-        raise DeviceError(f"cloud server sent a malformed reply: {exc}") from None
+        return json.loads(text)
+    except RecursionError:
+        raise BadReply("JSON nested too deep") from None
+    except ValueError:
+        raise BadReply("not KServe v2 JSON") from None
+
+
+def _entries(doc: Any) -> list[dict[str, Any]]:
+    """The reply's ``outputs`` entries, each a JSON object."""
+    entries = doc.get("outputs") if isinstance(doc, dict) else None
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise BadReply("no list of outputs")
+    return entries
 
 
 def _error_text(data: bytes) -> str:
     try:
-        return str(json.loads(data).get("error", ""))[:300]
+        return str(json.loads(data[:MAX_REPLY_JSON]).get("error", ""))[:300]
+    except RecursionError:
+        return "(its error body nested too deep)"
     except (ValueError, AttributeError):
         return data[:300].decode("utf-8", "replace")
+
+
+@dataclass(frozen=True, slots=True)
+class _TailSpec:
+    """A tail's inputs and outputs as it declares them (empty: the tail is not on this
+    device)."""
+
+    inputs: dict[str, Declared]
+    outputs: dict[str, Declared]
+
+
+def _tail_spec(path: Path | None) -> _TailSpec:
+    if path is None or not path.is_file():
+        return _TailSpec({}, {})
+    try:
+        graph = onnx.load(str(path), load_external_data=False).graph
+    except Exception:  # noqa: BLE001 - unreadable here: the reply is checked without it
+        return _TailSpec({}, {})
+    return _TailSpec({v.name: _declared(v) for v in graph.input},
+                     {v.name: _declared(v) for v in graph.output})
+
+
+def _declared(value: onnx.ValueInfoProto) -> Declared:
+    tensor = value.type.tensor_type
+    try:
+        datatype = NP_TO_KSERVE.get(onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type).name,
+                                    "")
+    except (KeyError, ValueError, TypeError):
+        datatype = ""
+    dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                 for d in tensor.shape.dim)
+    return Declared(datatype, dims if tensor.HasField("shape") else None)
 
 
 def _session(path: Path, threads: int) -> Any:

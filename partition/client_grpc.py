@@ -12,7 +12,16 @@ from typing import Any
 import numpy as np
 
 from edge.core.errors import DeviceError
-from partition.kserve import NP_TO_KSERVE, Reply, from_raw, raw_bytes, server_ms
+from partition.kserve import (
+    MAX_REPLY,
+    NP_TO_KSERVE,
+    BadReply,
+    Expected,
+    Reply,
+    raw_bytes,
+    raw_tensor,
+    server_ms,
+)
 
 _UNREACHABLE = ("UNAVAILABLE", "DEADLINE_EXCEEDED")
 
@@ -38,10 +47,10 @@ class GrpcLink:
         import grpc
         from tritonclient.grpc import service_pb2, service_pb2_grpc
 
-        limit = 256 * 2**20
         self._pb, self._grpc = service_pb2, grpc
         self._channel = grpc.insecure_channel(f"{host}:{port}", options=[
-            ("grpc.max_send_message_length", limit), ("grpc.max_receive_message_length", limit)])
+            ("grpc.max_send_message_length", MAX_REPLY),
+            ("grpc.max_receive_message_length", MAX_REPLY)])
         self._stub = service_pb2_grpc.GRPCInferenceServiceStub(self._channel)
         self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
         self._timeout = timeout_s
@@ -56,15 +65,19 @@ class GrpcLink:
         self._call(self._stub.ServerReady, self._pb.ServerReadyRequest())
         return (time.perf_counter() - start) * 1e3
 
-    def infer(self, model: str, inputs: Mapping[str, np.ndarray],
-              outputs: list[str]) -> Reply:
-        """One ModelInfer with raw tensors both ways."""
-        request = _request(self._pb, model, inputs, outputs)
+    def infer(self, model: str, inputs: Mapping[str, np.ndarray], expect: Expected) -> Reply:
+        """One ModelInfer with raw tensors both ways (the whole call within the timeout, the
+        reply at most MAX_REPLY bytes and checked against ``expect``)."""
+        request = _request(self._pb, model, inputs, list(expect.names))
         start = time.perf_counter()
         response, call = self._call(self._stub.ModelInfer.with_call, request)
         wall = (time.perf_counter() - start) * 1e3
         trailing = dict(call.trailing_metadata() or ())
-        return Reply(_decode(response), wall, server_ms(trailing.get("server-timing")),
+        try:
+            outputs = _decode(response, expect)
+        except BadReply as exc:
+            raise DeviceError(f"cloud server {self.where} sent a bad gRPC reply: {exc}") from None
+        return Reply(outputs, wall, server_ms(str(trailing.get("server-timing", ""))),
                      request.ByteSize(), response.ByteSize())
 
     def _call(self, method: Any, request: Any) -> Any:
@@ -74,8 +87,8 @@ class GrpcLink:
             code = exc.code().name if exc.code() else "UNKNOWN"
             if code in _UNREACHABLE:
                 raise GrpcUnreachable(f"{self.where}: {code} {exc.details()}") from None
-            raise DeviceError(f"cloud server refused the request: gRPC {code} "
-                              f"{exc.details()}") from None
+            raise DeviceError(f"cloud server {self.where} refused the request: gRPC {code} "
+                              f"{str(exc.details())[:300]}") from None
 
 
 def _request(pb: Any, model: str, inputs: Mapping[str, np.ndarray], outputs: list[str]) -> Any:
@@ -90,10 +103,18 @@ def _request(pb: Any, model: str, inputs: Mapping[str, np.ndarray], outputs: lis
     return request
 
 
-def _decode(response: Any) -> dict[str, np.ndarray]:
-    try:
-        return {out.name: from_raw(response.raw_output_contents[k], out.datatype, out.shape)
-                for k, out in enumerate(response.outputs)}
-    except (IndexError, KeyError, ValueError) as exc:
-        raise DeviceError(f"cloud server sent a malformed reply: {exc}") from None
+def _decode(response: Any, expect: Expected) -> dict[str, np.ndarray]:
+    """The reply's raw outputs, each checked against ``expect`` before it becomes an array."""
+    if len(response.raw_output_contents) != len(response.outputs):
+        raise BadReply(f"{len(response.outputs)} outputs with "
+                       f"{len(response.raw_output_contents)} raw contents")
+    out: dict[str, np.ndarray] = {}
+    seen: dict[str, int] = {}
+    for raw, entry in zip(response.raw_output_contents, response.outputs, strict=True):
+        name, datatype, shape = expect.check(entry.name, entry.datatype, list(entry.shape), seen)
+        if name in out:
+            raise BadReply(f"output {name!r} twice")
+        out[name] = raw_tensor(raw, datatype, shape, name)
+    expect.complete(out)
+    return out
 

@@ -206,11 +206,14 @@ def serve_cloud(split_dir: Path, address: str, port: int, grpc_port: int | None,
               help="Seconds between link probes while running all on the device.")
 @click.option("--protocol", type=click.Choice(["auto", "http", "grpc"]), default="auto",
               show_default=True, help="auto: gRPC when the server offers it, else REST.")
+@click.option("--timeout", type=Finite(min=0, min_open=True, max=86400), default=30.0,
+              show_default=True,
+              help="Seconds one request to the server may take, its whole reply included.")
 @click.option("-o", "--out", type=PATH, help="Save the outputs of every run to this .npz.")
 @json_option
 def run_split(split_dir: Path, url: str, data: Path | None, runs: int, warmup: int, cut: str,
               token_file: Path | None, threads: int, probe_every: float, protocol: str,
-              out: Path | None, as_json: bool) -> int:
+              timeout: float, out: Path | None, as_json: bool) -> int:
     """Run a split model on this device against `edge serve-cloud` (the edge client).
 
     Runs the head here, sends the cut tensors to the server, and returns the final outputs.
@@ -227,7 +230,8 @@ def run_split(split_dir: Path, url: str, data: Path | None, runs: int, warmup: i
 
     options = RunSplitOptions(url=url, data=data, runs=runs, warmup=warmup, cut=cut,
                               token=_read_token(token_file), threads=threads,
-                              probe_every_s=probe_every, out=out, protocol=protocol)
+                              probe_every_s=probe_every, out=out, protocol=protocol,
+                              timeout_s=timeout)
     with stdout_to_stderr(as_json):
         report = run(split_dir, options)
     emit(as_json, report, render_run_split(report))

@@ -216,3 +216,36 @@ def inside(root: Path, name: object, document: Path | str) -> Path:
         raise UsageError(f"{document}: {name!r} is outside {root} (absolute, '..' or a symlink "
                          "leading out); files a document names must stay in its folder")
     return path
+
+
+def only_regular_files(root: Path, what: str, limit: int = 100_000) -> None:
+    """Refuse (UsageError naming it) a FIFO, socket or device at ``root`` or anywhere in the
+    folder ``root``, before anything opens it: opening a FIFO waits for a writer forever.
+    Links are followed to what they name (folders are not entered through them); a link to
+    nothing is left to the reader that names it; after ``limit`` entries the walk stops."""
+    if not _is_regular_or_folder(Path(root)):
+        raise UsageError(f"{what} {root} is not a regular file or folder (a FIFO, socket or "
+                         "device?); refusing to open it")
+    folders, seen = [Path(root)] if Path(root).is_dir() else [], 0
+    while folders and seen < limit:
+        for entry in _entries(folders.pop()):
+            seen += 1
+            if entry.is_dir(follow_symlinks=False):
+                folders.append(Path(entry.path))
+            elif not _is_regular_or_folder(Path(entry.path)):
+                raise UsageError(f"{what}: {entry.path} is not a regular file (a FIFO, "
+                                 "socket or device?); refusing to open it")
+
+
+def _entries(folder: Path) -> list[os.DirEntry[str]]:
+    """A folder's entries ([] when it cannot be listed: its readers will say why)."""
+    try:
+        with os.scandir(folder) as entries:
+            return list(entries)
+    except OSError:
+        return []
+
+
+def _is_regular_or_folder(path: Path) -> bool:
+    """Whether ``path`` (after links) is a regular file or a folder, or names nothing."""
+    return path.is_file() or path.is_dir() or not path.exists()

@@ -13,7 +13,7 @@ import numpy as np
 from edge.core import progress
 from edge.core.data import load_dataset
 from edge.core.errors import UsageError
-from edge.core.files import staged
+from edge.core.files import only_regular_files, staged
 from edge.core.values import ModelInfo, TensorSpec
 from partition.client import SplitClient
 
@@ -34,13 +34,15 @@ class RunSplitOptions:
     probe_every_s: float = 5.0
     out: Path | None = None
     protocol: str = "auto"  # auto (gRPC when offered), http or grpc
+    timeout_s: float = 30.0  # one request to the server, its whole reply included
 
 
 def run(split_dir: Path, options: RunSplitOptions) -> dict[str, Any]:
     """Run ``options.runs`` inferences (cycling through the inputs); a JSON-ready report."""
+    only_regular_files(split_dir, "split folder")
     with SplitClient(split_dir, options.url, token=options.token, cut=options.cut,
                      threads=options.threads, probe_every_s=options.probe_every_s,
-                     protocol=options.protocol) as client:
+                     protocol=options.protocol, timeout_s=options.timeout_s) as client:
         feeds = _feeds(client.plan.inputs, options.data)
         for feed, _ in zip(_cycle(feeds), range(options.warmup), strict=False):
             client.infer(feed)

@@ -30,6 +30,7 @@ import onnx
 
 from edge.core.documents import ServingDocument
 from edge.core.errors import UsageError
+from edge.core.files import only_regular_files
 from edge.core.model import ort_refusal
 from edge.flows.cloud.batch import ServedTail, tensor_specs
 from edge.flows.cloud.engine import DEFAULT_ENGINE, Limits, ServeConfig, load_engine
@@ -89,6 +90,7 @@ def chosen_serving(split: str | os.PathLike[str], max_batch: int | None,
                    max_delay_ms: float | None, processes: int | None) -> tuple[Batching, int, str]:
     """Batching and processes: each flag given, else the split's cloud profile, else the
     defaults; and where they came from."""
+    only_regular_files(Path(split), "split folder")
     recorded = split_serving(split)
     base = recorded or ServingDocument()
     batching = Batching(max_batch=base.max_batch if max_batch is None else max_batch,
@@ -118,6 +120,7 @@ def resolve_token(token: str | None, token_file: str | os.PathLike[str] | None) 
 def serve_forever(split: str | os.PathLike[str], options: ServeOptions) -> int:
     """Serve the tails of ``split`` in this process until SIGINT/SIGTERM."""
     _check_auth(options)
+    only_regular_files(Path(split), "split folder")
     for port in (options.port, options.grpc_port):
         _check_listen(options.host, port)
     engine = load_engine(options.engine)  # not before: MLServer's gRPC messages
@@ -146,6 +149,7 @@ def _threads(options: ServeOptions) -> int:
 def export_repository(split: str | os.PathLike[str], out: str | os.PathLike[str],
                       batching: Batching | None = None, threads: int = 0) -> list[ServedTail]:
     """Write the model repository of every tail (see :mod:`edge.flows.cloud.repository`)."""
+    only_regular_files(Path(split), "split folder")
     try:
         tails = resolve_tails(split)
     except FileNotFoundError as exc:

@@ -1,6 +1,7 @@
 """edge's layer on MLServer's gRPC side: the bearer token, and tensors kept binary.
 
-The token is checked by a server interceptor (health RPCs excepted): UNAUTHENTICATED without it.
+The token is checked by a server interceptor (health RPCs excepted), from the call's metadata
+before its message is read: UNAUTHENTICATED without it, and the request body never held.
 ``ModelInfer`` decodes ``raw_input_contents`` straight into numpy arrays and answers with
 ``raw_output_contents`` (tritonclient's default both ways), through the same checks and data
 plane as REST; the server time goes back as ``server-timing`` trailing metadata. Message size
@@ -47,11 +48,14 @@ class TokenInterceptor(grpc.aio.ServerInterceptor):
 
 
 def _refusal(method: str) -> grpc.RpcMethodHandler:
-    async def refuse(request: Any, context: grpc.aio.ServicerContext) -> None:
+    """A handler that aborts without reading the request: a streaming-request handler whose
+    stream is never iterated (a unary handler would read the whole message first; the wire is
+    the same either way)."""
+    async def refuse(requests: Any, context: grpc.aio.ServicerContext) -> None:
         await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or invalid bearer token")
     if method.endswith("ModelStreamInfer"):
         return grpc.stream_stream_rpc_method_handler(refuse)
-    return grpc.unary_unary_rpc_method_handler(refuse)
+    return grpc.stream_unary_rpc_method_handler(refuse)
 
 
 class EdgeServicer(InferenceServicer):
