@@ -200,3 +200,14 @@ def test_the_opt_in_runs_a_trusted_savedmodel(tmp_path: Path, cwd: Path) -> None
     result = run_cli("inspect", str(model), "--trust-model-code")
     assert result.status == 0, result.stderr
     assert (cwd / MARKER).exists()
+
+
+@pytest.mark.slow
+def test_a_tflite_select_tf_op_does_not_run(tmp_path: Path, cwd: Path) -> None:
+    """LiteRT has no kernel for FlexWriteFile (no Flex delegate): the .tflite is described, its
+    op never runs, and no opt-in is asked."""
+    model = tmp_path / "flex.tflite"
+    shutil.copy(built("flex.tflite"), model)
+    result = run_cli("inspect", str(model))
+    assert "FlexWriteFile" in result.stdout, result.stderr
+    assert not (cwd / MARKER).exists()

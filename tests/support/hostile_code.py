@@ -22,7 +22,7 @@ from pathlib import Path
 from tests.support.hostile import Case
 
 #: Bump when the built files change.
-VERSION = "1"
+VERSION = "2"
 MARKER = "code-ran"
 CACHE = Path.home() / ".cache" / "edge-test" / f"hostile-code-{VERSION}"
 

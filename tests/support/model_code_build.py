@@ -102,11 +102,26 @@ SAVED = {"writefile": _write, "readfile": _read, "matchingfiles": _matching,
          "nested-writefile": _nested, "save-op": _save_op, "pyfunc": _py, "clean": _clean}
 
 
+def flex_tflite(out: Path) -> None:
+    """A .tflite whose select-TF op (FlexWriteFile) would write the marker, were it run."""
+    @tf.function(input_signature=[SPEC])
+    def serve(x):
+        with tf.control_dependencies([tf.io.write_file(MARKER, "x")]):
+            return tf.identity(x) * 2.0
+
+    converter = tf.lite.TFLiteConverter.from_concrete_functions(
+        [serve.get_concrete_function()], serve)
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS,
+                                           tf.lite.OpsSet.SELECT_TF_OPS]
+    (out / "flex.tflite").write_bytes(converter.convert())
+
+
 def main(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     keras_files(out)
     for name, body in SAVED.items():
         _saved(out, f"{name}.savedmodel", body)
+    flex_tflite(out)
 
 
 if __name__ == "__main__":
