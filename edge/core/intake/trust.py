@@ -45,10 +45,9 @@ def refuse_model_code(source: Path, kind: str) -> None:
     would run code from the file; nothing for a kind that runs none."""
     if kind == "torch":
         check_torch(source)
-    elif kind == "keras":
-        _check_keras(source)
-    elif kind == "savedmodel":
-        _check_savedmodel(source)
+    elif kind in ("keras", "savedmodel"):
+        require("tflite", "tf2onnx", "tensorflow", why=f"{source}: reading {kind} models")
+        (_check_keras if kind == "keras" else _check_savedmodel)(source)
 
 
 def _refuse(source: Path, what: str) -> UsageError:
@@ -93,8 +92,7 @@ def _is_hdf5(source: Path) -> bool:
 
 
 def _h5_config(source: Path) -> str | None:
-    require("tflite", "h5py", why=f"{source}: reading Keras models")
-    import h5py
+    import h5py  # with the tflite extra (Keras's own reader)
 
     with h5py.File(source, "r") as handle:
         value = handle.attrs.get("model_config")
