@@ -30,11 +30,14 @@ OPT_IN = "--trust-model-code"
 #: Module roots a Keras config may name a class from (Keras 3's "module" keys).
 _KERAS_MODULES = ("keras", "tf_keras", "tensorflow")
 
-#: What a TFOpLambda may not call: files, Python, summaries, debugging, datasets, raw ops.
-_RISKY_TF_CALLS = ("io.", "compat.v1.io.", "gfile.", "data.", "summary.", "debugging.",
-                   "saved_model.", "train.", "raw_ops.", "py_function", "numpy_function",
-                   "compat.v1.py_func", "print", "lookup.", "experimental.", "distribute.",
-                   "config.", "autograph.", "sysconfig.", "keras.", "compat.v1.")
+#: What a TFOpLambda may not call: files, Python, printing, summaries, debugging, datasets,
+#: checkpoints, lookup tables (read from files), raw ops (WriteFile...), also under compat.v1.
+_RISKY_ROOTS = ("io.", "gfile.", "data.", "summary.", "debugging.", "saved_model.", "train.",
+                "raw_ops.", "lookup.", "distribute.", "autograph.", "sysconfig.", "py_function",
+                "numpy_function", "print")
+_RISKY_TF_CALLS = (*_RISKY_ROOTS, *(f"compat.v1.{r}" for r in _RISKY_ROOTS),
+                   "compat.v1.py_func", "compat.v1.Print", "compat.v1.read_file",
+                   "compat.v1.write_file", "compat.v1.matching_files")
 
 #: The most config JSON a .keras zip may declare (a model's config is kilobytes).
 _MAX_CONFIG_BYTES = 64 << 20
