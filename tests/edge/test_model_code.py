@@ -18,7 +18,7 @@ import pytest
 
 from edge.core.errors import UsageError
 from edge.core.intake import check_model_file, to_reference
-from edge.core.intake.tfgraph import RISKY_TF_OPS, read_saved_model, risky_ops
+from edge.core.intake.tfgraph import RISKY_TF_OPS, SAVED_MODEL, read_saved_model, risky_ops
 from edge.core.intake.trust import OPT_IN, refuse_model_code
 from tests.support.cli import run_cli
 from tests.support.hostile_code import FILES, MARKER, argv, built
@@ -132,6 +132,31 @@ def test_a_clean_savedmodel_keeps_its_saver_ops_out_of_the_scan() -> None:
     assert {"SaveV2", "RestoreV2", "MergeV2Checkpoints"} <= ops  # every SavedModel has them
     assert risky_ops(folder) == []
     refuse_model_code(folder, "savedmodel")
+
+
+def _saver_graph(folder: Path, ops: dict[str, str]) -> Path:
+    """A saved_model.pb whose SaverDef restores by node "restore", from ``ops`` (name: op, each
+    node reading the one before)."""
+    message = SAVED_MODEL()
+    meta = message.meta_graphs.add()
+    meta.saver_def.restore_op_name = "restore"
+    before = None
+    for name, op in ops.items():
+        node = meta.graph_def.node.add(name=name, op=op)
+        if before:
+            node.input.append(f"^{before}")
+        before = name
+    folder.mkdir()
+    (folder / "saved_model.pb").write_bytes(message.SerializeToString())
+    return folder
+
+
+def test_the_saver_may_restore_but_not_write_files(tmp_path: Path) -> None:
+    """A TF1 loader runs the SaverDef's restore op: only checkpoint ops are allowed there."""
+    assert risky_ops(_saver_graph(tmp_path / "a", {"read": "RestoreV2",
+                                                   "restore": "NoOp"})) == []
+    assert risky_ops(_saver_graph(tmp_path / "b", {"evil": "WriteFile", "restore": "NoOp"})
+                     ) == ["WriteFile"]
 
 
 def test_python_ops_are_refused() -> None:

@@ -3,8 +3,8 @@
 A few messages of TensorFlow's protos (SavedModel, MetaGraphDef, GraphDef, NodeDef,
 FunctionDef, AttrValue, SaverDef, SignatureDef) are declared here with only the fields edge
 reads; protobuf skips every other field. The ops that count are those of every graph node and
-library function a load or a call can run: all of them but the checkpoint saver's own save and
-restore (reached only from the MetaGraphDef's SaverDef), which every SavedModel has.
+library function a load or a call can run; in what only the checkpoint saver reaches (from the
+MetaGraphDef's SaverDef), which every SavedModel has, its own save and restore ops are allowed.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
 
-__all__ = ["RISKY_TF_OPS", "risky_ops"]
+__all__ = ["CHECKPOINT_OPS", "RISKY_TF_OPS", "SAVED_MODEL", "read_saved_model", "risky_ops"]
 
 #: TensorFlow ops that reach outside the model when a graph runs: they read, list, map or write
 #: files (checkpoints, datasets, summaries, debugger dumps, proto descriptors), call back into
@@ -50,6 +50,11 @@ RISKY_TF_OPS = frozenset({
     "RpcServer", "RpcServerStart", "RpcServerRegister", "RpcClient", "RpcCall",
     "RpcCheckStatus", "RpcGetValue",
 })
+
+#: The saver's own ops, allowed only in what nothing but the SaverDef reaches (a loader restores
+#: the variables with them; a TF1 loader runs the SaverDef's restore op).
+CHECKPOINT_OPS = frozenset({"Save", "SaveV2", "SaveSlices", "MergeV2Checkpoints", "Restore",
+                            "RestoreV2", "RestoreSlice"})
 
 #: PrintV2 is harmless on stderr/stdout/the log; its ``output_stream`` may also name a file.
 _PRINT_STREAMS = (b"stderr", b"stdout", b"log(info)", b"log(warning)", b"log(error)")
@@ -107,13 +112,14 @@ def _message_class() -> Any:
     return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.SavedModel"))
 
 
-_SAVED_MODEL = _message_class()
+#: The SavedModel message with the fields above (tests build graphs with it).
+SAVED_MODEL = _message_class()
 
 
 def read_saved_model(folder: Path) -> Any:
     """saved_model.pb (or .pbtxt) parsed with the fields above; ValueError when it is not one."""
     binary = folder / "saved_model.pb"
-    message = _SAVED_MODEL()
+    message = SAVED_MODEL()
     try:
         if binary.is_file():
             message.ParseFromString(binary.read_bytes())
@@ -130,8 +136,10 @@ def risky_ops(folder: Path) -> list[str]:
     ``folder`` can run, sorted; ValueError when saved_model.pb does not parse."""
     found: set[str] = set()
     for meta in read_saved_model(folder).meta_graphs:
-        found |= {_risky_name(node) for node in _ran_nodes(_Graph.of(meta))} - {""}
-    return sorted(found)
+        ran, saver = _regions(_Graph.of(meta))
+        found |= {_risky_name(node) for node in ran}
+        found |= {_risky_name(node) for node in saver} - CHECKPOINT_OPS
+    return sorted(found - {""})
 
 
 def _risky_name(node: Any) -> str:
@@ -165,16 +173,21 @@ class _Graph:
                    signatures=frozenset(_node_name(t) for t in signatures if t))
 
 
-def _ran_nodes(graph: _Graph) -> Iterator[Any]:
-    """Every node a load or a call can run: the graph's nodes outside the saver (and all they
-    depend on), and the nodes of every function but those only the saver calls."""
+def _regions(graph: _Graph) -> tuple[list[Any], list[Any]]:
+    """The nodes a load or a call can run outside the saver: the graph's nodes the saver does
+    not reach (and all they depend on) and every function but those only the saver calls; and
+    the nodes only the saver reaches (its graph nodes and functions)."""
     saver = _upstream(graph, graph.saver)
     ran = _upstream(graph, (set(graph.nodes) - saver) | graph.signatures)
     saver_only = _called(graph, _calls(graph, (graph.nodes[n] for n in saver - ran)))
     roots = (set(graph.functions) - saver_only) | _calls(graph, (graph.nodes[n] for n in ran))
-    yield from (graph.nodes[n] for n in ran)
-    for name in _called(graph, roots):
-        yield from graph.functions[name]
+    called = _called(graph, roots)
+    return ([graph.nodes[n] for n in ran] + _function_nodes(graph, called),
+            [graph.nodes[n] for n in saver - ran] + _function_nodes(graph, saver_only - called))
+
+
+def _function_nodes(graph: _Graph, names: Iterable[str]) -> list[Any]:
+    return [node for name in names for node in graph.functions[name]]
 
 
 def _node_name(tensor: str) -> str:
