@@ -70,6 +70,7 @@ def test_every_hostile_file_is_refused_before_any_loader(tmp_path: Path, cwd: Pa
     ("pickle-exec.pt", "it calls exec"), ("pickle-system.pt", "it calls os.system"),
     ("torch-module.pt", "it calls tests.support.model_code_torch.Booby"),
     ("pickle-inst.pt", "weights-only unpickler stops"),
+    ("script-from-file.pt", "its TorchScript code calls torch.from_file"),
     ("lambda.h5", "a Lambda layer"), ("nested-lambda.h5", "a Lambda layer"),
     ("writefile.savedmodel", "runs WriteFile"), ("readfile.savedmodel", "runs ReadFile"),
     ("matchingfiles.savedmodel", "runs MatchingFiles"),

@@ -85,6 +85,7 @@ FILES: dict[str, Callable[[Path], None]] = {
     "torch-zip-exec.pt": _torch("zip_payload"),
     "torch-legacy-exec.pt": _torch("legacy_payload"),
     "torch-module.pt": _torch("module"),
+    "script-from-file.pt": _torch("scripted_from_file"),
     "lambda.h5": _copy("lambda.h5"),
     "lambda.hdf5": _copy("lambda.h5"),
     "nested-lambda.h5": _copy("nested-lambda.h5"),

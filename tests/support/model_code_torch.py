@@ -57,3 +57,19 @@ def scripted(path: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit.script is deprecated
         torch.jit.script(nn.Sequential(nn.Linear(4, 2)).eval()).save(str(path))
+
+
+class FileWriter(nn.Module):
+    """A TorchScript forward that maps ``code-ran`` (created, shared) and writes into it."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mapped = torch.from_file("code-ran", True, 4, dtype=torch.uint8)
+        mapped.fill_(65)
+        return x * 2 + mapped[0].float()
+
+
+def scripted_from_file(path: Path) -> None:
+    """TorchScript is not plain data either: its code may call torch.from_file."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit.script is deprecated
+        torch.jit.script(FileWriter()).save(str(path))

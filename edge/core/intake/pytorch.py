@@ -45,13 +45,41 @@ def from_torch(
     return model, feeds, list(zip(out_names, values, strict=True))
 
 
+#: TorchScript calls that reach this host's files (``torch.from_file`` maps a file, and with
+#: ``shared=True`` creates and writes it) from a scripted forward or ``__setstate__``.
+RISKY_SCRIPT_CALLS = ("from_file",)
+
+#: The most TorchScript code an archive may hold for edge to read it.
+_MAX_CODE_BYTES = 256 << 20
+
+
 def check_torch(source: Path) -> None:
-    """Refuse a file that is not TorchScript (UsageError naming --trust-model-code): it goes
-    through torch's weights-only unpickler, which runs no code from the file, and no module
-    comes out of that (a module is unpickled by running the code the file names)."""
-    if not _scripted(source):
-        require("pytorch", "torch", why=f"{source}: reading PyTorch models")
-        _load_torch(source, trust=False)
+    """Refuse (UsageError naming --trust-model-code) TorchScript whose code calls
+    RISKY_SCRIPT_CALLS, and a file that is not TorchScript: it goes through torch's
+    weights-only unpickler, which runs no code from the file, and no module comes out of that
+    (a module is unpickled by running the code the file names)."""
+    if _scripted(source):
+        _check_script_code(source)
+        return
+    require("pytorch", "torch", why=f"{source}: reading PyTorch models")
+    _load_torch(source, trust=False)
+
+
+def _check_script_code(source: Path) -> None:
+    """The TorchScript code files of the archive (``*/code/**.py``) call no RISKY_SCRIPT_CALLS."""
+    with zipfile.ZipFile(source) as archive:
+        code = [i for i in archive.infolist() if "/code/" in i.filename
+                and i.filename.endswith(".py")]
+        if sum(i.file_size for i in code) > _MAX_CODE_BYTES:
+            raise UsageError(f"{source}: its TorchScript code is larger than 256 MB")
+        for info in code:
+            text = archive.read(info).decode("utf-8", "replace")
+            found = next((c for c in RISKY_SCRIPT_CALLS if re.search(rf"\b{c}\(", text)), None)
+            if found:
+                raise UsageError(
+                    f"{source}: its TorchScript code calls torch.{found} (a file of this host): "
+                    "running it would read or write files; edge refuses it unless you pass "
+                    "--trust-model-code for a model you trust")
 
 
 def _scripted(source: Path) -> bool:
