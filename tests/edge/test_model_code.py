@@ -18,7 +18,12 @@ import pytest
 
 from edge.core.errors import UsageError
 from edge.core.intake import check_model_file, to_reference
-from edge.core.intake.tfgraph import RISKY_TF_OPS, SAVED_MODEL, read_saved_model, risky_ops
+from edge.core.intake.tfgraph import (
+    RISKY_TF_OPS,
+    read_saved_model,
+    risky_ops,
+    saved_model_message,
+)
 from edge.core.intake.trust import OPT_IN, refuse_model_code
 from tests.support.cli import run_cli
 from tests.support.hostile_code import FILES, MARKER, argv, built
@@ -138,7 +143,7 @@ def test_a_clean_savedmodel_keeps_its_saver_ops_out_of_the_scan() -> None:
 def _saver_graph(folder: Path, ops: dict[str, str]) -> Path:
     """A saved_model.pb whose SaverDef restores by node "restore", from ``ops`` (name: op, each
     node reading the one before)."""
-    message = SAVED_MODEL()
+    message = saved_model_message()()
     meta = message.meta_graphs.add()
     meta.saver_def.restore_op_name = "restore"
     before = None
@@ -158,6 +163,18 @@ def test_the_saver_may_restore_but_not_write_files(tmp_path: Path) -> None:
                                                    "restore": "NoOp"})) == []
     assert risky_ops(_saver_graph(tmp_path / "b", {"evil": "WriteFile", "restore": "NoOp"})
                      ) == ["WriteFile"]
+
+
+def test_a_text_saved_model_is_scanned_too(tmp_path: Path) -> None:
+    from google.protobuf import text_format
+
+    folder = _saver_graph(tmp_path / "a", {"evil": "ReadFile", "use": "Identity"})
+    message = saved_model_message()()
+    message.ParseFromString((folder / "saved_model.pb").read_bytes())
+    (folder / "saved_model.pb").unlink()
+    (folder / "saved_model.pbtxt").write_text(text_format.MessageToString(message))
+    with pytest.raises(UsageError, match="runs ReadFile"):
+        check_model_file(folder)
 
 
 def test_python_ops_are_refused() -> None:

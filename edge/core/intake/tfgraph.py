@@ -9,14 +9,14 @@ MetaGraphDef's SaverDef), which every SavedModel has, its own save and restore o
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
-
-__all__ = ["CHECKPOINT_OPS", "RISKY_TF_OPS", "SAVED_MODEL", "read_saved_model", "risky_ops"]
+__all__ = ["CHECKPOINT_OPS", "RISKY_TF_OPS", "read_saved_model", "risky_ops",
+           "saved_model_message"]
 
 #: TensorFlow ops that reach outside the model when a graph runs: they read, list, map or write
 #: files (checkpoints, datasets, summaries, debugger dumps, proto descriptors), call back into
@@ -92,8 +92,12 @@ _MESSAGES: dict[str, tuple[tuple[str, int, str, bool, str], ...]] = {
 _PACKAGE = "edge_tfgraph"
 
 
-def _message_class() -> Any:
-    """The SavedModel message class, declared with only the fields above."""
+@functools.cache
+def saved_model_message() -> Any:
+    """The SavedModel message class, declared with only the fields above (protobuf, the
+    tflite extra's, is imported when a SavedModel is read)."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
     proto = descriptor_pb2.FileDescriptorProto(name="edge_tfgraph.proto", package=_PACKAGE,
                                                syntax="proto3")
     kinds = {"message": descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE,
@@ -112,14 +116,12 @@ def _message_class() -> Any:
     return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.SavedModel"))
 
 
-#: The SavedModel message with the fields above (tests build graphs with it).
-SAVED_MODEL = _message_class()
-
-
 def read_saved_model(folder: Path) -> Any:
     """saved_model.pb (or .pbtxt) parsed with the fields above; ValueError when it is not one."""
+    from google.protobuf import text_format
+
     binary = folder / "saved_model.pb"
-    message = SAVED_MODEL()
+    message = saved_model_message()()
     try:
         if binary.is_file():
             message.ParseFromString(binary.read_bytes())
