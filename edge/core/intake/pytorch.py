@@ -1,5 +1,6 @@
 """PyTorch sources: a saved module exported with the TorchScript exporter. TorchScript is read
-as data; a pickle runs code when unpickled, so only ``--trust-model-code`` unpickles a module."""
+as data once its code is checked for file access; a pickle runs code when unpickled, so only
+``--trust-model-code`` unpickles a module."""
 
 from __future__ import annotations
 
@@ -74,7 +75,7 @@ def _check_script_code(source: Path) -> None:
             raise UsageError(f"{source}: its TorchScript code is larger than 256 MB")
         for info in code:
             text = archive.read(info).decode("utf-8", "replace")
-            found = next((c for c in RISKY_SCRIPT_CALLS if re.search(rf"\b{c}\(", text)), None)
+            found = next((c for c in RISKY_SCRIPT_CALLS if re.search(rf"\b{c}\b", text)), None)
             if found:
                 raise UsageError(
                     f"{source}: its TorchScript code calls torch.{found} (a file of this host): "

@@ -1,7 +1,8 @@
 """Model files that would run code when read are refused unless ``--trust-model-code``.
 
-Read as data, before any framework loader: a PyTorch file must be TorchScript (a pickle goes
-only through torch's weights-only unpickler, edge.core.intake.pytorch); a Keras file's model
+Read as data, before any framework loader: a PyTorch file must be TorchScript whose code calls
+no torch.from_file (a pickle goes only through torch's weights-only unpickler,
+edge.core.intake.pytorch); a Keras file's model
 config (the H5's ``model_config`` attribute, a .keras zip's config.json) must hold no Lambda
 layer, no TFOpLambda that calls file, Python or debugging functions, and no class from a module
 outside Keras and TensorFlow; a SavedModel's graph and functions no op of
