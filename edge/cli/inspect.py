@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from edge.cli.common import PATH, SHAPE, json_option, parse_shapes, with_sample
+from edge.cli.common import PATH, SHAPE, TRUST_CODE, json_option, parse_shapes, with_sample
 from edge.cli.output import emit, stdout_to_stderr
 from edge.core.errors import ExitStatus
 from edge.core.units import MB
@@ -22,8 +22,10 @@ log = logging.getLogger("edge")
 @click.argument("model", type=PATH)
 @click.option("--profile", "profile_ref", help="Check the model against this device's budget.")
 @SHAPE
+@TRUST_CODE
 @json_option
-def inspect(model: Path, profile_ref: str | None, shapes: tuple[str, ...], as_json: bool) -> int:
+def inspect(model: Path, profile_ref: str | None, shapes: tuple[str, ...],
+            trust_model_code: bool, as_json: bool) -> int:
     """Describe a model: inputs, outputs, params, MACs, size, ops, fit on a device.
 
     MODEL may be ONNX, TFLite, Keras (.keras/.h5), a SavedModel folder or a PyTorch
@@ -32,6 +34,9 @@ def inspect(model: Path, profile_ref: str | None, shapes: tuple[str, ...], as_js
     with LiteRT, MACs not counted), with a warning naming what failed.
     MACs of inputs with symbolic dims (other than the batch) are a lower bound, with a
     warning: give --shape for the real count.
+    A model that would run code from its file when read (a pickled PyTorch module, a Keras
+    Lambda, a SavedModel with file, Python or network ops) is refused (exit 2) unless
+    --trust-model-code.
     Exits 1 when the weights do not fit the profile's model budget even at int8.
 
     \b
@@ -48,7 +53,8 @@ def inspect(model: Path, profile_ref: str | None, shapes: tuple[str, ...], as_js
     model, _, _ = with_sample(model, None, None)
     pins, types = parse_shapes(shapes)
     with stdout_to_stderr(as_json):
-        _, reference = reference_model(model, shapes=pins, dtypes=types, tflite_fallback=True)
+        _, reference = reference_model(model, shapes=pins, dtypes=types, tflite_fallback=True,
+                                       trust_code=trust_model_code)
         info = inspect_reference(reference)
     fit = _fit(info, profile) if profile else None
     caveat = macs_caveat(info)

@@ -11,6 +11,7 @@ import click
 from edge.cli.common import (
     PATH,
     SHAPE,
+    TRUST_CODE,
     Finite,
     check_report_file,
     device,
@@ -58,13 +59,14 @@ _TOKEN_FILE = click.option("--token-file", type=PATH,
               help="Minimise latency, device energy per frame, or the slowest pipeline stage.")
 @device_options
 @SHAPE
+@TRUST_CODE
 @report_option
 @json_option
 def partition(model: Path, profile_ref: str, cloud_ref: str, bandwidth: float | None,
               rtt: float | None, out: Path | None, compress: str, calib: Path | None,
               measure: bool, on_device: bool, measure_on_device: bool, objective: str,
-              shapes: tuple[str, ...], report_file: Path | None, as_json: bool,
-              **flags: Any) -> int:
+              shapes: tuple[str, ...], trust_model_code: bool, report_file: Path | None,
+              as_json: bool, **flags: Any) -> int:
     """Split a model between the edge device and the cloud at the optimal cut.
 
     The cut minimises --objective: end-to-end latency, device energy per frame (profile
@@ -100,7 +102,7 @@ def partition(model: Path, profile_ref: str, cloud_ref: str, bandwidth: float | 
         report = run_partition(model, edge, cloud, where, PartitionOptions(
             bandwidth_mbps=bandwidth, rtt_ms=rtt, shapes=pins or None, compression=compress,
             samples=calib, measured=measure, objective=cast("ObjectiveName", objective),
-            device=device(flags) if measured_on else None))
+            device=device(flags) if measured_on else None, trust_code=trust_model_code))
         html = (write_report(render_partition_report, where, report_file) if report_file
                 else None)
     emit(as_json, report.to_json() | ({"report": html} if html else {}),

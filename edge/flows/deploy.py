@@ -331,7 +331,8 @@ def _check_source(request: DeployRequest) -> Bundle | None:
         return read_bundle(request.source)
     if request.profile is None:
         raise UsageError("deploying a model needs --profile (e.g. --profile rpi4)")
-    check_model_file(request.source)  # a corrupt model fails before any connection
+    # a corrupt model, or one that would run code, fails before any connection
+    check_model_file(request.source, trust_code=request.options.trust_code)
     return None
 
 

@@ -78,6 +78,7 @@ class OptimizeOptions:
     shapes: dict[str, tuple[int, ...]] | None = None
     dtypes: dict[str, str] | None = None
     prune: PruneOptions | None = None  # also try pruned and distilled candidates
+    trust_code: bool = False  # read a model that runs code when loaded (--trust-model-code)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -110,7 +111,8 @@ def optimize(model_path: Path, profile: Profile, out: Path, options: OptimizeOpt
     check_writable(out)
     with progress.step(f"reading {model_path.name}"):
         origin, reference = reference_model(model_path, shapes=options.shapes,
-                                            dtypes=options.dtypes, tflite_fallback=True)
+                                            dtypes=options.dtypes, tflite_fallback=True,
+                                            trust_code=options.trust_code)
         model = inspect_reference(reference)
     refuse_if_unfit(profile, model)
     check_metrics(options.limits, [o.name for o in model.outputs])

@@ -65,6 +65,7 @@ class PartitionOptions:
     samples: Path | None = None  # data for int8 scales and the fidelity check (--calib)
     objective: ObjectiveName = "latency"  # latency, energy (device mJ), throughput (slowest stage)
     device: DeviceTarget | None = None  # edge costs measured ON this device by the agent
+    trust_code: bool = False  # read a model that runs code when loaded (--trust-model-code)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -291,7 +292,8 @@ def _cut_summary(built: _Built) -> dict[str, Any]:
 
 def _named_reference(model_path: Path, options: PartitionOptions, out: Path) -> Path:
     """The reference ONNX with every node named (the split works by node name)."""
-    _, reference = reference_model(model_path, shapes=options.shapes)
+    _, reference = reference_model(model_path, shapes=options.shapes,
+                                   trust_code=options.trust_code)
     reference = _pinned(reference, options.samples)
     _refuse_unrunnable(reference, model_path.name)
     out.mkdir(parents=True, exist_ok=True)

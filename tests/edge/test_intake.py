@@ -299,7 +299,7 @@ def test_a_torch_module_exports_with_several_inputs_and_state(
     torch_files: dict[str, Path], tmp_path: Path, kind: str,
 ) -> None:
     ref = to_reference(torch_files[kind], tmp_path / "work", shapes=TORCH_SHAPES,
-                       dtypes={"ids": "int64"})
+                       dtypes={"ids": "int64"}, trust_code=kind == "whole")
     info = inspect_model(ref)
     assert info.opset == 17
     assert [(s.name, s.shape, s.dtype) for s in info.inputs] == [
@@ -318,17 +318,18 @@ def test_a_torch_module_exports_with_several_inputs_and_state(
 def test_torch_needs_shapes_and_names_the_flag(torch_files: dict[str, Path],
                                                tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="--shape ids=DIMS --shape feats=DIMS --shape h0=DIMS"):
-        to_reference(torch_files["whole"], tmp_path / "work")
+        to_reference(torch_files["whole"], tmp_path / "work", trust_code=True)
     with pytest.raises(UsageError, match="--shape h0=DIMS"):
         to_reference(torch_files["whole"], tmp_path / "work",
-                     shapes={"ids": (1, 6), "feats": (1, 3)})
+                     shapes={"ids": (1, 6), "feats": (1, 3)}, trust_code=True)
 
 
 def test_torch_shape_for_an_unknown_argument_lists_forwards_arguments(
     torch_files: dict[str, Path], tmp_path: Path,
 ) -> None:
     with pytest.raises(UsageError, match="no argument 'tokens'; its arguments: ids, feats, h0"):
-        to_reference(torch_files["whole"], tmp_path / "work", shapes={"tokens": (1, 6)})
+        to_reference(torch_files["whole"], tmp_path / "work", shapes={"tokens": (1, 6)},
+                     trust_code=True)
 
 
 def test_a_torch_state_dict_is_not_a_module(torch_files: dict[str, Path],
@@ -349,7 +350,7 @@ def test_a_module_failing_on_the_example_inputs_says_so(torch_files: dict[str, P
     shapes = {**TORCH_SHAPES, "feats": (1, 4)}
     with pytest.raises(UsageError, match="failed on the --shape example inputs"):
         to_reference(torch_files["whole"], tmp_path / "work", shapes=shapes,
-                     dtypes={"ids": "int64"})
+                     dtypes={"ids": "int64"}, trust_code=True)
 
 
 # --- TensorFlow sources (tf2onnx in a child process) -------------------------------------------

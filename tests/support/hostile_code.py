@@ -1,11 +1,121 @@
-"""Hostile corpus cases of issue 27 (hostile_code); see tests/support/hostile.py."""
+"""Hostile corpus cases of issue 27 (hostile_code); see tests/support/hostile.py.
+
+Model files that run code when a framework loads them: pickles whose unpickling calls exec or
+os.system, a whole pickled module whose class writes a file, Keras H5 files with a Lambda
+layer, SavedModels whose signature writes, reads or lists files. Each writes ``code-ran`` in
+the working directory when it runs (the corpus requires that directory to stay empty); none
+may run without ``--trust-model-code``. The TensorFlow files are built once (a child process,
+tests/support/model_code_build.py) into a cache keyed by VERSION and copied into each case.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import importlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 from tests.support.hostile import Case
 
+#: Bump when the built files change.
+VERSION = "2"
+MARKER = "code-ran"
+CACHE = Path.home() / ".cache" / "edge-test" / f"hostile-code-{VERSION}"
+
+_EXEC = f"open({MARKER!r}, 'w').write('x')"
+#: ``exec(...)`` and ``os.system("touch code-ran")`` as raw pickles (protocol 2), and an
+#: ``os.system`` call by the INST opcode of protocol 0.
+PICKLE_EXEC = b"\x80\x02cbuiltins\nexec\nq\x00X" + len(_EXEC).to_bytes(4, "little") + \
+    _EXEC.encode() + b"q\x01\x85q\x02Rq\x03."
+PICKLE_SYSTEM = b"\x80\x02cos\nsystem\nq\x00X\x0e\x00\x00\x00touch code-ranq\x01\x85q\x02Rq\x03."
+PICKLE_INST = b"(S'touch code-ran'\nios\nsystem\n."
+
+
+def built(name: str) -> Path:
+    """A file or folder of tests/support/model_code_build.py, built once into CACHE."""
+    if not CACHE.is_dir():
+        _build()
+    return CACHE / name
+
+
+def _build() -> None:
+    CACHE.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="build-", dir=CACHE.parent))
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    subprocess.run([sys.executable, "-m", "tests.support.model_code_build", str(work / "out")],
+                   cwd=work, env=env, check=True, capture_output=True, timeout=600)
+    try:
+        os.rename(work / "out", CACHE)
+    except OSError:  # another process built it first
+        pass
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def _copy(name: str) -> Callable[[Path], None]:
+    def make(path: Path) -> None:
+        source = built(name)
+        if source.is_dir():
+            shutil.copytree(source, path)
+        else:
+            shutil.copy(source, path)
+    return make
+
+
+def _torch(builder: str) -> Callable[[Path], None]:
+    def make(path: Path) -> None:
+        getattr(importlib.import_module("tests.support.model_code_torch"), builder)(path)
+    return make
+
+
+def _bytes(data: bytes) -> Callable[[Path], None]:
+    return lambda path: path.write_bytes(data)
+
+
+#: name (its suffix is the file's) -> writes the file or folder at the path given.
+FILES: dict[str, Callable[[Path], None]] = {
+    "pickle-exec.pt": _bytes(PICKLE_EXEC),
+    "pickle-exec.pth": _bytes(PICKLE_EXEC),
+    "pickle-system.pt": _bytes(PICKLE_SYSTEM),
+    "pickle-inst.pt": _bytes(PICKLE_INST),
+    "torch-zip-exec.pt": _torch("zip_payload"),
+    "torch-legacy-exec.pt": _torch("legacy_payload"),
+    "torch-module.pt": _torch("module"),
+    "script-from-file.pt": _torch("scripted_from_file"),
+    "lambda.h5": _copy("lambda.h5"),
+    "lambda.hdf5": _copy("lambda.h5"),
+    "nested-lambda.h5": _copy("nested-lambda.h5"),
+    "writefile.savedmodel": _copy("writefile.savedmodel"),
+    "readfile.savedmodel": _copy("readfile.savedmodel"),
+    "matchingfiles.savedmodel": _copy("matchingfiles.savedmodel"),
+    "nested-writefile.savedmodel": _copy("nested-writefile.savedmodel"),
+    "save-op.savedmodel": _copy("save-op.savedmodel"),
+}
+
+#: Each command that reads a model; ``{m}`` is the model, then --shape for a PyTorch one.
+COMMANDS = {
+    "inspect": ("inspect", "{m}"),
+    "optimize": ("optimize", "{m}", "--profile", "x86-64", "-o", "{d}/out"),
+    "deploy": ("deploy", "{m}", "--profile", "x86-64", "-o", "{d}/out"),
+    "partition": ("partition", "{m}", "--profile", "rpi4", "--cloud", "cloud-c7i",
+                  "-o", "{d}/out"),
+}
+
+
+def argv(command: str, model: str) -> tuple[str, ...]:
+    """The command line of ``command`` on ``model`` (a path), with --shape for PyTorch."""
+    shape = ("--shape", "x=1,4") if model.endswith((".pt", ".pth")) else ()
+    return (*(a.replace("{m}", model) for a in COMMANDS[command]), *shape)
+
 
 def cases() -> Iterator[Case]:
-    yield from ()
+    for name, make in FILES.items():
+        target = "m.savedmodel" if name.endswith(".savedmodel") else \
+            f"m.{name.rsplit('.', 1)[-1]}"
+        for command in COMMANDS:
+            yield Case(name=f"code {name} {command}", argv=argv(command, f"{{d}}/{target}"),
+                       make=lambda d, make=make, target=target: make(d / target))

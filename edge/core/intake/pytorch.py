@@ -1,8 +1,12 @@
-"""PyTorch sources: a saved module exported with the TorchScript exporter."""
+"""PyTorch sources: a saved module exported with the TorchScript exporter. TorchScript is read
+as data once its code is checked for file access; a pickle runs code when unpickled, so only
+``--trust-model-code`` unpickles a module."""
 
 from __future__ import annotations
 
 import inspect
+import pickle
+import re
 import warnings
 import zipfile
 from collections.abc import Mapping
@@ -18,13 +22,14 @@ from edge.core.intake.common import OPSET, Shapes, example
 
 
 def from_torch(
-    source: Path, out: Path, pins: Shapes, dtypes: Mapping[str, str],
+    source: Path, out: Path, pins: Shapes, dtypes: Mapping[str, str], *, trust: bool = False,
 ) -> tuple[onnx.ModelProto, dict[str, np.ndarray], list[tuple[str, np.ndarray]]]:
-    """Export a saved module with torch.onnx.export(dynamo=False) on example inputs from pins."""
+    """Export a saved module with torch.onnx.export(dynamo=False) on example inputs from pins;
+    a pickled module is loaded only with ``trust`` (--trust-model-code)."""
     require("pytorch", "torch", why=f"{source}: reading PyTorch models")
     import torch
 
-    module = _load_torch(source)
+    module = _load_torch(source, trust=trust)
     names = _torch_inputs(module, pins, source)
     feeds = {n: example(pins[n], dtypes.get(n, "float32")) for n in names}
     args = tuple(torch.from_numpy(feeds[n]) for n in names)
@@ -41,20 +46,67 @@ def from_torch(
     return model, feeds, list(zip(out_names, values, strict=True))
 
 
-def _load_torch(source: Path) -> Any:
-    """A TorchScript archive or a whole pickled module, in eval mode."""
+#: TorchScript calls that reach this host's files (``torch.from_file`` maps a file, and with
+#: ``shared=True`` creates and writes it) from a scripted forward or ``__setstate__``.
+RISKY_SCRIPT_CALLS = ("from_file",)
+
+#: The most TorchScript code an archive may hold for edge to read it.
+_MAX_CODE_BYTES = 256 << 20
+
+
+def check_torch(source: Path) -> None:
+    """Refuse (UsageError naming --trust-model-code) TorchScript whose code calls
+    RISKY_SCRIPT_CALLS, and a file that is not TorchScript: it goes through torch's
+    weights-only unpickler, which runs no code from the file, and no module comes out of that
+    (a module is unpickled by running the code the file names)."""
+    if _scripted(source):
+        _check_script_code(source)
+        return
+    require("pytorch", "torch", why=f"{source}: reading PyTorch models")
+    _load_torch(source, trust=False)
+
+
+def _check_script_code(source: Path) -> None:
+    """The TorchScript code files of the archive (``*/code/**.py``) call no RISKY_SCRIPT_CALLS."""
+    with zipfile.ZipFile(source) as archive:
+        code = [i for i in archive.infolist() if "/code/" in i.filename
+                and i.filename.endswith(".py")]
+        if sum(i.file_size for i in code) > _MAX_CODE_BYTES:
+            raise UsageError(f"{source}: its TorchScript code is larger than 256 MB")
+        for info in code:
+            text = archive.read(info).decode("utf-8", "replace")
+            found = next((c for c in RISKY_SCRIPT_CALLS if re.search(rf"\b{c}\b", text)), None)
+            if found:
+                raise UsageError(
+                    f"{source}: its TorchScript code calls torch.{found} (a file of this host): "
+                    "running it would read or write files; edge refuses it unless you pass "
+                    "--trust-model-code for a model you trust")
+
+
+def _scripted(source: Path) -> bool:
+    """Whether ``source`` is a TorchScript archive (a zip holding constants.pkl)."""
+    try:
+        with zipfile.ZipFile(source) as archive:
+            return any(n.endswith("constants.pkl") for n in archive.namelist())
+    except (zipfile.BadZipFile, OSError):
+        return False
+
+
+def _load_torch(source: Path, *, trust: bool) -> Any:
+    """A TorchScript archive, or (``trust``) a whole pickled module, in eval mode; untrusted,
+    a pickle is read only by the weights-only unpickler."""
     import torch
 
     try:
-        scripted = zipfile.is_zipfile(source) and any(
-            n.endswith("constants.pkl") for n in zipfile.ZipFile(source).namelist())
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit.load is deprecated
             module = (torch.jit.load(str(source), map_location="cpu")  # type: ignore[no-untyped-call]
-                      if scripted
-                      else torch.load(str(source), map_location="cpu", weights_only=False))
+                      if _scripted(source)
+                      else torch.load(str(source), map_location="cpu", weights_only=not trust))
     except Exception as exc:  # unpickling raises many types (missing class, bad file)
-        raise UsageError(f"{source}: not a loadable PyTorch module ({first_line(exc)}); save "
+        refused = isinstance(exc, pickle.UnpicklingError) and not trust
+        raise UsageError(_unpickling_refusal(source, exc) if refused else
+                         f"{source}: not a loadable PyTorch module ({first_line(exc)}); save "
                          "it with torch.save(model) with its class importable, or with "
                          "torch.jit.save") from None
     if not isinstance(module, torch.nn.Module):
@@ -62,6 +114,23 @@ def _load_torch(source: Path) -> Any:
         raise UsageError(f"{source}: holds {what}, not a module; save the whole module "
                          "(torch.save(model)) or TorchScript (torch.jit.save)")
     return module.eval()
+
+
+def _unpickling_refusal(source: Path, exc: Exception) -> str:
+    """The weights-only unpickler's refusal as one line: the global the file would call (the
+    code it would run), or the reason it stopped."""
+    text = str(exc)
+    named = re.search(r"unsupported global:? (?:GLOBAL )?([\w.]+)", text, re.IGNORECASE)
+    if named:
+        return (f"{source}: a pickled Python object (it calls {named.group(1)}): unpickling "
+                "it would run code from the file; edge reads TorchScript (torch.jit.save) and "
+                "refuses a pickled module unless you pass --trust-model-code for a model you "
+                "trust")
+    reason = re.search(r"WeightsUnpickler error:\s*(\S[^\n]*)", text)
+    shown = reason.group(1) if reason else "an object it does not read"
+    return (f"{source}: not a loadable PyTorch module (the weights-only unpickler stops: "
+            f"{shown.strip()[:200]}); edge reads TorchScript (torch.jit.save), or a pickled "
+            "module with --trust-model-code for a model you trust")
 
 
 def _torch_inputs(module: Any, pins: Shapes, source: Path) -> list[str]:

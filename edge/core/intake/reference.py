@@ -25,6 +25,7 @@ from edge.core.intake.onnxfix import finish, fix_onnx, graph_inputs, input_dims
 from edge.core.intake.parity import check_parity
 from edge.core.intake.pytorch import from_torch
 from edge.core.intake.tf import from_tf
+from edge.core.intake.trust import refuse_model_code
 from edge.core.model import inspect_model, save_onnx_atomic, sha256_file, unrunnable
 from edge.core.values import Origin
 
@@ -49,13 +50,15 @@ def source_kind(source: Path) -> str:
 
 def to_reference(
     source: Path, workdir: Path, *, shapes: Mapping[str, Sequence[int]] | None = None,
-    dtypes: Mapping[str, str] | None = None,
+    dtypes: Mapping[str, str] | None = None, trust_code: bool = False,
 ) -> Path:
     """The reference ONNX for ``source``: the file itself, or a converted/fixed copy in workdir.
 
     ``shapes`` pins dynamic input dims (``--shape``); PyTorch sources need it for every forward
     argument, and ``dtypes`` (default float32) for their non-float ones. Copies are cached in
-    ``workdir`` by source content and options. Raises UsageError with a one-line reason.
+    ``workdir`` by source content and options. A model that would run code from its file when
+    read (a pickled module, a Keras Lambda, a SavedModel with file or Python ops) is refused
+    unless ``trust_code`` (--trust-model-code). Raises UsageError with a one-line reason.
     """
     source = Path(source)
     kind = source_kind(source)
@@ -64,23 +67,25 @@ def to_reference(
     if kind == "onnx":
         return fix_onnx(source, workdir, pins)
     _sniff(source, kind)
+    if not trust_code:
+        refuse_model_code(source, kind)
     out = cached_path(source, workdir, kind, pins, types)
     if out.is_file():
         return out
     workdir.mkdir(parents=True, exist_ok=True)
-    return _convert(kind, source, out, pins, types)
+    return _convert(kind, source, out, pins, types, trust_code)
 
 
 def _convert(kind: str, source: Path, out: Path, pins: Shapes,
-             types: dict[str, str]) -> Path:
+             types: dict[str, str], trust: bool) -> Path:
     """Run the converter, finish the ONNX and check it reproduces the source."""
     if kind == "torch":
-        raw, feeds, expected = from_torch(source, out, pins, types)
+        raw, feeds, expected = from_torch(source, out, pins, types, trust=trust)
     else:
         # not remembered
         require("tflite", "tf2onnx", "tensorflow", why=f"{source}: reading {kind} models")
         with _remembered(kind, out, source):
-            raw, feeds, expected = from_tf(kind, source, out, pins)
+            raw, feeds, expected = from_tf(kind, source, out, pins, trust=trust)
     model = finish(raw, pins, source)
     save_onnx_atomic(model, out)
     with _remembered(kind, out, source):
@@ -111,11 +116,14 @@ def pin_from_sample(reference: Path, workdir: Path, feed: Mapping[str, np.ndarra
 _MAGIC = {"tflite": (4, (b"TFL3",)), "keras": (0, (b"PK\x03\x04", b"\x89HDF\r\n\x1a\n"))}
 
 
-def check_model_file(source: Path) -> None:
+def check_model_file(source: Path, *, trust_code: bool = False) -> None:
     """The cheap checks a model file gets before anything connects or converts: its kind, its
-    header, and for ONNX a model that loads and that edge can run (UsageError otherwise)."""
+    header, no code it would run (unless ``trust_code``), and for ONNX a model that loads and
+    that edge can run (UsageError otherwise)."""
     kind = source_kind(source)
     _sniff(source, kind)
+    if not trust_code:
+        refuse_model_code(source, kind)
     if kind == "onnx":
         odd = unrunnable(inspect_model(source))
         if odd:
@@ -136,16 +144,18 @@ def _sniff(source: Path, kind: str) -> None:
 
 def reference_model(source: Path, *, shapes: dict[str, tuple[int, ...]] | None = None,
                     dtypes: dict[str, str] | None = None,
-                    tflite_fallback: bool = False) -> tuple[Origin, Path]:
+                    tflite_fallback: bool = False,
+                    trust_code: bool = False) -> tuple[Origin, Path]:
     """The user's file and the reference ONNX every target converts from (cached).
 
     With ``tflite_fallback`` a .tflite no converter can turn into a faithful ONNX model is its
     own reference (run on LiteRT; only targets that read .tflite files take it), with a warning.
+    ``trust_code`` (--trust-model-code) reads a model that runs code (see ``to_reference``).
     """
     kind = source_kind(source)
     try:
         reference = to_reference(source, cache_root() / "reference", shapes=shapes,
-                                 dtypes=dtypes)
+                                 dtypes=dtypes, trust_code=trust_code)
     except NoOnnxReference as exc:
         if not tflite_fallback or kind != "tflite":
             raise

@@ -22,13 +22,14 @@ from edge.core.intake.tflite import convert_tflite
 
 
 def from_tf(
-    kind: str, source: Path, out: Path, pins: Shapes,
+    kind: str, source: Path, out: Path, pins: Shapes, *, trust: bool = False,
 ) -> tuple[onnx.ModelProto, dict[str, np.ndarray], list[tuple[str, np.ndarray]]]:
-    """Convert in a child process; return the raw ONNX and the source's outputs on random feeds."""
+    """Convert in a child process; return the raw ONNX and the source's outputs on random feeds
+    (``trust``: Keras loads Lambda layers, outside its safe mode)."""
     require("tflite", "tf2onnx", "tensorflow", why=f"{source}: reading {kind} models")
     raw, check = out.with_suffix(".raw.onnx"), out.with_suffix(".check.npz")
     job = {"kind": kind, "source": str(source.resolve()), "out": str(raw), "check": str(check),
-           "shapes": {k: list(v) for k, v in pins.items()}, "opset": OPSET}
+           "shapes": {k: list(v) for k, v in pins.items()}, "opset": OPSET, "trust": trust}
     log = out.with_suffix(".log")
     _run_child(job, log, source, kind)
     try:
@@ -111,7 +112,7 @@ def _child_keras(job: dict[str, Any]) -> tuple[dict[str, np.ndarray], list[tuple
     import tensorflow as tf
     import tf2onnx
 
-    model = _load_keras(job["source"])
+    model = _load_keras(job["source"], trust=bool(job.get("trust")))
     specs, feeds = [], {}
     for tensor in model.inputs:
         name = tensor.name.split(":")[0]
@@ -128,12 +129,13 @@ def _child_keras(job: dict[str, Any]) -> tuple[dict[str, np.ndarray], list[tuple
     return feeds, _named_outputs(result, [o.name for o in proto.graph.output])
 
 
-def _load_keras(path: str) -> Any:
-    """A Keras model from .keras/.h5; tf_keras reads legacy Keras 2 files Keras 3 cannot."""
+def _load_keras(path: str, *, trust: bool) -> Any:
+    """A Keras model from .keras/.h5; tf_keras reads legacy Keras 2 files Keras 3 cannot. The
+    parent checked the config (edge.core.intake.trust) unless the user trusts the model."""
     import keras
 
     try:
-        return keras.saving.load_model(path, compile=False)
+        return keras.saving.load_model(path, compile=False, safe_mode=not trust)
     except Exception as first:
         try:
             import tf_keras

@@ -1,0 +1,256 @@
+"""Reading a model never runs code from it unless --trust-model-code (issue 27, class 1).
+
+Real hostile files (tests/support/hostile_code.py): pickles that call exec or os.system, a
+whole pickled module whose class writes a file, Keras H5 files with a Lambda, SavedModels whose
+signature writes, reads or lists files or calls Python. Each writes ``code-ran`` in the working
+directory when it runs.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import zipfile
+from pathlib import Path
+
+import h5py
+import pytest
+
+from edge.core.errors import UsageError
+from edge.core.intake import check_model_file, to_reference
+from edge.core.intake.tfgraph import (
+    RISKY_TF_OPS,
+    read_saved_model,
+    risky_ops,
+    saved_model_message,
+)
+from edge.core.intake.trust import OPT_IN, refuse_model_code
+from tests.support.cli import run_cli
+from tests.support.hostile_code import FILES, MARKER, argv, built
+
+#: One file of each family: a pickle, a Keras Lambda, a SavedModel that writes.
+FAMILIES = {"pickle": "pickle-exec.pt", "h5": "lambda.h5", "savedmodel": "writefile.savedmodel"}
+
+
+@pytest.fixture
+def cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty working directory: where a file that runs writes its marker."""
+    here = tmp_path / "cwd"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    return here
+
+
+def _model(tmp_path: Path, name: str) -> Path:
+    path = tmp_path / ("m.savedmodel" if name.endswith(".savedmodel")
+                       else f"m.{name.rsplit('.', 1)[-1]}")
+    FILES[name](path)
+    return path
+
+
+@pytest.mark.parametrize("command", ["inspect", "optimize", "deploy", "partition"])
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_a_model_that_runs_code_is_refused_by_every_command(
+    tmp_path: Path, cwd: Path, family: str, command: str,
+) -> None:
+    model = _model(tmp_path, FAMILIES[family])
+    result = run_cli(*(a.replace("{d}", str(tmp_path)) for a in argv(command, str(model))))
+    assert result.status == 2, result.stderr
+    assert len(result.error_lines) == 1 and OPT_IN in result.error_lines[0], result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (cwd / MARKER).exists(), "the model's code ran"
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_every_hostile_file_is_refused_before_any_loader(tmp_path: Path, cwd: Path,
+                                                         name: str) -> None:
+    model = _model(tmp_path, name)
+    with pytest.raises(UsageError, match=OPT_IN):
+        check_model_file(model)
+    assert list(cwd.iterdir()) == []
+
+
+@pytest.mark.parametrize("name, says", [
+    ("pickle-exec.pt", "it calls exec"), ("pickle-system.pt", "it calls os.system"),
+    ("torch-module.pt", "it calls tests.support.model_code_torch.Booby"),
+    ("pickle-inst.pt", "weights-only unpickler stops"),
+    ("script-from-file.pt", "its TorchScript code calls torch.from_file"),
+    ("lambda.h5", "a Lambda layer"), ("nested-lambda.h5", "a Lambda layer"),
+    ("writefile.savedmodel", "runs WriteFile"), ("readfile.savedmodel", "runs ReadFile"),
+    ("matchingfiles.savedmodel", "runs MatchingFiles"),
+    ("nested-writefile.savedmodel", "runs WriteFile"), ("save-op.savedmodel", "runs Save "),
+])
+def test_the_refusal_names_the_risk(tmp_path: Path, name: str, says: str) -> None:
+    with pytest.raises(UsageError, match=says):
+        check_model_file(_model(tmp_path, name))
+
+
+def test_the_opt_in_loads_a_pickled_module(tmp_path: Path, cwd: Path) -> None:
+    model = _model(tmp_path, "torch-module.pt")
+    result = run_cli("inspect", str(model), "--shape", "x=1,4", "--trust-model-code", "--json")
+    assert result.status == 0, result.stderr
+    assert [o["shape"] for o in result.json()["outputs"]] == [[1, 2]]
+    assert (cwd / MARKER).exists()  # the user asked for it: the class's code ran
+
+
+def test_the_opt_in_reaches_optimize_and_deploy(tmp_path: Path, cwd: Path) -> None:
+    model = _model(tmp_path, "torch-module.pt")
+    plan = run_cli("optimize", str(model), "--profile", "x86-64", "--shape", "x=1,4",
+                   "--dry-run", "--trust-model-code")
+    assert plan.status == 0, plan.stderr
+    deploy = run_cli("deploy", str(model), "--profile", "x86-64", "--shape", "x=1,4",
+                     "--dry-run", "--trust-model-code")
+    assert deploy.status == 0, deploy.stderr
+    refused = run_cli("deploy", str(model), "--profile", "x86-64", "--dry-run")
+    assert refused.status == 2 and OPT_IN in refused.stderr
+
+
+def test_the_opt_in_reaches_partition(tmp_path: Path, cwd: Path) -> None:
+    model = _model(tmp_path, "torch-module.pt")
+    result = run_cli("partition", str(model), "--profile", "rpi4", "--cloud", "cloud-c7i",
+                     "--shape", "x=1,4", "-o", str(tmp_path / "split"), "--trust-model-code")
+    assert result.status == 0, result.stderr
+    assert (tmp_path / "split" / "split.yaml").is_file()
+
+
+def test_torchscript_and_plain_weights_are_data(tmp_path: Path, cwd: Path) -> None:
+    script = tmp_path / "script.pt"
+    FILES["torch-module.pt"](tmp_path / "whole.pt")
+    import tests.support.model_code_torch as torch_files
+
+    torch_files.scripted(script)
+    check_model_file(script)  # no refusal: TorchScript runs no Python of the file
+    ref = to_reference(script, tmp_path / "work", shapes={"input": (1, 4)})
+    assert ref.suffix == ".onnx"
+    torch = pytest.importorskip("torch")
+    weights = tmp_path / "weights.pt"
+    torch.save(torch_files.Booby().state_dict(), weights)
+    with pytest.raises(UsageError, match="holds a state_dict, not a module"):
+        check_model_file(weights)
+    assert list(cwd.iterdir()) == []
+
+
+def test_a_clean_savedmodel_keeps_its_saver_ops_out_of_the_scan() -> None:
+    folder = built("clean.savedmodel")
+    ops = {n.op for meta in read_saved_model(folder).meta_graphs
+           for f in meta.graph_def.library.function for n in f.node_def}
+    assert {"SaveV2", "RestoreV2", "MergeV2Checkpoints"} <= ops  # every SavedModel has them
+    assert risky_ops(folder) == []
+    refuse_model_code(folder, "savedmodel")
+
+
+def _saver_graph(folder: Path, ops: dict[str, str]) -> Path:
+    """A saved_model.pb whose SaverDef restores by node "restore", from ``ops`` (name: op, each
+    node reading the one before)."""
+    message = saved_model_message()()
+    meta = message.meta_graphs.add()
+    meta.saver_def.restore_op_name = "restore"
+    before = None
+    for name, op in ops.items():
+        node = meta.graph_def.node.add(name=name, op=op)
+        if before:
+            node.input.append(f"^{before}")
+        before = name
+    folder.mkdir()
+    (folder / "saved_model.pb").write_bytes(message.SerializeToString())
+    return folder
+
+
+def test_the_saver_may_restore_but_not_write_files(tmp_path: Path) -> None:
+    """A TF1 loader runs the SaverDef's restore op: only checkpoint ops are allowed there."""
+    assert risky_ops(_saver_graph(tmp_path / "a", {"read": "RestoreV2",
+                                                   "restore": "NoOp"})) == []
+    assert risky_ops(_saver_graph(tmp_path / "b", {"evil": "WriteFile", "restore": "NoOp"})
+                     ) == ["WriteFile"]
+
+
+def test_a_text_saved_model_is_scanned_too(tmp_path: Path) -> None:
+    from google.protobuf import text_format
+
+    folder = _saver_graph(tmp_path / "a", {"evil": "ReadFile", "use": "Identity"})
+    message = saved_model_message()()
+    message.ParseFromString((folder / "saved_model.pb").read_bytes())
+    (folder / "saved_model.pb").unlink()
+    (folder / "saved_model.pbtxt").write_text(text_format.MessageToString(message))
+    with pytest.raises(UsageError, match="runs ReadFile"):
+        check_model_file(folder)
+
+
+def test_python_ops_are_refused() -> None:
+    assert risky_ops(built("pyfunc.savedmodel")) == ["EagerPyFunc"]
+    assert {"PyFunc", "PyFuncStateless", "EagerPyFunc", "WriteFile", "ReadFile",
+            "MatchingFiles", "ImmutableConst"} <= RISKY_TF_OPS
+
+
+def test_a_saved_model_pb_that_does_not_parse_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "m.savedmodel"
+    folder.mkdir()
+    (folder / "saved_model.pb").write_bytes(b"\xff\xff\xff garbage")
+    with pytest.raises(UsageError, match=f"is not a SavedModel .*{OPT_IN}"):
+        check_model_file(folder)
+
+
+def _h5(path: Path, config: dict) -> Path:
+    with h5py.File(path, "w") as handle:
+        handle.attrs["model_config"] = json.dumps(config)
+    return path
+
+
+def _layer(kind: str, **config: object) -> dict:
+    return {"class_name": kind, "config": {"name": "l", **config}}
+
+
+@pytest.mark.parametrize("layer, says", [
+    (_layer("TFOpLambda", function="io.write_file"), "calls tf.io.write_file"),
+    (_layer("TFOpLambda", function="raw_ops.WriteFile"), "calls tf.raw_ops.WriteFile"),
+    (_layer("TFOpLambda", function="py_function"), "calls tf.py_function"),
+    ({"module": "subprocess", "class_name": "Popen", "config": {}}, "module 'subprocess'"),
+    (_layer("Lambda", function="lambda x: x"), "a Lambda layer"),
+])
+def test_risky_keras_configs_are_refused(tmp_path: Path, layer: dict, says: str) -> None:
+    config = {"class_name": "Functional", "config": {"layers": [
+        _layer("Dense", units=2), {"class_name": "Functional", "config": {"layers": [layer]}}]}}
+    with pytest.raises(UsageError, match=says):
+        refuse_model_code(_h5(tmp_path / "m.h5", config), "keras")
+
+
+def test_plain_keras_configs_pass(tmp_path: Path) -> None:
+    config = {"class_name": "Functional", "module": "keras.src.models.functional",
+              "config": {"layers": [_layer("TFOpLambda", function="math.add"),
+                                    {"module": "keras.layers", "class_name": "Dense",
+                                     "config": {"units": 2}}]}}
+    refuse_model_code(_h5(tmp_path / "m.h5", config), "keras")
+    with h5py.File(tmp_path / "weights.h5", "w") as handle:
+        handle["w"] = [1.0]
+    refuse_model_code(tmp_path / "weights.h5", "keras")  # weights only: no config, no code
+
+
+def test_a_keras_zip_with_a_lambda_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "m.keras"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("config.json", json.dumps(
+            {"class_name": "Sequential", "module": "keras",
+             "config": {"layers": [_layer("Lambda")]}}))
+    with pytest.raises(UsageError, match="a Lambda layer"):
+        refuse_model_code(path, "keras")
+
+
+@pytest.mark.slow
+def test_the_opt_in_runs_a_trusted_savedmodel(tmp_path: Path, cwd: Path) -> None:
+    model = tmp_path / "m.savedmodel"
+    shutil.copytree(built("writefile.savedmodel"), model)
+    result = run_cli("inspect", str(model), "--trust-model-code")
+    assert result.status == 0, result.stderr
+    assert (cwd / MARKER).exists()
+
+
+@pytest.mark.slow
+def test_a_tflite_select_tf_op_does_not_run(tmp_path: Path, cwd: Path) -> None:
+    """LiteRT has no kernel for FlexWriteFile (no Flex delegate): the .tflite is described, its
+    op never runs, and no opt-in is asked."""
+    model = tmp_path / "flex.tflite"
+    shutil.copy(built("flex.tflite"), model)
+    result = run_cli("inspect", str(model))
+    assert "FlexWriteFile" in result.stdout, result.stderr
+    assert not (cwd / MARKER).exists()
