@@ -1,11 +1,156 @@
-"""Hostile corpus cases of issue 27 (hostile_sizes); see tests/support/hostile.py."""
+"""Hostile corpus cases of issue 27 (hostile_sizes); see tests/support/hostile.py.
+
+Sizes a file declares before edge reads them: .npy/.npz headers that claim terabytes behind
+16 bytes, deflate members that expand to gigabytes, inventories whose host ranges expand to
+millions of hosts or whose vars nest thousands deep, baselines nested 100,000 deep or holding
+a p50 that is not a time, and result/bundle/split documents whose text or numbers matplotlib
+cannot draw.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+import shutil
+import struct
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
-from tests.support.hostile import Case
+import numpy as np
+
+from tests.support.hostile import Case, OLD_BUNDLE, tiny_model
+
+SPLIT = Path(__file__).parents[1] / "fixtures" / "edge-0.2" / "digits-split"
+
+# ---------------------------------------------------------------- .npy / .npz writers
+
+
+def npy_bytes(shape: tuple[int, ...], descr: object = "<f4", *, fortran: bool = False,
+              body: int = 16, version: int = 1) -> bytes:
+    """An .npy file whose header declares ``shape`` of ``descr`` and holds ``body`` zero bytes."""
+    header = (f"{{'descr': {descr!r}, 'fortran_order': {fortran!r}, 'shape': {tuple(shape)!r}, }}"
+              ).encode("latin1")
+    size = 2 if version == 1 else 4
+    pad = -(8 + size + len(header) + 1) % 64
+    header += b" " * pad + b"\n"
+    return (b"\x93NUMPY" + bytes((version, 0)) + len(header).to_bytes(size, "little") + header
+            + bytes(body))
+
+
+def _deflate_zeros(size: int) -> bytes:
+    """A raw deflate stream that expands to ``size`` zero bytes (built from one flushed MB)."""
+    chunk = 1 << 20
+    c = zlib.compressobj(9, zlib.DEFLATED, -15)
+    segment = c.compress(bytes(chunk)) + c.flush(zlib.Z_FULL_FLUSH)
+    tail = zlib.compressobj(9, zlib.DEFLATED, -15)
+    rest = size % chunk
+    return segment * (size // chunk) + tail.compress(bytes(rest)) + tail.flush()
+
+
+def zip_bytes(members: list[tuple[str, bytes, int, int]]) -> bytes:
+    """A zip of (name, stored data, method 0/8, declared uncompressed size) members (CRC 0
+    where the data is a crafted stream: edge must refuse before reading that far)."""
+    local, central = b"", b""
+    for name, data, method, usize in members:
+        crc = zlib.crc32(data) if method == 0 and usize == len(data) else 0
+        fields = (20, 0, method, 0, 33, crc, len(data), usize, len(name.encode()))
+        central += struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 20, *fields, 0, 0, 0, 0, 0,
+                               len(local)) + name.encode()
+        local += struct.pack("<4s5H3L2H", b"PK\x03\x04", *fields, 0) + name.encode() + data
+    end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, len(members), len(members),
+                      len(central), len(local), 0)
+    return local + central + end
+
+
+def _stored(name: str, data: bytes) -> tuple[str, bytes, int, int]:
+    return (name, data, 0, len(data))
+
+
+def _nan_x(n: int = 8) -> bytes:
+    from io import BytesIO
+
+    buf = BytesIO()
+    np.save(buf, np.full((n, 4), np.nan, np.float32))
+    return buf.getvalue()
+
+
+#: name -> (bytes of the .npy, isolated): headers whose claims the bytes behind do not hold.
+def _lying_npys() -> dict[str, tuple[Callable[[], bytes], bool]]:
+    return {
+        "huge-f4": (lambda: npy_bytes((10**11, 4)), False),
+        "huge-f8": (lambda: npy_bytes((10**11, 4), "<f8"), False),
+        "huge-i8": (lambda: npy_bytes((10**12, 4), "<i8"), False),
+        "huge-u1": (lambda: npy_bytes((10**13, 4), "|u1"), False),
+        "huge-bool": (lambda: npy_bytes((10**13, 4), "|b1"), False),
+        "huge-c16": (lambda: npy_bytes((10**11, 4), "<c16"), False),
+        "huge-f2-big-endian": (lambda: npy_bytes((10**11, 4), ">f2"), False),
+        "huge-fortran": (lambda: npy_bytes((4, 10**11), fortran=True), False),
+        "huge-5d": (lambda: npy_bytes((1000, 1000, 1000, 1000, 4)), False),
+        "huge-v2": (lambda: npy_bytes((10**11, 4), version=2), False),
+        "huge-unicode": (lambda: npy_bytes((10**11, 4), "<U16"), False),
+        "negative-huge": (lambda: npy_bytes((-(10**11), -4)), False),
+    }
+
+
+#: name -> (.npz bytes, isolated).
+def _lying_npzs() -> dict[str, tuple[Callable[[], bytes], bool]]:
+    return {
+        "member-huge": (lambda: zip_bytes([_stored("x.npy", npy_bytes((10**11, 4)))]), False),
+        "member-huge-fortran": (lambda: zip_bytes(
+            [_stored("x.npy", npy_bytes((4, 10**11), "<f8", fortran=True))]), False),
+        "labels-huge": (lambda: zip_bytes([_stored("x.npy", _nan_x()),
+                                           _stored("labels.npy", npy_bytes((10**12,), "<i8"))]),
+                        False),
+        "extra-member-huge": (lambda: zip_bytes([_stored("x.npy", _nan_x()),
+                                                 _stored("junk.npy", npy_bytes((10**11, 4)))]),
+                              False),
+        "deflate-bomb": (lambda: zip_bytes([_bomb("x.npy", (2**28, 3))]), True),
+        "extra-deflate-bomb": (lambda: zip_bytes([_stored("x.npy", _nan_x()),
+                                                  _bomb("junk.npy", (2**28, 3))]), True),
+    }
+
+
+def _bomb(name: str, shape: tuple[int, ...]) -> tuple[str, bytes, int, int]:
+    """A deflate member that expands to a genuine .npy of ``shape`` float32 zeros (GBs)."""
+    head = npy_bytes(shape, body=0)
+    size = int(np.prod(shape)) * 4
+    c = zlib.compressobj(9, zlib.DEFLATED, -15)
+    data = c.compress(head) + c.flush(zlib.Z_FULL_FLUSH) + _deflate_zeros(size)
+    return (name, data, 8, len(head) + size)
+
+
+def _data_argv(flag: str, name: str) -> tuple[str, ...]:
+    if flag == "run-split":
+        return ("run-split", "{d}/s", "--url", "http://127.0.0.1:9", "--input", f"{{d}}/{name}")
+    return ("optimize", "{d}/m.onnx", "--profile", "x86-64", flag, f"{{d}}/{name}",
+            "-o", "{d}/out")
+
+
+def _data_make(flag: str, name: str, content: Callable[[], bytes]) -> Callable[[Path], None]:
+    def make(d: Path) -> None:
+        if flag == "run-split":
+            shutil.copytree(SPLIT, d / "s")
+        else:
+            tiny_model(d / "m.onnx")
+        (d / name).write_bytes(content())
+    return make
+
+
+def _data_cases() -> Iterator[Case]:
+    for suffix, files in (("npy", _lying_npys()), ("npz", _lying_npzs())):
+        for kind, (content, isolated) in files.items():
+            for flag in ("--eval",) if isolated else ("--calib", "--eval"):
+                yield _data_case(suffix, kind, flag, content, isolated)
+    for kind in ("huge-f4", "huge-f8", "huge-fortran", "huge-c16", "huge-v2"):
+        yield _data_case("npy", kind, "run-split", *_lying_npys()[kind])
+
+
+def _data_case(suffix: str, kind: str, flag: str, content: Callable[[], bytes],
+               isolated: bool) -> Case:
+    name = f"d.{suffix}"
+    return Case(name=f"sizes {suffix} {kind} {flag.lstrip('-')}", argv=_data_argv(flag, name),
+                make=_data_make(flag, name, content), isolated=isolated)
 
 
 def cases() -> Iterator[Case]:
-    yield from ()
+    yield from _data_cases()
