@@ -154,3 +154,55 @@ def _data_case(suffix: str, kind: str, flag: str, content: Callable[[], bytes],
 
 def cases() -> Iterator[Case]:
     yield from _data_cases()
+    yield from _baseline_cases()
+
+
+# ---------------------------------------------------------------- baselines
+
+TINY_SHA = "969e8eadd5e7c109bbdd58f79257fe1eaeff02f4c0d607bda7443e24e70fee20"  # tiny.bundle's
+
+
+def report_doc(p50: object = 1.5, **bench: object) -> dict[str, object]:
+    """An `edge bench --json` report of tiny.bundle's chosen artifact, p50 as given."""
+    return {"target": "local", "transport": "local", "profile": "x86-64",
+            "candidate": "onnxruntime-int8", "artifact_sha256": TINY_SHA, "release": "r1",
+            "bench": {"where": "local", "runtime": "onnxruntime", "runs": 5, "warmup": 1,
+                      "threads": 1, "p50_ms": p50, "p90_ms": 1.0, "p99_ms": 1.0,
+                      "mean_ms": 1.0, **bench}}
+
+
+def _deep(kind: str, depth: int) -> str:
+    if kind == "list":
+        return "[" * depth + "]" * depth
+    return '{"a": ' * depth + "1" + "}" * depth
+
+
+def _bad_baselines() -> dict[str, str]:
+    """name -> the text of a --baseline FILE."""
+    texts = {f"p50-{name}": json.dumps(report_doc(value)) for name, value in (
+        ("nan", float("nan")), ("inf", float("inf")), ("minus-inf", float("-inf")),
+        ("zero", 0), ("minus-one", -1), ("minus-zero", -0.0), ("minus-huge", -1e308),
+        ("nan-text", "nan"), ("inf-text", "Infinity"), ("minus-inf-text", "-inf"),
+        ("zero-text", "0"), ("minus-text", "-5.5"))}
+    plain = json.dumps(report_doc())
+    texts |= {
+        "p50-overflow": plain.replace('"p50_ms": 1.5', '"p50_ms": 1e400'),
+        "p50-huge-int": plain.replace('"p50_ms": 1.5', '"p50_ms": -' + "9" * 400),
+        "deep-list": _deep("list", 100_000),
+        "deep-object": _deep("object", 100_000),
+        "deep-in-device": plain.replace('"p50_ms"', '"device": ' + _deep("object", 50_000)
+                                        + ', "p50_ms"'),
+        "deep-in-compared": plain.replace('"release"', '"compared": ' + _deep("list", 50_000)
+                                          + ', "release"'),
+    }
+    return texts
+
+
+def _baseline_cases() -> Iterator[Case]:
+    for kind, text in _bad_baselines().items():
+        def make(d: Path, text: str = text) -> None:
+            shutil.copytree(OLD_BUNDLE, d / "b.bundle")
+            (d / "base.json").write_text(text)
+        yield Case(name=f"gate {kind}", make=make,
+                   argv=("bench", "{d}/b.bundle", "--profile", "x86-64", "--baseline",
+                         "{d}/base.json"))
