@@ -37,8 +37,9 @@ def expanded_count(pattern: str) -> int:
         start, end, step = match.group(1) or "0", match.group(2), int(match.group(3) or 1)
         if start.isdigit() and end.isdigit() and step:
             count *= max(len(range(int(start), int(end) + 1, step)), 1)
-        elif start.isalpha() and end.isalpha() and step:
-            count *= max((ord(end) - ord(start)) // step + 1, 1)
+        elif start.isalpha() and end.isalpha() and len(start) == len(end) == 1 and step:
+            letters = string.ascii_letters
+            count *= max(len(letters[letters.index(start):letters.index(end) + 1:step]), 1)
     return count
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tests.support.hostile import Case, OLD_BUNDLE, tiny_model
+from tests.support.hostile import OLD_BUNDLE, Case, tiny_model
 
 SPLIT = Path(__file__).parents[1] / "fixtures" / "edge-0.2" / "digits-split"
 
@@ -155,6 +155,8 @@ def _data_case(suffix: str, kind: str, flag: str, content: Callable[[], bytes],
 def cases() -> Iterator[Case]:
     yield from _data_cases()
     yield from _baseline_cases()
+    yield from _inventory_cases()
+    yield from _split_cases()
 
 
 # ---------------------------------------------------------------- baselines
@@ -206,3 +208,95 @@ def _baseline_cases() -> Iterator[Case]:
         yield Case(name=f"gate {kind}", make=make,
                    argv=("bench", "{d}/b.bundle", "--profile", "x86-64", "--baseline",
                          "{d}/base.json"))
+
+
+# ---------------------------------------------------------------- inventories
+
+
+def children_bomb(levels: int) -> str:
+    """Groups whose children are two aliases of the group below: 2**levels paths."""
+    lines = ["all:", "  children:", "    g0: &g0", "      hosts:", "        pi:"]
+    for i in range(1, levels + 1):
+        lines += [f"    g{i}: &g{i}", "      children:", f"        a{i}: *g{i - 1}",
+                  f"        b{i}: *g{i - 1}"]
+    return "\n".join(lines) + "\n"
+
+
+def _nested_children(depth: int) -> str:
+    body = "".join(f"{'  ' * (2 * i + 1)}children:\n{'  ' * (2 * i + 2)}g{i}:\n"
+                   for i in range(depth))
+    return "all:\n" + body
+
+
+#: name -> (file name, text, isolated): inventories whose sizes are only known once expanded.
+def _big_inventories() -> dict[str, tuple[str, str, bool]]:
+    deep_list = "[" * 3000 + "]" * 3000
+    deep_map = "{a: " * 3000 + "1" + "}" * 3000
+    return {
+        "range-huge": ("hosts.yml", "all:\n  hosts:\n    pi[0:99999999]:\n", True),
+        "range-huge-ini": ("hosts.ini", "[web]\npi[0:99999999]\n", True),
+        "range-product": ("hosts.yml", "all:\n  hosts:\n    n[0:9999][0:9999]:\n", True),
+        "range-20k": ("hosts.yml", "all:\n  hosts:\n    pi[0:19999]:\n", False),
+        "range-step": ("hosts.ini", "[web]\npi[0:999999:10]\n", False),
+        "range-letters": ("hosts.ini", "[web]\nn[a:z][a:z][a:z]\n", False),
+        "range-lines": ("hosts.ini", "[web]\n" + "".join(f"h{i}[0:999]\n" for i in range(11)),
+                        False),
+        "range-repeated": ("hosts.ini", "".join(f"[g{i}]\npi[0:8999]\n" for i in range(12)),
+                           False),
+        "vars-deep-list": ("hosts.yml", f"all:\n  hosts:\n    pi:\n      v: {deep_list}\n",
+                           False),
+        "vars-deep-map": ("hosts.yml", f"all:\n  hosts:\n    pi:\n      v: {deep_map}\n", False),
+        "group-vars-deep": ("hosts.yml", f"all:\n  vars:\n    v: {deep_list}\n  hosts:\n"
+                            "    pi:\n", False),
+        "json-vars-deep": ("hosts.json", '{"all": {"hosts": {"pi": {"v": '
+                           + "[" * 3000 + "]" * 3000 + "}}}}", False),
+        "children-deep": ("hosts.yml", _nested_children(2000), False),
+        "children-bomb": ("hosts.yml", children_bomb(26), False),
+    }
+
+
+def _inventory_cases() -> Iterator[Case]:
+    for kind, (name, text, isolated) in _big_inventories().items():
+        def make(d: Path, name: str = name, text: str = text) -> None:
+            shutil.copytree(OLD_BUNDLE, d / "b.bundle")
+            (d / name).write_text(text)
+        yield Case(name=f"sizes inventory {kind}", make=make, isolated=isolated,
+                   argv=("deploy", "{d}/b.bundle", "--inventory", f"{{d}}/{name}",
+                         "--profile", "x86-64"))
+
+
+# ---------------------------------------------------------------- split documents
+
+
+#: name -> (text in the fixture's split.yaml, its replacement): numbers no plan holds.
+SPLIT_EDITS = {
+    "cut-edge-nan": ("  edge_ms: 0.088", "  edge_ms: .nan"),
+    "cut-edge-inf": ("  edge_ms: 0.088", "  edge_ms: .inf"),
+    "cut-cloud-inf": ("  cloud_ms: 0.0319\n  up_bytes", "  cloud_ms: -.inf\n  up_bytes"),
+    "cut-up-huge": ("  up_bytes: 256", "  up_bytes: " + "9" * 400),
+    "cut-down-huge": ("  down_bytes: 40", f"  down_bytes: {2**60}"),
+    "predicted-edge-nan": ("predicted:\n  edge_ms: 0.0\n", "predicted:\n  edge_ms: .nan\n"),
+    "predicted-total-inf": ("  total_ms: 1.0556", "  total_ms: .inf"),
+    "predicted-rtt-inf": ("  rtt_ms: 1.0", "  rtt_ms: .inf"),
+    "band-max-inf": ("  max_mbps: 5.6234", "  max_mbps: .inf"),
+    "band-predicted-nan": ("  predicted_ms: 0.088", "  predicted_ms: .nan"),
+    "energy-idle-inf": ("    idle_w: 0.6", "    idle_w: .inf"),
+}
+
+
+def split_make(old: str, new: str) -> Callable[[Path], None]:
+    def make(d: Path) -> None:
+        shutil.copytree(SPLIT, d / "s")
+        text = (d / "s" / "split.yaml").read_text()
+        assert old in text, old
+        (d / "s" / "split.yaml").write_text(text.replace(old, new, 1))
+    return make
+
+
+def _split_cases() -> Iterator[Case]:
+    commands = {"report": ("report", "{d}/s", "-o", "{d}/r.html"),
+                "run-split": ("run-split", "{d}/s", "--url", "http://127.0.0.1:9")}
+    for kind, (old, new) in SPLIT_EDITS.items():
+        for command, argv in commands.items():
+            yield Case(name=f"report split {kind} {command}", argv=argv,
+                       make=split_make(old, new))

@@ -11,8 +11,18 @@ from edge.core.select import TIE, dominated_by
 from edge.core.select import label as candidate_label
 from edge.core.verify.rows import HEADERS, kind_lines, output_rows
 from edge.flows.report.history import bundle_history, history_section
-from edge.flows.report.html import (Section, drawable, figure, fmt_ms, fmt_size, note, page,
-                                    pyplot, svg, table)
+from edge.flows.report.html import (
+    Section,
+    drawable,
+    figure,
+    fmt_ms,
+    fmt_size,
+    note,
+    page,
+    pyplot,
+    svg,
+    table,
+)
 from edge.flows.report.layers import TOP_LAYERS, layers_section
 
 

@@ -9,10 +9,19 @@ from typing import Any
 
 import numpy as np
 
-from edge.flows.report.html import (Section, drawable, figure, fmt_ms, fmt_size, note, page,
-                                    pyplot, svg, table)
+from edge.flows.report.html import (
+    Section,
+    drawable,
+    figure,
+    fmt_ms,
+    fmt_size,
+    note,
+    page,
+    pyplot,
+    svg,
+    table,
+)
 from partition.split import read_split_yaml
-
 
 #: Bandwidths a plot can show, Mbit/s (1 bit/s to 1 Pbit/s).
 MBPS = (1e-6, 1e9)
