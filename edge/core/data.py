@@ -127,6 +127,8 @@ def _read_array(path: Path) -> np.ndarray:
             return _bounded_array(fh, path.stat().st_size, str(path), MAX_DATA_BYTES)
     except (ValueError, OSError, EOFError) as exc:
         raise UsageError(f"{path}: not a readable .npy array ({exc})") from None
+    except MemoryError:
+        raise UsageError(f"{path}: too large to hold in this host's memory") from None
 
 
 def _bounded_array(fh: IO[bytes], size: int, where: str, budget: int) -> np.ndarray:
@@ -176,8 +178,11 @@ def _load_npz(path: Path, model: ModelInfo) -> tuple[dict[str, np.ndarray], np.n
     try:
         with zipfile.ZipFile(path) as archive:
             data = _npz_arrays(archive, path, [s.name for s in model.inputs])
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zipfile.LargeZipFile) as exc:
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zipfile.LargeZipFile,
+            NotImplementedError, RuntimeError) as exc:  # an unknown method, an encrypted member
         raise UsageError(f"{path}: not a readable .npz archive ({exc})") from None
+    except MemoryError:
+        raise UsageError(f"{path}: too large to hold in this host's memory") from None
     labels = data.pop("labels", None)
     return {s.name: data[s.name] for s in model.inputs}, labels
 

@@ -47,13 +47,13 @@ def _deflate_zeros(size: int) -> bytes:
     return segment * (size // chunk) + tail.compress(bytes(rest)) + tail.flush()
 
 
-def zip_bytes(members: list[tuple[str, bytes, int, int]]) -> bytes:
+def zip_bytes(members: list[tuple[str, bytes, int, int]], flags: int = 0) -> bytes:
     """A zip of (name, stored data, method 0/8, declared uncompressed size) members (CRC 0
     where the data is a crafted stream: edge must refuse before reading that far)."""
     local, central = b"", b""
     for name, data, method, usize in members:
         crc = zlib.crc32(data) if method == 0 and usize == len(data) else 0
-        fields = (20, 0, method, 0, 33, crc, len(data), usize, len(name.encode()))
+        fields = (20, flags, method, 0, 33, crc, len(data), usize, len(name.encode()))
         central += struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 20, *fields, 0, 0, 0, 0, 0,
                                len(local)) + name.encode()
         local += struct.pack("<4s5H3L2H", b"PK\x03\x04", *fields, 0) + name.encode() + data
@@ -104,6 +104,8 @@ def _lying_npzs() -> dict[str, tuple[Callable[[], bytes], bool]]:
         "extra-member-huge": (lambda: zip_bytes([_stored("x.npy", _nan_x()),
                                                  _stored("junk.npy", npy_bytes((10**11, 4)))]),
                               False),
+        "method-99": (lambda: zip_bytes([("x.npy", _nan_x(), 99, len(_nan_x()))]), False),
+        "encrypted": (lambda: zip_bytes([_stored("x.npy", _nan_x())], flags=1), False),
         "deflate-bomb": (lambda: zip_bytes([_bomb("x.npy", (2**28, 3))]), True),
         "extra-deflate-bomb": (lambda: zip_bytes([_stored("x.npy", _nan_x()),
                                                   _bomb("junk.npy", (2**28, 3))]), True),
