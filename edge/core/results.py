@@ -6,6 +6,9 @@ the DeployReport plus the time it was kept). ``edge bench --baseline last`` comp
 measurement with the previous one kept for the same device and artifact; ``--baseline FILE``
 with a report saved from ``edge bench --json``. A p50 slower than the baseline by more than
 ``--max-regression`` percent is a failed check (exit 1), so CI pipelines can gate on it.
+A baseline holds a finite p50 above 0, or is refused (exit 2): a NaN, 0 or -1 would pass
+every check. A saved one is read by the bounded document reader (edge.core.docfile) and
+checked before anything is measured; a kept line whose times are not times is skipped.
 """
 
 from __future__ import annotations
@@ -173,7 +176,8 @@ def load_baseline(spec: str, report: DeployReport) -> tuple[DeployReport, str] |
 def _saved_baseline(path: Path) -> DeployReport:
     """A report saved from ``edge bench --json``, read by the bounded reader and checked."""
     if not path.is_file():
-        raise UsageError(f"--baseline {path}: no such file")
+        raise UsageError(f"--baseline {path}: no such file (give `last` or a report saved "
+                         "from `edge bench --json`)")
     doc = read_data(path, "json")
     try:
         baseline = DeployReport.from_json(doc)
