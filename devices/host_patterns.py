@@ -9,7 +9,7 @@ import string
 
 from edge.core.errors import UsageError
 
-__all__ = ["expand", "is_bracketed_ipv6", "split_port"]
+__all__ = ["expand", "expanded_count", "is_bracketed_ipv6", "split_port"]
 
 _RANGE = re.compile(r"\[([A-Za-z0-9]*):([A-Za-z0-9]+)(?::([0-9]+))?\]")
 _V6 = re.compile(r"\[([0-9A-Fa-f.]*:[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*)\](?::([0-9]+))?")
@@ -27,6 +27,20 @@ def split_port(pattern: str) -> tuple[str, int | None]:
     if colon and port.isdigit() and (v6 or ":" not in _RANGE.sub("", name)):
         return name, int(port)
     return (v6.group(1) if v6 else pattern), None
+
+
+def expanded_count(pattern: str) -> int:
+    """How many hosts ``expand`` would make of ``pattern``, counted without making them (a
+    malformed range counts 1: ``expand`` refuses it)."""
+    count = 1
+    for match in _RANGE.finditer(pattern):
+        start, end, step = match.group(1) or "0", match.group(2), int(match.group(3) or 1)
+        if start.isdigit() and end.isdigit() and step:
+            count *= max(len(range(int(start), int(end) + 1, step)), 1)
+        elif start.isalpha() and end.isalpha() and len(start) == len(end) == 1 and step:
+            letters = string.ascii_letters
+            count *= max(len(letters[letters.index(start):letters.index(end) + 1:step]), 1)
+    return count
 
 
 def expand(pattern: str, where: str) -> list[str]:

@@ -16,7 +16,8 @@ from typing import Any
 
 import yaml
 
-from devices.host_patterns import expand, is_bracketed_ipv6, split_port
+from devices.host_patterns import expand, expanded_count, is_bracketed_ipv6, split_port
+from edge.core.docfile import MAX_DEPTH, check_depth
 from edge.core.errors import UsageError
 
 __all__ = ["Parsed", "parse"]
@@ -24,6 +25,8 @@ __all__ = ["Parsed", "parse"]
 _GROUP = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _SECTION = re.compile(r"\[([^\]]*)\]\s*(?:#.*)?")
 _YAML = (".yml", ".yaml", ".json")
+#: Most hosts an inventory may name, ranges expanded (a fleet of more is deployed in parts).
+MAX_HOSTS = 10_000
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -44,6 +47,8 @@ class _Draft:
         self.path = path
         self.groups: dict[str, dict[str, dict[str, Any]]] = {}
         self.hosts: dict[str, dict[str, Any]] = {}
+        self.named = 0  # hosts named so far, ranges expanded, repeats counted
+        self.read: set[tuple[Any, int]] = set()  # (group, id of its YAML body) already read
         self.group("all", "")
         self.group("ungrouped", "")
 
@@ -57,9 +62,17 @@ class _Draft:
         name, port = split_port(pattern) if isinstance(pattern, str) else ("", None)
         if not name:
             raise UsageError(f"{where}: a host name must be a non-empty string")
+        self.named += expanded_count(name)
+        if expanded_count(name) > MAX_HOSTS or self.named > 10 * MAX_HOSTS:
+            raise UsageError(f"{where}: {name} expands to {expanded_count(name):,} hosts, "
+                             f"{self.named:,} named so far; an inventory names at most "
+                             f"{MAX_HOSTS:,} (split the fleet into smaller inventories)")
         for host in expand(name, where):
             self.hosts.setdefault(host, {}).update(({"ansible_port": port} if port else {}) | own)
             self.groups[group]["hosts"][host] = None
+        if len(self.hosts) > MAX_HOSTS:
+            raise UsageError(f"{where}: the inventory names more than {MAX_HOSTS:,} hosts "
+                             "(split the fleet into smaller inventories)")
 
 
 def parse(path: Path, text: str) -> Parsed:
@@ -68,6 +81,8 @@ def parse(path: Path, text: str) -> Parsed:
     if path.suffix.lower() not in (".ini", ".cfg"):
         try:
             data = yaml.safe_load(text)
+        except RecursionError:
+            raise UsageError(f"inventory {path}: nested deeper than {MAX_DEPTH} levels") from None
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             if path.suffix.lower() in _YAML:
@@ -80,8 +95,10 @@ def parse(path: Path, text: str) -> Parsed:
                              f"(all: hosts: ...), got {got}")
         for name, body in data.items():
             _yaml_group(parsed, name, body)
+        check_depth(data, f"inventory {path}")  # deep vars, aliases expanding to billions
     else:
         _read_ini(parsed, text)
+        check_depth(parsed.hosts | {"": parsed.groups}, f"inventory {path}")  # var literals
     children = {c for g in parsed.groups.values() for c in g["children"]}
     for name in [g for g in parsed.groups if g not in children and g != "all"]:
         parsed.groups["all"]["children"][name] = None  # as Ansible does
@@ -95,6 +112,9 @@ def _yaml_group(parsed: _Draft, name: Any, body: Any, trail: tuple[str, ...] = (
     group = parsed.group(name, f"inventory {parsed.path}")
     if not isinstance(body, dict | None):
         raise UsageError(f"{where}: must be a mapping with hosts, vars or children")
+    if (name, id(body)) in parsed.read:  # an alias read again: once is enough (no 2**N walk)
+        return
+    parsed.read.add((name, id(body)))
     for key, value in (body or {}).items():
         if key not in group:
             raise UsageError(f"{where}: unknown key '{key}' (a group has hosts, vars and "

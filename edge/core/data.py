@@ -5,22 +5,34 @@ than the model input, and a 0-d input (a scalar such as a sample rate) takes one
 sample: shape [N] (or [N, 1]). Integer and bool inputs take integer data, or floats holding
 whole numbers; float data must be finite and within +/-1e18. ``--eval`` files carry labels
 under the key ``labels``.
+
+Arrays are read by a bounded reader: the .npy header (or each .npz member's) is read first and
+the bytes it declares are compared with the bytes the file or zip member really holds and with
+MAX_DATA_BYTES, before anything is allocated. An .npz's other members are never read.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import warnings
 import zipfile
 from pathlib import Path
+from typing import IO
 
 import numpy as np
+from numpy.lib import format as npy_format
 
 from edge.core.errors import UsageError
+from edge.core.units import size_text
 from edge.core.values import Dataset, ModelInfo, TensorSpec
 
 __all__ = ["SyntheticDataWarning", "dataset_digest", "load_dataset", "synthetic_dataset"]
 
+#: Most bytes one data file's arrays may declare (all samples are held in memory at once).
+MAX_DATA_BYTES = 2 << 30
+#: Most members an .npz may list (one per model input, plus labels).
+MAX_NPZ_MEMBERS = 1024
 MAX_MAGNITUDE = 1e18  # no real input is larger; its square overflows float32 in comparisons
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".ppm", ".pgm", ".webp")
 
@@ -111,24 +123,94 @@ def _load_npy(path: Path, model: ModelInfo) -> dict[str, np.ndarray]:
 
 def _read_array(path: Path) -> np.ndarray:
     try:
-        array: np.ndarray = np.load(path, allow_pickle=False)
-        return array
+        with open(path, "rb") as fh:
+            return _bounded_array(fh, path.stat().st_size, str(path), MAX_DATA_BYTES)
     except (ValueError, OSError, EOFError) as exc:
         raise UsageError(f"{path}: not a readable .npy array ({exc})") from None
+    except MemoryError:
+        raise UsageError(f"{path}: too large to hold in this host's memory") from None
+
+
+def _bounded_array(fh: IO[bytes], size: int, where: str, budget: int) -> np.ndarray:
+    """The .npy array in ``fh`` (``size`` bytes) once its header's claim is checked."""
+    declared = _declared_bytes(fh, size, where, budget)
+    array: np.ndarray = npy_format.read_array(fh, allow_pickle=False)
+    if array.nbytes != declared:
+        raise UsageError(f"{where}: holds {size_text(array.nbytes)}, not the "
+                         f"{size_text(declared)} its header declares")
+    return array
+
+
+def _declared_bytes(fh: IO[bytes], size: int, where: str, budget: int) -> int:
+    """The bytes the .npy header at ``fh`` declares, refused when more than the ``size`` the
+    file holds or than ``budget``; ``fh`` is left at the header's start."""
+    start = fh.tell()
+    shape, dtype = _header(fh, where)
+    if any(d < 0 for d in shape):
+        raise UsageError(f"{where}: its header declares a negative dimension {list(shape)}")
+    declared = math.prod(shape) * dtype.itemsize
+    held = size - (fh.tell() - start)
+    if declared > held:
+        raise UsageError(f"{where}: its header declares {list(shape)} {dtype} "
+                         f"({size_text(declared)}) but it holds {size_text(max(held, 0))}")
+    if declared > budget:
+        raise UsageError(f"{where}: {size_text(declared)} of data is more than edge reads "
+                         f"({size_text(MAX_DATA_BYTES)} per file); give fewer samples")
+    fh.seek(start)
+    return declared
+
+
+def _header(fh: IO[bytes], where: str) -> tuple[tuple[int, ...], np.dtype]:
+    """(shape, dtype) of an .npy header (format 1.0 or 2.0); nothing after it is read."""
+    version = npy_format.read_magic(fh)
+    if version not in ((1, 0), (2, 0)):
+        raise UsageError(f"{where}: .npy format {version[0]}.{version[1]} (a structured array "
+                         "with unicode field names); save plain numbers with numpy.save")
+    read = (npy_format.read_array_header_1_0 if version == (1, 0)
+            else npy_format.read_array_header_2_0)
+    shape, _, dtype = read(fh)
+    if dtype.hasobject:
+        raise UsageError(f"{where}: holds Python objects ({dtype}); save numbers")
+    return tuple(shape), dtype
 
 
 def _load_npz(path: Path, model: ModelInfo) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
     try:
-        with np.load(path, allow_pickle=False) as archive:
-            data = {k: archive[k] for k in archive.files}
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        with zipfile.ZipFile(path) as archive:
+            data = _npz_arrays(archive, path, [s.name for s in model.inputs])
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zipfile.LargeZipFile,
+            NotImplementedError, RuntimeError) as exc:  # an unknown method, an encrypted member
         raise UsageError(f"{path}: not a readable .npz archive ({exc})") from None
+    except MemoryError:
+        raise UsageError(f"{path}: too large to hold in this host's memory") from None
     labels = data.pop("labels", None)
-    missing = [s.name for s in model.inputs if s.name not in data]
+    return {s.name: data[s.name] for s in model.inputs}, labels
+
+
+def _npz_arrays(archive: zipfile.ZipFile, path: Path, names: list[str]) -> dict[str, np.ndarray]:
+    """The members for ``names`` (and ``labels``), each header checked against the member's
+    size and the file's budget before it is read; other members are not read."""
+    infos = archive.infolist()
+    if len(infos) > MAX_NPZ_MEMBERS:
+        raise UsageError(f"{path}: {len(infos):,} members; an .npz holds one array per model "
+                         f"input and labels (at most {MAX_NPZ_MEMBERS})")
+    members = {_npz_key(i.filename): i for i in infos}
+    missing = [n for n in names if n not in members]
     if missing:
         raise UsageError(f"{path}: no array for input(s) {', '.join(missing)}; "
-                         f"keys found: {', '.join(sorted(data)) or 'none'}")
-    return {s.name: data[s.name] for s in model.inputs}, labels
+                         f"keys found: {', '.join(sorted(members)[:20]) or 'none'}")
+    budget, data = MAX_DATA_BYTES, {}
+    for name in [n for n in (*names, "labels") if n in members]:
+        with archive.open(members[name]) as fh:
+            where = f"{path}: member {name}"
+            data[name] = _bounded_array(fh, members[name].file_size, where, budget)
+        budget -= data[name].nbytes
+    return data
+
+
+def _npz_key(member: str) -> str:
+    """The key numpy gives a member: its name without ``.npy``."""
+    return member[:-4] if member.endswith(".npy") else member
 
 
 def _load_images(folder: Path, model: ModelInfo) -> dict[str, np.ndarray]:

@@ -17,6 +17,7 @@ device (it runs on Python 3.8 without pydantic).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,10 @@ __all__ = ["KINDS", "BandRow", "CutDocument", "CutTensor", "EnergyDocument", "In
            "Kind", "Predicted", "ResultRecord", "ServingDocument", "SplitDocument",
            "SplitHalves", "dump", "parse", "read_json", "read_yaml", "schema", "write_json",
            "write_yaml"]
+
+#: The most bytes a cut may send one way (1 PiB: more is no tensor).
+MAX_BYTES = 2**50
+
 
 class _Doc(BaseModel):
     """A document part: frozen; keys a later version adds are ignored."""
@@ -68,21 +73,24 @@ class CutTensor(_Doc):
 
 
 class CutDocument(_Doc):
-    """One precomputed cut a running client may switch to."""
+    """One precomputed cut a running client may switch to (finite times, bytes up to
+    MAX_BYTES)."""
 
+    model_config = ConfigDict(frozen=True, extra="ignore", allow_inf_nan=False)
     id: str
     kind: Literal["split", "all-edge", "all-cloud"]
     model: str = ""
     edge_ms: float
     cloud_ms: float
-    up_bytes: int = Field(ge=0)
-    down_bytes: int = Field(ge=0)
+    up_bytes: int = Field(ge=0, le=MAX_BYTES)
+    down_bytes: int = Field(ge=0, le=MAX_BYTES)
     split: SplitHalves
 
 
 class EnergyDocument(_Doc):
     """The device energy model a split was planned with."""
 
+    model_config = ConfigDict(frozen=True, extra="ignore", allow_inf_nan=False)
     idle_w: float = Field(ge=0)
     max_w: float = Field(ge=0)
     tx_nj_per_bit: float = Field(ge=0)
@@ -92,7 +100,7 @@ class EnergyDocument(_Doc):
 class Predicted(_Doc):
     """The chosen cut's predicted times (ms) and the link it was planned for; more keys kept."""
 
-    model_config = ConfigDict(frozen=True, extra="allow")
+    model_config = ConfigDict(frozen=True, extra="allow", allow_inf_nan=False)
     edge_ms: float
     transfer_ms: float
     cloud_ms: float
@@ -115,7 +123,7 @@ class InputSpec(_Doc):
 class BandRow(_Doc):
     """A row of the bandwidth table: the best cut over a bandwidth range (Mbit/s)."""
 
-    model_config = ConfigDict(frozen=True, extra="allow")
+    model_config = ConfigDict(frozen=True, extra="allow", allow_inf_nan=False)
     min_mbps: float = Field(ge=0)
     max_mbps: float = Field(ge=0)
     kind: Literal["split", "all-edge", "all-cloud"]
@@ -147,12 +155,26 @@ class SplitDocument(_Doc):
 
 
 class ResultRecord(_Doc):
-    """One measurement kept on this host (a line of ``results/DEVICE/SHA16.jsonl``)."""
+    """One measurement kept on this host (a line of ``results/DEVICE/SHA16.jsonl``); its
+    times are numbers of ms from 0 to MAX_MS (a NaN, Inf or 1e308 is no measurement)."""
 
     version: Literal[1] = 1
     kept_at: str = ""
     regressed: bool = False
     report: DeployReport
+
+    @pydantic.model_validator(mode="after")
+    def _finite_times(self) -> ResultRecord:
+        bench = self.report.bench
+        for name in _TIMES:
+            if not (math.isfinite(value := getattr(bench, name)) and 0 <= value <= MAX_MS):
+                raise ValueError(f"report.bench.{name} is not a time (0 to {MAX_MS:g} ms)")
+        return self
+
+
+_TIMES = ("p50_ms", "p90_ms", "p99_ms", "mean_ms")
+#: The longest time a kept result may hold (11.6 days for one inference: none is longer).
+MAX_MS = 1e9
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

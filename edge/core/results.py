@@ -6,12 +6,16 @@ the DeployReport plus the time it was kept). ``edge bench --baseline last`` comp
 measurement with the previous one kept for the same device and artifact; ``--baseline FILE``
 with a report saved from ``edge bench --json``. A p50 slower than the baseline by more than
 ``--max-regression`` percent is a failed check (exit 1), so CI pipelines can gate on it.
+A baseline holds a finite p50 above 0, or is refused (exit 2): a NaN, 0 or -1 would pass
+every check. A saved one is read by the bounded document reader (edge.core.docfile) and
+checked before anything is measured; a kept line whose times are not times is skipped.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 import time
 from dataclasses import dataclass
@@ -20,12 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from edge.core.cache import cache_root
+from edge.core.docfile import read_data
 from edge.core.documents import ResultRecord, dump, parse
 from edge.core.errors import UsageError
 from edge.core.values import DeployReport
 
-__all__ = ["Comparison", "Kept", "compare", "history", "keep", "kept_results", "load_baseline",
-           "results_dir"]
+__all__ = ["Comparison", "Kept", "check_baseline", "compare", "history", "keep", "kept_results",
+           "load_baseline", "results_dir"]
 
 log = logging.getLogger("edge")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._@-]+")
@@ -119,11 +124,16 @@ def kept_results(root: Path | None = None) -> dict[str, list[Kept]]:
     return {d: sorted(k, key=lambda x: x.kept_at or epoch) for d, k in sorted(by_device.items())}
 
 
+#: Years a kept time may fall in; another (year 1, 9999) is no time edge wrote: unknown.
+YEARS = (1970, 2999)
+
+
 def _when(text: Any) -> datetime | None:
     try:
-        return datetime.strptime(str(text), "%Y-%m-%dT%H:%M:%S%z")
+        when = datetime.strptime(str(text), "%Y-%m-%dT%H:%M:%S%z")
     except ValueError:
         return None
+    return when if YEARS[0] <= when.year <= YEARS[1] else None
 
 
 def keep(report: DeployReport, *, regressed: bool = False) -> Path:
@@ -138,21 +148,24 @@ def keep(report: DeployReport, *, regressed: bool = False) -> Path:
     return path
 
 
+def check_baseline(spec: str) -> None:
+    """Refuse a bad ``--baseline FILE`` before anything is measured (``last`` is looked up
+    after the measurement, which names the device and artifact)."""
+    if spec != "last":
+        _saved_baseline(Path(spec))
+
+
 def load_baseline(spec: str, report: DeployReport) -> tuple[DeployReport, str] | None:
     """The baseline named by ``--baseline``: ``last`` (the last kept result that passed its
     check; None when there is none yet) or a report saved from ``edge bench --json``."""
     if spec == "last":
         earlier = history(report, passed_only=True)
-        return (earlier[-1], f"last kept for {report.target}") if earlier else None
+        if not earlier:
+            return None
+        _check_p50(earlier[-1], f"--baseline last ({_file(report)})")
+        return earlier[-1], f"last kept for {report.target}"
     path = Path(spec)
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-        baseline = DeployReport.from_json(doc)
-    except OSError as exc:
-        raise UsageError(f"--baseline {path}: {exc.strerror or exc}") from None
-    except (ValueError, KeyError, TypeError) as exc:
-        raise UsageError(f"--baseline {path}: not a report from `edge bench --json` "
-                         f"({type(exc).__name__})") from None
+    baseline = _saved_baseline(path)
     if baseline.artifact_sha256 != report.artifact_sha256:
         raise UsageError(f"--baseline {path} measured another artifact "
                          f"({baseline.artifact_sha256[:16]}, not "
@@ -160,15 +173,40 @@ def load_baseline(spec: str, report: DeployReport) -> tuple[DeployReport, str] |
     return baseline, str(path)
 
 
+def _saved_baseline(path: Path) -> DeployReport:
+    """A report saved from ``edge bench --json``, read by the bounded reader and checked."""
+    if not path.is_file():
+        raise UsageError(f"--baseline {path}: no such file (give `last` or a report saved "
+                         "from `edge bench --json`)")
+    doc = read_data(path, "json")
+    try:
+        baseline = DeployReport.from_json(doc)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"--baseline {path}: not a report from `edge bench --json` "
+                         f"({type(exc).__name__})") from None
+    _check_p50(baseline, f"--baseline {path}")
+    return baseline
+
+
+def _check_p50(baseline: DeployReport, where: str) -> None:
+    """A baseline holds a finite, positive p50: anything else would pass every check."""
+    p50 = baseline.bench.p50_ms
+    if isinstance(p50, bool) or not isinstance(p50, int | float) or not (
+            math.isfinite(p50) and p50 > 0):
+        raise UsageError(f"{where}: its p50_ms {p50!r} is not a time (a finite number of "
+                         "ms above 0); give a report from `edge bench --json`")
+
+
 def compare(report: DeployReport, baseline: DeployReport, source: str,
             max_regression_pct: float) -> Comparison:
     """The new p50 against the baseline's (a warning when the baseline was timed another way:
     before edge timed in interleaved rounds, runs were one after another)."""
+    _check_p50(baseline, f"baseline {source}")
     if _method(baseline) != _method(report):
         log.warning("the baseline (%s) was measured %s, this result %s: compare with care",
                     source, _method(baseline), _method(report))
     base = baseline.bench.p50_ms
-    change = (report.bench.p50_ms - base) / base * 100 if base > 0 else 0.0
+    change = (report.bench.p50_ms - base) / base * 100
     return Comparison(baseline_p50_ms=base, p50_ms=report.bench.p50_ms, change_pct=change,
                       max_regression_pct=max_regression_pct, baseline_source=source)
 

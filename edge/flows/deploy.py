@@ -45,7 +45,7 @@ from edge.core.errors import CheckFailed, DeviceError, UsageError
 from edge.core.intake import check_model_file
 from edge.core.model import sha256_file
 from edge.core.profile import Profile, catalog_ids, load_profile
-from edge.core.results import Comparison, compare, load_baseline
+from edge.core.results import Comparison, check_baseline, compare, load_baseline
 from edge.core.results import keep as keep_result
 from edge.core.select import Budget, choose_candidate, runnable, within_budget
 from edge.core.values import (
@@ -412,7 +412,10 @@ class BenchOutcome:
 
 def run_gated_bench(request: BenchRequest) -> BenchOutcome:
     """``edge bench``: measure on the device, compare with the baseline asked for, keep the
-    result in the device's history (marked when it regressed)."""
+    result in the device's history (marked when it regressed). A bad --baseline FILE is
+    refused before the device is touched."""
+    if request.baseline is not None:
+        check_baseline(request.baseline)
     report = run_bench(request)
     found = load_baseline(request.baseline, report) if request.baseline is not None else None
     comparison = compare(report, *found, request.max_regression) if found else None

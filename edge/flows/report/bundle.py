@@ -11,7 +11,18 @@ from edge.core.select import TIE, dominated_by
 from edge.core.select import label as candidate_label
 from edge.core.verify.rows import HEADERS, kind_lines, output_rows
 from edge.flows.report.history import bundle_history, history_section
-from edge.flows.report.html import Section, figure, fmt_ms, fmt_size, note, page, pyplot, svg, table
+from edge.flows.report.html import (
+    Section,
+    drawable,
+    figure,
+    fmt_ms,
+    fmt_size,
+    note,
+    page,
+    pyplot,
+    svg,
+    table,
+)
 from edge.flows.report.layers import TOP_LAYERS, layers_section
 
 
@@ -46,43 +57,52 @@ _STYLE = {"chosen": ("*", "#d4a000", 320), "passed": ("o", "#1f77b4", 70),
           "rejected": ("X", "#c62828", 80), "failed": ("X", "#c62828", 80)}
 
 
+def _candidates_plot(plt: Any, bundle: Any, plotted: list[Any]) -> list[str]:
+    """The latency x fidelity plot; a candidate whose numbers cannot be drawn (NaN, Inf,
+    beyond +/-1e12) is left out with a note."""
+    label, fidelity = _fidelity_axis(plotted)
+    drawn = [r for r in plotted if drawable(r.bench.p50_ms, fidelity(r))]
+    left_out = [note(f"{len(plotted) - len(drawn)} candidate(s) left out of the plot: their "
+                     "p50 or fidelity is not a finite number (see the table).")
+                ] if len(drawn) < len(plotted) else []
+    if not drawn:
+        return left_out
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    for status in ("rejected", "failed", "passed", "chosen"):
+        group = [r for r in drawn if r.status == status]
+        if not group:
+            continue
+        marker, color, size = _STYLE[status]
+        ax.scatter([r.bench.p50_ms for r in group], [fidelity(r) for r in group],
+                   marker=marker, c=color, s=size, label=status, zorder=3,
+                   edgecolors="black" if status == "chosen" else "none", linewidths=0.8)
+    ref = next((r.fidelity.reference_accuracy for r in drawn
+                if r.fidelity.reference_accuracy is not None), None)
+    if ref is not None and label.startswith("accuracy") and drawable(ref):
+        ax.axhline(100 * ref, color="#555", ls="--", lw=1, label="fp32 reference")
+    xs = [r.bench.p50_ms for r in drawn]
+    if min(xs) > 0 and max(xs) / min(xs) > 20:
+        ax.set_xscale("log")
+    ax.set_xlabel(f"p50 latency, ms (measured on {drawn[0].bench.where})")
+    ax.set_ylabel(label)
+    ax.set_title(f"Candidates for {bundle.profile}: latency x fidelity "
+                 f"(chosen: {bundle.chosen or 'none'})")
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="best", fontsize=8)
+    ax.margins(x=0.15, y=0.15)
+    _label_apart(ax, [(r.bench.p50_ms, fidelity(r), r.candidate.id) for r in drawn])
+    return [figure(
+        svg(fig, "plot-candidates", "Candidates: latency x fidelity"),
+        "Each candidate that was verified and timed, at its p50 latency on the machine "
+        "that optimized it (not the device unless stated) and its fidelity to the fp32 "
+        "model; the star is the chosen one. Skipped and failed candidates are in the table."),
+        *left_out]
+
+
 def _candidates_section(plt: Any, bundle: Any) -> Section:
     plotted = [r for r in bundle.candidates if r.fidelity is not None and r.bench is not None]
-    body = []
-    if plotted:
-        label, fidelity = _fidelity_axis(plotted)
-        fig, ax = plt.subplots(figsize=(8, 4.8))
-        for status in ("rejected", "failed", "passed", "chosen"):
-            group = [r for r in plotted if r.status == status]
-            if not group:
-                continue
-            marker, color, size = _STYLE[status]
-            ax.scatter([r.bench.p50_ms for r in group], [fidelity(r) for r in group],
-                       marker=marker, c=color, s=size, label=status, zorder=3,
-                       edgecolors="black" if status == "chosen" else "none", linewidths=0.8)
-        ref = next((r.fidelity.reference_accuracy for r in plotted
-                    if r.fidelity.reference_accuracy is not None), None)
-        if ref is not None and label.startswith("accuracy"):
-            ax.axhline(100 * ref, color="#555", ls="--", lw=1, label="fp32 reference")
-        xs = [r.bench.p50_ms for r in plotted]
-        if min(xs) > 0 and max(xs) / min(xs) > 20:
-            ax.set_xscale("log")
-        where = plotted[0].bench.where
-        ax.set_xlabel(f"p50 latency, ms (measured on {where})")
-        ax.set_ylabel(label)
-        ax.set_title(f"Candidates for {bundle.profile}: latency x fidelity "
-                     f"(chosen: {bundle.chosen or 'none'})")
-        ax.grid(True, alpha=0.3)
-        ax.legend(loc="best", fontsize=8)
-        ax.margins(x=0.15, y=0.15)
-        _label_apart(ax, [(r.bench.p50_ms, fidelity(r), r.candidate.id) for r in plotted])
-        body.append(figure(
-            svg(fig, "plot-candidates", "Candidates: latency x fidelity"),
-            "Each candidate that was verified and timed, at its p50 latency on the machine "
-            "that optimized it (not the device unless stated) and its fidelity to the fp32 "
-            "model; the star is the chosen one. Skipped and failed candidates are in the table."))
-    else:
-        body.append(note("No candidate was both verified and timed: nothing to plot."))
+    body = _candidates_plot(plt, bundle, plotted) if plotted else [
+        note("No candidate was both verified and timed: nothing to plot.")]
     body.append(note(f"chosen: {bundle.chosen or 'none'} - {bundle.reason}"))
     rows, classes = [], []
     for r in bundle.candidates:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import io
+import math
 import re
 import time
 from collections.abc import Iterable, Sequence
@@ -108,9 +109,21 @@ def pyplot() -> Any:
     except ImportError:
         raise UsageError("edge report draws with matplotlib: pip install 'edge[report]'") from None
     matplotlib.use("Agg", force=True)
+    # every text drawn comes from documents: "$...$" is text, never mathtext or LaTeX to parse
+    matplotlib.rcParams.update({"text.parse_math": False, "text.usetex": False})
     import matplotlib.pyplot as plt
 
     return plt
+
+
+#: The largest magnitude a plotted number may have (matplotlib's limits overflow near 1e308).
+MAX_PLOTTED = 1e12
+
+
+def drawable(*values: Any) -> bool:
+    """Finite numbers matplotlib can place on an axis (documents may hold NaN or 1e308)."""
+    return all(isinstance(v, int | float) and math.isfinite(v) and abs(v) <= MAX_PLOTTED
+               for v in values)
 
 
 def fmt_ms(value: float | None) -> str:

@@ -9,8 +9,22 @@ from typing import Any
 
 import numpy as np
 
-from edge.flows.report.html import Section, figure, fmt_ms, fmt_size, note, page, pyplot, svg, table
+from edge.flows.report.html import (
+    Section,
+    drawable,
+    figure,
+    fmt_ms,
+    fmt_size,
+    note,
+    page,
+    pyplot,
+    svg,
+    table,
+)
 from partition.split import read_split_yaml
+
+#: Bandwidths a plot can show, Mbit/s (1 bit/s to 1 Pbit/s).
+MBPS = (1e-6, 1e9)
 
 
 def render_partition_report(split_dir: Path) -> str:
@@ -48,8 +62,17 @@ def _partition_plot_section(plt: Any, plan: Any) -> Section:
     lo = min([float(r["min_mbps"]) for r in rows] + [up]) if rows else up / 100
     hi = max([float(r["max_mbps"]) for r in rows] + [up]) if rows else up * 100
     lo, hi = min(lo, hi / 10), max(hi, lo * 10)
+    if not (MBPS[0] <= lo and hi <= MBPS[1] and drawable(down, rtt)):
+        return Section("Latency vs bandwidth", note(
+            f"split.yaml's bandwidths ({lo:g} to {hi:g} Mbit/s, RTT {rtt:g} ms) are outside "
+            f"what can be drawn ({MBPS[0]:g} to {MBPS[1]:g} Mbit/s): nothing to plot; the "
+            "tables list them."), "latency")
     xs = np.geomspace(lo, hi, 240)
     curves = {c.id: np.array([c.predicted_ms(b, max(down, b), rtt) for b in xs]) for c in cuts}
+    if not drawable(*(float(v) for v in np.concatenate(list(curves.values())))):
+        return Section("Latency vs bandwidth", note(
+            "split.yaml's predicted times are not finite numbers a plot can show: nothing to "
+            "plot; the tables list them."), "latency")
     best = np.min(np.vstack(list(curves.values())), axis=0)
     fig, ax = plt.subplots(figsize=(9, 5))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
