@@ -30,7 +30,7 @@ from edge.cli import (
     report,
     toolchains,
 )
-from edge.core import __version__
+from edge.core import __version__, offline
 from edge.core.errors import EdgeError, ExitStatus, first_line
 
 __all__ = ["cli", "main"]
@@ -45,6 +45,7 @@ class Terminated(KeyboardInterrupt):
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit status instead of raising."""
+    offline.apply()  # before any framework is imported or child started
     args = list(sys.argv[1:] if argv is None else argv)
     show_traceback = "--traceback" in args
     args = [a for a in args if a != "--traceback"]  # accepted anywhere on the line
