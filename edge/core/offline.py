@@ -28,7 +28,7 @@ from pathlib import Path
 
 from edge.core.cache import cache_root
 
-__all__ = ["SWITCHES", "BLOCKED_MODULES", "environment", "apply"]
+__all__ = ["SWITCHES", "HOMES", "BLOCKED_MODULES", "environment", "apply"]
 
 #: Telemetry switches, each its framework's own documented opt-out.
 SWITCHES: Mapping[str, str] = {
