@@ -22,12 +22,16 @@ import pytest
 from edge.cli import Terminated, cli
 from edge.core import offline
 from tests.support.cli import run_cli
-from tests.support.hostile import _bad_models
+from tests.support.hostile import OLD_BUNDLE, _bad_models
 from tests.support.hostile_home import CLEARED
 
 ROOT = Path(__file__).resolve().parents[1]
-#: A connection to anything but a local socket, or a name-service query.
-NETWORK = re.compile(r"(connect|sendto|sendmsg)\(\d+, .*(AF_INET|AF_INET6|nscd)")
+#: A connection or datagram to an internet address: a DNS query (glibc's resolver sends to the
+#: name server of /etc/resolv.conf) or anything else. (Local sockets, such as nscd's for a
+#: user name, are no network.)
+NETWORK = re.compile(r"(connect|sendto|sendmsg)\(\d+, .*AF_INET6?\b")
+#: A bundle of edge 0.1 (deploy and report read it as they read today's).
+BUNDLE = OLD_BUNDLE
 
 
 def _folders(tmp_path: Path) -> dict[str, Path]:
@@ -62,15 +66,15 @@ def _offline_argv(trace: Path) -> list[str]:
             "-e", "trace=connect,sendto,sendmsg"]
 
 
-def _run_offline(tmp_path: Path, *argv: str) -> tuple[subprocess.CompletedProcess[str],
-                                                      dict[str, Path], str]:
-    folders = _folders(tmp_path)
-    trace = tmp_path / "strace.txt"
+def _run_offline(folders: dict[str, Path], *argv: str) -> tuple[
+        subprocess.CompletedProcess[str], str]:
+    """``edge argv`` without a network, ``{out}`` being the output folder; its strace."""
+    trace = folders["cwd"].parent / "strace.txt"
     command = [*_offline_argv(trace), sys.executable, "-m", "edge", *argv]
     command = [a.replace("{out}", str(folders["out"])) for a in command]
     done = subprocess.run(command, cwd=folders["cwd"], env=_env(folders), capture_output=True,
                           text=True, timeout=600)
-    return done, folders, trace.read_text()
+    return done, trace.read_text()
 
 
 def _assert_nothing_outside(folders: dict[str, Path], trace: str) -> None:
@@ -82,8 +86,9 @@ def _assert_nothing_outside(folders: dict[str, Path], trace: str) -> None:
 
 def test_a_full_optimize_needs_no_network_and_writes_only_its_cache_and_output(
         tmp_path: Path) -> None:
-    done, folders, trace = _run_offline(tmp_path, "optimize", "sample:digits", "--profile",
-                                        "x86-64", "-o", "{out}/digits.bundle")
+    folders = _folders(tmp_path)
+    done, trace = _run_offline(folders, "optimize", "sample:digits", "--profile", "x86-64",
+                               "-o", "{out}/digits.bundle")
     assert done.returncode == 0, done.stderr[-3000:]
     manifest = json.loads((folders["out"] / "digits.bundle" / "manifest.json").read_text())
     runtimes = {c["artifact"]["runtime"] for c in manifest["candidates"]
@@ -93,12 +98,26 @@ def test_a_full_optimize_needs_no_network_and_writes_only_its_cache_and_output(
     assert (folders["cache"] / "frameworks" / "keras" / "keras.json").is_file()
 
 
+@pytest.mark.parametrize("argv", [("deploy", "{out}/tiny.bundle", "--runs", "5"),
+                                  ("report", "{out}/tiny.bundle", "-o", "{out}/r.html")],
+                         ids=["deploy", "report"])
+def test_deploy_to_this_host_and_report_need_no_network(argv: tuple[str, ...],
+                                                        tmp_path: Path) -> None:
+    """The embedded local device's agent runs in a child; the report draws with matplotlib."""
+    folders = _folders(tmp_path)
+    shutil.copytree(BUNDLE, folders["out"] / "tiny.bundle")
+    done, trace = _run_offline(folders, *argv)
+    assert done.returncode == 0, done.stderr[-3000:]
+    _assert_nothing_outside(folders, trace)
+
+
 def test_a_keras_intake_keeps_keras_and_matplotlib_files_in_the_cache(tmp_path: Path) -> None:
     """The TensorFlow child of the Keras intake imports Keras and matplotlib (refused here)."""
     model = tmp_path / "m.keras"
     _bad_models()["garbage.keras"](model)
-    done, folders, trace = _run_offline(tmp_path, "optimize", str(model), "--profile",
-                                        "x86-64", "-o", "{out}/m.bundle")
+    folders = _folders(tmp_path)
+    done, trace = _run_offline(folders, "optimize", str(model), "--profile", "x86-64",
+                               "-o", "{out}/m.bundle")
     assert done.returncode == 2, done.stderr[-3000:]
     assert "Traceback" not in done.stderr
     _assert_nothing_outside(folders, trace)
