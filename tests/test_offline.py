@@ -134,7 +134,7 @@ def test_ctrl_c_during_optimize_is_one_line(tmp_path: Path) -> None:
             [sys.executable, "-m", "edge", "optimize", "sample:digits", "--profile", "x86-64",
              "-o", str(folders["out"] / "d.bundle")],
             cwd=folders["cwd"], env=_env(folders), stdout=subprocess.DEVNULL, stderr=handle)
-        _wait_for(folders["cache"], "convert/*/openvino-*", child, log)
+        _wait_for(folders["cache"], "convert/*/openvino-*/*.xml", child, log)
         child.send_signal(signal.SIGINT)
         status = child.wait(timeout=120)
     stderr = log.read_text()
