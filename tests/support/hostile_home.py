@@ -4,8 +4,9 @@ Nothing is written outside edge's folders: each case runs its command in a child
 (``isolated``) whose ``$HOME`` is the case's empty ``home/`` folder, so a framework that writes
 under the user's home (ONNX Runtime's telemetry device id and event database, OpenVINO's client
 id, Keras's ``keras.json``, matplotlib's font cache) changes the case's folder and fails it.
-Each command gets far enough to create an ONNX Runtime session (or convert a Keras file) before
-it refuses its input, or describes a model it cannot run with a warning.
+Each command gets far enough to create an ONNX Runtime session before it refuses its input, or
+describes a model it cannot run with a warning. (The Keras intake's child, tens of seconds, is
+tests/test_offline.py's.)
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from pathlib import Path
 from tests.support.hostile import (
     Case,
     _bad_data,
-    _bad_models,
     _custom_domain_model,
     _shape_mismatch_model,
     tiny_model,
@@ -76,7 +76,6 @@ def cases() -> Iterator[Case]:
     yield from _unrunnable_cases()
     yield from _late_data_cases()
     yield from _late_flag_cases()
-    yield from _intake_cases()
 
 
 def _unrunnable_cases() -> Iterator[Case]:
@@ -85,8 +84,11 @@ def _unrunnable_cases() -> Iterator[Case]:
     for kind, make in UNRUNNABLE.items():
         for command, argv in commands.items():
             status = (0,) if command == "inspect" else (2,)
-            yield _case(f"{kind} model {command}", argv,
-                        lambda d, make=make: make(d / "m.onnx"), status)
+            yield _case(f"{kind} model {command}", argv, _model_maker(make), status)
+
+
+def _model_maker(make: Callable[[Path], None]) -> Callable[[Path], None]:
+    return lambda folder: make(folder / "m.onnx")
 
 
 #: Data refused after the model's session was made.
@@ -100,8 +102,14 @@ def _late_data_cases() -> Iterator[Case]:
         name = f"d.{kind.rsplit('.', 1)[-1]}"
         for flag in ("--calib", "--eval"):
             yield _case(f"{kind} data {flag}", (*OPTIMIZE, flag, f"{{d}}/{name}"),
-                        lambda d, make=makers[kind], name=name: (tiny_model(d / "m.onnx"),
-                                                                 make(d / name)))
+                        _data_maker(makers[kind], name))
+
+
+def _data_maker(make: Callable[[Path], None], name: str) -> Callable[[Path], None]:
+    def made(folder: Path) -> None:
+        tiny_model(folder / "m.onnx")
+        make(folder / name)
+    return made
 
 
 #: Flag values refused after the model's session was made.
@@ -114,10 +122,3 @@ def _late_flag_cases() -> Iterator[Case]:
         for command, argv in (("optimize", OPTIMIZE), ("deploy", DEPLOY)):
             yield _case(f"{command} {flag} {value!r}", (*argv, flag, value),
                         lambda d: tiny_model(d / "m.onnx"))
-
-
-def _intake_cases() -> Iterator[Case]:
-    """A Keras file is converted in a child that imports TensorFlow and Keras."""
-    make = _bad_models()["garbage.keras"]
-    yield _case("garbage keras optimize", ("optimize", "{d}/m.keras", "--profile", "x86-64",
-                                           "-o", "{d}/out"), lambda d: make(d / "m.keras"))
