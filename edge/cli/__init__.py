@@ -33,7 +33,7 @@ from edge.cli import (
     report,
     toolchains,
 )
-from edge.core import __version__
+from edge.core import __version__, offline
 from edge.core.errors import EdgeError, ExitStatus, first_line
 from edge.core.files import free_bytes, is_no_space, mount_of, no_space
 
@@ -53,6 +53,7 @@ class Terminated(KeyboardInterrupt):
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit status instead of raising."""
+    offline.apply()  # before any framework is imported or child started
     args = list(sys.argv[1:] if argv is None else argv)
     show_traceback = "--traceback" in args
     args = [a for a in args if a != "--traceback"]  # accepted anywhere on the line
@@ -81,15 +82,35 @@ def _run(args: list[str], show_traceback: bool) -> int:
     except click.ClickException as exc:
         return _fail(exc.format_message(), ExitStatus.BAD_INPUT)
     except (click.exceptions.Abort, KeyboardInterrupt) as exc:  # click makes Ctrl-C an Abort
-        if isinstance(exc, Terminated) or isinstance(exc.__cause__, Terminated):
-            return _fail("terminated", 143)
-        return _fail("interrupted", 130)
+        return _stopped(exc)
     except Exception as exc:
+        if _interruption(exc) is not None:  # Ctrl-C inside a framework's C code or import
+            return _stopped(exc)
         full = _no_space(exc)
         if full:  # a write no staged writer guarded: still the user's full disk (exit 2)
             return _fail(full, ExitStatus.BAD_INPUT, show_traceback)
         return _fail(internal_error(exc), ExitStatus.INTERNAL, show_traceback)
     return int(status or 0)
+
+
+def _interruption(exc: BaseException) -> KeyboardInterrupt | None:
+    """The Ctrl-C (or SIGTERM) that caused ``exc``, if any: a C extension whose import or call
+    it interrupts raises its own error (``ImportError: initialization failed``) from it."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
+def _stopped(exc: BaseException) -> int:
+    """Exit 143 for SIGTERM, 130 for Ctrl-C."""
+    if isinstance(_interruption(exc), Terminated):
+        return _fail("terminated", 143)
+    return _fail("interrupted", 130)
 
 
 def internal_error(exc: BaseException) -> str:

@@ -1,0 +1,196 @@
+"""edge works offline and writes nothing outside its own folders (issue 27): with an empty
+``$HOME`` and a fresh cache, a full ``edge optimize`` (ONNX Runtime, OpenVINO with NNCF, LiteRT
+through onnx2tf) runs in a network namespace without a network, makes no network look-up
+(``strace`` sees no connection and no name-service query) and leaves ``$HOME``, the working
+directory and ``$TMPDIR`` as they were. Third-party telemetry is off (edge/core/offline.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from edge.cli import Terminated, cli
+from edge.core import offline
+from tests.support.cli import run_cli
+from tests.support.hostile import OLD_BUNDLE, _bad_models
+from tests.support.hostile_home import CLEARED
+
+ROOT = Path(__file__).resolve().parents[1]
+#: A connection or datagram to an internet address: a DNS query (glibc's resolver sends to the
+#: name server of /etc/resolv.conf) or anything else. (Local sockets, such as nscd's for a
+#: user name, are no network.)
+NETWORK = re.compile(r"(connect|sendto|sendmsg)\(\d+, .*AF_INET6?\b")
+#: A bundle of edge 0.1 (deploy and report read it as they read today's).
+BUNDLE = OLD_BUNDLE
+
+
+def _folders(tmp_path: Path) -> dict[str, Path]:
+    names = ("home", "cache", "out", "cwd", "tmp")
+    folders = {name: tmp_path / name for name in names}
+    for path in folders.values():
+        path.mkdir()
+    return folders
+
+
+def _env(folders: dict[str, Path]) -> dict[str, str]:
+    """This environment without anything that points a framework away from ``$HOME``."""
+    env = {k: v for k, v in os.environ.items() if k not in CLEARED}
+    return env | {"HOME": str(folders["home"]), "EDGE_CACHE_DIR": str(folders["cache"]),
+                  "EDGE_LOCAL_DEVICE": str(folders["cache"] / "local-device"),
+                  "TMPDIR": str(folders["tmp"]), "PYTHONPATH": str(ROOT)}
+
+
+def _listing(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+def _offline_argv(trace: Path) -> list[str]:
+    """A command prefix: no network (a new network namespace), every connection traced."""
+    for tool in ("unshare", "strace"):
+        if shutil.which(tool) is None:
+            pytest.fail(f"{tool} is needed to prove edge works offline; install it")
+    probe = subprocess.run(["unshare", "-rn", "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.fail(f"unshare -rn (a network namespace) is refused: {probe.stderr.strip()}")
+    return ["unshare", "-rn", "strace", "-f", "-qq", "-o", str(trace),
+            "-e", "trace=connect,sendto,sendmsg"]
+
+
+def _run_offline(folders: dict[str, Path], *argv: str) -> tuple[
+        subprocess.CompletedProcess[str], str]:
+    """``edge argv`` without a network, ``{out}`` being the output folder; its strace."""
+    trace = folders["cwd"].parent / "strace.txt"
+    command = [*_offline_argv(trace), sys.executable, "-m", "edge", *argv]
+    command = [a.replace("{out}", str(folders["out"])) for a in command]
+    done = subprocess.run(command, cwd=folders["cwd"], env=_env(folders), capture_output=True,
+                          text=True, timeout=600)
+    return done, trace.read_text()
+
+
+def _assert_nothing_outside(folders: dict[str, Path], trace: str) -> None:
+    for name in ("home", "cwd", "tmp"):
+        assert _listing(folders[name]) == [], f"written in {name}: {_listing(folders[name])}"
+    looked_up = [line for line in trace.splitlines() if NETWORK.search(line)]
+    assert looked_up == [], looked_up[:5]
+
+
+def test_a_full_optimize_needs_no_network_and_writes_only_its_cache_and_output(
+        tmp_path: Path) -> None:
+    folders = _folders(tmp_path)
+    done, trace = _run_offline(folders, "optimize", "sample:digits", "--profile", "x86-64",
+                               "-o", "{out}/digits.bundle")
+    assert done.returncode == 0, done.stderr[-3000:]
+    manifest = json.loads((folders["out"] / "digits.bundle" / "manifest.json").read_text())
+    runtimes = {c["artifact"]["runtime"] for c in manifest["candidates"]
+                if c.get("status") != "failed" and c.get("artifact")}
+    assert {"onnxruntime", "openvino", "tflite"} <= runtimes, runtimes
+    _assert_nothing_outside(folders, trace)
+    assert (folders["cache"] / "frameworks" / "keras" / "keras.json").is_file()
+
+
+@pytest.mark.parametrize("argv", [("deploy", "{out}/tiny.bundle", "--runs", "5"),
+                                  ("report", "{out}/tiny.bundle", "-o", "{out}/r.html")],
+                         ids=["deploy", "report"])
+def test_deploy_to_this_host_and_report_need_no_network(argv: tuple[str, ...],
+                                                        tmp_path: Path) -> None:
+    """The embedded local device's agent runs in a child; the report draws with matplotlib."""
+    folders = _folders(tmp_path)
+    shutil.copytree(BUNDLE, folders["out"] / "tiny.bundle")
+    done, trace = _run_offline(folders, *argv)
+    assert done.returncode == 0, done.stderr[-3000:]
+    _assert_nothing_outside(folders, trace)
+
+
+def test_a_keras_intake_keeps_keras_and_matplotlib_files_in_the_cache(tmp_path: Path) -> None:
+    """The TensorFlow child of the Keras intake imports Keras and matplotlib (refused here)."""
+    model = tmp_path / "m.keras"
+    _bad_models()["garbage.keras"](model)
+    folders = _folders(tmp_path)
+    done, trace = _run_offline(folders, "optimize", str(model), "--profile", "x86-64",
+                               "-o", "{out}/m.bundle")
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    _assert_nothing_outside(folders, trace)
+
+
+def test_ctrl_c_during_optimize_is_one_line(tmp_path: Path) -> None:
+    """Interrupted after OpenVINO converted: exit 130, one ``error:`` line, no traceback
+    (OpenVINO's telemetry process, forked with edge's SIGTERM handler, once printed one when
+    it was stopped)."""
+    folders = _folders(tmp_path)
+    log = tmp_path / "stderr.txt"
+    with open(log, "w") as handle:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "edge", "optimize", "sample:digits", "--profile", "x86-64",
+             "-o", str(folders["out"] / "d.bundle")],
+            cwd=folders["cwd"], env=_env(folders), stdout=subprocess.DEVNULL, stderr=handle)
+        _wait_for(folders["cache"], "convert/*/openvino-*/*.xml", child, log)
+        child.send_signal(signal.SIGINT)
+        status = child.wait(timeout=120)
+    stderr = log.read_text()
+    assert status == 130, stderr[-3000:]
+    assert "Traceback" not in stderr, stderr[-3000:]
+    assert [line for line in stderr.splitlines() if line.startswith("error:")] == [
+        "error: interrupted"]
+    assert _listing(folders["home"]) == []
+
+
+def _wait_for(root: Path, pattern: str, child: subprocess.Popen[bytes], log: Path) -> None:
+    """Until OpenVINO's conversion (and NNCF's quantization) has written its cache entry."""
+    deadline = time.monotonic() + 300
+    while not any(root.glob(pattern)):
+        assert child.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline, "optimize never reached its conversion"
+        time.sleep(0.1)
+
+
+def test_openvino_and_nncf_run_their_telemetry_stubs() -> None:
+    """OpenVINO's converter and NNCF fall back to their no-op telemetry (a fresh process)."""
+    code = ("from edge.core import offline; offline.apply()\n"
+            "import nncf.telemetry.wrapper as w\n"
+            "from openvino.tools.ovc import telemetry_utils as t\n"
+            "print(t.tm.__name__, type(w.telemetry).__name__)\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["openvino.tools.ovc.telemetry_stub", "MagicMock"]
+
+
+def test_frameworks_folders_are_absolute_and_inside_the_cache(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch
+                                                              ) -> None:
+    monkeypatch.chdir(tmp_path)
+    env = offline.environment(Path("relative-cache"))
+    for name in offline.HOMES:
+        assert Path(env[name]).is_absolute()
+        assert Path(env[name]).is_relative_to(tmp_path / "relative-cache")
+    assert env["ORT_DISABLE_TELEMETRY"] == "1"
+
+
+@pytest.mark.parametrize(("stop", "status", "line"), [(KeyboardInterrupt, 130, "interrupted"),
+                                                     (Terminated, 143, "terminated")])
+def test_a_framework_error_caused_by_ctrl_c_is_an_interruption(
+        stop: type[KeyboardInterrupt], status: int, line: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """pybind11 turns a Ctrl-C inside a module's init into ``ImportError: initialization
+    failed`` (``import openvino`` after a Ctrl-C): not an internal error."""
+    def interrupted_import(**kwargs: object) -> None:
+        try:
+            raise stop()
+        except KeyboardInterrupt as exc:
+            raise ImportError("initialization failed") from exc
+
+    monkeypatch.setattr(cli, "main", interrupted_import)
+    result = run_cli("inspect", "m.onnx")
+    assert (result.status, result.error_lines) == (status, [f"error: {line}"])
