@@ -7,6 +7,7 @@ directory and ``$TMPDIR`` as they were. Third-party telemetry is off (edge/core/
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -143,6 +144,52 @@ def test_ctrl_c_during_optimize_is_one_line(tmp_path: Path) -> None:
     assert [line for line in stderr.splitlines() if line.startswith("error:")] == [
         "error: interrupted"]
     assert _listing(folders["home"]) == []
+
+
+def test_ctrl_c_while_onnx2tf_converts_ends_at_once(tmp_path: Path) -> None:
+    """A Ctrl-C while edge waits for onnx2tf ends edge within seconds, and onnx2tf with it: the
+    wait polls, so a signal the kernel hands to another thread is still seen (a blocking
+    wait4 saw it only when onnx2tf exited, ~30 s later here, up to its time limit)."""
+    folders = _folders(tmp_path)
+    log = tmp_path / "stderr.txt"
+    with open(log, "w") as handle:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "edge", "optimize", "sample:digits", "--profile", "x86-64",
+             "-o", str(folders["out"] / "d.bundle")],
+            cwd=folders["cwd"], env=_env(folders), stdout=subprocess.DEVNULL, stderr=handle)
+        converter = _wait_for_onnx2tf(child, log)
+        time.sleep(1)
+        child.send_signal(signal.SIGINT)
+        start = time.monotonic()
+        status = child.wait(timeout=120)
+    took = time.monotonic() - start  # 0.3 s here; ~15 s when edge waited for onnx2tf
+    assert took < 10, f"edge stopped {took:.1f} s after the Ctrl-C: it waited for onnx2tf"
+    assert status == 130, log.read_text()[-3000:]
+    assert not Path(f"/proc/{converter}").exists() or _zombie(converter)
+
+
+def _wait_for_onnx2tf(child: subprocess.Popen[bytes], log: Path) -> int:
+    """The pid of the onnx2tf process edge started, once it runs."""
+    deadline = time.monotonic() + 300
+    while True:
+        assert child.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline, "optimize never started onnx2tf"
+        for proc in Path("/proc").glob("[0-9]*"):
+            with contextlib.suppress(OSError):
+                if b"onnx2tf" in (proc / "cmdline").read_bytes() and \
+                        _parent(proc) == child.pid:
+                    return int(proc.name)
+        time.sleep(0.2)
+
+
+def _parent(proc: Path) -> int:
+    return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def _zombie(pid: int) -> bool:
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    return True
 
 
 def _wait_for(root: Path, pattern: str, child: subprocess.Popen[bytes], log: Path) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from devices.measure import Rounds, time_files_here
-from edge.core import progress
+from edge.core import cancel, progress
 from edge.core.bundle import FORMAT, check_writable, write_bundle
 from edge.core.cache import cache_root
 from edge.core.data import dataset_digest, load_dataset, synthetic_dataset
@@ -223,10 +223,12 @@ def _background_conversions(plan: tuple[Planned, ...], ctx: _Context) -> Iterato
     for thread in threads:
         thread.start()
     try:
-        yield
+        with cancel.on_interrupt():  # a Ctrl-C stops the converters instead of waiting
+            yield
     finally:
         for thread in threads:
             thread.join()
+        cancel.clear()
 
 
 def _pruned_context(plan: tuple[Planned, ...], ctx: _Context,

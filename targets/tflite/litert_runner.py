@@ -19,6 +19,8 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from edge.core import extras
+from edge.core.errors import UsageError
 from edge.core.values import ModelInfo, TensorSpec
 
 __all__ = ["Binding", "TFLiteRunner", "by_number", "channels_last", "from_tflite",
@@ -31,16 +33,16 @@ TF_PRODUCERS = ("tf2onnx",)
 
 
 def interpreter(path: Path, threads: int) -> Any:
-    """ai_edge_litert's Interpreter, else tflite_runtime's, else TensorFlow's."""
+    """ai_edge_litert's Interpreter, else tflite_runtime's; never TensorFlow's, which links the
+    Select-TF (Flex) delegate and would run a model's file ops (ReadFile, WriteFile...)."""
     try:
         from ai_edge_litert.interpreter import Interpreter
     except ImportError:
         try:
             from tflite_runtime.interpreter import Interpreter
         except ImportError:
-            import tensorflow as tf
-
-            Interpreter = tf.lite.Interpreter
+            raise UsageError(f"running {path.name} needs ai_edge_litert: "
+                             f"{extras.hint('tflite')}") from None
     return Interpreter(model_path=str(path), num_threads=threads if threads > 0 else None)
 
 

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from edge.core import cancel
 from edge.core.cache import cache_key
 from edge.core.data import dataset_digest
 from edge.core.errors import first_line
@@ -293,7 +294,7 @@ def spawn(argv: list[str], cwd: Path, logfile: Path,
         timer = threading.Timer(timeout, _expire, (expired, proc))
         timer.start()
         try:
-            _, status, usage = os.wait4(proc.pid, 0)  # rusage of this child and its children
+            status, usage = _reap(proc.pid)
         except BaseException:
             _kill(proc)
             proc.wait()
@@ -302,6 +303,19 @@ def spawn(argv: list[str], cwd: Path, logfile: Path,
             timer.cancel()
     proc.returncode = os.waitstatus_to_exitcode(status)
     return proc.returncode, time.perf_counter() - start, usage.ru_maxrss / 1024, expired.is_set()
+
+
+def _reap(pid: int) -> tuple[int, Any]:
+    """The child's wait status and rusage (it and its children), polled every 0.1 s: in the
+    main thread a blocking wait4 is not interrupted by a Ctrl-C the kernel hands to another
+    thread (ORT's or OpenVINO's pools); in a background conversion the main thread's Ctrl-C
+    reaches it as ``edge.core.cancel``'s stop request."""
+    while True:
+        done, status, usage = os.wait4(pid, os.WNOHANG)
+        if done:
+            return status, usage
+        cancel.check()  # the command is being interrupted: the caller kills the converter
+        time.sleep(0.1)
 
 
 def _expire(expired: threading.Event, proc: subprocess.Popen[bytes]) -> None:
