@@ -3,7 +3,8 @@ every command, in this process: each case ends in one ``error:`` line with its e
 or 3 for a device or transport), no traceback and no "internal error", within 30 s; nothing is
 written in the case's folder or the working directory; the local device's tree is unchanged. A
 command that only describes its input (``inspect``) may exit 0 with a warning. An ``isolated``
-case runs as a child process limited to 3 GB of data (RLIMIT_DATA), so runaway memory fails it.
+case runs as a child process limited to 3 GB of data (RLIMIT_DATA), so runaway memory fails it;
+an in-process case may raise the test process's peak memory by at most 2 GB.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ CASES = list(cases())
 #: No case may take longer (a hang), nor an isolated one use more memory (runaway growth).
 SECONDS = 30
 DATA_BYTES = 3 << 30
+#: How far one in-process case may raise this process's peak memory.
+PEAK_GROWTH_KB = 2 << 20
 
 
 def test_the_corpus_is_large_and_names_are_unique() -> None:
@@ -93,14 +96,19 @@ def _too_long(signum: int, frame: FrameType | None) -> None:
 
 
 def _run_bounded(argv: list[str]) -> Result:
-    """The command in this process; past SECONDS it is interrupted and the case fails."""
+    """The command in this process; past SECONDS it is interrupted and the case fails, and
+    it may not raise the process's peak memory by more than PEAK_GROWTH_KB."""
     previous = signal.signal(signal.SIGALRM, _too_long)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     signal.alarm(SECONDS)
     try:
-        return run_cli(*argv)
+        result = run_cli(*argv)
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
+    grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak
+    assert grown < PEAK_GROWTH_KB, f"the case raised peak memory by {grown >> 10} MB"
+    return result
 
 
 def _limit_memory() -> None:
