@@ -265,12 +265,28 @@ def _json_size(header_len: str | None, total: int) -> int:
     return size
 
 
+class _NotJson(ValueError):
+    """NaN, Infinity or -Infinity: Python's json reads them, JSON (RFC 8259) has none."""
+
+
+def _no_constant(name: str) -> Any:
+    raise _NotJson(f"{name} (not a JSON number)")
+
+
+def _json(text: bytes) -> Any:
+    """``json.loads`` refusing the non-JSON constants NaN, Infinity and -Infinity."""
+    return json.loads(text, parse_constant=_no_constant)
+
+
 def _parse(text: bytes) -> Any:
-    """The JSON part, refused when not JSON or nested beyond any reply's depth."""
+    """The JSON part, refused when not JSON (NaN/Infinity included) or nested beyond any
+    reply's depth."""
     try:
-        return json.loads(text)
+        return _json(text)
     except RecursionError:
         raise BadReply("JSON nested too deep") from None
+    except _NotJson as exc:
+        raise BadReply(f"not JSON: it holds {exc}") from None
     except ValueError:
         raise BadReply("not KServe v2 JSON") from None
 
@@ -285,7 +301,7 @@ def _entries(doc: Any) -> list[dict[str, Any]]:
 
 def _error_text(data: bytes) -> str:
     try:
-        return str(json.loads(data[:MAX_REPLY_JSON]).get("error", ""))[:300]
+        return str(_json(data[:MAX_REPLY_JSON]).get("error", ""))[:300]
     except RecursionError:
         return "(its error body nested too deep)"
     except (ValueError, AttributeError):

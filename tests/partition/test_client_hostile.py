@@ -89,6 +89,24 @@ def test_a_bad_reply_is_one_device_error_naming_the_server(split: Path, answer: 
     assert why in str(caught.value) and "\n" not in str(caught.value)
 
 
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_nan_and_infinity_in_a_json_reply_are_refused(split: Path, constant: str) -> None:
+    """JSON (RFC 8259) has no NaN or Infinity: Python's json reads them, the client must not."""
+    data = ", ".join([constant] + ["0.5"] * 9)
+    answer = json_reply('{"outputs": [{"name": "logits", "datatype": "FP32", "shape": [1, 10], '
+                        f'"data": [{data}]}}]}}')
+    with pytest.raises(DeviceError, match="127.0.0.1:") as caught:
+        _infer(split, answer)
+    assert f"{constant} (not a JSON number)" in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_nan_in_an_error_body_is_shown_as_text(split: Path) -> None:
+    with pytest.raises(DeviceError, match="HTTP 500") as caught:
+        _infer(split, json_reply('{"error": NaN}', status=500))
+    assert '{"error": NaN}' in str(caught.value)
+
+
 def test_a_huge_content_length_is_refused_before_reading(split: Path) -> None:
     before = _peak_mb()
     with pytest.raises(DeviceError, match="Content-Length"):

@@ -172,6 +172,12 @@ def _json_answers() -> dict[str, Answer]:
         "INT64 1e30": one(datatype="INT64", data=[1e30] * 10),
         "UINT8 -1": one(datatype="UINT8", data=[-1] * 10),
         "FP32 1e39": one(data=[1e39] * 10),
+        "FP32 NaN": one(data=[float("nan")] * 10),
+        "FP32 Infinity": one(data=[0.5] * 9 + [float("inf")]),
+        "FP32 -Infinity": one(data=[float("-inf")] + [0.5] * 9),
+        "FP32 NaN Infinity -Infinity 1e-46": json_reply(
+            '{"outputs": [{"name": "logits", "datatype": "FP32", "shape": [1, 10], "data": '
+            "[NaN, Infinity, -Infinity, 1e-46, 0, 0, 0, 0, 0, 0]}]}"),
         "INT8 300": one(datatype="INT8", data=[300] * 10),
         "BOOL 2": one(datatype="BOOL", data=[2] * 10),
         "INT32 for FP32": one(datatype="INT32", data=[1] * 10),
