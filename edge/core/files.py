@@ -17,8 +17,9 @@ from edge.core.errors import UsageError
 
 T = TypeVar("T")
 
-__all__ = ["NO_SPACE", "NoSpace", "check_space", "current_umask", "inside", "is_no_space",
-           "no_space", "staged", "staged_dir", "write_atomic"]
+__all__ = ["NO_SPACE", "NoSpace", "check_space", "current_umask", "filled", "inside",
+           "is_no_space", "no_space", "no_space_as", "scratch_file", "staged", "staged_dir",
+           "write_atomic"]
 
 #: The errnos of a full file system: no space left, or the user's quota used up.
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
@@ -42,6 +43,49 @@ def is_no_space(exc: BaseException) -> bool:
 
 def _is_full(exc: BaseException) -> bool:
     return is_no_space(exc) or isinstance(exc, NoSpace)
+
+
+#: How a library that turns an OSError into text (an exporter, a converter's log) says ENOSPC.
+_FULL_TEXT = ("[Errno 28]", "[Errno 122]", "No space left on device", "Disk quota exceeded")
+
+
+def filled(exc: BaseException | None, text: str = "") -> bool:
+    """Whether ``exc`` (or an exception it was raised from or during), or ``text``, is a full
+    disk or used-up quota: libraries wrap an ENOSPC into their own types and messages."""
+    seen = 0
+    while exc is not None and seen < 32:
+        if _is_full(exc) or any(t in str(exc) for t in _FULL_TEXT):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return any(t in text for t in _FULL_TEXT)
+
+
+@contextlib.contextmanager
+def no_space_as(path: Path, size: int = 0) -> Iterator[None]:
+    """A full disk met anywhere in the block (however a library wrapped it) becomes one
+    NoSpace naming ``path``, the cache entry or output being written."""
+    try:
+        yield
+    except NoSpace:
+        raise
+    except Exception as exc:
+        if filled(exc):
+            raise no_space(Path(path), max(size, 4096)) from None
+        raise
+
+
+@contextlib.contextmanager
+def scratch_file(path: Path, suffix: str = ".tmp") -> Iterator[Path]:
+    """A temporary file name beside ``path`` (same file system) for a library to write and
+    edge to read back; removed when the block ends, whatever happens. A full disk is one
+    NoSpace naming ``path``."""
+    path = Path(path)
+    tmp = _made(path, lambda: Path(_temp_file(path, suffix)))
+    try:
+        with no_space_as(path):
+            yield tmp
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def mount_of(path: Path) -> Path:

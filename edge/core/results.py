@@ -13,9 +13,11 @@ checked before anything is measured; a kept line whose times are not times is sk
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
+import os
 import re
 import time
 from dataclasses import dataclass
@@ -27,6 +29,7 @@ from edge.core.cache import cache_root
 from edge.core.docfile import read_data
 from edge.core.documents import ResultRecord, dump, parse
 from edge.core.errors import UsageError
+from edge.core.files import is_no_space, no_space
 from edge.core.values import DeployReport
 
 __all__ = ["Comparison", "Kept", "check_baseline", "compare", "history", "keep", "kept_results",
@@ -143,9 +146,27 @@ def keep(report: DeployReport, *, regressed: bool = False) -> Path:
     record = ResultRecord(kept_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), regressed=regressed,
                           report=report)
     line = json.dumps(dump("result", record)) + "\n"
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(line)
+    _append(path, line)
     return path
+
+
+def _append(path: Path, line: str) -> None:
+    """Append one whole line: after a torn last line (an older run's full disk) on a line of
+    its own; a write the disk cannot take is cut off again (NoSpace naming the file)."""
+    with open(path, "a+b", buffering=0) as fh:
+        end = fh.seek(0, os.SEEK_END)
+        torn = end > 0 and fh.seek(end - 1) >= 0 and fh.read(1) != b"\n"
+        data = (b"\n" if torn else b"") + line.encode("utf-8")
+        try:
+            view = memoryview(data)
+            while view:  # an unbuffered write may take part of it; the next one says why
+                view = view[fh.write(view) or 0:]
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                fh.truncate(end)
+            if is_no_space(exc):
+                raise no_space(path, len(data)) from None
+            raise
 
 
 def check_baseline(spec: str) -> None:

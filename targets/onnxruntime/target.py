@@ -25,6 +25,7 @@ from onnxruntime.quantization.shape_inference import quant_pre_process
 
 from edge.core.capabilities import Capabilities
 from edge.core.errors import first_line
+from edge.core.files import no_space_as
 from edge.core.values import Dataset, ModelInfo
 from targets.base import ConversionError, ConvertSettings, check_precision, missing_modules
 
@@ -93,7 +94,7 @@ class OnnxRuntimeTarget:
         notes = _cached_notes(out)
         if notes is not None:
             return out, notes
-        with _scratch(Path(workdir)) as scratch:
+        with no_space_as(out), _scratch(Path(workdir)) as scratch:  # full: one line naming out
             partial = scratch / out.name
             notes = _BUILDERS[precision](model, calib, settings, partial, scratch)
             _publish(partial, out, notes)

@@ -20,6 +20,7 @@ import onnx
 
 from edge.core.capabilities import Capabilities, IsaNeed
 from edge.core.errors import first_line
+from edge.core.files import no_space_as
 from edge.core.model import layer_owner, node_bases
 from edge.core.values import Dataset, ModelInfo
 from targets.base import (
@@ -75,7 +76,7 @@ class OpenVINOTarget:
         check_precision(self, precision)
         workdir = Path(workdir)
         out = workdir / FILES[precision]
-        with workdir_lock(workdir):
+        with no_space_as(out), workdir_lock(workdir):  # a full disk: one line naming out
             notes = _reusable(out, model)
             if notes is None:
                 notes = _convert(model, precision, calib, settings, out)

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 from edge.core.capabilities import Capabilities
 from edge.core.errors import first_line
+from edge.core.files import no_space_as
 from edge.core.values import Dataset, ModelInfo
 from targets.base import ConversionError, ConvertSettings, check_precision, missing_modules
 from targets.tflite.litert_runner import TFLiteRunner, interpreter, layout_notes
@@ -54,7 +55,8 @@ class TFLiteTarget:
     def variant(self, model: ModelInfo, name: str, *, calib: Dataset,
                 workdir: Path) -> tuple[Path, dict[str, Any]]:
         """The file of one ``FILES`` variant and the record of the onnx2tf run that wrote it."""
-        run = ensure_converted(model, calib, Path(workdir), self.timeout_s)
+        with no_space_as(Path(workdir)):  # a full disk: one line naming the work folder
+            run = ensure_converted(model, calib, Path(workdir), self.timeout_s)
         if name not in run["files"]:
             raise ConversionError(f"onnx2tf wrote no {name} model: "
                                   f"{run['missing'].get(name, 'unknown reason')}")

@@ -21,6 +21,10 @@ import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
+import onnx
+from onnx import TensorProto, helper
+
+from edge.core.intake.common import cached_path
 from tests.support.hostile import OLD_BUNDLE, Case, tiny_model
 from tests.support.subgraphs import if_reads_outer, loop_reads_outer, save
 
@@ -206,7 +210,106 @@ def _graph_cases() -> Iterator[Case]:
                        make, around=_split_beside)
 
 
+# ---------------------------------------------------------------- cache entries
+
+
+def _dynamic_model(folder: Path) -> None:
+    """m.onnx with a dynamic batch dim: ``--shape x=1,4`` makes a pinned copy in the cache."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, folder / "m.onnx")
+
+
+def _torch_model(folder: Path) -> None:
+    """m.pt: a TorchScript Linear(4, 4) (read as data, no --trust-model-code needed)."""
+    import torch
+
+    torch.jit.save(torch.jit.script(torch.nn.Linear(4, 4)), str(folder / "m.pt"))
+
+
+def _entry(folder: Path, cache: Path, kind: str) -> Path:
+    """The reference cache entry edge keeps for the case's model pinned to (1, 4)."""
+    source, name = (folder / "m.onnx", "x") if kind == "onnx" else (folder / "m.pt", "input")
+    return cached_path(source, cache / "reference", kind, {name: (1, 4)}, {})
+
+
+def _broken(entry: Path) -> bool:
+    """Whether a cache entry is there but does not read as a model (empty, torn)."""
+    if not entry.is_file():
+        return False
+    try:
+        return not onnx.load(str(entry), load_external_data=False).graph.output
+    except Exception:  # noqa: BLE001 - protobuf's own errors for a torn file
+        return True
+
+
+@contextlib.contextmanager
+def _cache_env(cache: Path) -> Iterator[None]:
+    saved = os.environ.get("EDGE_CACHE_DIR")
+    os.environ["EDGE_CACHE_DIR"] = str(cache)
+    try:
+        yield
+    finally:
+        os.environ["EDGE_CACHE_DIR"] = saved or ""
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+def _poisoned(kind: str, cut: int | None) -> Callable[[Path], contextlib.AbstractContextManager[
+        Mapping[str, str]]]:
+    """A cache whose reference entry an earlier run left broken: empty (``cut`` None) or a
+    whole entry cut after ``cut`` bytes. The run must treat it as absent, make it again (a
+    warning, exit 0) and leave a whole entry."""
+    @contextlib.contextmanager
+    def around(folder: Path) -> Iterator[Mapping[str, str]]:
+        with _cache_env(Path(tempfile.mkdtemp(prefix="edge-cache-"))):
+            from edge.core.cache import cache_root
+
+            entry = _entry(folder, cache_root(), kind)
+            entry.parent.mkdir(parents=True)
+            whole = onnx.load(str(folder / "m.onnx")).SerializeToString() if cut else b""
+            entry.write_bytes(whole[:cut])
+            yield {}
+            assert not _broken(entry), f"the broken cache entry {entry} is still there"
+    return around
+
+
+@contextlib.contextmanager
+def _full_cache(folder: Path) -> Iterator[Mapping[str, str]]:
+    """The cache on a full disk: after the run (exit 2) no broken entry may be left in it."""
+    with full_disk(0) as mount, _cache_env(mount / "cache"):
+        yield {}
+        broken = [p for p in (mount / "cache").rglob("*") if p.is_file()
+                  and (p.stat().st_size == 0 or (p.suffix == ".onnx" and _broken(p)))]
+        assert not broken, f"a full cache kept broken entries: {broken}"
+
+
+def _cache_cases() -> Iterator[Case]:
+    inspect_onnx = ("inspect", "{d}/m.onnx", "--shape", "x=1,4")
+    yield Case("disk cache-empty onnx reference", inspect_onnx, _dynamic_model, (0,),
+               _poisoned("onnx", None))
+    yield Case("disk cache-torn onnx reference", inspect_onnx, _dynamic_model, (0,),
+               _poisoned("onnx", 40))
+    yield Case("disk cache-empty onnx reference optimize", (
+        "optimize", "{d}/m.onnx", "--shape", "x=1,4", "--profile", "{d}/ort.yaml", "-o",
+        "{d}/../out"), _ort_too(_dynamic_model), (0,), _poisoned("onnx", None))
+    inspect_torch = ("inspect", "{d}/m.pt", "--shape", "input=1,4")
+    yield Case("disk cache-empty torch reference", inspect_torch, _torch_model, (0,),
+               _poisoned("torch", None))
+    yield Case("disk cache-full torch export", inspect_torch, _torch_model, (2,), _full_cache)
+
+
+def _ort_too(make: Callable[[Path], None]) -> Callable[[Path], None]:
+    def both(folder: Path) -> None:
+        make(folder)
+        (folder / "ort.yaml").write_text(ORT_ONLY)
+    return both
+
+
 def cases() -> Iterator[Case]:
     yield from _disk_cases()
+    yield from _cache_cases()
     yield from _release_cases()
     yield from _graph_cases()

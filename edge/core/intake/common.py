@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
+import onnx
 
 from edge.core.cache import cache_key
 from edge.core.errors import UsageError
 
 Shapes = dict[str, tuple[int, ...]]
+
+log = logging.getLogger("edge")
 
 #: File suffix -> source kind; a directory holding saved_model.pb is a SavedModel.
 SUFFIXES = {".onnx": "onnx", ".tflite": "tflite", ".keras": "keras", ".h5": "keras",
@@ -65,3 +69,20 @@ def cached_path(source: Path, workdir: Path, kind: str, pins: Shapes,
             for block in iter(lambda h=handle: h.read(1 << 20), b""):  # type: ignore[misc]
                 digest.update(block)
     return workdir / f"{source.stem or 'model'}.{kind}-{digest.hexdigest()[:16]}.onnx"
+
+
+def usable_entry(out: Path) -> bool:
+    """Whether the cached reference ``out`` is there and reads as a model with inputs and
+    outputs. A broken one (an older edge's half-write on a full disk, a crash) is removed, with
+    a warning, so that it is made again: a cache entry is never trusted just for existing."""
+    if not out.is_file():
+        return False
+    try:
+        graph = onnx.load(str(out), load_external_data=False).graph
+        whole = bool(graph.input) and bool(graph.output)
+    except Exception:  # noqa: BLE001 - onnx/protobuf raise several types for a torn file
+        whole = False
+    if not whole:
+        log.warning("%s: a broken cache entry (unreadable); making it again", out)
+        out.unlink(missing_ok=True)
+    return whole

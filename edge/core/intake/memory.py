@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from edge.core.errors import UsageError
+from edge.core.files import NoSpace, filled, no_space_as
 from edge.core.intake.common import NoOnnxReference
 
 __all__ = ["failure_marker", "remembered_failure"]
@@ -30,15 +31,40 @@ def remembered_failure(out: Path, source: Path) -> Iterator[None]:
     Conversion and parity failures are remembered; a timeout is not (the host may be busy).
     """
     marker = failure_marker(out)
-    if marker.is_file():
-        raise NoOnnxReference(f"{marker.read_text().strip()} (remembered from an earlier run: "
+    remembered = _remembered(marker)
+    if remembered:
+        raise NoOnnxReference(f"{remembered} (remembered from an earlier run: "
                               f"{marker.name}; delete it to retry)")
     try:
-        yield
+        with no_space_as(out):  # a full disk is the host's, not the model's: never remembered
+            yield
+    except NoSpace:
+        raise
     except UsageError as exc:
         if "timed out" in str(exc):
             raise
-        tmp = marker.with_name(f"{marker.name}.{os.getpid()}")
-        tmp.write_text(str(exc))
-        os.replace(tmp, marker)
+        _remember(marker, str(exc))
         raise NoOnnxReference(str(exc)) from None
+
+
+def _remembered(marker: Path) -> str:
+    """The failure a marker keeps; '' (and the marker removed) when there is none, or it is
+    unreadable, empty or a full disk's (an earlier run's: the space may be free now)."""
+    try:
+        text = marker.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return ""
+    if not text or filled(None, text):
+        marker.unlink(missing_ok=True)
+        return ""
+    return text
+
+
+def _remember(marker: Path, text: str) -> None:
+    """Keep ``text`` in ``marker`` whole or not at all (a full disk keeps nothing)."""
+    tmp = marker.with_name(f"{marker.name}.{os.getpid()}")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, marker)
+    except OSError:
+        tmp.unlink(missing_ok=True)

@@ -9,8 +9,9 @@ import onnx
 from onnx import helper, numpy_helper
 
 from edge.core.errors import UsageError, first_line
+from edge.core.files import no_space_as
 from edge.core.intake.branches import has_ifs, loadable_at_pins, repeat_notes
-from edge.core.intake.common import Shapes, cached_path
+from edge.core.intake.common import Shapes, cached_path, usable_entry
 from edge.core.model import load_onnx, save_onnx_atomic
 
 
@@ -21,9 +22,10 @@ def fix_onnx(source: Path, workdir: Path, pins: Shapes) -> Path:
     if not _needs_fix(model, pins):
         return source
     out = cached_path(source, workdir, "onnx", pins, {})
-    if not out.is_file():
-        workdir.mkdir(parents=True, exist_ok=True)
-        save_onnx_atomic(finish(model, pins, source), out)
+    if not usable_entry(out):
+        with no_space_as(out):
+            workdir.mkdir(parents=True, exist_ok=True)
+            save_onnx_atomic(finish(model, pins, source), out)
     elif has_ifs(model):
         repeat_notes(out)  # the cached copy may have dropped If branches: say so again
     return out

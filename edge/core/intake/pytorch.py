@@ -18,6 +18,7 @@ import onnx
 
 from edge.core.errors import UsageError, first_line
 from edge.core.extras import require
+from edge.core.files import filled, scratch_file
 from edge.core.intake.common import OPSET, Shapes, example
 
 
@@ -41,8 +42,9 @@ def from_torch(
                              f"({first_line(exc)})") from None
     values = _flatten_torch(result)
     out_names = ["output"] if len(values) == 1 else [f"output_{i}" for i in range(len(values))]
-    _export_torch(module, args, names, out_names, out, source)
-    model = onnx.load(str(out))
+    with scratch_file(out, ".export.onnx") as exported:  # never a half-export under ``out``
+        _export_torch(module, args, names, out_names, exported, source)
+        model = onnx.load(str(exported))
     return model, feeds, list(zip(out_names, values, strict=True))
 
 
@@ -184,4 +186,6 @@ def _export_torch(module: Any, args: tuple[Any, ...], names: list[str], out_name
             torch.onnx.export(module, args, str(out), input_names=names, output_names=out_names,
                               opset_version=OPSET, dynamo=False, do_constant_folding=True)
         except Exception as exc:  # the exporter raises many types
+            if filled(exc):
+                raise  # a full disk: scratch_file names the cache entry and the space
             raise UsageError(f"{source}: torch.onnx.export failed ({first_line(exc)})") from None

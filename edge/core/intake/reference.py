@@ -13,12 +13,14 @@ import onnx
 from edge.core.cache import cache_root
 from edge.core.errors import UsageError
 from edge.core.extras import require
+from edge.core.files import no_space_as
 from edge.core.intake.common import (
     ACCEPTED,
     SUFFIXES,
     NoOnnxReference,
     Shapes,
     cached_path,
+    usable_entry,
 )
 from edge.core.intake.memory import remembered_failure
 from edge.core.intake.onnxfix import finish, fix_onnx, graph_inputs, input_dims
@@ -70,10 +72,11 @@ def to_reference(
     if not trust_code:
         refuse_model_code(source, kind)
     out = cached_path(source, workdir, kind, pins, types)
-    if out.is_file():
+    if usable_entry(out):
         return out
-    workdir.mkdir(parents=True, exist_ok=True)
-    return _convert(kind, source, out, pins, types, trust_code)
+    with no_space_as(out):
+        workdir.mkdir(parents=True, exist_ok=True)
+        return _convert(kind, source, out, pins, types, trust_code)
 
 
 def _convert(kind: str, source: Path, out: Path, pins: Shapes,

@@ -31,8 +31,8 @@ def from_tf(
     job = {"kind": kind, "source": str(source.resolve()), "out": str(raw), "check": str(check),
            "shapes": {k: list(v) for k, v in pins.items()}, "opset": OPSET, "trust": trust}
     log = out.with_suffix(".log")
-    _run_child(job, log, source, kind)
-    try:
+    try:  # the child's files are scratch, never a cache entry: removed whatever happens
+        _run_child(job, log, source, kind)
         model = onnx.load(str(raw))
         feeds, expected = _read_check(check)
     finally:
