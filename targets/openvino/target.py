@@ -20,7 +20,7 @@ import onnx
 
 from edge.core.capabilities import Capabilities, IsaNeed
 from edge.core.errors import first_line
-from edge.core.files import no_space_as
+from edge.core.files import free_bytes, no_space, no_space_as
 from edge.core.model import layer_owner, node_bases
 from edge.core.values import Dataset, ModelInfo
 from targets.base import (
@@ -156,7 +156,8 @@ def _convert(model: ModelInfo, precision: str, calib: Dataset, settings: Convert
     if precision == "bf16":
         ov_model.set_rt_info("bf16", COMPUTES)
     _save(ov_model, out, compress_to_fp16=precision == "fp16",
-          record={"source_sha256": model.sha256, "precision": precision, "notes": notes})
+          record={"source_sha256": model.sha256, "precision": precision, "notes": notes},
+          size=model.size_bytes + (1 << 16))
     return notes
 
 
@@ -206,8 +207,10 @@ def _float_notes(precision: str) -> tuple[str, ...]:
             "compute follows the load's precision hint (f32 here), so no CPU speed-up",)
 
 
-def _save(ov_model: Any, out: Path, *, compress_to_fp16: bool, record: dict[str, Any]) -> None:
-    """Write .xml + .bin + record under temporary names, then rename (.xml last)."""
+def _save(ov_model: Any, out: Path, *, compress_to_fp16: bool, record: dict[str, Any],
+          size: int) -> None:
+    """Write .xml + .bin + record under temporary names, then rename (.xml last); ``size``:
+    about what the IR takes (its source model's bytes and a margin), for a full disk's line."""
     import openvino as ov
 
     for stale in out.parent.glob(f".{out.stem}.*.partial.*"):  # a killed run's (we hold the lock)
@@ -222,6 +225,8 @@ def _save(ov_model: Any, out: Path, *, compress_to_fp16: bool, record: dict[str,
         for src, dst in parts:
             os.replace(src, dst)
     except (OSError, RuntimeError) as exc:
+        if free_bytes(out.parent) < size:  # OpenVINO's writer says only "iostream error"
+            raise no_space(out, size) from None
         raise ConversionError(f"cannot write {out}: {first_line(exc)}") from None
     finally:
         for src, _ in parts:

@@ -13,6 +13,7 @@ import pytest
 from edge.core import files
 from edge.core.bundle import write_bundle
 from edge.core.files import NoSpace, staged_dir, write_atomic
+from edge.core.intake.common import cached_path, usable_entry
 from tests.support.cli import run_cli
 from tests.support.hostile import OLD_BUNDLE, tiny_model
 from tests.support.hostile_disk import FILLER, ORT_ONLY, fill, full_disk
@@ -116,3 +117,83 @@ def test_a_full_cache_is_one_line_naming_it(inputs: Path,
         assert len(done.error_lines) == 1 and str(mount) in done.error_lines[0]
         assert not (inputs / "out").exists()
         files.shutil.rmtree(mount / "cache", ignore_errors=True)
+
+
+# ---------------------------------------------------------------- the cache (review of issue 27)
+
+
+def _entries(cache: Path) -> list[Path]:
+    """The files under ``cache`` but its (empty) lock files."""
+    return [p for p in cache.rglob("*") if p.is_file() and p.name != ".lock"] \
+        if cache.is_dir() else []
+
+
+def _make_room(mount: Path) -> None:
+    """Free the tmpfs (the filler shrinks to nothing: full_disk still finds it alone)."""
+    (mount / FILLER).write_bytes(b"")
+
+
+def test_a_full_cache_during_a_pytorch_intake_is_one_line_then_heals(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: a 0-byte reference under its final name, then 'not a valid ONNX model' on every
+    later run. Now: one line naming the entry, nothing in the cache, the next run works."""
+    torch = pytest.importorskip("torch")
+    torch.jit.save(torch.jit.script(torch.nn.Linear(64, 64)), str(tmp_path / "m.pt"))
+    argv = ["inspect", str(tmp_path / "m.pt"), "--shape", "input=1,64"]
+    with full_disk(8192) as mount:
+        cache = mount / "cache"
+        monkeypatch.setenv("EDGE_CACHE_DIR", str(cache))
+        done = run_cli(*argv)
+        assert done.status == 2 and len(done.error_lines) == 1, done.stderr
+        found = LINE.match(done.error_lines[0])
+        assert found and found["mount"] == str(mount), done.error_lines[0]
+        assert found["path"].startswith(str(cache / "reference" / "m.torch-"))
+        assert _entries(cache) == []  # no empty, torn or scratch file
+        _make_room(mount)
+        again = run_cli(*argv)
+        assert again.status == 0, again.stderr
+        (entry,) = _entries(cache)
+        assert entry.stat().st_size > 64 * 64 * 4
+        files.shutil.rmtree(cache)
+
+
+def test_a_broken_cached_reference_is_made_again(tmp_path: Path) -> None:
+    """An entry an older edge left empty or torn is absent to this one: removed, made again
+    (the corpus' ``disk cache-`` cases run the CLI on such entries)."""
+    model = tiny_model(tmp_path / "m.onnx")
+    entry = cached_path(model, tmp_path / "reference", "onnx", {"x": (1, 4)}, {})
+    entry.parent.mkdir()
+    for broken in (b"", model.read_bytes()[:30], b"\x00" * 100):
+        entry.write_bytes(broken)
+        assert not usable_entry(entry) and not entry.exists()
+    entry.write_bytes(model.read_bytes())
+    assert usable_entry(entry)
+
+
+@pytest.mark.parametrize(("runtime", "precision"), [("onnxruntime", "fp16"),
+                                                    ("onnxruntime", "fp32"),
+                                                    ("openvino", "fp32")])
+def test_a_full_cache_during_a_conversion_is_one_line_then_heals(
+        tmp_path: Path, runtime: str, precision: str) -> None:
+    """A conversion's output under cache/convert on a full disk: NoSpace naming the artifact
+    (exit 2 through the CLI), nothing left there; with room again the same call converts."""
+    from edge.core.data import synthetic_dataset
+    from edge.core.model import inspect_model
+    from targets import get_target
+
+    target = get_target(runtime)
+    if target.missing():
+        pytest.skip(target.missing() or "")
+    model = inspect_model(tiny_model(tmp_path / "m.onnx"))
+    calib = synthetic_dataset(model, count=4)
+    with full_disk(0) as mount:
+        workdir = mount / "cache" / "convert" / "key" / runtime
+        with pytest.raises(NoSpace) as caught:
+            target.convert(model, precision, calib=calib, workdir=workdir)
+        line = str(caught.value)
+        assert line.startswith(f"no space left on {mount} writing {workdir}/"), line
+        assert _entries(mount / "cache") == [] and "\n" not in line
+        _make_room(mount)
+        out, _ = target.convert(model, precision, calib=calib, workdir=workdir)
+        assert out.is_file() and out.stat().st_size > 0
+        files.shutil.rmtree(mount / "cache")
