@@ -17,7 +17,7 @@ from edge.core.errors import UsageError
 
 T = TypeVar("T")
 
-__all__ = ["NO_SPACE", "NoSpace", "check_space", "current_umask", "filled", "inside",
+__all__ = ["NO_SPACE", "NoSpace", "check_space", "current_umask", "filled", "free_bytes", "inside",
            "is_no_space", "no_space", "no_space_as", "scratch_file", "staged", "staged_dir",
            "write_atomic"]
 

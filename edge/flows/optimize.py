@@ -18,6 +18,7 @@ from edge.core.bundle import FORMAT, check_writable, write_bundle
 from edge.core.cache import cache_root
 from edge.core.data import dataset_digest, load_dataset, synthetic_dataset
 from edge.core.errors import CheckFailed, PruneError, UsageError, first_line
+from edge.core.files import filled, no_space
 from edge.core.intake import (
     dynamic_inputs,
     inspect_reference,
@@ -246,6 +247,8 @@ def _pruned_context(plan: tuple[Planned, ...], ctx: _Context,
     except PruneError as exc:
         return {PRUNED: f"pruning failed: {exc}"}
     except Exception as exc:  # noqa: BLE001 - torch/torch-pruning's own; the others go on
+        if filled(exc):  # the cache's disk is full: the user's to free, one line (exit 2)
+            raise no_space(cache_root() / "prune", 1 << 20) from None
         return {PRUNED: f"pruning failed: {type(exc).__name__}: {first_line(exc)}"}
     key = f"{pruned.model.sha256[:16]}-{dataset_digest(ctx.calib)[:16]}"
     return {PRUNED: replace(ctx, model=pruned.model, pruning=pruned.pruning,

@@ -27,6 +27,7 @@ import onnxruntime as ort
 from edge.core.cache import cache_key, cache_root
 from edge.core.data import dataset_digest
 from edge.core.errors import PruneError
+from edge.core.files import write_atomic
 from edge.core.model import inspect_model
 from edge.core.values import Dataset, ModelInfo, Pruning
 
@@ -68,18 +69,31 @@ def prune_model(model: ModelInfo, calib: Dataset, options: PruneOptions) -> Prun
 
     workdir = cache_root() / "prune" / _key(model, calib, options)
     path, record = workdir / "pruned.onnx", workdir / "pruning.json"
-    if path.is_file() and record.is_file():
-        return Pruned(model=inspect_model(path),
-                      pruning=Pruning.from_json(json.loads(record.read_text())))
+    cached = _cached(path, record)
+    if cached is not None:
+        return cached
     threads = torch.get_num_threads()
     torch.set_num_threads(_threads(model))
     try:
         pruning = _prune_and_distill(model, calib, options, workdir / "tmp.onnx")
     finally:
         torch.set_num_threads(threads)
-    record.write_text(json.dumps(pruning.to_json()))
+    write_atomic(record, json.dumps(pruning.to_json()))  # whole, before the model is renamed
     os.replace(workdir / "tmp.onnx", path)
     return Pruned(model=inspect_model(path), pruning=pruning)
+
+
+def _cached(path: Path, record: Path) -> Pruned | None:
+    """The pruned model an earlier run kept, or None (also for an entry it left unreadable:
+    torn by a full disk or a crash; it is made again)."""
+    if not (path.is_file() and record.is_file()):
+        return None
+    try:
+        return Pruned(model=inspect_model(path),
+                      pruning=Pruning.from_json(json.loads(record.read_text())))
+    except Exception:  # noqa: BLE001 - a torn model or record: any reader's error
+        log.warning("%s: a broken cache entry (unreadable); making it again", path.parent)
+        return None
 
 
 def _threads(model: ModelInfo) -> int:

@@ -197,3 +197,15 @@ def test_a_full_cache_during_a_conversion_is_one_line_then_heals(
         out, _ = target.convert(model, precision, calib=calib, workdir=workdir)
         assert out.is_file() and out.stat().st_size > 0
         files.shutil.rmtree(mount / "cache")
+
+
+def test_a_broken_pruning_cache_entry_is_made_again(tmp_path: Path) -> None:
+    """A pruned model or record an older run left torn is not trusted: None, made again."""
+    from edge.flows.prune import _cached
+
+    model, record = tmp_path / "pruned.onnx", tmp_path / "pruning.json"
+    model.write_bytes(b"")
+    record.write_text('{"ratio": 0.')
+    assert _cached(model, record) is None
+    tiny_model(model)
+    assert _cached(model, record) is None  # the record is still torn

@@ -16,6 +16,7 @@ import numpy as np
 import onnx
 
 from edge.core.errors import UsageError, first_line
+from edge.core.files import free_bytes, no_space
 from edge.core.extras import require
 from edge.core.intake.common import OPSET, TIMEOUT_S, Shapes, example
 from edge.core.intake.tflite import convert_tflite
@@ -46,6 +47,10 @@ def import_root() -> Path:
     return Path(__file__).resolve().parents[len(__name__.split(".")) - 1]
 
 
+#: Free space below which a failed conversion child is taken to have met a full disk.
+_ROOM = 1 << 20
+
+
 def _run_child(job: dict[str, Any], log: Path, source: Path, kind: str) -> None:
     """Run the child with its output in ``log``; a failure is a UsageError."""
     job_file = log.with_suffix(".job.json")
@@ -62,6 +67,8 @@ def _run_child(job: dict[str, Any], log: Path, source: Path, kind: str) -> None:
             raise UsageError(f"{source}: {kind} conversion timed out after {TIMEOUT_S:.0f} s "
                              f"(log: {log})") from None
     job_file.unlink(missing_ok=True)
+    if done.returncode != 0 and free_bytes(log.parent) < _ROOM:  # its log may say nothing
+        raise no_space(log.with_suffix(".onnx"), _ROOM)
     if done.returncode != 0:
         raise UsageError(f"{source}: could not convert this {kind} model to ONNX: "
                          f"{_log_reason(log)} (log: {log})")
