@@ -16,8 +16,8 @@ import numpy as np
 import onnx
 
 from edge.core.errors import UsageError, first_line
-from edge.core.files import free_bytes, no_space
 from edge.core.extras import require
+from edge.core.files import free_bytes, no_space
 from edge.core.intake.common import OPSET, TIMEOUT_S, Shapes, example
 from edge.core.intake.tflite import convert_tflite
 
