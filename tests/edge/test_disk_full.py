@@ -209,3 +209,21 @@ def test_a_broken_pruning_cache_entry_is_made_again(tmp_path: Path) -> None:
     assert _cached(model, record) is None
     tiny_model(model)
     assert _cached(model, record) is None  # the record is still torn
+
+
+def test_an_optimize_whose_conversion_meets_a_full_cache_names_the_entry_then_heals(
+        inputs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through the CLI: exit 2, the line names the ORT artifact under cache/convert; the same
+    command succeeds once there is room, with no human step in between."""
+    with full_disk(0) as mount:
+        monkeypatch.setenv("EDGE_CACHE_DIR", str(mount / "cache"))
+        argv = _argv("optimize", inputs, inputs / "out")
+        done = run_cli(*argv)
+        assert done.status == 2 and len(done.error_lines) == 1, done.stderr
+        found = LINE.match(done.error_lines[0])
+        assert found and found["mount"] == str(mount), done.error_lines[0]
+        assert found["path"].startswith(str(mount / "cache" / "convert")), found["path"]
+        assert _entries(mount / "cache") == [] and not (inputs / "out").exists()
+        _make_room(mount)
+        assert run_cli(*argv).status == 0
+        files.shutil.rmtree(mount / "cache")
