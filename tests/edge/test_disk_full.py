@@ -227,3 +227,22 @@ def test_an_optimize_whose_conversion_meets_a_full_cache_names_the_entry_then_he
         _make_room(mount)
         assert run_cli(*argv).status == 0
         files.shutil.rmtree(mount / "cache")
+
+
+def test_a_kept_result_is_one_whole_line_or_none() -> None:
+    """results/*.jsonl: a line after a torn one starts a line of its own; an append the disk
+    cannot take is cut back (the file as it was) and is one NoSpace line."""
+    from edge.core.results import _append
+
+    with full_disk(4096) as mount:
+        kept = mount / "r.jsonl"
+        kept.write_text('{"a": 1}\n{"torn')
+        _append(kept, '{"b": 2}\n')
+        assert kept.read_text().splitlines() == ['{"a": 1}', '{"torn', '{"b": 2}']
+        before = kept.read_bytes()
+        fill(mount / "more", 0)
+        with pytest.raises(NoSpace, match=f"writing {kept}: needs about"):
+            _append(kept, "x" * 20000 + "\n")
+        assert kept.read_bytes() == before
+        kept.unlink()
+        (mount / "more").unlink()
