@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Self
 import numpy as np
 
 from edge.core.capabilities import Capabilities
+from edge.core.files import no_space_as
 from edge.core.values import Dataset, ModelInfo
 from targets.base import ConversionError, ConvertSettings, check_precision
 from targets.tflite import TFLiteRunner, TFLiteTarget
@@ -559,8 +560,9 @@ class NNAPITarget:
         artifact = workdir / ARTIFACT
         partial = workdir / f".{ARTIFACT}.{os.getpid()}.partial"  # per process: no lock
         try:
-            dense = _write_nnapi_model(source, partial)
-            report = nnapi_report(partial, self.api_level)
+            with no_space_as(artifact):  # a full disk: one line naming the artifact
+                dense = _write_nnapi_model(source, partial)
+                report = nnapi_report(partial, self.api_level)
             if not report.delegable:
                 raise ConversionError(report.summary())
             os.replace(partial, artifact)

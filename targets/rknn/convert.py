@@ -16,6 +16,7 @@ from typing import ClassVar
 import numpy as np
 
 from edge.core.capabilities import Capabilities
+from edge.core.files import no_space_as
 from edge.core.toolchain import Toolchain, ToolchainError, build, run
 from edge.core.values import Dataset, ModelInfo
 from targets.base import ConversionError, ConvertSettings, workdir_lock
@@ -81,7 +82,7 @@ class RKNNConverter:
                                   "environment",)
         if settings.keep_float:
             notes += ("rknn-toolkit2 keeps no chosen layers in float: keep_float ignored",)
-        with workdir_lock(Path(workdir)):
+        with no_space_as(out), workdir_lock(Path(workdir)):  # a full disk: one line naming out
             if not out.is_file():
                 self._convert(model, precision, calib, settings, out)
         return out, notes

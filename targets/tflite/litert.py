@@ -21,6 +21,7 @@ import numpy as np
 from edge.core.capabilities import Capabilities
 from edge.core.data import dataset_digest
 from edge.core.errors import first_line
+from edge.core.files import filled, no_space, write_atomic
 from edge.core.intake.litert import signature_names
 from edge.core.values import Dataset, ModelInfo
 from targets.base import (
@@ -99,6 +100,8 @@ def _build(model: ModelInfo, precision: str, calib: Dataset, out: Path,
     try:
         notes = _make(model, precision, calib, out, keep_float)
     except ConversionError as exc:
+        if filled(exc):  # a full disk is the host's, not the model's: never remembered
+            raise no_space(out, 1 << 16) from None
         _write(out.with_name(out.name + ".failed.txt"), str(exc).encode())
         raise
     _write(out.with_name(out.name + ".notes.json"), json.dumps(list(notes)).encode())
@@ -426,9 +429,8 @@ def _load_check(data: bytes) -> None:
 
 
 def _write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.partial")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    """Whole or not at all (staged beside ``path``; a full disk is one NoSpace line)."""
+    write_atomic(path, data)
 
 
 # ---------------------------------------------------------------- runtime
