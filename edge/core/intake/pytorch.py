@@ -1,5 +1,6 @@
 """PyTorch sources: a saved module exported with the TorchScript exporter. TorchScript is read
-as data once its code is checked for file access; a pickle runs code when unpickled, so only
+as data once its code is checked to call only PyTorch's compute ops (no file, process, network
+or profiler call, no custom-op library); a pickle runs code when unpickled, so only
 ``--trust-model-code`` unpickles a module."""
 
 from __future__ import annotations
@@ -52,16 +53,13 @@ def from_torch(
 #: namespaces it may name (``torch.classes.<ns>``): the compute ops of PyTorch itself. Others
 #: (c10d, profiler, a custom library's ops...) reach processes, the network or files.
 SCRIPT_NAMESPACES = frozenset({"aten", "prim", "quantized", "_quantized", "prepacked",
-                               "xnnpack", "mkldnn", "mkldnn_prepacked", "onednn"})
+                               "xnnpack", "mkldnn", "mkldnn_prepacked", "onednn", "rnn"})
 
 #: Names a ``torch.``/``ops.`` reference of TorchScript code may not hold (any dotted part):
 #: files (aten::save, aten::from_file, any load), distributed/RPC, the profiler and its export.
 _RISKY_SCRIPT_PART = re.compile(
     r"save|load|from_file|file|distributed|c10d|rpc|profil|record_function|export|"
     r"symm_mem|nvshmem", re.IGNORECASE)
-
-#: Kept for callers: the calls named in refusals.
-RISKY_SCRIPT_CALLS = ("save", "load", "from_file")
 
 #: The most TorchScript code an archive may hold for edge to read it.
 _MAX_CODE_BYTES = 256 << 20

@@ -3,8 +3,10 @@
 A few messages of TensorFlow's protos (SavedModel, MetaGraphDef, GraphDef, NodeDef,
 FunctionDef, AttrValue, SaverDef, SignatureDef) are declared here with only the fields edge
 reads; protobuf skips every other field. The ops that count are those of every graph node and
-library function a load or a call can run; in what only the checkpoint saver reaches (from the
-MetaGraphDef's SaverDef), which every SavedModel has, its own save and restore ops are allowed.
+library function a load or a call can run (signatures, collections such as the main op, and
+everything else). What the SaverDef's restore op reaches (a TF1 loader runs it) may hold only
+restore ops reading the checkpoint the loader names (filename_tensor_name); what only its save
+op reaches (never run by a load) may hold the checkpoint ops, which every SavedModel has.
 """
 
 from __future__ import annotations

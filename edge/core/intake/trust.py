@@ -1,12 +1,15 @@
 """Model files that would run code when read are refused unless ``--trust-model-code``.
 
 Read as data, before any framework loader: a PyTorch file must be TorchScript whose code calls
-no torch.from_file (a pickle goes only through torch's weights-only unpickler,
-edge.core.intake.pytorch); a Keras file's model config (the H5's ``model_config`` attribute, a
-.keras zip's config.json) must hold no Lambda layer, no TFOpLambda that calls file, Python or
-debugging functions, and no class from a module outside Keras and TensorFlow; a SavedModel's
-graph and functions no op of ``edge.core.intake.tfgraph.RISKY_TF_OPS``. A .tflite runs no code
-of its own: LiteRT has no kernel for a custom or select-TF op unless the user loads one.
+only PyTorch's compute ops (a pickle goes only through torch's weights-only unpickler,
+edge.core.intake.pytorch); a Keras file's model configs (the H5's ``model_config`` attribute,
+found as h5py finds it, after a user block too; a .keras zip's config.json; both for a file
+that is both) must hold no Lambda layer, no op layer (TFOpLambda, SlicingOpLambda,
+ClassMethod, InstanceMethod/Property) naming anything but tensor math, and no class from a
+module outside Keras and TensorFlow; a SavedModel's graph and functions no op of
+``edge.core.intake.tfgraph.RISKY_TF_OPS`` (edge.core.intake.tfgraph.risky_ops). A .tflite runs
+no code of its own: LiteRT has no kernel for a custom or select-TF op unless the user loads
+one.
 """
 
 from __future__ import annotations
