@@ -18,6 +18,7 @@ import pytest
 
 from edge.core.errors import UsageError
 from edge.core.intake import check_model_file, to_reference
+from edge.core.intake.pytorch import risky_script_call
 from edge.core.intake.tfgraph import (
     RISKY_TF_OPS,
     read_saved_model,
@@ -76,6 +77,10 @@ def test_every_hostile_file_is_refused_before_any_loader(tmp_path: Path, cwd: Pa
     ("torch-module.pt", "it calls tests.support.model_code_torch.Booby"),
     ("pickle-inst.pt", "weights-only unpickler stops"),
     ("script-from-file.pt", "its TorchScript code calls torch.from_file"),
+    ("script-save.pt", "its TorchScript code calls torch.save"),
+    ("polyglot.h5", "a Lambda layer"),
+    ("saver-savev2.savedmodel", "runs SaveV2"),
+    ("dataset-from-graph.savedmodel", "runs DatasetFromGraph"),
     ("lambda.h5", "a Lambda layer"), ("nested-lambda.h5", "a Lambda layer"),
     ("writefile.savedmodel", "runs WriteFile"), ("readfile.savedmodel", "runs ReadFile"),
     ("matchingfiles.savedmodel", "runs MatchingFiles"),
@@ -140,17 +145,25 @@ def test_a_clean_savedmodel_keeps_its_saver_ops_out_of_the_scan() -> None:
     refuse_model_code(folder, "savedmodel")
 
 
-def _saver_graph(folder: Path, ops: dict[str, str]) -> Path:
-    """A saved_model.pb whose SaverDef restores by node "restore", from ``ops`` (name: op, each
-    node reading the one before)."""
+def _saver_graph(folder: Path, ops: dict[str, str], *, save: str = "",
+                 main: str = "") -> Path:
+    """A saved_model.pb whose SaverDef restores by node "restore" from the checkpoint named by
+    node "filename" (saves by ``save``), from ``ops`` (name: op, each node reading the one
+    before; a restore op reads its path, the first input, from the node before), with ``main``
+    in the main-op collection."""
     message = saved_model_message()()
     meta = message.meta_graphs.add()
     meta.saver_def.restore_op_name = "restore"
+    meta.saver_def.filename_tensor_name = "filename:0"
+    meta.saver_def.save_tensor_name = save
+    if main:
+        entry = meta.collection_def.add(key="saved_model_main_op")
+        entry.value.node_list.value.append(main)
     before = None
     for name, op in ops.items():
         node = meta.graph_def.node.add(name=name, op=op)
         if before:
-            node.input.append(f"^{before}")
+            node.input.append(before if op.startswith("Restore") else f"^{before}")
         before = name
     folder.mkdir()
     (folder / "saved_model.pb").write_bytes(message.SerializeToString())
@@ -159,10 +172,37 @@ def _saver_graph(folder: Path, ops: dict[str, str]) -> Path:
 
 def test_the_saver_may_restore_but_not_write_files(tmp_path: Path) -> None:
     """A TF1 loader runs the SaverDef's restore op: only checkpoint ops are allowed there."""
-    assert risky_ops(_saver_graph(tmp_path / "a", {"read": "RestoreV2",
+    assert risky_ops(_saver_graph(tmp_path / "a", {"filename": "Const", "read": "RestoreV2",
                                                    "restore": "NoOp"})) == []
     assert risky_ops(_saver_graph(tmp_path / "b", {"evil": "WriteFile", "restore": "NoOp"})
                      ) == ["WriteFile"]
+
+
+def test_the_restore_op_reaches_only_restore_ops_of_the_loaders_checkpoint(
+    tmp_path: Path,
+) -> None:
+    """What the restore op reaches: SaveV2 (any checkpoint op but a restore) is refused, and a
+    restore op reading another path than SaverDef.filename_tensor_name too."""
+    assert risky_ops(_saver_graph(tmp_path / "a", {"filename": "Const", "read": "RestoreV2",
+                                                   "restore": "NoOp"})) == []
+    assert risky_ops(_saver_graph(tmp_path / "b", {"evil": "SaveV2", "restore": "NoOp"})
+                     ) == ["SaveV2"]
+    assert risky_ops(_saver_graph(tmp_path / "c", {"elsewhere": "Const", "read": "RestoreV2",
+                                                   "restore": "NoOp"})
+                     ) == ["RestoreV2 (of a path the loader does not name)"]
+
+
+def test_the_save_op_alone_may_save_but_a_main_op_is_scanned(tmp_path: Path) -> None:
+    """The save op (never run by a load) may hold SaveV2; the same node named as the main op
+    (run by the loader) is scanned like any other."""
+    graph = {"restore": "NoOp", "write": "SaveV2", "saved": "Identity"}
+    assert risky_ops(_saver_graph(tmp_path / "a", graph, save="saved:0")) == []
+    assert risky_ops(_saver_graph(tmp_path / "b", graph, save="saved:0", main="saved")
+                     ) == ["SaveV2"]
+
+
+def test_graphs_from_serialized_graphdefs_are_refused() -> None:
+    assert {"DatasetFromGraph", "DeserializeIterator", "RemoteCall"} <= RISKY_TF_OPS
 
 
 def test_a_text_saved_model_is_scanned_too(tmp_path: Path) -> None:
@@ -215,9 +255,81 @@ def test_risky_keras_configs_are_refused(tmp_path: Path, layer: dict, says: str)
         refuse_model_code(_h5(tmp_path / "m.h5", config), "keras")
 
 
+@pytest.mark.parametrize("layer, says", [
+    (_layer("SlicingOpLambda", function="io.write_file"), "calls tf.io.write_file"),
+    (_layer("ClassMethod", cls_symbol="io.write_file", method_name="__call__"),
+     "calls tf.io.write_file.__call__"),
+    (_layer("ClassMethod", cls_symbol="RaggedTensor", method_name="__init__"), "__init__"),
+    (_layer("InstanceMethod", attr_name="numpy"), "reads the tensor's 'numpy'"),
+    (_layer("InstanceProperty", attr_name="__class__"), "'__class__'"),
+    (_layer("TFOpLambda", function="profiler.experimental.start"), "tf.profiler"),
+    (_layer("TFOpLambda", function="load_op_library"), "tf.load_op_library"),
+    (_layer("TFOpLambda", function="load_library"), "tf.load_library"),
+    (_layer("TFOpLambda", function="config.experimental_connect_to_host"), "tf.config."),
+    (_layer("TFOpLambda", function="distribute.experimental_set_strategy"), "tf.distribute"),
+    (_layer("TFOpLambda", function="compat.v1.WholeFileReader"), "WholeFileReader"),
+    (_layer("TFOpLambda", function="train.Saver"), "tf.train.Saver"),
+    (_layer("TFOpLambda", function="saved_model.load"), "tf.saved_model.load"),
+    (_layer("TFOpLambda", function="summary.write"), "tf.summary.write"),
+    (_layer("TFOpLambda", function="debugging.enable_check_numerics"), "tf.debugging"),
+])
+def test_op_layers_call_only_tensor_math(tmp_path: Path, layer: dict, says: str) -> None:
+    """tf_keras resolves an op layer's function, class method or tensor attribute by name: only
+    math namespaces and plain array ops pass (an allowlist, not a deny-list)."""
+    config = {"class_name": "Functional", "config": {"layers": [layer]}}
+    with pytest.raises(UsageError, match=says):
+        refuse_model_code(_h5(tmp_path / "m.h5", config), "keras")
+
+
+def test_a_polyglot_is_checked_both_as_hdf5_and_as_a_zip(tmp_path: Path) -> None:
+    """An HDF5 file behind a user block (found by h5py past offset 0) with a zip appended:
+    the zip's config.json is checked too, whichever reader Keras picks."""
+    path = tmp_path / "m.h5"
+    with h5py.File(path, "w", userblock_size=512) as handle:
+        handle.attrs["model_config"] = json.dumps({"class_name": "Sequential", "config": {}})
+    with zipfile.ZipFile(path, "a") as archive:
+        archive.writestr("config.json", json.dumps(
+            {"class_name": "Sequential", "config": {"layers": [_layer("Lambda")]}}))
+    assert h5py.is_hdf5(path) and zipfile.is_zipfile(path)
+    with pytest.raises(UsageError, match="a Lambda layer"):
+        refuse_model_code(path, "keras")
+
+
+@pytest.mark.parametrize("code, found", [
+    ("torch.save(x, 'f')", "torch.save"), ("_0 = torch .\\\n save(x)", "torch.save"),
+    ("y = (torch.\n from_file('f', True, 4))", "torch.from_file"),
+    ("ops.aten.save(x, 'f')", "ops.aten.save"), ("torch.load('f')", "torch.load"),
+    ("torch.jit.load('f')", "torch.jit.load"), ("ops.c10d.send(x)", "ops.c10d.send"),
+    ("ops.prim.rpc_sync('w', f)", "ops.prim.rpc_sync"),
+    ("torch.distributed.barrier()", "torch.distributed.barrier"),
+    ("ops.profiler._record_function_enter('a')", "ops.profiler._record_function_enter"),
+    ("torch.ops.my_lib.op(x)", "torch.ops.my_lib.op"),
+    ("p: __torch__.torch.classes.dist_c10d.ProcessGroup", "classes.dist_c10d"),
+    ("torch.autograd.profiler.record_function('a')", "torch.autograd.profiler"),
+    ("x = ('", "code edge cannot read"),
+])
+def test_torchscript_calls_outside_tensor_math_are_refused(code: str, found: str) -> None:
+    assert found in (risky_script_call(code) or "")
+
+
+def test_torchscript_tensor_math_passes() -> None:
+    code = ("def forward(self, x: Tensor) -> Tensor:\n  # torch.save in a comment\n"
+            "  _0 = torch.linear(ops.aten.relu(x), torch.ones([4, 4]))\n"
+            "  ops.prim.Print('saved')\n"
+            "  p: __torch__.torch.classes.quantized.LinearPackedParamsBase = self.p\n"
+            "  return ops.quantized.linear(_0, p, 1.0, 0)\n")
+    assert risky_script_call(code) is None
+
+
 def test_plain_keras_configs_pass(tmp_path: Path) -> None:
     config = {"class_name": "Functional", "module": "keras.src.models.functional",
               "config": {"layers": [_layer("TFOpLambda", function="math.add"),
+                                    _layer("TFOpLambda", function="reshape"),
+                                    _layer("TFOpLambda", function="compat.v1.nn.relu"),
+                                    _layer("SlicingOpLambda", function="__operators__.getitem"),
+                                    _layer("ClassMethod", cls_symbol="RaggedTensor",
+                                           method_name="from_row_lengths"),
+                                    _layer("InstanceProperty", attr_name="flat_values"),
                                     {"module": "keras.layers", "class_name": "Dense",
                                      "config": {"units": 2}}]}}
     refuse_model_code(_h5(tmp_path / "m.h5", config), "keras")

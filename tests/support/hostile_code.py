@@ -2,9 +2,12 @@
 
 Model files that run code when a framework loads them: pickles whose unpickling calls exec or
 os.system, a whole pickled module whose class writes a file, Keras H5 files with a Lambda
-layer, SavedModels whose signature writes, reads or lists files. Each writes ``code-ran`` in
-the working directory when it runs (the corpus requires that directory to stay empty); none
-may run without ``--trust-model-code``. The TensorFlow files are built once (a child process,
+layer (one behind an HDF5 user block that starts like a zip), SavedModels whose signature
+writes, reads or lists files, whose checkpoint restore op writes one (SaveV2), or whose main op
+runs a dataset graph held in a string (DatasetFromGraph); TorchScript calling torch.from_file
+or torch.save. Each writes ``code-ran`` (or ``code-ran.*``) in the working directory when it
+runs (the corpus requires that directory to stay empty); none may run without
+``--trust-model-code``. The TensorFlow files are built once (a child process,
 tests/support/model_code_build.py) into a cache keyed by VERSION and copied into each case.
 """
 
@@ -22,7 +25,7 @@ from pathlib import Path
 from tests.support.hostile import Case
 
 #: Bump when the built files change.
-VERSION = "2"
+VERSION = "3"
 MARKER = "code-ran"
 CACHE = Path.home() / ".cache" / "edge-test" / f"hostile-code-{VERSION}"
 
@@ -86,14 +89,18 @@ FILES: dict[str, Callable[[Path], None]] = {
     "torch-legacy-exec.pt": _torch("legacy_payload"),
     "torch-module.pt": _torch("module"),
     "script-from-file.pt": _torch("scripted_from_file"),
+    "script-save.pt": _torch("scripted_save"),
     "lambda.h5": _copy("lambda.h5"),
     "lambda.hdf5": _copy("lambda.h5"),
     "nested-lambda.h5": _copy("nested-lambda.h5"),
+    "polyglot.h5": _copy("polyglot.h5"),
     "writefile.savedmodel": _copy("writefile.savedmodel"),
     "readfile.savedmodel": _copy("readfile.savedmodel"),
     "matchingfiles.savedmodel": _copy("matchingfiles.savedmodel"),
     "nested-writefile.savedmodel": _copy("nested-writefile.savedmodel"),
     "save-op.savedmodel": _copy("save-op.savedmodel"),
+    "saver-savev2.savedmodel": _copy("saver-savev2.savedmodel"),
+    "dataset-from-graph.savedmodel": _copy("dataset-from-graph.savedmodel"),
 }
 
 #: Each command that reads a model; ``{m}`` is the model, then --shape for a PyTorch one.

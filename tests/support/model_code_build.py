@@ -7,6 +7,7 @@ reads it: a refused read leaves the working directory empty.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from pathlib import Path
@@ -116,12 +117,86 @@ def flex_tflite(out: Path) -> None:
     (out / "flex.tflite").write_bytes(converter.convert())
 
 
+def polyglot_h5(out: Path) -> None:
+    """lambda.h5 behind a 512-byte HDF5 user block starting with a zip's magic, a zip (no
+    config.json) appended: a zip by its first bytes, HDF5 (with the Lambda) to h5py and Keras."""
+    import io
+    import zipfile
+
+    import h5py
+
+    with h5py.File(out / "lambda.h5", "r") as src, \
+            h5py.File(out / "polyglot.h5", "w", userblock_size=512) as dst:
+        for key, value in src.attrs.items():
+            dst.attrs[key] = value
+        for key in src:
+            src.copy(src[key], dst, name=key)
+    with open(out / "polyglot.h5", "r+b") as handle:
+        handle.write(b"PK\x03\x04")
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("weights.bin", b"x")
+    with open(out / "polyglot.h5", "ab") as handle:
+        handle.write(buffer.getvalue())
+
+
+def _tf1_saved(out: Path, name: str, build) -> None:
+    """A TF1 SavedModel (x[1, 4] -> y) from ``build(graph, x, y)``, which returns the builder's
+    keyword arguments (saver, main_op)."""
+    tf1 = tf.compat.v1
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf1.placeholder(tf.float32, [1, 4], name="x")
+        v = tf1.get_variable("v", [4], initializer=tf1.zeros_initializer())
+        y = tf.identity(x + v, name="y")
+        extra = build(graph, v)
+        with tf1.Session(graph=graph) as session:
+            session.run(tf1.global_variables_initializer())
+            builder = tf1.saved_model.Builder(str(out / name))
+            signature = tf1.saved_model.predict_signature_def({"x": x}, {"y": y})
+            builder.add_meta_graph_and_variables(
+                session, ["serve"], signature_def_map={"serving_default": signature}, **extra)
+            builder.save()
+
+
+def _saver_savev2(graph, v) -> dict:
+    """The SaverDef's restore op (run by a TF1 loader) depends on a SaveV2 writing the marker."""
+    saver = tf.compat.v1.train.Saver([v])
+    evil = tf.raw_ops.SaveV2(prefix=tf.constant(MARKER), tensor_names=tf.constant(["p"]),
+                             shape_and_slices=tf.constant([""]), tensors=[tf.constant([1.0])])
+    restore = graph.get_operation_by_name(saver.saver_def.restore_op_name)
+    with tf.control_dependencies([evil, restore]):
+        saver.saver_def.restore_op_name = tf.no_op(name="restore_all_evil").name
+    return {"saver": saver}
+
+
+def _dataset_from_graph(graph, v, blob: bytes) -> dict:
+    """The main op rebuilds a tf.data pipeline from a serialized GraphDef (DatasetFromGraph)
+    that caches /etc/hostname's lines into the marker."""
+    salt = tf.strings.substr(tf.strings.as_string(tf.random.uniform([])), 0, 0)
+    dataset = tf.raw_ops.DatasetFromGraph(graph_def=tf.strings.join([tf.constant(blob), salt]))
+    line = tf.raw_ops.DatasetToSingleElement(dataset=dataset, output_types=[tf.string],
+                                             output_shapes=[[]])[0]
+    return {"main_op": tf.group(line, name="main_op")}
+
+
+def _dataset_blob() -> bytes:
+    """The serialized GraphDef of the dataset (built eagerly, outside the TF1 graph)."""
+    dataset = tf.data.TextLineDataset("/etc/hostname").cache(MARKER)
+    policy = tf.data.experimental.ExternalStatePolicy.IGNORE
+    return dataset._as_serialized_graph(external_state_policy=policy).numpy()
+
+
 def main(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     keras_files(out)
     for name, body in SAVED.items():
         _saved(out, f"{name}.savedmodel", body)
     flex_tflite(out)
+    polyglot_h5(out)
+    _tf1_saved(out, "saver-savev2.savedmodel", _saver_savev2)
+    _tf1_saved(out, "dataset-from-graph.savedmodel",
+               functools.partial(_dataset_from_graph, blob=_dataset_blob()))
 
 
 if __name__ == "__main__":

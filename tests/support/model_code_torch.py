@@ -73,3 +73,18 @@ def scripted_from_file(path: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit.script is deprecated
         torch.jit.script(FileWriter()).save(str(path))
+
+
+class FileSaver(nn.Module):
+    """A TorchScript forward that saves its input to ``code-ran`` (aten::save)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        torch.save(x, "code-ran")
+        return x * 2
+
+
+def scripted_save(path: Path) -> None:
+    """TorchScript whose code calls torch.save: any TorchScript call that writes files."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit.script is deprecated
+        torch.jit.script(FileSaver()).save(str(path))

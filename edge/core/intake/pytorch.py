@@ -1,15 +1,18 @@
 """PyTorch sources: a saved module exported with the TorchScript exporter. TorchScript is read
-as data once its code is checked for file access; a pickle runs code when unpickled, so only
+as data once its code is checked to call only PyTorch's compute ops (no file, process, network
+or profiler call, no custom-op library); a pickle runs code when unpickled, so only
 ``--trust-model-code`` unpickles a module."""
 
 from __future__ import annotations
 
 import inspect
+import io
 import pickle
 import re
+import tokenize
 import warnings
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -48,17 +51,25 @@ def from_torch(
     return model, feeds, list(zip(out_names, values, strict=True))
 
 
-#: TorchScript calls that reach this host's files (``torch.from_file`` maps a file, and with
-#: ``shared=True`` creates and writes it) from a scripted forward or ``__setstate__``.
-RISKY_SCRIPT_CALLS = ("from_file",)
+#: Op namespaces TorchScript code may call (``torch.ops.<ns>``/``ops.<ns>``) and custom-class
+#: namespaces it may name (``torch.classes.<ns>``): the compute ops of PyTorch itself. Others
+#: (c10d, profiler, a custom library's ops...) reach processes, the network or files.
+SCRIPT_NAMESPACES = frozenset({"aten", "prim", "quantized", "_quantized", "prepacked",
+                               "xnnpack", "mkldnn", "mkldnn_prepacked", "onednn", "rnn"})
+
+#: Names a ``torch.``/``ops.`` reference of TorchScript code may not hold (any dotted part):
+#: files (aten::save, aten::from_file, any load), distributed/RPC, the profiler and its export.
+_RISKY_SCRIPT_PART = re.compile(
+    r"save|load|from_file|file|distributed|c10d|rpc|profil|record_function|export|"
+    r"symm_mem|nvshmem", re.IGNORECASE)
 
 #: The most TorchScript code an archive may hold for edge to read it.
 _MAX_CODE_BYTES = 256 << 20
 
 
 def check_torch(source: Path) -> None:
-    """Refuse (UsageError naming --trust-model-code) TorchScript whose code calls
-    RISKY_SCRIPT_CALLS, and a file that is not TorchScript: it goes through torch's
+    """Refuse (UsageError naming --trust-model-code) TorchScript whose code calls anything
+    risky (risky_script_call), and a file that is not TorchScript: it goes through torch's
     weights-only unpickler, which runs no code from the file, and no module comes out of that
     (a module is unpickled by running the code the file names)."""
     if _scripted(source):
@@ -69,20 +80,61 @@ def check_torch(source: Path) -> None:
 
 
 def _check_script_code(source: Path) -> None:
-    """The TorchScript code files of the archive (``*/code/**.py``) call no RISKY_SCRIPT_CALLS."""
+    """The TorchScript code files of the archive (``*/code/**.py``) call nothing risky."""
     with zipfile.ZipFile(source) as archive:
         code = [i for i in archive.infolist() if "/code/" in i.filename
                 and i.filename.endswith(".py")]
         if sum(i.file_size for i in code) > _MAX_CODE_BYTES:
             raise UsageError(f"{source}: its TorchScript code is larger than 256 MB")
         for info in code:
-            text = archive.read(info).decode("utf-8", "replace")
-            found = next((c for c in RISKY_SCRIPT_CALLS if re.search(rf"\b{c}\b", text)), None)
+            found = risky_script_call(archive.read(info).decode("utf-8", "replace"))
             if found:
                 raise UsageError(
-                    f"{source}: its TorchScript code calls torch.{found} (a file of this host): "
-                    "running it would read or write files; edge refuses it unless you pass "
-                    "--trust-model-code for a model you trust")
+                    f"{source}: its TorchScript code calls {found} (files, processes or the "
+                    "network of this host): running it would reach outside the model; edge "
+                    "refuses it unless you pass --trust-model-code for a model you trust")
+
+
+def risky_script_call(text: str) -> str | None:
+    """The first risky reference of TorchScript code: a ``torch.``/``ops.`` name with a part
+    matching _RISKY_SCRIPT_PART, or an op/class namespace outside SCRIPT_NAMESPACES; code
+    Python's tokenizer cannot read is risky too (it could hide either)."""
+    try:
+        chains = list(_dotted_names(text))
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return "code edge cannot read"
+    return next((".".join(c) for c in chains if _risky_chain(c)), None)
+
+
+def _risky_chain(parts: list[str]) -> bool:
+    if "classes" in parts[:-1]:
+        namespace = parts[parts.index("classes") + 1]
+        if namespace not in SCRIPT_NAMESPACES:
+            return True
+    if parts[0] not in ("torch", "ops"):
+        return False
+    if "ops" in parts[:-1] and parts[parts.index("ops") + 1] not in SCRIPT_NAMESPACES:
+        return True
+    return any(_RISKY_SCRIPT_PART.search(p) for p in parts[1:])
+
+
+def _dotted_names(text: str) -> Iterator[list[str]]:
+    """Each dotted name (``a.b.c``) of Python-syntax code, comments and strings skipped."""
+    chain: list[str] = []
+    want_name = False
+    for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        if token.type in (tokenize.NL, tokenize.COMMENT):
+            continue
+        if token.type == tokenize.NAME and want_name:
+            chain, want_name = [*chain, token.string], False
+        elif token.type == tokenize.OP and token.string == "." and chain and not want_name:
+            want_name = True
+        else:
+            if chain:
+                yield chain
+            chain, want_name = ([token.string] if token.type == tokenize.NAME else []), False
+    if chain:
+        yield chain
 
 
 def _scripted(source: Path) -> bool:

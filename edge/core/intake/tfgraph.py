@@ -3,8 +3,10 @@
 A few messages of TensorFlow's protos (SavedModel, MetaGraphDef, GraphDef, NodeDef,
 FunctionDef, AttrValue, SaverDef, SignatureDef) are declared here with only the fields edge
 reads; protobuf skips every other field. The ops that count are those of every graph node and
-library function a load or a call can run; in what only the checkpoint saver reaches (from the
-MetaGraphDef's SaverDef), which every SavedModel has, its own save and restore ops are allowed.
+library function a load or a call can run (signatures, collections such as the main op, and
+everything else). What the SaverDef's restore op reaches (a TF1 loader runs it) may hold only
+restore ops reading the checkpoint the loader names (filename_tensor_name); what only its save
+op reaches (never run by a load) may hold the checkpoint ops, which every SavedModel has.
 """
 
 from __future__ import annotations
@@ -48,13 +50,19 @@ RISKY_TF_OPS = frozenset({
     "DataServiceDataset", "DataServiceDatasetV2", "DataServiceDatasetV3",
     "DataServiceDatasetV4", "RegisterDataset", "RegisterDatasetV2", "DistributedSave",
     "RpcServer", "RpcServerStart", "RpcServerRegister", "RpcClient", "RpcCall",
-    "RpcCheckStatus", "RpcGetValue",
+    "RpcCheckStatus", "RpcGetValue", "RemoteCall",
+    # graphs built from a serialized GraphDef held in a tensor (their ops are never scanned)
+    "DatasetFromGraph", "DeserializeIterator",
 })
 
-#: The saver's own ops, allowed only in what nothing but the SaverDef reaches (a loader restores
-#: the variables with them; a TF1 loader runs the SaverDef's restore op).
+#: The saver's own ops, allowed only in what nothing but the SaverDef's save op reaches (a load
+#: never runs it).
 CHECKPOINT_OPS = frozenset({"Save", "SaveV2", "SaveSlices", "MergeV2Checkpoints", "Restore",
                             "RestoreV2", "RestoreSlice"})
+
+#: The only risky ops allowed in what the SaverDef's restore op reaches (a TF1 loader runs it),
+#: and only reading the checkpoint the loader names (SaverDef.filename_tensor_name).
+RESTORE_OPS = frozenset({"Restore", "RestoreV2", "RestoreSlice"})
 
 #: PrintV2 is harmless on stderr/stdout/the log; its ``output_stream`` may also name a file.
 _PRINT_STREAMS = (b"stderr", b"stdout", b"log(info)", b"log(warning)", b"log(error)")
@@ -64,8 +72,14 @@ _MESSAGES: dict[str, tuple[tuple[str, int, str, bool, str], ...]] = {
     "SavedModel": (("meta_graphs", 2, "message", True, "MetaGraphDef"),),
     "MetaGraphDef": (("graph_def", 2, "message", False, "GraphDef"),
                      ("saver_def", 3, "message", False, "SaverDef"),
+                     ("collection_def", 4, "message", True, "CollectionEntry"),
                      ("signature_def", 5, "message", True, "SignatureEntry")),
-    "SaverDef": (("save_tensor_name", 2, "string", False, ""),
+    "CollectionEntry": (("key", 1, "string", False, ""),
+                        ("value", 2, "message", False, "CollectionDef")),
+    "CollectionDef": (("node_list", 1, "message", False, "NodeList"),),
+    "NodeList": (("value", 1, "string", True, ""),),
+    "SaverDef": (("filename_tensor_name", 1, "string", False, ""),
+                 ("save_tensor_name", 2, "string", False, ""),
                  ("restore_op_name", 3, "string", False, "")),
     "SignatureEntry": (("key", 1, "string", False, ""),
                        ("value", 2, "message", False, "SignatureDef")),
@@ -86,7 +100,8 @@ _MESSAGES: dict[str, tuple[tuple[str, int, str, bool, str], ...]] = {
     "FunctionDefLibrary": (("function", 1, "message", True, "FunctionDef"),),
     "FunctionDef": (("signature", 1, "message", False, "OpDef"),
                     ("node_def", 3, "message", True, "NodeDef")),
-    "OpDef": (("name", 1, "string", False, ""),),
+    "OpDef": (("name", 1, "string", False, ""), ("input_arg", 2, "message", True, "ArgDef")),
+    "ArgDef": (("name", 1, "string", False, ""),),
 }
 
 _PACKAGE = "edge_tfgraph"
@@ -138,10 +153,31 @@ def risky_ops(folder: Path) -> list[str]:
     ``folder`` can run, sorted; ValueError when saved_model.pb does not parse."""
     found: set[str] = set()
     for meta in read_saved_model(folder).meta_graphs:
-        ran, saver = _regions(_Graph.of(meta))
+        graph = _Graph.of(meta)
+        ran, restore, save = _regions(graph)
         found |= {_risky_name(node) for node in ran}
-        found |= {_risky_name(node) for node in saver} - CHECKPOINT_OPS
+        found |= {_restore_risk(graph, node, prefix) for node, prefix in restore}
+        found |= {_risky_name(node) for node in save} - CHECKPOINT_OPS
     return sorted(found - {""})
+
+
+def _restore_risk(graph: _Graph, node: Any, prefix: str) -> str:
+    """What a node the restore op reaches risks: a restore op (or a call of a function that
+    restores) reading another path than ``prefix`` (the checkpoint the loader names), or any
+    other risky op."""
+    if node.op in RESTORE_OPS or _restores(graph, node):
+        return "" if _reads(node, prefix) else f"{node.op} (of a path the loader does not name)"
+    return _risky_name(node)
+
+
+def _restores(graph: _Graph, node: Any) -> bool:
+    functions = _called(graph, _calls(graph, [node]))
+    return any(n.op in RESTORE_OPS for f in functions for n in graph.functions[f])
+
+
+def _reads(node: Any, prefix: str) -> bool:
+    """Whether a node's first input (a restore op's checkpoint path) is ``prefix``."""
+    return bool(node.input) and _node_name(node.input[0]) == prefix
 
 
 def _risky_name(node: Any) -> str:
@@ -156,36 +192,59 @@ def _risky_name(node: Any) -> str:
 
 @dataclass(frozen=True, slots=True)
 class _Graph:
-    """One MetaGraphDef: its nodes and functions by name, the saver's and signatures' nodes."""
+    """One MetaGraphDef: its nodes and functions (with their first argument) by name, the
+    saver's save, restore and filename nodes, and the nodes a loader runs by name (signatures,
+    collections such as the main/init ops)."""
 
     nodes: dict[str, Any]
     functions: dict[str, list[Any]]
-    saver: frozenset[str]
-    signatures: frozenset[str]
+    first_args: dict[str, str]
+    save: frozenset[str]
+    restore: frozenset[str]
+    filename: str
+    roots: frozenset[str]
 
     @classmethod
     def of(cls, meta: Any) -> _Graph:
-        saver = (meta.saver_def.save_tensor_name, meta.saver_def.restore_op_name)
-        signatures = [t.value.name for s in meta.signature_def
-                      for t in (*s.value.inputs, *s.value.outputs)]
+        saver = meta.saver_def
+        named = [t.value.name for s in meta.signature_def
+                 for t in (*s.value.inputs, *s.value.outputs)]
+        named += [n for c in meta.collection_def for n in c.value.node_list.value]
+        library = meta.graph_def.library.function
         return cls(nodes={n.name: n for n in meta.graph_def.node},
-                   functions={f.signature.name: list(f.node_def)
-                              for f in meta.graph_def.library.function},
-                   saver=frozenset(_node_name(t) for t in saver if t),
-                   signatures=frozenset(_node_name(t) for t in signatures if t))
+                   functions={f.signature.name: list(f.node_def) for f in library},
+                   first_args={f.signature.name: f.signature.input_arg[0].name
+                               for f in library if f.signature.input_arg},
+                   save=_names([saver.save_tensor_name]),
+                   restore=_names([saver.restore_op_name]),
+                   filename=_node_name(saver.filename_tensor_name),
+                   roots=_names(named))
 
 
-def _regions(graph: _Graph) -> tuple[list[Any], list[Any]]:
-    """The nodes a load or a call can run outside the saver: the graph's nodes the saver does
-    not reach (and all they depend on) and every function but those only the saver calls; and
-    the nodes only the saver reaches (its graph nodes and functions)."""
-    saver = _upstream(graph, graph.saver)
-    ran = _upstream(graph, (set(graph.nodes) - saver) | graph.signatures)
-    saver_only = _called(graph, _calls(graph, (graph.nodes[n] for n in saver - ran)))
-    roots = (set(graph.functions) - saver_only) | _calls(graph, (graph.nodes[n] for n in ran))
-    called = _called(graph, roots)
-    return ([graph.nodes[n] for n in ran] + _function_nodes(graph, called),
-            [graph.nodes[n] for n in saver - ran] + _function_nodes(graph, saver_only - called))
+def _names(tensors: Iterable[str]) -> frozenset[str]:
+    return frozenset(_node_name(t) for t in tensors if t)
+
+
+def _regions(graph: _Graph) -> tuple[list[Any], list[tuple[Any, str]], list[Any]]:
+    """What a load or a call can run outside the saver (the graph's nodes neither saver op
+    reaches, the named roots, all they depend on, and every function but those only the saver
+    calls); what the restore op reaches (each node with the checkpoint path it may read: the
+    filename node, or a function's first argument); what only the save op reaches."""
+    restore = _upstream(graph, graph.restore)
+    save = _upstream(graph, graph.save) - restore
+    ran = _upstream(graph, (set(graph.nodes) - save - restore) | graph.roots)
+    restore, save = restore - ran, save - ran
+    ran_calls = _called(graph, _calls(graph, (graph.nodes[n] for n in ran)))
+    restore_calls = _called(graph, _calls(graph, (graph.nodes[n] for n in restore)))
+    save_calls = _called(graph, _calls(graph, (graph.nodes[n] for n in save)))
+    ran_calls |= set(graph.functions) - restore_calls - save_calls
+    restore_calls -= ran_calls
+    return ([graph.nodes[n] for n in ran] + _function_nodes(graph, ran_calls),
+            [(graph.nodes[n], graph.filename) for n in restore]
+            + [(node, graph.first_args.get(f, "")) for f in restore_calls
+               for node in graph.functions[f]],
+            [graph.nodes[n] for n in save]
+            + _function_nodes(graph, save_calls - ran_calls - restore_calls))
 
 
 def _function_nodes(graph: _Graph, names: Iterable[str]) -> list[Any]:
