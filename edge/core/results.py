@@ -7,8 +7,9 @@ measurement with the previous one kept for the same device and artifact; ``--bas
 with a report saved from ``edge bench --json``. A p50 slower than the baseline by more than
 ``--max-regression`` percent is a failed check (exit 1), so CI pipelines can gate on it.
 A baseline holds a p50 above 0 and at most MAX_MS (1e9 ms), or is refused (exit 2): a NaN,
-0, -1 or 1e308 would pass every check. A saved one is read by the bounded document reader (edge.core.docfile) and
-checked before anything is measured; a kept line whose times are not times is skipped.
+0, -1 or 1e308 would pass every check. A saved one is read by the bounded document reader
+(edge.core.docfile) and checked before anything is measured; a kept line whose times are not
+times is skipped. A kept-results path that is no regular file (a FIFO) is refused unopened.
 """
 
 from __future__ import annotations
