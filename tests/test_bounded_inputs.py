@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import zipfile
 from html import escape
@@ -104,6 +105,43 @@ def test_an_npz_of_too_many_members_is_refused(tmp_path: Path, model: object) ->
         load_dataset(path, model)  # type: ignore[arg-type]
 
 
+def _dynamic(tmp_path: Path) -> object:
+    """A model whose input is [N, k], both symbolic: any sample width fits."""
+    return inspect_model(tiny_model(tmp_path / "dyn.onnx", dims=("N", "k")))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("shape, match", [
+    ((10**18, 0), "1,000,000,000,000,000,000 samples"),
+    ((1_000_001, 0), "1,000,001 samples"),
+    ((0, 10**18), "more values than edge reads"),
+    ((4, 0, 10**12), "more values than edge reads"),
+], ids=["samples-1e18", "samples-1e6+1", "width-1e18", "zero-middle"])
+def test_a_header_of_too_many_samples_or_values_is_refused_though_it_declares_no_bytes(
+        tmp_path: Path, shape: tuple[int, ...], match: str) -> None:
+    model = _dynamic(tmp_path)
+    (tmp_path / "d.npy").write_bytes(npy_bytes(shape, body=0))
+    (tmp_path / "d.npz").write_bytes(zip_bytes([("x.npy", npy_bytes(shape, body=0), 0,
+                                                 len(npy_bytes(shape, body=0)))]))
+    for name in ("d.npy", "d.npz"):
+        with pytest.raises(UsageError, match=match):
+            load_dataset(tmp_path / name, model)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("shape", [(8, 0), (8, 1, 0)])
+def test_samples_of_no_values_are_refused(tmp_path: Path, shape: tuple[int, ...]) -> None:
+    np.save(tmp_path / "d.npy", np.zeros(shape, np.float32))
+    with pytest.raises(UsageError, match=r"samples of shape .* hold no values for input 'x'"):
+        load_dataset(tmp_path / "d.npy", _dynamic(tmp_path))  # type: ignore[arg-type]
+
+
+def test_an_image_that_is_a_fifo_is_refused_before_it_is_opened(tmp_path: Path) -> None:
+    model = inspect_model(tiny_model(tmp_path / "m.onnx", dims=(1, 3, 8, 8)))
+    (tmp_path / "images").mkdir()
+    os.mkfifo(tmp_path / "images" / "a.png")
+    with pytest.raises(UsageError, match="a.png is not a regular file"):
+        load_dataset(tmp_path / "images", model)
+
+
 # ---------------------------------------------------------------- inventories
 
 
@@ -133,8 +171,29 @@ def test_an_inventory_of_more_than_max_hosts_is_refused(tmp_path: Path) -> None:
 
 
 def test_expanded_count_matches_expand() -> None:
-    for pattern in ("pi", "pi[0:9]", "n[a:f:2]x[01:10]", "w[0:20:3].lan", "x[a:Z]", "y[c:C:5]"):
+    for pattern in ("pi", "pi[0:9]", "n[a:f:2]x[01:10]", "w[0:20:3].lan", "x[a:Z]", "y[c:C:5]",
+                    "a[0:2]b[c:d]c[08:10]"):
         assert expanded_count(pattern) == len(expand(pattern, "here")), pattern
+
+
+@pytest.mark.parametrize("pattern", [
+    "pi[[0:0]:99999999]", "pi[0:[9:9]9999999]", "pi[[1:1]0:99999999]", "pi[[0:0]:3]",
+    "pi[0:[3:3]]", "pi[[0:1]]", "pi[0:3]]", "pi[0:3][",
+])
+def test_a_range_in_a_range_or_a_stray_bracket_is_refused_never_expanded(
+        tmp_path: Path, pattern: str) -> None:
+    assert expanded_count(pattern) == 1
+    with pytest.raises(UsageError, match=r"here: a range is \[START:END\]"):
+        expand(pattern, "here")
+    path = _inventory(tmp_path, "hosts.ini", f"[web]\n{pattern}\n")
+    with pytest.raises(UsageError, match=re.escape(f"host {pattern}: a range is")):
+        load_inventory(path)
+
+
+def test_a_range_beyond_int64_is_counted_and_refused(tmp_path: Path) -> None:
+    assert expanded_count("pi[0:99999999999999999999999]") == 10**23
+    with pytest.raises(UsageError, match="at most 10,000"):
+        load_inventory(_inventory(tmp_path, "hosts.ini", "[web]\npi[0:99999999999999999999999]\n"))
 
 
 @pytest.mark.parametrize("name, text", [
@@ -196,6 +255,34 @@ def test_a_kept_last_baseline_of_zero_is_refused_naming_its_file() -> None:
         load_baseline("last", report)
 
 
+@pytest.mark.parametrize("p50", [1e308, 1.7976931348623157e308, 1e10, 1.000001e9])
+def test_a_baseline_beyond_max_ms_is_refused(tmp_path: Path, p50: float) -> None:
+    path = tmp_path / "base.json"
+    path.write_text(json.dumps(report_doc(p50)))
+    with pytest.raises(UsageError, match=r"base\.json: its p50_ms .* at most 1e\+09"):
+        check_baseline(str(path))
+    with pytest.raises(UsageError, match="is not a time"):
+        load_baseline(str(path), _report(1.0))
+    with pytest.raises(UsageError, match="is not a time"):
+        compare(_report(1.0), _report(p50), "here", 10.0)
+    assert not compare(_report(1.0), _report(1e9), "here", 10.0).regressed
+
+
+def test_a_fifo_at_a_kept_path_is_refused_by_last_and_by_keep() -> None:
+    report = DeployReport.from_json(report_doc(1.0) | {"artifact_sha256": "cd" * 32,
+                                                       "target": "gate-fifo"})
+    path = keep(report)
+    path.unlink()
+    os.mkfifo(path)
+    try:
+        with pytest.raises(UsageError, match=r"gate-fifo.*\.jsonl is not a regular file"):
+            load_baseline("last", report)
+        with pytest.raises(UsageError, match="is not a regular file"):
+            keep(report)
+    finally:
+        path.unlink()
+
+
 def test_a_bad_baseline_file_is_refused_before_the_device_is_touched(tmp_path: Path) -> None:
     path = tmp_path / "base.json"
     path.write_text(json.dumps(report_doc(float("nan"))))
@@ -217,6 +304,19 @@ def _results(tmp_path: Path, *records: dict[str, object]) -> Path:
                          "regressed": False, "report": report_doc()} | r) for r in records]
     (folder / "x.jsonl").write_text("\n".join(lines) + "\n")
     return folder
+
+
+@pytest.mark.parametrize("where", ["dev/y.jsonl", "dev/a.jsonl", "other/x.jsonl"])
+def test_a_fifo_in_a_results_folder_is_refused_before_it_is_opened(
+        tmp_path: Path, where: str) -> None:
+    folder = _results(tmp_path, {})
+    (folder.parent / where).parent.mkdir(exist_ok=True)
+    os.mkfifo(folder.parent / where)
+    with pytest.raises(UsageError, match=f"{where} is not a regular file"):
+        kept_results(folder.parent)
+    done = run_cli("report", str(folder.parent), "-o", str(tmp_path / "r.html"))
+    assert done.status == 2 and len(done.error_lines) == 1, done.stderr
+    assert where in done.stderr and not (tmp_path / "r.html").exists()
 
 
 @pytest.mark.parametrize("text", ["$\\undefined{$", "$\\frac{$", "a $x^$ b"])

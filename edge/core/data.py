@@ -8,7 +8,10 @@ under the key ``labels``.
 
 Arrays are read by a bounded reader: the .npy header (or each .npz member's) is read first and
 the bytes it declares are compared with the bytes the file or zip member really holds and with
-MAX_DATA_BYTES, before anything is allocated. An .npz's other members are never read.
+MAX_DATA_BYTES, before anything is allocated; so are its samples (at most MAX_SAMPLES) and its
+values, zero dimensions left out (a shape (10**18, 0) declares 0 bytes). A sample of no values
+is refused. An .npz's other members are never read. An image that is no regular file (a FIFO)
+is refused before it is opened.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ __all__ = ["SyntheticDataWarning", "dataset_digest", "load_dataset", "synthetic_
 MAX_DATA_BYTES = 2 << 30
 #: Most members an .npz may list (one per model input, plus labels).
 MAX_NPZ_MEMBERS = 1024
+#: Most samples one data file may hold (each becomes a feed of its own, a few hundred bytes).
+MAX_SAMPLES = 1_000_000
 MAX_MAGNITUDE = 1e18  # no real input is larger; its square overflows float32 in comparisons
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".ppm", ".pgm", ".webp")
 
@@ -156,8 +161,21 @@ def _declared_bytes(fh: IO[bytes], size: int, where: str, budget: int) -> int:
     if declared > budget:
         raise UsageError(f"{where}: {size_text(declared)} of data is more than edge reads "
                          f"({size_text(MAX_DATA_BYTES)} per file); give fewer samples")
+    _check_counts(shape, where)
     fh.seek(start)
     return declared
+
+
+def _check_counts(shape: tuple[int, ...], where: str) -> None:
+    """Refuse more than MAX_SAMPLES samples, or more values (zero dims left out) than the
+    budget holds at one byte each: a shape with a 0 in it declares 0 bytes, whatever else
+    it claims, and edge makes one feed per sample."""
+    if shape and shape[0] > MAX_SAMPLES:
+        raise UsageError(f"{where}: its header declares {shape[0]:,} samples; edge reads at "
+                         f"most {MAX_SAMPLES:,} per file")
+    if math.prod(d for d in shape if d) > MAX_DATA_BYTES:
+        raise UsageError(f"{where}: its header declares shape {list(shape)}, more values than "
+                         f"edge reads ({MAX_DATA_BYTES:,} per file)")
 
 
 def _header(fh: IO[bytes], where: str) -> tuple[tuple[int, ...], np.dtype]:
@@ -215,6 +233,12 @@ def _npz_key(member: str) -> str:
 
 def _load_images(folder: Path, model: ModelInfo) -> dict[str, np.ndarray]:
     files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+    if len(files) > MAX_SAMPLES:
+        raise UsageError(f"{folder}: {len(files):,} images; edge reads at most {MAX_SAMPLES:,}")
+    strange = next((p for p in files if not p.is_file()), None)
+    if strange is not None:  # opening a FIFO waits for a writer forever
+        raise UsageError(f"{strange} is not a regular file (a FIFO, socket, device or "
+                         "folder?); refusing to open it")
     if not files:
         raise UsageError(f"{folder}: no images ({', '.join(IMAGE_SUFFIXES)}) in the folder")
     if len(model.inputs) != 1:
@@ -268,6 +292,9 @@ def _per_sample(array: np.ndarray, spec: TensorSpec, path: Path) -> np.ndarray:
         not isinstance(w, int) or w <= 0 or w == s for w, s in zip(want, sample, strict=True)
     ):
         raise UsageError(f"{path}: samples of shape {list(given)} do not fit input "
+                         f"'{spec.name}' of shape {list(want)}")
+    if 0 in sample:
+        raise UsageError(f"{path}: samples of shape {list(given)} hold no values for input "
                          f"'{spec.name}' of shape {list(want)}")
     _check_finite(array, spec, path)
     _check_exact(array, spec, path)

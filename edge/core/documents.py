@@ -33,7 +33,7 @@ from edge.core.files import write_atomic
 from edge.core.profile import Profile, Serving, profile_schema
 from edge.core.values import Bundle, DeployReport, _to_json, adapter
 
-__all__ = ["KINDS", "BandRow", "CutDocument", "CutTensor", "EnergyDocument", "InputSpec",
+__all__ = ["KINDS", "MAX_MS", "BandRow", "CutDocument", "CutTensor", "EnergyDocument", "InputSpec",
            "Kind", "Predicted", "ResultRecord", "ServingDocument", "SplitDocument",
            "SplitHalves", "dump", "parse", "read_json", "read_yaml", "schema", "write_json",
            "write_yaml"]

@@ -6,9 +6,10 @@ the DeployReport plus the time it was kept). ``edge bench --baseline last`` comp
 measurement with the previous one kept for the same device and artifact; ``--baseline FILE``
 with a report saved from ``edge bench --json``. A p50 slower than the baseline by more than
 ``--max-regression`` percent is a failed check (exit 1), so CI pipelines can gate on it.
-A baseline holds a finite p50 above 0, or is refused (exit 2): a NaN, 0 or -1 would pass
-every check. A saved one is read by the bounded document reader (edge.core.docfile) and
-checked before anything is measured; a kept line whose times are not times is skipped.
+A baseline holds a p50 above 0 and at most MAX_MS (1e9 ms), or is refused (exit 2): a NaN,
+0, -1 or 1e308 would pass every check. A saved one is read by the bounded document reader
+(edge.core.docfile) and checked before anything is measured; a kept line whose times are not
+times is skipped. A kept-results path that is no regular file (a FIFO) is refused unopened.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 
 from edge.core.cache import cache_root
 from edge.core.docfile import read_data
-from edge.core.documents import ResultRecord, dump, parse
+from edge.core.documents import MAX_MS, ResultRecord, dump, parse
 from edge.core.errors import UsageError
 from edge.core.files import is_no_space, no_space
 from edge.core.values import DeployReport
@@ -82,6 +83,7 @@ def history(report: DeployReport, *, passed_only: bool = False) -> list[DeployRe
     """Measurements kept earlier for this report's device and artifact, oldest first
     (``passed_only``: without the ones that failed a baseline check)."""
     path = _file(report)
+    _regular(path)
     if not path.is_file():
         return []
     records = _records(path)
@@ -90,6 +92,7 @@ def history(report: DeployReport, *, passed_only: bool = False) -> list[DeployRe
 
 def _records(path: Path) -> list[ResultRecord]:
     """The file's result records; a torn or foreign line is skipped, never fatal."""
+    _regular(path)
     records = []
     for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace")
                                   .splitlines(), 1):
@@ -98,6 +101,14 @@ def _records(path: Path) -> list[ResultRecord]:
         except (ValueError, RecursionError, UsageError):
             continue
     return records
+
+
+def _regular(path: Path) -> None:
+    """Refuse a kept-results path that is there but no regular file, before it is opened:
+    reading a FIFO (or appending to one) waits for a writer (a reader) forever."""
+    if path.exists() and not path.is_file():
+        raise UsageError(f"{path} is not a regular file (a FIFO, socket, device or folder?); "
+                         "refusing to open it as kept results")
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +153,7 @@ def _when(text: Any) -> datetime | None:
 def keep(report: DeployReport, *, regressed: bool = False) -> Path:
     """Append the measurement to its device/artifact history (one write per line)."""
     path = _file(report)
+    _regular(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     record = ResultRecord(kept_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), regressed=regressed,
                           report=report)
@@ -210,12 +222,13 @@ def _saved_baseline(path: Path) -> DeployReport:
 
 
 def _check_p50(baseline: DeployReport, where: str) -> None:
-    """A baseline holds a finite, positive p50: anything else would pass every check."""
+    """A baseline holds a p50 above 0 and at most MAX_MS (the range of a kept time): a NaN,
+    0 or 1e308 would pass every check."""
     p50 = baseline.bench.p50_ms
     if isinstance(p50, bool) or not isinstance(p50, int | float) or not (
-            math.isfinite(p50) and p50 > 0):
-        raise UsageError(f"{where}: its p50_ms {p50!r} is not a time (a finite number of "
-                         "ms above 0); give a report from `edge bench --json`")
+            math.isfinite(p50) and 0 < p50 <= MAX_MS):
+        raise UsageError(f"{where}: its p50_ms {p50!r} is not a time (a number of ms above 0 "
+                         f"and at most {MAX_MS:g}); give a report from `edge bench --json`")
 
 
 def compare(report: DeployReport, baseline: DeployReport, source: str,

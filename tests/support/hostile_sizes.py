@@ -10,6 +10,7 @@ cannot draw.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import struct
 import zlib
@@ -154,8 +155,44 @@ def _data_case(suffix: str, kind: str, flag: str, content: Callable[[], bytes],
                 make=_data_make(flag, name, content), isolated=isolated)
 
 
+#: name -> (suffix, flag, content): headers of 0 bytes that claim 10**18 samples of no values
+#: (a model of input [N, k] takes them), and images that are FIFOs.
+def _zero_width() -> dict[str, tuple[str, str, Callable[[], bytes]]]:
+    def member(shape: tuple[int, ...]) -> Callable[[], bytes]:
+        return lambda: zip_bytes([_stored("x.npy", npy_bytes(shape, body=0))])
+    return {  # --eval needs a pinned model: --calib pins it (optimize, partition)
+        "zero-width": ("npy", "--calib", lambda: npy_bytes((10**18, 0), body=0)),
+        "zero-width f8": ("npy", "--calib", lambda: npy_bytes((10**18, 0), "<f8", body=0)),
+        "zero-width 3-d": ("npy", "--calib", lambda: npy_bytes((10**18, 1, 0), body=0)),
+        "zero-width member": ("npz", "--calib", member((10**18, 0))),
+        "zero-width partition": ("npy", "partition", lambda: npy_bytes((10**18, 0), body=0)),
+    }
+
+
+def _zero_width_cases() -> Iterator[Case]:
+    for kind, (suffix, flag, content) in _zero_width().items():
+        def make(d: Path, suffix: str = suffix, content: Callable[[], bytes] = content) -> None:
+            tiny_model(d / "m.onnx", dims=("N", "k"))  # type: ignore[arg-type]
+            (d / f"d.{suffix}").write_bytes(content())
+        argv = (("partition", "{d}/m.onnx", "--profile", "rpi4", "--cloud", "cloud-c7i",
+                 "--calib", f"{{d}}/d.{suffix}", "-o", "{d}/out") if flag == "partition"
+                else _data_argv(flag, f"d.{suffix}"))
+        yield Case(name=f"sizes {suffix} {kind}", argv=argv, make=make, isolated=True)
+    for flag in ("--calib", "--eval"):
+        def fifo(d: Path) -> None:
+            tiny_model(d / "m.onnx", dims=(1, 3, 8, 8))
+            (d / "images").mkdir()
+            os.mkfifo(d / "images" / "a.png")
+        # isolated: in-process, the corpus's 30 s alarm raises TimeoutError, an OSError that
+        # the image reader would report as one line: the hang would pass
+        yield Case(name=f"sizes images fifo {flag.lstrip('-')}", make=fifo,
+                   argv=_data_argv(flag, "images"), isolated=True)
+
+
 def cases() -> Iterator[Case]:
     yield from _data_cases()
+    yield from _zero_width_cases()
+    yield from _results_cases()
     yield from _baseline_cases()
     yield from _inventory_cases()
     yield from _split_cases()
@@ -187,7 +224,8 @@ def _bad_baselines() -> dict[str, str]:
         ("nan", float("nan")), ("inf", float("inf")), ("minus-inf", float("-inf")),
         ("zero", 0), ("minus-one", -1), ("minus-zero", -0.0), ("minus-huge", -1e308),
         ("nan-text", "nan"), ("inf-text", "Infinity"), ("minus-inf-text", "-inf"),
-        ("zero-text", "0"), ("minus-text", "-5.5"))}
+        ("zero-text", "0"), ("minus-text", "-5.5"), ("huge", 1e308),
+        ("max-float", 1.7976931348623157e308), ("1e10", 1e10), ("over-max-ms", 1.000001e9))}
     plain = json.dumps(report_doc())
     texts |= {
         "p50-overflow": plain.replace('"p50_ms": 1.5', '"p50_ms": 1e400'),
@@ -237,6 +275,10 @@ def _big_inventories() -> dict[str, tuple[str, str, bool]]:
     return {
         "range-huge": ("hosts.yml", "all:\n  hosts:\n    pi[0:99999999]:\n", True),
         "range-huge-ini": ("hosts.ini", "[web]\npi[0:99999999]\n", True),
+        "range-in-range": ("hosts.ini", "[web]\npi[[0:0]:99999999]\n", True),
+        "range-in-range-end": ("hosts.yml", "all:\n  hosts:\n    pi[0:[9:9]9999999]:\n", True),
+        "range-in-range-start": ("hosts.ini", "[web]\npi[[1:1]0:99999999]\n", True),
+        "range-beyond-int64": ("hosts.ini", "[web]\npi[0:99999999999999999999999]\n", False),
         "range-product": ("hosts.yml", "all:\n  hosts:\n    n[0:9999][0:9999]:\n", True),
         "range-20k": ("hosts.yml", "all:\n  hosts:\n    pi[0:19999]:\n", False),
         "range-step": ("hosts.ini", "[web]\npi[0:999999:10]\n", False),
@@ -265,6 +307,30 @@ def _inventory_cases() -> Iterator[Case]:
         yield Case(name=f"sizes inventory {kind}", make=make, isolated=isolated,
                    argv=("deploy", "{d}/b.bundle", "--inventory", f"{{d}}/{name}",
                          "--profile", "x86-64"))
+
+
+# ---------------------------------------------------------------- results folders
+
+
+#: name -> (folder reported, FIFO made, a good kept file beside it): reading a FIFO hangs.
+RESULTS_FIFOS = {
+    "fifo": ("res", "res/pi/abc.jsonl", None),
+    "fifo device-folder": ("res/pi", "res/pi/abc.jsonl", None),
+    "fifo beside-kept": ("res", "res/pi/zz.jsonl", "res/pi/aa.jsonl"),
+}
+
+
+def _results_cases() -> Iterator[Case]:
+    for kind, (folder, fifo, good) in RESULTS_FIFOS.items():
+        def make(d: Path, fifo: str = fifo, good: str | None = good) -> None:
+            (d / fifo).parent.mkdir(parents=True)
+            os.mkfifo(d / fifo)
+            if good:
+                (d / good).write_text(json.dumps({
+                    "version": 1, "kept_at": "2026-01-01T10:00:00+0000", "regressed": False,
+                    "report": report_doc()}) + "\n")
+        yield Case(name=f"report results {kind}", make=make,
+                   argv=("report", f"{{d}}/{folder}", "-o", "{d}/r.html"))
 
 
 # ---------------------------------------------------------------- split documents
