@@ -15,6 +15,7 @@ import resource
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
@@ -91,8 +92,13 @@ def _place(arg: str, places: dict[str, str]) -> str:
     return arg
 
 
+class Hang(BaseException):
+    """The case ran past SECONDS. Not an OSError (as TimeoutError is) nor any Exception, so
+    no reader's ``except`` can turn a hang into a clean refusal."""
+
+
 def _too_long(signum: int, frame: FrameType | None) -> None:
-    raise TimeoutError(f"the case ran past {SECONDS} s (a hang)")
+    raise Hang(f"the case ran past {SECONDS} s (a hang)")
 
 
 def _run_bounded(argv: list[str]) -> Result:
@@ -100,12 +106,14 @@ def _run_bounded(argv: list[str]) -> Result:
     it may not raise the process's peak memory by more than PEAK_GROWTH_KB."""
     previous = signal.signal(signal.SIGALRM, _too_long)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    start = time.monotonic()
     signal.alarm(SECONDS)
     try:
         result = run_cli(*argv)
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
+    assert time.monotonic() - start < SECONDS, "the case ran past its time (a hang)"
     grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak
     assert grown < PEAK_GROWTH_KB, f"the case raised peak memory by {grown >> 10} MB"
     return result

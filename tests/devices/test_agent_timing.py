@@ -185,6 +185,7 @@ NOT_TIMINGS = {
     "targets/tflite/onnx2tf_run.py": "how long the onnx2tf child process ran",
     "partition/client.py": "the live split client's per-request latency (run-split telemetry)",
     "partition/client_grpc.py": "the same over gRPC",
+    "partition/client_http.py": "the same over REST, and each request's deadline",
     "edge/flows/cloud/tensors.py": "the server's Server-Timing header; a tail's run time at load",
     "edge/flows/prune_distill.py": "the distillation's time budget; its seconds in the manifest",
 }
