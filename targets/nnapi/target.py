@@ -554,11 +554,10 @@ class NNAPITarget:
     ) -> tuple[Path, tuple[str, ...]]:
         """The int8 model for NNAPI; ConversionError naming each op NNAPI leaves to the CPU."""
         check_precision(self, precision)
-        workdir = Path(workdir)
         source, run = TFLiteTarget().variant(model, "int8-io", calib=calib,
-                                             workdir=workdir / ONNX2TF_DIR)
-        artifact = workdir / ARTIFACT
-        partial = workdir / f".{ARTIFACT}.{os.getpid()}.partial"  # per process: no lock
+                                             workdir=Path(workdir) / ONNX2TF_DIR)
+        artifact = Path(workdir) / ARTIFACT
+        partial = artifact.with_name(f".{ARTIFACT}.{os.getpid()}.partial")  # per process
         try:
             with no_space_as(artifact):  # a full disk: one line naming the artifact
                 dense = _write_nnapi_model(source, partial)
