@@ -595,6 +595,5 @@ def _notes(run: dict[str, Any], dense: int, report: NNAPIReport,
     if settings != DEFAULT_SETTINGS:
         notes.append("calibration and keep_float settings are not applied: onnx2tf's min-max "
                      "calibration, every op int8 (a float op would leave NNAPI)")
-    notes.append("NNAPI cannot run on this host: verified on the CPU with LiteRT (same int8 "
-                 "model)")
+    notes.append("NNAPI cannot run on this host: verified on the CPU with LiteRT (same model)")
     return tuple(notes)
