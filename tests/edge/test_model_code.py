@@ -91,7 +91,10 @@ def test_the_refusal_names_the_risk(tmp_path: Path, name: str, says: str) -> Non
         check_model_file(_model(tmp_path, name))
 
 
-def test_the_opt_in_loads_a_pickled_module(tmp_path: Path, cwd: Path) -> None:
+def test_the_opt_in_loads_a_pickled_module(tmp_path: Path, cwd: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    # a cache of its own: another test's reference of the same file would skip the load
+    monkeypatch.setenv("EDGE_CACHE_DIR", str(tmp_path / "cache"))
     model = _model(tmp_path, "torch-module.pt")
     result = run_cli("inspect", str(model), "--shape", "x=1,4", "--trust-model-code", "--json")
     assert result.status == 0, result.stderr
