@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -131,10 +132,7 @@ def test_ctrl_c_during_optimize_is_one_line(tmp_path: Path) -> None:
     folders = _folders(tmp_path)
     log = tmp_path / "stderr.txt"
     with open(log, "w") as handle:
-        child = subprocess.Popen(
-            [sys.executable, "-m", "edge", "optimize", "sample:digits", "--profile", "x86-64",
-             "-o", str(folders["out"] / "d.bundle")],
-            cwd=folders["cwd"], env=_env(folders), stdout=subprocess.DEVNULL, stderr=handle)
+        child = _start_optimize(folders, handle)
         _wait_for(folders["cache"], "convert/*/openvino-*/*.xml", child, log)
         child.send_signal(signal.SIGINT)
         status = child.wait(timeout=120)
@@ -153,10 +151,7 @@ def test_ctrl_c_while_onnx2tf_converts_ends_at_once(tmp_path: Path) -> None:
     folders = _folders(tmp_path)
     log = tmp_path / "stderr.txt"
     with open(log, "w") as handle:
-        child = subprocess.Popen(
-            [sys.executable, "-m", "edge", "optimize", "sample:digits", "--profile", "x86-64",
-             "-o", str(folders["out"] / "d.bundle")],
-            cwd=folders["cwd"], env=_env(folders), stdout=subprocess.DEVNULL, stderr=handle)
+        child = _start_optimize(folders, handle)
         converter = _wait_for_onnx2tf(child, log)
         time.sleep(1)
         child.send_signal(signal.SIGINT)
@@ -166,6 +161,14 @@ def test_ctrl_c_while_onnx2tf_converts_ends_at_once(tmp_path: Path) -> None:
     assert took < 10, f"edge stopped {took:.1f} s after the Ctrl-C: it waited for onnx2tf"
     assert status == 130, log.read_text()[-3000:]
     assert not Path(f"/proc/{converter}").exists() or _zombie(converter)
+
+
+def _start_optimize(folders: dict[str, Path], stderr: IO[str]) -> subprocess.Popen[bytes]:
+    """``edge optimize sample:digits`` for x86-64 in a child, with ``folders``' HOME and cache."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "edge", "optimize", "sample:digits", "--profile", "x86-64",
+         "-o", str(folders["out"] / "d.bundle")],
+        cwd=folders["cwd"], env=_env(folders), stdout=subprocess.DEVNULL, stderr=stderr)
 
 
 def _wait_for_onnx2tf(child: subprocess.Popen[bytes], log: Path) -> int:
