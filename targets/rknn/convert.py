@@ -21,7 +21,8 @@ from edge.core.toolchain import Toolchain, ToolchainError, build, run
 from edge.core.values import Dataset, ModelInfo
 from targets.base import ConversionError, ConvertSettings, workdir_lock
 
-__all__ = ["CHILD", "PLATFORMS", "TOOLCHAIN", "RKNNConverter"]
+__all__ = ["CHILD", "PLATFORMS", "TOOLCHAIN", "RKNNConverter", "cpu_fallbacks", "fallback_notes",
+           "request_file"]
 
 #: rknn-toolkit2 2.5.0 and everything it needs, pinned; the lightest set its pins allow: torch
 #: 1.13.1, the oldest for Python 3.11, brings 4 CUDA libraries (2.x brings 11 and triton): 1.84
@@ -55,7 +56,7 @@ class RKNNConverter:
     name: ClassVar[str] = "rknn"
     caps: ClassVar[Capabilities] = Capabilities(
         runtime="rknn", precisions=("int8", "fp16"), suffix=".rknn", archs=("aarch64",),
-        toolchain=TOOLCHAIN, recipe=1)
+        toolchain=TOOLCHAIN, recipe=2)  # 2: the CPU operators beside the artifact
 
     def __init__(self, platform: str = "rk3588", *, timeout_s: float = TIMEOUT_S) -> None:
         if platform not in PLATFORMS:
@@ -83,9 +84,9 @@ class RKNNConverter:
         if settings.keep_float:
             notes += ("rknn-toolkit2 keeps no chosen layers in float: keep_float ignored",)
         with no_space_as(out), workdir_lock(Path(workdir)):  # a full disk: one line naming out
-            if not out.is_file():
+            if not (out.is_file() and _ops(out).is_file()):
                 self._convert(model, precision, calib, settings, out)
-        return out, notes
+            return out, (*notes, *fallback_notes(out))
 
     def _convert(self, model: ModelInfo, precision: str, calib: Dataset,
                  settings: ConvertSettings, out: Path) -> None:
@@ -97,13 +98,39 @@ class RKNNConverter:
                 cwd=out.parent, what=f"rknn-toolkit2 {precision} conversion")
         except ToolchainError as exc:
             raise ConversionError(str(exc)) from None
-        if not _partial(out).is_file():
+        if not (_partial(out).is_file() and _ops(_partial(out)).is_file()):
             raise ConversionError(f"rknn-toolkit2 {precision} conversion wrote no .rknn file")
+        os.replace(_ops(_partial(out)), _ops(out))
         os.replace(_partial(out), out)
 
 
 def _partial(out: Path) -> Path:
     return out.with_name(f".{out.name}.partial")
+
+
+def _ops(artifact: Path) -> Path:
+    """Where the child lists the operators its compiler placed on the CPU."""
+    return artifact.with_name(artifact.name + ".ops.json")
+
+
+def cpu_fallbacks(artifact: Path) -> tuple[str, ...]:
+    """The operator types of an artifact that run on the CPU, as its build's layer table said."""
+    try:
+        return tuple(json.loads(_ops(artifact).read_text(encoding="utf-8"))["cpu"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return ()
+
+
+def fallback_notes(artifact: Path) -> tuple[str, ...]:
+    """The note the flow reads the artifact's CPU operators from (none when all are on the
+    NPU)."""
+    ops = cpu_fallbacks(artifact)
+    return (f"cpu fallback: {', '.join(ops)}",) if ops else ()
+
+
+def request_file(artifact: Path) -> Path:
+    """The conversion request written beside an artifact (the simulator rebuilds from it)."""
+    return artifact.with_suffix(".request.json")
 
 
 def _request(model: ModelInfo, precision: str, calib: Dataset, settings: ConvertSettings,
@@ -114,7 +141,7 @@ def _request(model: ModelInfo, precision: str, calib: Dataset, settings: Convert
             "shapes": [list(i.static_shape) for i in model.inputs] if _dynamic(model) else None,
             "algorithm": ALGORITHMS[settings.calibration], "out": str(_partial(out)),
             "dataset": str(_dataset(model, calib, out.parent)) if precision == "int8" else None}
-    path = out.with_suffix(".request.json")
+    path = request_file(out)
     path.write_text(json.dumps(spec, indent=2), encoding="utf-8")
     return path
 
