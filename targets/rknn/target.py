@@ -9,11 +9,12 @@ there (a note ``cpu fallback: ...``); before one, ``predict_fallbacks`` from the
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
 
 from edge.core.capabilities import Capabilities
-from edge.core.values import Dataset, ModelInfo
+from edge.core.values import BenchResult, Dataset, ModelInfo
 from targets.base import ConversionError, ConvertSettings
 from targets.rknn.convert import PLATFORMS, RKNNConverter
 from targets.rknn.ops import predict_cpu_ops
@@ -30,11 +31,8 @@ class RKNNTarget:
     """rknn-toolkit2 for the profile's Rockchip SoC; load() runs its simulator."""
 
     name: ClassVar[str] = "rknn"
-    caps: ClassVar[Capabilities] = RKNNConverter.caps
-    #: What the artifact runs on, and how load() runs it here (Capabilities fields with the
-    #: issue 28 seam; class attributes until it lands).
-    accelerator: ClassVar[str] = "Rockchip NPU"
-    host_runs: ClassVar[str] = "simulated"
+    caps: ClassVar[Capabilities] = replace(RKNNConverter.caps, accelerator="Rockchip NPU",
+                                           host_runs="simulated")
 
     def missing(self) -> str | None:
         """Nothing: the toolchain is built on first use (edge toolchains install)."""
@@ -58,10 +56,15 @@ class RKNNTarget:
         """The model's ONNX operators rknn-toolkit2 2.5.0 leaves on the CPU."""
         return predict_cpu_ops(model.ops)
 
+    def estimate(self, artifact: Path, model: ModelInfo) -> BenchResult | None:
+        """None: the toolkit's performance estimate (eval_perf) needs a connected board; the
+        simulator's times are not the NPU's."""
+        return None
+
 
 def platform(settings: ConvertSettings) -> str:
     """The SoC from the profile's accelerator options (``platform``), else the default."""
-    options = dict(getattr(settings, "accelerator", ()))
+    options = dict(settings.accelerator)
     chosen = options.get("platform", DEFAULT_PLATFORM)
     if chosen not in PLATFORMS:
         raise ConversionError(f"rknn-toolkit2 does not build for platform {chosen!r} (the "
