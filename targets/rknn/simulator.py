@@ -90,7 +90,7 @@ class SimulatorRunner:
         try:
             stdin.write(_HEADER.pack(kind, len(payload)) + payload)
             stdin.flush()
-        except (BrokenPipeError, OSError):
+        except (OSError, ValueError):  # a dead child, or a closed runner
             raise SimulatorError(self._died()) from None
 
     def _reply(self, timeout_s: float, what: str) -> tuple[bytes, bytes]:
