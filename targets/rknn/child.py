@@ -8,8 +8,8 @@ On failure the last line on stderr says which step failed, and the exit status i
 ``python child.py --serve REQUEST.json``: the same build, then the toolkit's simulator
 (``init_runtime()`` with no target: it runs only a model built in this session, never a loaded
 .rknn), answering runs over stdin/stdout until stdin closes. Frames: one kind byte, an 8-byte
-big-endian length, the payload: ``R`` inputs (npz, keys in input order) -> ``A`` outputs (npz,
-keys in output order) or ``E`` one line; the first frame the child sends is ``K`` (ready, JSON)
+big-endian length, the payload: ``R`` inputs (npz, arr_0... in input order) -> ``A`` outputs
+(npz, in output order) or ``E`` one line; the first frame the child sends is ``K`` (ready, JSON)
 or ``E``. Everything the toolkit prints goes to stderr.
 """
 
@@ -110,12 +110,12 @@ def _receive(pipe) -> tuple[bytes, bytes] | None:
 
 def _arrays(np, payload: bytes) -> list:
     with np.load(io.BytesIO(payload), allow_pickle=False) as data:
-        return [data[str(n)] for n in range(len(data.files))]
+        return [data[f"arr_{n}"] for n in range(len(data.files))]
 
 
 def _packed(np, arrays: list) -> bytes:
     buffer = io.BytesIO()
-    np.savez(buffer, **{str(n): np.ascontiguousarray(a) for n, a in enumerate(arrays)})
+    np.savez(buffer, *[np.ascontiguousarray(a) for a in arrays])  # arr_0, arr_1, ...
     return buffer.getvalue()
 
 

@@ -4,8 +4,9 @@
 ``CPU_OPS`` is measured, not copied from a list: targets/rknn/probe_ops.py built one tiny
 float graph per operator (a 1x8x8x8 tensor through it, opset 18) fp16 for rk3588 and read
 where the compiler placed each layer. Of 66 operators probed, these 22 compiled to CPU
-layers (LayerNormalization's build raised: left out). Context can move others (a Reshape feeding a graph output was a CPU layer in the
-digits CNN), and int8 or another SoC may differ: the prediction is a lower bound.
+layers (LayerNormalization's build raised: left out). Context can move others (a Reshape
+feeding a graph output was a CPU layer in the digits CNN), and int8 or another SoC may
+differ: the prediction is a lower bound.
 """
 
 from __future__ import annotations

@@ -60,7 +60,8 @@ class SimulatorRunner:
         kind, payload = self._reply(start_timeout_s, "start")
         if kind != b"K":
             self.close()
-            raise SimulatorError(f"rknn simulator did not start: {payload.decode(errors='replace')}")
+            why = payload.decode(errors="replace")
+            raise SimulatorError(f"rknn simulator did not start: {why}")
 
     def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         """One run of the simulated NPU; 4-D tensors NCHW as in the ONNX model."""
@@ -167,13 +168,13 @@ def _last_line(log: IO[bytes]) -> str:
 
 def _packed(arrays: list[np.ndarray]) -> bytes:
     buffer = io.BytesIO()
-    np.savez(buffer, **{str(n): np.ascontiguousarray(a) for n, a in enumerate(arrays)})
+    np.savez(buffer, *[np.ascontiguousarray(a) for a in arrays])  # arr_0, arr_1, ...
     return buffer.getvalue()
 
 
 def _arrays(payload: bytes) -> list[np.ndarray]:
     with np.load(io.BytesIO(payload), allow_pickle=False) as data:
-        return [data[str(n)] for n in range(len(data.files))]
+        return [data[f"arr_{n}"] for n in range(len(data.files))]
 
 
 def _dtype(name: str) -> np.dtype:

@@ -53,8 +53,10 @@ class RKNNTarget:
         return SimulatorRunner(artifact, model)
 
     def predict_fallbacks(self, model: ModelInfo) -> tuple[str, ...] | None:
-        """The model's ONNX operators rknn-toolkit2 2.5.0 leaves on the CPU."""
-        return predict_cpu_ops(model.ops)
+        """The model's ONNX operators rknn-toolkit2 2.5.0 leaves on the CPU; None when none is
+        known to: the compiler may still add CPU layers (a Reshape feeding an output), so
+        only a conversion can say that every operator runs on the NPU."""
+        return predict_cpu_ops(model.ops) or None
 
     def estimate(self, artifact: Path, model: ModelInfo) -> BenchResult | None:
         """None: the toolkit's performance estimate (eval_perf) needs a connected board; the
