@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -85,7 +86,7 @@ def test_the_inputs_come_from_the_models_own_description(rknn_file: Path,
 
 
 @pytest.fixture(scope="module")
-def board() -> Iterator[object]:
+def board() -> Iterator[Any]:
     from tests.support.arm_device import ArmDeviceError, prepare, running_arm_device
 
     try:
@@ -97,33 +98,32 @@ def board() -> Iterator[object]:
 
 
 @pytest.fixture(scope="module")
-def transport(board: object) -> Iterator[object]:
+def transport(board: Any) -> Iterator[Any]:
     from devices.ssh import HostSpec, SSHTransport
 
-    spec = HostSpec(user=board.user, host=board.host, port=board.port)  # type: ignore[attr-defined]
-    with SSHTransport(spec, identity=board.identity,  # type: ignore[attr-defined]
-                      known_hosts=board.known_hosts, timeout=120) as ssh:  # type: ignore[attr-defined]
+    spec = HostSpec(user=board.user, host=board.host, port=board.port)
+    with SSHTransport(spec, identity=board.identity, known_hosts=board.known_hosts,
+                      timeout=120) as ssh:
         yield ssh
 
 
 def test_on_the_emulated_board_rknnlite_is_provisioned_and_the_agent_refuses_without_the_npu(
-        board: object, transport: object, rknn_file: Path) -> None:
+        board: Any, transport: Any, rknn_file: Path) -> None:
     from devices.device import open_device
     from edge.core.errors import DeviceError
     from targets.provision import provision_runtime
     from tests.support.arm_device import ARM_ROOT
 
     cache = Path(os.environ.get("EDGE_TEST_WHEEL_CACHE", ARM_ROOT / "wheels"))
-    report = provision_runtime(transport, device_python=board.python,  # type: ignore[arg-type,attr-defined]
-                               work_dir="~/.edge", runtime="rknn", host_cache=cache)
+    report = provision_runtime(transport, device_python=board.python, work_dir="~/.edge",
+                               runtime="rknn", host_cache=cache)
     assert report.runtime_version == "2.5.0" and report.platform.arch == "aarch64"
     assert any(w.startswith("rknn_toolkit_lite2-2.5.0-") and w.endswith("aarch64.whl")
                for w in report.wheels)
-    device = open_device(transport, python=report.python,  # type: ignore[arg-type]
-                         work_dir="~/.edge")
+    device = open_device(transport, python=report.python, work_dir="~/.edge")
     assert "rknn" in device.runtimes  # the agent found its loader and rknnlite's version
     remote = "/home/edgeuser/.edge/digits.rknn"
-    transport.put(rknn_file, remote)  # type: ignore[attr-defined]
+    transport.put(rknn_file, remote)
     with pytest.raises(DeviceError, match=DRIVER) as refused:
         device.call("bench", remote, "--runs", "1", timeout=600)
     assert "/sys/kernel/debug/rknpu" in str(refused.value)
