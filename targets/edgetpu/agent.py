@@ -24,7 +24,9 @@ except ImportError:  # on edge's host
 NAME = "edgetpu"
 SUFFIXES = (".edgetpu.tflite",)
 MODULES = ("tflite_runtime.interpreter", "ai_edge_litert.interpreter")
-DISTRIBUTIONS = ("tflite-runtime", "ai-edge-litert")
+#: What the device reports as its Edge TPU runtime: Coral's pycoral (Mendel Linux has it; python3-
+#: pycoral from Coral's apt repository elsewhere). Not tflite-runtime: any TFLite device has it.
+DISTRIBUTIONS = ("pycoral",)
 COMMANDS = ()  # no agent command of its own: the compiled graph is one Edge TPU op
 LIBRARY = "libedgetpu.so.1"
 #: The Dev Board's (and M.2 / Mini PCIe cards') Edge TPU, made by the apex (gasket) driver.
@@ -44,7 +46,7 @@ def load(path, threads):
     require_device()
     try:
         delegate = module.load_delegate(LIBRARY)
-    except (ValueError, OSError) as exc:
+    except (ValueError, OSError, AttributeError) as exc:  # AttributeError: not a delegate
         raise AgentError(NAME + ": " + LIBRARY + " found no usable Edge TPU: "
                          + one_line(exc)) from None
     interpreter = module.Interpreter(model_path=path, experimental_delegates=[delegate],
