@@ -19,10 +19,12 @@ import edge
 from edge.core.data import load_dataset
 from edge.core.errors import UsageError
 from edge.core.model import inspect_model
+from edge.core.plan import fallbacks_in
 from edge.core.values import Dataset, ModelInfo
 from targets import get_target, runtime_for_suffix
 from targets.base import ConversionError
 from targets.edgetpu import ARTIFACT, SOURCE, EdgeTPUTarget, compiler, ops
+from targets.edgetpu import target as target_module
 from targets.tflite import TFLiteTarget
 from tests.support.cli import run_cli
 
@@ -280,3 +282,94 @@ def test_the_compiler_maps_the_digits_cnn(sample: ModelInfo, tmp_path: Path) -> 
     assert path.name == ARTIFACT and (tmp_path / SOURCE).is_file()
     assert "CUSTOM(edgetpu-custom-op)" in ops.tflite_ops(path)
     assert any(n.startswith("edgetpu_compiler ") and "on the Edge TPU" in n for n in notes)
+
+
+# ---------------------------------------------------------------- edge's side of compiling
+# A STAND-IN for edgetpu_compiler (a shell script on PATH), not the compiler: it tests what edge
+# does around it -- arguments, the private folder, the notes, failures and the time limit --
+# since the real one cannot be installed here. It prints the real output written down above.
+
+_STAND_IN = """#!/bin/sh
+echo "$@" > "$(dirname "$0")/args"
+out=.
+while [ $# -gt 0 ]; do [ "$1" = "-o" ] && out=$2; shift; done
+{mode}
+"""
+
+
+def _stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    script = folder / compiler.COMPILER
+    script.write_text(_STAND_IN.format(mode=mode))
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}:/usr/bin:/bin")
+
+
+def _compile_in(tmp_path: Path) -> tuple[Path, Any]:
+    source = tmp_path / "int8.tflite"
+    source.write_bytes(b"TFL3 int8")
+    return source, target_module._compile(source, tmp_path / "work", 30.0, {})
+
+
+def test_a_compile_with_fallbacks_is_kept_with_its_log(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    log = tmp_path / "log.txt"
+    log.write_text(REAL_LOG_PARTIAL)
+    _stand_in(tmp_path, monkeypatch, f'cp "$out/model.tflite" "$out/model_edgetpu.tflite"\n'
+                                     f'cat {log}')
+    (tmp_path / "work").mkdir()
+    _, parsed = _compile_in(tmp_path)
+    work = tmp_path / "work"
+    assert sorted(p.name for p in work.iterdir()) == sorted([ARTIFACT, SOURCE])  # no scratch
+    assert parsed.fallbacks == ("LOGISTIC", "CONCATENATION")
+    args = (tmp_path / "bin" / "args").read_text().split()
+    assert args[:2] == ["-s", "-o"] and args[3:5] == ["-t", "20"]  # under edge's 30 s
+    assert args[-1].endswith("/model.tflite")
+
+
+def test_a_failed_compile_is_one_line_and_leaves_nothing(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    _stand_in(tmp_path, monkeypatch, 'echo "Edge TPU Compiler version 16.0.384591198"\n'
+                                     'echo "Invalid model: model.tflite"\n'
+                                     'echo "Model not quantized"\nexit 1')
+    (tmp_path / "work").mkdir()
+    with pytest.raises(ConversionError) as caught:
+        _compile_in(tmp_path)
+    assert str(caught.value) == "edgetpu_compiler failed (exit 1): Model not quantized"
+    assert list((tmp_path / "work").iterdir()) == []
+
+
+def test_a_compile_mapping_nothing_is_refused(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    _stand_in(tmp_path, monkeypatch, 'cp "$out/model.tflite" "$out/model_edgetpu.tflite"\n'
+                                     'printf "Edge TPU Compiler version 16.0.384591198\\n\\n'
+                                     'Operator  Count  Status\\n\\n'
+                                     'TRANSPOSE  70  Operation not supported\\n"')
+    (tmp_path / "work").mkdir()
+    with pytest.raises(ConversionError, match="mapped no operator to the Edge TPU: "
+                                              "TRANSPOSE x70: Operation not supported"):
+        _compile_in(tmp_path)
+    assert list((tmp_path / "work").iterdir()) == []
+
+
+def test_a_compile_past_its_limit_is_stopped(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    _stand_in(tmp_path, monkeypatch, "sleep 30")
+    source = tmp_path / "int8.tflite"
+    source.write_bytes(b"TFL3 int8")
+    with pytest.raises(ConversionError, match="still running after its 1 s limit; stopped"):
+        compiler.compile_model(source, tmp_path, timeout_s=1, options={})
+
+
+@pytest.mark.slow
+@needs_tflite
+def test_the_notes_carry_the_compilers_fallbacks_for_the_flow(int8_source: Path) -> None:
+    run = {"onnx2tf": "1.28.8", "files": {"int8-io": int8_source.name},
+           "calibration_samples": 100}
+    notes = target_module._notes(run, compiler.parse(REAL_LOG_PARTIAL), int8_source,
+                                 target_module.DEFAULT_SETTINGS)
+    assert fallbacks_in(notes) == ("LOGISTIC", "CONCATENATION")
+    assert "edgetpu_compiler 2.1.302470888: 13 operators on the Edge TPU, 2 on the CPU" in notes[2]
+    assert "Coral's supported-operations table predicted every operator on the Edge TPU" in notes
+    assert notes[-1].endswith("on LiteRT's reference kernels (BUILTIN_REF)")
