@@ -47,8 +47,8 @@ def load(path, threads):
     try:
         delegate = module.load_delegate(LIBRARY)
     except (ValueError, OSError, AttributeError) as exc:  # AttributeError: not a delegate
-        raise AgentError(NAME + ": " + LIBRARY + " found no usable Edge TPU: "
-                         + one_line(exc)) from None
+        raise AgentError(f"{NAME}: {LIBRARY} found no usable Edge TPU: {one_line(exc)}") \
+            from None
     interpreter = module.Interpreter(model_path=path, experimental_delegates=[delegate],
                                      num_threads=threads)
     interpreter.allocate_tensors()
@@ -63,18 +63,18 @@ def edgetpu_library():
     try:
         return ctypes.CDLL(LIBRARY)
     except OSError:
-        raise AgentError(NAME + ": " + LIBRARY + " (the Edge TPU runtime) is not installed: "
-                         + INSTALL) from None
+        raise AgentError(f"{NAME}: {LIBRARY} (the Edge TPU runtime) is not installed: "
+                         f"{INSTALL}") from None
 
 
 def require_device():
     """AgentError unless an Edge TPU is attached: the apex driver's node or a USB one."""
     if os.path.exists(PCIE_DEVICE) or usb_accelerators():
         return
-    raise AgentError(NAME + ": no Edge TPU found: " + PCIE_DEVICE + " is absent (the apex "
-                     "driver is not loaded: on a Dev Board, modprobe apex; for a PCIe card, "
-                     "install gasket-dkms) and no Coral USB Accelerator is attached ("
-                     + ", ".join(v + ":" + p for v, p in USB_IDS) + ")")
+    usb = ", ".join(f"{vendor}:{product}" for vendor, product in USB_IDS)
+    raise AgentError(f"{NAME}: no Edge TPU found: {PCIE_DEVICE} is absent (the apex driver is "
+                     "not loaded: on a Dev Board, modprobe apex; for a PCIe card, install "
+                     f"gasket-dkms) and no Coral USB Accelerator is attached ({usb})")
 
 
 def usb_accelerators():
@@ -98,7 +98,7 @@ def version_of(module, library):
     """'<interpreter package> <version>, libedgetpu <version>' (what the device reports)."""
     package = module.__name__.split(".")[0]
     version = getattr(sys.modules.get(package), "__version__", "unknown")
-    return "{} {}, libedgetpu {}".format(package, version, _library_version(library))
+    return f"{package} {version}, libedgetpu {_library_version(library)}"
 
 
 def _library_version(library):

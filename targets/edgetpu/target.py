@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 from edge.core.capabilities import Capabilities
 from edge.core.errors import UsageError
 from edge.core.files import no_space_as
-from edge.core.values import Dataset, ModelInfo
+from edge.core.values import BenchResult, Dataset, ModelInfo
 from targets.base import ConversionError, ConvertSettings, check_precision
 from targets.edgetpu import compiler, ops
 from targets.tflite import TFLiteRunner, TFLiteTarget
@@ -61,6 +61,10 @@ class EdgeTPUTarget:
             return ops.predict(ops.onnx_ops(Path(model.path)))
         except Exception:  # noqa: BLE001 - a prediction for the plan, never a failure
             return None
+
+    def estimate(self, artifact: Path, model: ModelInfo) -> BenchResult | None:
+        """None: the Edge TPU compiler gives no time estimate (only the device measures)."""
+        return None
 
     def convert(
         self, model: ModelInfo, precision: str, *, calib: Dataset, workdir: Path,

@@ -137,6 +137,8 @@ def test_the_runtime_is_found_by_its_folder_and_its_suffix() -> None:
     assert isinstance(target, EdgeTPUTarget)
     assert target.caps.precisions == ("int8",) and target.caps.converts_with == "tflite"
     assert (target.caps.accelerator, target.caps.host_runs) == ("Google Edge TPU", "reference")
+    assert target.estimate(Path("m.edgetpu.tflite"), inspect_model(SAMPLES / "digits.onnx")) \
+        is None  # the compiler gives no time estimate
     found = runtime_for_suffix(".edgetpu.tflite")
     assert found is not None and found.name == "edgetpu" and found.provision is None
 
