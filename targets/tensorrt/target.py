@@ -60,6 +60,13 @@ REFERENCE_SAMPLES = 8
 #: must reach on the device, lowered to what the host's twin reached less ``SLACK``.
 FLOORS = {"fp32": 0.9999, "fp16": 0.999, "int8": 0.99}
 SLACK = 0.01
+#: Q/DQ as TensorRT's ONNX parser takes it: symmetric (zero points 0), float weights behind a
+#: QuantizeLinear/DequantizeLinear pair (TensorRT folds them), biases left float (TensorRT
+#: quantizes none: an int32 DequantizeLinear is not for it).
+QDQ_OPTIONS = {"ActivationSymmetric": True, "WeightSymmetric": True, "AddQDQPairToWeight": True,
+               "QuantizeBias": False}
+#: ConvertSettings.calibration -> onnxruntime.quantization.CalibrationMethod member name.
+CALIBRATION = {"minmax": "MinMax", "entropy": "Entropy", "percentile": "Percentile"}
 _NOTES = ".notes.json"
 
 
@@ -111,7 +118,8 @@ class TensorRTTarget:
         options = dict(getattr(settings, "accelerator", ()) or ())
         with no_space_as(out), _scratch(Path(workdir)) as scratch:
             partial = scratch / out.name
-            notes = _build(model, precision, calib, partial, scratch)
+            method = CALIBRATION.get(getattr(settings, "calibration", "minmax"), "")
+            notes = _build(model, precision, calib, partial, scratch, method)
             twin = _twin(partial, precision)
             build = build_settings(precision, options)
             _write_companion(partial, model, precision, build, calib, twin)
@@ -128,10 +136,10 @@ class TensorRTTarget:
 # ---------------------------------------------------------------- the ONNX per precision
 
 
-def _build(model: ModelInfo, precision: str, calib: Dataset, dst: Path,
-           scratch: Path) -> tuple[str, ...]:
+def _build(model: ModelInfo, precision: str, calib: Dataset, dst: Path, scratch: Path,
+           method: str) -> tuple[str, ...]:
     if precision == "int8":
-        return _quantize(model, calib, dst, scratch)
+        return _quantize(model, calib, dst, scratch, method)
     shutil.copyfile(model.path, dst)
     if precision == "fp16":
         return ("the reference ONNX; the device's TensorRT builds it with the FP16 flag (TF32 "
@@ -141,22 +149,26 @@ def _build(model: ModelInfo, precision: str, calib: Dataset, dst: Path,
             "here in ONNX Runtime's CPU kernels",)
 
 
-def _quantize(model: ModelInfo, calib: Dataset, dst: Path, scratch: Path) -> tuple[str, ...]:
+def _quantize(model: ModelInfo, calib: Dataset, dst: Path, scratch: Path,
+              method: str) -> tuple[str, ...]:
     """Explicit Q/DQ for TensorRT: symmetric int8 activations, per-channel int8 weights."""
     if not len(calib):
         raise ConversionError("tensorrt int8 needs calibration samples; none were given")
+    if not method:
+        raise ConversionError(f"unknown calibration; choose one of {', '.join(CALIBRATION)}")
     source = _prepared(model, scratch)
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             q.quantize_static(
                 str(source), str(dst), _Reader(calib), quant_format=q.QuantFormat.QDQ,
                 per_channel=True, activation_type=q.QuantType.QInt8,
-                weight_type=q.QuantType.QInt8, calibrate_method=q.CalibrationMethod.MinMax,
-                extra_options={"ActivationSymmetric": True, "WeightSymmetric": True})
+                weight_type=q.QuantType.QInt8,
+                calibrate_method=getattr(q.CalibrationMethod, method),
+                extra_options=QDQ_OPTIONS)
     except Exception as exc:  # the quantizer raises many types; report one line
         raise ConversionError(f"tensorrt int8 quantization failed: {first_line(exc)}") from exc
     return (f"explicit quantization for TensorRT: Q/DQ with symmetric int8 activations and "
-            f"per-channel int8 weights (zero points 0), MinMax calibration on {len(calib)} "
+            f"per-channel int8 weights (zero points 0, biases float), {method} calibration on {len(calib)} "
             "samples; the device builds it with the INT8 flag. Verified here by running the "
             "same Q/DQ graph in ONNX Runtime's CPU kernels",)
 
