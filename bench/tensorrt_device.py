@@ -24,6 +24,7 @@ import argparse
 import importlib.util
 import json
 import os
+import shutil
 import statistics
 import sys
 import time
@@ -166,6 +167,7 @@ def make(folder: Path) -> int:
     from edge.core.model import inspect_model
     from targets.tensorrt import TensorRTTarget
 
+    shutil.rmtree(folder.parent / "tensorrt-work", ignore_errors=True)  # never a stale recipe
     for name, (onnx_path, calib_path) in _sources().items():
         model = inspect_model(onnx_path)
         calib = load_dataset(calib_path, model)

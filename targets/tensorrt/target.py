@@ -24,6 +24,7 @@ import json
 import os
 import shutil
 import tempfile
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
@@ -208,7 +209,9 @@ def _twin(artifact: Path, precision: str) -> onnx.ModelProto | Path:
     if precision != "fp16":
         return Path(artifact)
     try:
-        return float16.convert_float_to_float16(onnx.load(str(artifact)), keep_io_types=True)
+        with warnings.catch_warnings():  # values below float16's range: TensorRT's fp16 too
+            warnings.simplefilter("ignore")
+            return float16.convert_float_to_float16(onnx.load(str(artifact)), keep_io_types=True)
     except Exception as exc:  # noqa: BLE001 - the converter raises many types
         raise ConversionError(f"tensorrt fp16: the float16 twin for checking it here failed: "
                               f"{first_line(exc)}") from None
