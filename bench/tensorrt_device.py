@@ -7,7 +7,7 @@ device loader (targets/tensorrt/agent.py), from the ONNX artifacts edge made on 
 
 ``make`` converts the digits sample and the bench MobileNetV2 (bench/peerbench, cached under
 bench/.cache) with edge's TensorRT target (fp32, fp16, int8 Q/DQ) into DIR (default
-bench/.cache/tensorrt: ``<model>/model_<precision>.trt.onnx`` and its ``.trt.npz`` companion of
+bench/.cache/tensorrt: ``<model>/model_<precision>.trt.onnx`` and its ``.npz`` companion of
 build settings and reference outputs). Copy DIR into the GPU machine's checkout at the same path.
 
 The default command needs only the standard library, numpy and TensorRT (the CUDA runtime it
@@ -114,8 +114,9 @@ def _bench(np: Any, trt: Any, cuda: Any, path: Path, runs: int) -> dict[str, Any
                                               settings)
         session = agent.Session(np, trt, cuda, engine)
         row["agreement"] = agent.check_outputs(np, session, settings, samples)
-        row["thresholds"] = dict(zip(settings["outputs"], settings["thresholds"]))
-        row["host_agreement"] = dict(zip(settings["outputs"], settings["host_agreement"]))
+        row["thresholds"] = dict(zip(settings["outputs"], settings["thresholds"], strict=True))
+        row["host_agreement"] = dict(zip(settings["outputs"], settings["host_agreement"],
+                                          strict=True))
         row |= _timing(session.run_once, runs)
         row["status"] = "verified"
     except AgentError as exc:
@@ -165,7 +166,7 @@ def make(folder: Path) -> int:
     """The artifacts of both models at every precision, with their companions."""
     from edge.core.data import load_dataset
     from edge.core.model import inspect_model
-    from targets.tensorrt import TensorRTTarget
+    from targets.tensorrt import TensorRTTarget, companion_of
 
     shutil.rmtree(folder.parent / "tensorrt-work", ignore_errors=True)  # never a stale recipe
     for name, (onnx_path, calib_path) in _sources().items():
@@ -175,9 +176,8 @@ def make(folder: Path) -> int:
         for precision in PRECISIONS:
             path, notes = TensorRTTarget().convert(model, precision, calib=calib,
                                                    workdir=folder.parent / "tensorrt-work" / name)
-            for suffix in (agent.SUFFIXES[0], ".trt" + agent.COMPANION):
-                _copy(path.with_name(path.name.replace(agent.SUFFIXES[0], suffix)),
-                      out / f"model_{precision}{suffix}")
+            _copy(path, out / f"model_{precision}{agent.SUFFIXES[0]}")
+            _copy(companion_of(path), out / f"model_{precision}{agent.COMPANION}")
             print(f"{name} {precision}: {out / path.name} ({notes[0][:70]}...)")
     return 0
 

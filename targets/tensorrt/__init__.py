@@ -15,11 +15,12 @@ from targets.tensorrt.target import (
     TensorRTTarget,
     TrtHostRunner,
     build_settings,
+    companion_of,
     read_settings,
 )
 
 __all__ = ["DEFAULT_WORKSPACE_MB", "FILES", "FLOORS", "REFERENCE_SAMPLES", "RUNTIME",
-           "TensorRTTarget", "TrtHostRunner", "build_settings", "read_settings"]
+           "TensorRTTarget", "TrtHostRunner", "build_settings", "companion_of", "read_settings"]
 
 RUNTIME = Runtime(
     name="tensorrt",

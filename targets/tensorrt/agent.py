@@ -31,6 +31,8 @@ NAME = "tensorrt"
 SUFFIXES = (".trt.onnx",)
 MODULES = ("tensorrt",)
 DISTRIBUTIONS = ("tensorrt", "tensorrt-cu12", "tensorrt-cu13", "tensorrt-cu11")
+#: The agent's commands this runtime adds: none (``bench`` builds, checks and times it).
+COMMANDS = ()
 #: The companion's suffix: build settings and reference inputs/outputs (numpy .npz).
 COMPANION = ".npz"
 #: The oldest TensorRT whose tensor API (``execute_async_v3``) this loader uses (JetPack 5+).
@@ -65,8 +67,8 @@ def tensorrt_module():
                          "(apt install python3-libnvinfer), a PC or cloud GPU with NVIDIA's "
                          "TensorRT packages or containers") from None
     if version_tuple(trt.__version__) < MIN_VERSION:
-        raise AgentError("tensorrt: TensorRT %s is too old: edge's loader needs %d.%d or newer "
-                         "(JetPack 5 or newer)" % ((trt.__version__,) + MIN_VERSION))
+        raise AgentError(f"tensorrt: TensorRT {trt.__version__} is too old: edge's loader needs "
+                         f"{MIN_VERSION[0]}.{MIN_VERSION[1]} or newer (JetPack 5 or newer)")
     return trt
 
 
@@ -101,9 +103,9 @@ class Cuda:
         status = cuda.lib.cudaGetDeviceCount(ctypes.byref(count))
         if status != 0 or count.value < 1:
             reason = cuda.error(status) if status else "no device"
-            raise AgentError("tensorrt: no NVIDIA GPU is usable here (cudaGetDeviceCount: %s; "
-                             "is the NVIDIA driver loaded, /dev/nvidia0 or /dev/nvhost-* present?)"
-                             % reason)
+            raise AgentError(f"tensorrt: no NVIDIA GPU is usable here (cudaGetDeviceCount: "
+                             f"{reason}; is the NVIDIA driver loaded, /dev/nvidia0 or "
+                             "/dev/nvhost-* present?)")
         return cuda
 
     def error(self, status):
@@ -111,7 +113,7 @@ class Cuda:
 
     def check(self, status, call):
         if status != 0:
-            raise AgentError("tensorrt: %s failed: %s" % (call, self.error(status)))
+            raise AgentError(f"tensorrt: {call} failed: {self.error(status)}")
 
     def gpu_name(self):
         """The name of GPU 0 (cudaDeviceProp starts with char name[256])."""
@@ -165,16 +167,16 @@ def _wheel_cudart():
 
 
 def companion_path(path):
-    """The companion beside ``path``: ``X.npz`` for ``X.trt.onnx`` (a bundle or a release
-    folder) or ``X.trt.npz`` (edge's cache)."""
+    """The companion beside ``path``: ``X.npz`` for ``X.trt.onnx`` (edge's cache, a bundle, a
+    release folder), else the name with its last suffix replaced."""
     names = [os.path.splitext(path)[0] + COMPANION]
     if path.endswith(SUFFIXES[0]):
         names.insert(0, path[:-len(SUFFIXES[0])] + COMPANION)
     for name in names:
         if os.path.isfile(name):
             return name
-    raise AgentError("tensorrt: the build settings and reference outputs of %s (%s) are missing"
-                     % (path, " or ".join(names)), status=2)
+    raise AgentError(f"tensorrt: the build settings and reference outputs of {path} "
+                     f"({' or '.join(names)}) are missing", status=2)
 
 
 def read_companion(np, path):
@@ -183,10 +185,10 @@ def read_companion(np, path):
     try:
         with np.load(name, allow_pickle=False) as data:
             settings = json.loads(str(data["settings"]))
-            inputs = [data["input_%d" % i] for i in range(len(settings["inputs"]))]
-            outputs = [data["output_%d" % i] for i in range(len(settings["outputs"]))]
+            inputs = [data[f"input_{i}"] for i in range(len(settings["inputs"]))]
+            outputs = [data[f"output_{i}"] for i in range(len(settings["outputs"]))]
     except (OSError, ValueError, KeyError) as exc:
-        raise AgentError("tensorrt: cannot read %s: %s" % (name, one_line(exc)), status=2) from None
+        raise AgentError(f"tensorrt: cannot read {name}: {one_line(exc)}", status=2) from None
     count = len(inputs[0]) if inputs else 0
     samples = [([a[s] for a in inputs], [a[s] for a in outputs]) for s in range(count)]
     return settings, samples
@@ -205,7 +207,7 @@ def engine_path(path, trt_version, gpu, settings):
     key = "\n".join([trt_version, gpu, digest.hexdigest(), json.dumps(settings["build"],
                                                                       sort_keys=True)])
     stem = path[:-len(SUFFIXES[0])] if path.endswith(SUFFIXES[0]) else os.path.splitext(path)[0]
-    return "%s.%s%s" % (stem, hashlib.sha256(key.encode()).hexdigest()[:16], ENGINE_SUFFIX)
+    return f"{stem}.{hashlib.sha256(key.encode()).hexdigest()[:16]}{ENGINE_SUFFIX}"
 
 
 def cached_engine(trt, cuda, path, settings):
@@ -221,7 +223,7 @@ def cached_engine(trt, cuda, path, settings):
         _replace_engines(target, plan)
         engine = runtime.deserialize_cuda_engine(plan)
     if engine is None:
-        raise AgentError("tensorrt: the engine built from %s does not deserialize" % path)
+        raise AgentError(f"tensorrt: the engine built from {path} does not deserialize")
     return engine
 
 
@@ -248,22 +250,31 @@ def _replace_engines(target, plan):
 def build_plan(trt, logger, path, build, settings):
     """A serialized engine: the ONNX parsed, the precision flags and workspace set."""
     builder = trt.Builder(logger)
+    _check_precision(builder, build)
     network = builder.create_network(_network_flags(trt))
     parser = trt.OnnxParser(network, logger)
     with open(path, "rb") as handle:
         parsed = parser.parse(handle.read())
     if not parsed:
         errors = [str(parser.get_error(i).desc()) for i in range(parser.num_errors)]
-        raise AgentError("tensorrt: its ONNX parser refused %s: %s" % (
-            os.path.basename(path), "; ".join(errors[:3]) or "no reason given"))
+        raise AgentError(f"tensorrt: its ONNX parser refused {os.path.basename(path)}: "
+                         f"{'; '.join(errors[:3]) or 'no reason given'}")
     config = builder.create_builder_config()
     _configure(trt, config, build)
     _fix_shapes(builder, config, network, settings)
     plan = builder.build_serialized_network(network, config)
     if plan is None:
-        raise AgentError("tensorrt: building the %s engine failed (TensorRT's log above has why)"
-                         % settings.get("precision", "?"))
+        raise AgentError(f"tensorrt: building the {settings.get('precision', '?')} engine "
+                         "failed (TensorRT's log above has why)")
     return bytes(plan)
+
+
+def _check_precision(builder, build):
+    """Refuse a precision this GPU does not compute fast (a Maxwell Jetson Nano has no int8)."""
+    for flag, attribute in (("INT8", "platform_has_fast_int8"), ("FP16", "platform_has_fast_fp16")):
+        if flag in build.get("flags", ()) and not getattr(builder, attribute, True):
+            raise AgentError(f"tensorrt: this GPU has no fast {flag.lower()} ({attribute} is "
+                             "False): use another precision's artifact")
 
 
 def _network_flags(trt):
@@ -366,10 +377,10 @@ def check_outputs(np, session, settings, samples):
             scores[j] = min(scores[j], agreement(np, got[order[j]], want))
     worst = min(range(len(scores)), key=lambda j: scores[j] - settings["thresholds"][j])
     if scores[worst] < settings["thresholds"][worst]:
-        raise AgentError("tensorrt: the %s engine's output %s differs from the reference: "
-                         "agreement %.6f < %.6f over %d samples" % (
-                             settings["precision"], settings["outputs"][worst], scores[worst],
-                             settings["thresholds"][worst], len(samples)))
+        raise AgentError(f"tensorrt: the {settings['precision']} engine's output "
+                         f"{settings['outputs'][worst]} differs from the reference: agreement "
+                         f"{scores[worst]:.6f} < {settings['thresholds'][worst]:.6f} over "
+                         f"{len(samples)} samples")
     return dict(zip(settings["outputs"], scores))
 
 

@@ -27,7 +27,7 @@ import tempfile
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import onnx
@@ -45,10 +45,10 @@ from targets.onnxruntime import constants_to_initializers, name_nodes
 from targets.tensorrt.agent import COMPANION, SUFFIXES, agreement
 
 __all__ = ["DEFAULT_WORKSPACE_MB", "FILES", "FLOORS", "REFERENCE_SAMPLES", "TensorRTTarget",
-           "TrtHostRunner", "build_settings", "read_settings"]
+           "TrtHostRunner", "build_settings", "companion_of", "read_settings"]
 
 SUFFIX = SUFFIXES[0]
-#: precision -> artifact file name inside the workdir (its companion: ``.trt.npz``).
+#: precision -> artifact file name inside the workdir (its companion: ``model_<p>.npz``).
 FILES = {p: f"model_{p}{SUFFIX}" for p in ("fp32", "fp16", "int8")}
 #: precision -> the builder flags the device sets (and clears: TF32 would round fp32 inputs).
 FLAGS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -69,6 +69,7 @@ QDQ_OPTIONS = {"ActivationSymmetric": True, "WeightSymmetric": True, "AddQDQPair
 #: ConvertSettings.calibration -> onnxruntime.quantization.CalibrationMethod member name.
 CALIBRATION = {"minmax": "MinMax", "entropy": "Entropy", "percentile": "Percentile"}
 _NOTES = ".notes.json"
+DEFAULT_SETTINGS = ConvertSettings()
 
 
 class TrtHostRunner:
@@ -96,8 +97,7 @@ class TensorRTTarget:
         runtime="tensorrt", precisions=("int8", "fp16", "fp32"), suffix=SUFFIX,
         companions=(COMPANION,), modules=("onnxruntime", "onnxconverter_common"),
         converters=("onnxruntime", "onnx", "onnxconverter-common"), recipe=1,
-        **{k: v for k, v in (("accelerator", "NVIDIA GPU (TensorRT)"), ("host_runs", "cpu"))
-           if k in Capabilities.__dataclass_fields__})  # SEAM-TODO: plain kwargs once S5 lands
+        accelerator="NVIDIA GPU (TensorRT)", host_runs="cpu")
 
     def missing(self) -> str | None:
         """ONNX Runtime and onnxconverter-common make and check the ONNX here."""
@@ -109,17 +109,17 @@ class TensorRTTarget:
         return ()
 
     def convert(self, model: ModelInfo, precision: str, *, calib: Dataset, workdir: Path,
-                settings: ConvertSettings | None = None) -> tuple[Path, tuple[str, ...]]:
+                settings: ConvertSettings = DEFAULT_SETTINGS) -> tuple[Path, tuple[str, ...]]:
         """Write (or reuse) this precision's ONNX and companion in ``workdir``."""
         check_precision(self, precision)
         out = Path(workdir) / FILES[precision]
         notes = _cached_notes(out)
         if notes is not None:
             return out, notes
-        options = dict(getattr(settings, "accelerator", ()) or ())
+        options = dict(settings.accelerator)
         with no_space_as(out), _scratch(Path(workdir)) as scratch:
             partial = scratch / out.name
-            method = CALIBRATION.get(getattr(settings, "calibration", "minmax"), "")
+            method = CALIBRATION.get(settings.calibration, "")
             notes = _build(model, precision, calib, partial, scratch, method)
             twin = _twin(partial, precision)
             build = build_settings(precision, options)
@@ -130,7 +130,7 @@ class TensorRTTarget:
 
     def load(self, artifact: Path, model: ModelInfo, *, threads: int) -> TrtHostRunner:
         """ONNX Runtime on this host's CPU: fp16 through its float16 twin."""
-        return TrtHostRunner(_twin(artifact, read_settings(artifact)["precision"]),
+        return TrtHostRunner(_twin(artifact, str(read_settings(artifact)["precision"])),
                              threads=threads)
 
 
@@ -169,8 +169,9 @@ def _quantize(model: ModelInfo, calib: Dataset, dst: Path, scratch: Path,
     except Exception as exc:  # the quantizer raises many types; report one line
         raise ConversionError(f"tensorrt int8 quantization failed: {first_line(exc)}") from exc
     return (f"explicit quantization for TensorRT: Q/DQ with symmetric int8 activations and "
-            f"per-channel int8 weights (zero points 0, biases float), {method} calibration on {len(calib)} "
-            "samples; the device builds it with the INT8 flag. Verified here by running the "
+            f"per-channel int8 weights (zero points 0, biases float), {method} calibration on "
+            f"{len(calib)} samples; the device builds it with the INT8 flag. Verified here by "
+            "running the "
             "same Q/DQ graph in ONNX Runtime's CPU kernels",)
 
 
@@ -255,24 +256,29 @@ def _write_companion(artifact: Path, model: ModelInfo, precision: str,
                 "shapes": [list(feeds[0][n].shape) for n in inputs],
                 "host_agreement": host,
                 "thresholds": [min(FLOORS[precision], h - SLACK) for h in host]}
-    arrays = {f"input_{i}": np.stack([f[n] for f in feeds]) for i, n in enumerate(inputs)}
+    arrays: dict[str, Any] = {f"input_{i}": np.stack([f[n] for f in feeds])
+                              for i, n in enumerate(inputs)}
     arrays |= {f"output_{j}": np.stack([w[j] for w in want]) for j in range(len(outputs))}
-    with open(artifact.with_suffix(COMPANION), "wb") as handle:
-        np.savez(handle, settings=np.array(json.dumps(settings)), **arrays)
+    arrays["settings"] = np.array(json.dumps(settings))
+    with open(companion_of(artifact), "wb") as handle:
+        np.savez(handle, **arrays)
 
 
-def read_settings(artifact: Path) -> dict[str, object]:
-    """The settings in an artifact's companion (``X.npz`` or ``X.trt.npz`` beside it)."""
-    name = str(artifact)
-    stems = [name[:-len(SUFFIX)] if name.endswith(SUFFIX) else None, os.path.splitext(name)[0]]
-    for stem in filter(None, stems):
-        try:
-            with np.load(stem + COMPANION, allow_pickle=False) as data:
-                return dict(json.loads(str(data["settings"])))
-        except (OSError, KeyError, ValueError):
-            continue
-    raise ConversionError(f"{artifact}: its companion ({COMPANION}) with the build settings is "
-                          "missing or unreadable")
+def companion_of(artifact: Path) -> Path:
+    """``X.npz`` beside ``X.trt.onnx`` (as edge's bundles and a device's release name it)."""
+    name = artifact.name
+    return artifact.with_name((name[:-len(SUFFIX)] if name.endswith(SUFFIX)
+                               else artifact.stem) + COMPANION)
+
+
+def read_settings(artifact: Path) -> dict[str, Any]:
+    """The settings in an artifact's companion."""
+    try:
+        with np.load(companion_of(Path(artifact)), allow_pickle=False) as data:
+            return dict(json.loads(str(data["settings"])))
+    except (OSError, KeyError, ValueError):
+        raise ConversionError(f"{artifact}: its companion {companion_of(Path(artifact)).name} "
+                              "with the build settings is missing or unreadable") from None
 
 
 # ---------------------------------------------------------------- cache (atomic, with notes)
@@ -284,7 +290,7 @@ def _cached_notes(out: Path) -> tuple[str, ...] | None:
         notes = json.loads(out.with_name(out.name + _NOTES).read_text())
     except (OSError, ValueError):
         return None
-    ready = out.is_file() and out.with_suffix(COMPANION).is_file()
+    ready = out.is_file() and companion_of(out).is_file()
     return tuple(notes) if ready else None
 
 
@@ -292,7 +298,7 @@ def _publish(partial: Path, out: Path, notes: tuple[str, ...]) -> None:
     """Rename the ONNX and its companion into place, then the notes (the completion mark)."""
     tmp_notes = partial.with_name(partial.name + _NOTES)
     tmp_notes.write_text(json.dumps(list(notes)))
-    os.replace(partial.with_suffix(COMPANION), out.with_suffix(COMPANION))
+    os.replace(companion_of(partial), companion_of(out))
     os.replace(partial, out)
     os.replace(tmp_notes, out.with_name(out.name + _NOTES))
 

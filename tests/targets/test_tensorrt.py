@@ -20,8 +20,15 @@ from devices.agent.errors import AgentError
 from edge.core.data import load_dataset
 from edge.core.model import inspect_model
 from edge.core.values import ModelInfo
-from targets.base import ConversionError
-from targets.tensorrt import FLOORS, TensorRTTarget, TrtHostRunner, build_settings, read_settings
+from targets.base import ConversionError, ConvertSettings
+from targets.tensorrt import (
+    FLOORS,
+    TensorRTTarget,
+    TrtHostRunner,
+    build_settings,
+    companion_of,
+    read_settings,
+)
 from targets.tensorrt import agent as trt_agent
 from tests.support.cli import run_cli
 from tests.support.digits import DigitsModel
@@ -39,14 +46,14 @@ def converted(model: ModelInfo, digits: DigitsModel,
               tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     workdir = tmp_path_factory.mktemp("trt-cache")
     calib = load_dataset(digits.calib, model)
-    settings = SimpleNamespace(calibration="minmax", accelerator=(("workspace_mb", "256"),))
+    settings = ConvertSettings(accelerator=(("workspace_mb", "256"),))
     out = {p: TARGET.convert(model, p, calib=calib, workdir=workdir, settings=settings)
            for p in ("fp16", "int8")}
     return {"workdir": workdir, "calib": calib, **out}
 
 
 def _companion(path: Path) -> dict[str, Any]:
-    with np.load(path.with_suffix(".npz"), allow_pickle=False) as data:
+    with np.load(companion_of(path), allow_pickle=False) as data:
         return {"settings": json.loads(str(data["settings"])),
                 **{k: data[k] for k in data.files if k != "settings"}}
 
@@ -174,7 +181,7 @@ def test_an_old_tensorrt_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_the_companion_is_found_under_each_naming(tmp_path: Path) -> None:
     for artifact, companion in (("model.trt.onnx", "model.npz"),
-                                ("model_fp16.trt.onnx", "model_fp16.trt.npz"),
+                                ("model_fp16.trt.onnx", "model_fp16.trt.npz"),  # a plain name
                                 ("abc.trt.onnx", "abc.npz")):
         (tmp_path / companion).write_bytes(b"")
         assert trt_agent.companion_path(str(tmp_path / artifact)) == str(tmp_path / companion)

@@ -13,7 +13,7 @@ import pytest
 
 from edge.core.data import load_dataset
 from edge.core.model import inspect_model
-from targets.tensorrt import TensorRTTarget
+from targets.tensorrt import TensorRTTarget, companion_of
 from targets.tensorrt import agent as trt_agent
 from tests.support.digits import DigitsModel
 from tests.support.hardware import needs_hardware
@@ -30,7 +30,7 @@ def test_engine_is_built_checked_and_timed(precision: str, digits: DigitsModel,
     release.mkdir()
     path = release / "model.trt.onnx"  # as a release folder on a device names it
     shutil.copyfile(made, path)
-    shutil.copyfile(made.with_suffix(".npz"), release / "model.npz")
+    shutil.copyfile(companion_of(made), release / "model.npz")
 
     run, version = trt_agent.load(str(path), 1)
     (engine,) = release.glob("model.*.engine")
