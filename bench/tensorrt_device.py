@@ -168,7 +168,8 @@ def make(folder: Path) -> int:
     from edge.core.model import inspect_model
     from targets.tensorrt import TensorRTTarget, companion_of
 
-    shutil.rmtree(folder.parent / "tensorrt-work", ignore_errors=True)  # never a stale recipe
+    for old in (folder, folder.parent / "tensorrt-work"):  # never a stale recipe or file
+        shutil.rmtree(old, ignore_errors=True)
     for name, (onnx_path, calib_path) in _sources().items():
         model = inspect_model(onnx_path)
         calib = load_dataset(calib_path, model)

@@ -17,10 +17,12 @@ from targets.tensorrt.target import (
     build_settings,
     companion_of,
     read_settings,
+    threshold,
 )
 
 __all__ = ["DEFAULT_WORKSPACE_MB", "FILES", "FLOORS", "REFERENCE_SAMPLES", "RUNTIME",
-           "TensorRTTarget", "TrtHostRunner", "build_settings", "companion_of", "read_settings"]
+           "TensorRTTarget", "TrtHostRunner", "build_settings", "companion_of", "read_settings",
+           "threshold"]
 
 RUNTIME = Runtime(
     name="tensorrt",

@@ -99,7 +99,7 @@ def test_companion_holds_samples_reference_outputs_and_thresholds(
     first = converted["calib"].feeds[0][settings["inputs"][0]]
     assert np.array_equal(data["input_0"][0], first)
     for host, threshold in zip(settings["host_agreement"], settings["thresholds"], strict=True):
-        assert 0.9 < host <= 1.0 and threshold == min(FLOORS["int8"], host - 0.01)
+        assert 0.9 < host <= 1.0 and threshold == 1 - max(1 - FLOORS["int8"], 2 * (1 - host))
     assert read_settings(path)["precision"] == "int8"
 
 
@@ -119,8 +119,9 @@ def test_a_bad_workspace_option_is_one_line() -> None:
     assert build_settings("fp32", {})["workspace_mb"] == 1024
 
 
-def test_no_fallbacks_are_predicted(model: ModelInfo) -> None:
+def test_no_fallbacks_are_predicted_and_no_estimate_offered(model: ModelInfo) -> None:
     assert TARGET.predict_fallbacks(model) == ()
+    assert TARGET.estimate(Path(model.path), model) is None
 
 
 def test_agreement_rules() -> None:
