@@ -40,6 +40,7 @@ MIN_VERSION = (8, 5)
 ENGINE_SUFFIX = ".engine"
 _MB = 1 << 20
 _H2D, _D2H = 1, 2  # cudaMemcpyKind
+_KEEP = []  # the loggers and runtimes of the engines loaded in this process
 _CUDART = ("libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0",
            "libcudart.so.10.2")
 
@@ -215,6 +216,7 @@ def cached_engine(trt, cuda, path, settings):
     (stale engines of the same model removed)."""
     logger = trt.Logger(trt.Logger.ERROR)
     runtime = trt.Runtime(logger)
+    _KEEP.append((logger, runtime))  # an engine must not outlive its runtime (older bindings)
     target = engine_path(path, trt.__version__, cuda.gpu_name(), settings)
     plan = _read(target)
     engine = runtime.deserialize_cuda_engine(plan) if plan else None
