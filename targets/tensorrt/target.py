@@ -105,7 +105,7 @@ class TensorRTTarget:
         return missing_modules(self.caps)
 
     def predict_fallbacks(self, model: ModelInfo) -> tuple[str, ...]:
-        """None: TensorRT runs the whole network on the GPU; an operator its ONNX parser lacks
+        """Nothing: TensorRT runs the whole network on the GPU; an operator its parser lacks
         fails the engine's build on the device, it is never run on the CPU."""
         return ()
 

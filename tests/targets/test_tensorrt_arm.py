@@ -75,6 +75,7 @@ def test_the_agent_on_an_arm_board_without_tensorrt_refuses_naming_it(
                           profile=load_profile("jetson-orin-nano"),
                           rounds=Rounds(rounds=1, calls=2, warmup=1), threads=1, activate=False)
     message = str(err.value)
+    print(f"\nthe board's refusal: {message}")
     assert "tensorrt" in message.lower() and len(message.splitlines()) == 1, message
     assert "Traceback" not in message
     release = f"/home/edgeuser/.edge/releases/{result.artifact.release_id[:16]}"
