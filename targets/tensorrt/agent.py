@@ -40,7 +40,7 @@ MIN_VERSION = (8, 5)
 ENGINE_SUFFIX = ".engine"
 _MB = 1 << 20
 _H2D, _D2H = 1, 2  # cudaMemcpyKind
-_KEEP = []  # the loggers and runtimes of the engines loaded in this process
+_KEEP = []  # type: list  # the loggers and runtimes of the engines loaded in this process
 _CUDART = ("libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0",
            "libcudart.so.10.2")
 
@@ -288,9 +288,11 @@ def _network_flags(trt):
 
 
 def _configure(trt, config, build):
-    """Precision flags (TF32 off unless asked) and the workspace limit."""
+    """Precision flags (TF32 off unless asked) and the workspace limit. TensorRT 11 has no
+    precision flags: its networks are strongly typed (the ONNX's float16 and Q/DQ types)."""
     for name in build.get("flags", ()):
-        config.set_flag(getattr(trt.BuilderFlag, name))
+        if hasattr(trt.BuilderFlag, name):
+            config.set_flag(getattr(trt.BuilderFlag, name))
     for name in build.get("clear_flags", ()):
         if hasattr(trt.BuilderFlag, name):
             config.clear_flag(getattr(trt.BuilderFlag, name))

@@ -3,10 +3,12 @@
 An engine runs only on the GPU model and TensorRT version that built it, so the artifact is an
 ONNX model (``.trt.onnx``) and the device builds the engine (targets/tensorrt/agent.py). Here:
 
-- fp32 and fp16: the reference ONNX as it is; the device builds it with TF32 off (fp32) or the
-  FP16 flag. Verified on this host's CPU in ONNX Runtime: fp32 as it is, fp16 through a float16
-  twin (onnxconverter-common: float16 weights and compute, float32 I/O), which rounds at least
-  as much as TensorRT's fp16 kernels (they accumulate in fp32 and may keep layers in fp32).
+- fp32: the reference ONNX as it is; the device builds it with TF32 off.
+- fp16: the reference converted to float16 (onnxconverter-common: float16 weights and compute,
+  float32 inputs and outputs). TensorRT 11 builds only strongly typed networks (its FP16 flag is
+  gone), so the types must be in the ONNX; TensorRT 8.5-10 build it with the FP16 flag. This host
+  runs that very file in ONNX Runtime's CPU kernels, which round at least as much as TensorRT's
+  fp16 kernels (they accumulate in fp32).
 - int8: explicit quantization, the form TensorRT builds from an ONNX: QuantizeLinear /
   DequantizeLinear pairs with symmetric int8 activations and per-channel int8 weights (zero
   points 0), calibrated on the calibration set (onnxruntime.quantization, QDQ format); verified
@@ -58,7 +60,7 @@ DEFAULT_WORKSPACE_MB = 1024
 #: Calibration samples the companion carries, with the reference's outputs on them.
 REFERENCE_SAMPLES = 8
 #: precision -> the agreement (cosine; equal fraction for integer outputs) an engine's output
-#: must reach on the device; an output whose host twin lost more (1 - agreement) may lose up to
+#: must reach on the device; an output that lost more here (1 - agreement) may lose up to
 #: ``ERROR_FACTOR`` times that there (TensorRT's kernels round differently, not less).
 FLOORS = {"fp32": 0.9999, "fp16": 0.999, "int8": 0.99}
 ERROR_FACTOR = 2.0
@@ -75,15 +77,15 @@ DEFAULT_SETTINGS = ConvertSettings()
 
 class TrtHostRunner:
     """What this host runs for a TensorRT artifact: ONNX Runtime on the CPU, on the artifact
-    itself (fp32, int8 Q/DQ) or on its float16 twin (fp16)."""
+    itself: the graph the device's TensorRT builds."""
 
-    def __init__(self, model: onnx.ModelProto | Path, *, threads: int) -> None:
+    def __init__(self, model: Path, *, threads: int) -> None:
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
-        source = str(model) if isinstance(model, Path) else model.SerializeToString()
-        self._session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+        self._session = ort.InferenceSession(str(model), options,
+                                             providers=["CPUExecutionProvider"])
 
     def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         """Outputs in the model's order."""
@@ -126,17 +128,15 @@ class TensorRTTarget:
             partial = scratch / out.name
             method = CALIBRATION.get(settings.calibration, "")
             notes = _build(model, precision, calib, partial, scratch, method)
-            twin = _twin(partial, precision)
             build = build_settings(precision, options)
-            _write_companion(partial, model, precision, build, calib, twin)
+            _write_companion(partial, model, precision, build, calib)
             notes += (_build_note(build),)
             _publish(partial, out, notes)
         return out, notes
 
     def load(self, artifact: Path, model: ModelInfo, *, threads: int) -> TrtHostRunner:
-        """ONNX Runtime on this host's CPU: fp16 through its float16 twin."""
-        return TrtHostRunner(_twin(artifact, str(read_settings(artifact)["precision"])),
-                             threads=threads)
+        """ONNX Runtime on this host's CPU, running the artifact itself."""
+        return TrtHostRunner(Path(artifact), threads=threads)
 
 
 # ---------------------------------------------------------------- the ONNX per precision
@@ -146,11 +146,9 @@ def _build(model: ModelInfo, precision: str, calib: Dataset, dst: Path, scratch:
            method: str) -> tuple[str, ...]:
     if precision == "int8":
         return _quantize(model, calib, dst, scratch, method)
-    shutil.copyfile(model.path, dst)
     if precision == "fp16":
-        return ("the reference ONNX; the device's TensorRT builds it with the FP16 flag (TF32 "
-                "off). Verified here on a float16 twin in ONNX Runtime's CPU kernels "
-                "(float16 weights and compute, float32 I/O)",)
+        return _half(model, dst)
+    shutil.copyfile(model.path, dst)
     return ("the reference ONNX; the device's TensorRT builds it in fp32 (TF32 off). Verified "
             "here in ONNX Runtime's CPU kernels",)
 
@@ -210,17 +208,22 @@ class _Reader:
         return next(self._iter, None)
 
 
-def _twin(artifact: Path, precision: str) -> onnx.ModelProto | Path:
-    """What this host runs for ``artifact``: its float16 twin at fp16, else the file."""
-    if precision != "fp16":
-        return Path(artifact)
+def _half(model: ModelInfo, dst: Path) -> tuple[str, ...]:
+    """The reference in float16 with float32 inputs and outputs (types TensorRT 11 obeys)."""
     try:
-        with warnings.catch_warnings():  # values below float16's range: TensorRT's fp16 too
-            warnings.simplefilter("ignore")
-            return float16.convert_float_to_float16(onnx.load(str(artifact)), keep_io_types=True)
-    except Exception as exc:  # noqa: BLE001 - the converter raises many types
-        raise ConversionError(f"tensorrt fp16: the float16 twin for checking it here failed: "
-                              f"{first_line(exc)}") from None
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            half = float16.convert_float_to_float16(onnx.load(model.path), keep_io_types=True)
+        onnx.checker.check_model(half)
+    except Exception as exc:  # noqa: BLE001 - the converter and the checker raise many types
+        raise ConversionError(f"tensorrt fp16 conversion failed: {first_line(exc)}") from None
+    onnx.save(half, str(dst))
+    clipped = sum("truncated" in str(w.message) for w in caught)
+    return ("float16 weights and compute (onnxconverter-common), float32 inputs and outputs: "
+            "TensorRT 11 builds these types as they are, TensorRT 8.5-10 with the FP16 flag "
+            "(TF32 off). Verified here by running this file in ONNX Runtime's CPU kernels",
+            *([f"{clipped} weight value(s) outside float16's range or below its smallest normal "
+               "were clipped"] if clipped else []))
 
 
 # ---------------------------------------------------------------- the companion
@@ -244,15 +247,15 @@ def _build_note(build: dict[str, object]) -> str:
 
 
 def _write_companion(artifact: Path, model: ModelInfo, precision: str,
-                     build: dict[str, object], calib: Dataset,
-                     twin: onnx.ModelProto | Path) -> None:
-    """Samples, the reference's outputs on them, and per-output thresholds from the twin."""
+                     build: dict[str, object], calib: Dataset) -> None:
+    """Samples, the reference's outputs on them, and per-output thresholds from the host's run
+    of the artifact."""
     feeds = list(calib.feeds[:REFERENCE_SAMPLES])
     if not feeds:
         raise ConversionError("tensorrt needs at least one calibration sample to check the "
                               "engine on the device")
     want = [TrtHostRunner(Path(model.path), threads=1).run(f) for f in feeds]
-    got = [TrtHostRunner(twin, threads=1).run(f) for f in feeds]
+    got = [TrtHostRunner(artifact, threads=1).run(f) for f in feeds]
     inputs = [i.name for i in model.inputs]
     outputs = [o.name for o in model.outputs]
     host = [min(agreement(np, g[j], w[j]) for g, w in zip(got, want, strict=True))
@@ -277,7 +280,7 @@ def companion_of(artifact: Path) -> Path:
 
 
 def threshold(precision: str, host: float) -> float:
-    """The agreement an output must reach on the device, given its host twin's."""
+    """The agreement an output must reach on the device, given the host run's."""
     return 1.0 - max(1.0 - FLOORS[precision], ERROR_FACTOR * (1.0 - host))
 
 
