@@ -32,5 +32,5 @@ RUNTIME = Runtime(
     profiler=None,
     provision=None,
     label="TensorRT", colour="#76b900",
-    note="the ONNX TensorRT builds from, run by ONNX Runtime on this host's CPU (fp16 through "
-         "a float16 twin): no GPU here; the engine is built, checked and timed on the device")
+    note="the ONNX TensorRT builds from, run by ONNX Runtime on this host's CPU: no GPU here; "
+         "the engine is built, checked and timed on the device")

@@ -1,5 +1,5 @@
 """TensorRT target: the ONNX a device's TensorRT builds from, made and verified on this host
-(fp16 through a float16 twin, int8 as explicit symmetric Q/DQ), its companion of build
+(fp16 as a float16 ONNX, int8 as explicit symmetric Q/DQ), its companion of build
 settings and reference outputs, and the device loader's refusals where TensorRT or a GPU is
 missing. The engine build itself needs a GPU: tests/targets/test_tensorrt_device.py."""
 
