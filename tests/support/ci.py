@@ -1,6 +1,7 @@
 """A pytest plugin for CI's policies: no silent skips, and a reproducible random order.
 
-With ``EDGE_TEST_STRICT=1`` (CI sets it) a skipped test fails instead.
+With ``EDGE_TEST_STRICT=1`` (CI sets it) a skipped test fails instead, except the tests
+tests/support/hardware.py lists (hardware no project machine has), which the summary prints.
 
 A test may skip where the machine lacks something (root, /dev/net/tun, a browser, an aarch64
 emulator, an optional package) — on a developer's laptop. In CI everything is installed, so a
@@ -24,6 +25,8 @@ from collections.abc import Generator
 from typing import Any
 
 import pytest
+
+from tests.support import hardware
 
 VARIABLE = "EDGE_TEST_STRICT"
 
@@ -53,7 +56,8 @@ def _fail(report: pytest.TestReport | pytest.CollectReport) -> None:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
                               ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
-    if report.skipped and not hasattr(report, "wasxfail") and strict():
+    if (report.skipped and not hasattr(report, "wasxfail") and strict()
+            and not hardware.excused(item.nodeid)):
         _fail(report)
     return report
 
@@ -78,6 +82,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     line = ("test order: file order (pytest-randomly off)" if seed is None else
             f"test order: random, seed {seed} (replay it: pytest --randomly-seed={seed})")
     terminalreporter.write_line(line)
+    for text in hardware.summary():
+        terminalreporter.write_line(text)
 
 
 def _seed(config: pytest.Config) -> int | None:

@@ -1,4 +1,5 @@
-"""Tests that need hardware no project machine has: the one declared exception to "no skips".
+"""Tests that need hardware (or a vendor tool made only for it) that no project machine has:
+the one declared exception to "no skips".
 
 CI runs every test and fails on any skip (tests/support/ci.py), but no project machine has an
 NVIDIA GPU, so a test that builds a TensorRT engine cannot run there. Such a test is listed here
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import glob
 import importlib.util
+import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,6 +33,17 @@ def _nvidia_gpu_with_tensorrt() -> str | None:
     if not glob.glob("/dev/nvidia[0-9]*") and not glob.glob("/dev/nvhost-*"):
         return "no NVIDIA GPU device node (/dev/nvidia0, /dev/nvhost-*)"
     return None
+
+
+def _edgetpu_compiler() -> str | None:
+    """Why the Edge TPU compiler cannot run here, None when it is on PATH."""
+    return None if shutil.which("edgetpu_compiler") else (
+        "edgetpu_compiler is not on PATH (Coral's apt repository, x86-64 Debian/Ubuntu only)")
+
+
+_EDGETPU_WHY = ("Google ships the Edge TPU compiler only as a closed x86-64 binary in Coral's "
+                "apt repository (not on PyPI or Debian), which project machines cannot reach; "
+                "without it edge plans the candidate as skipped saying how to get it (tested)")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -53,6 +66,14 @@ UNAVAILABLE_HARDWARE: tuple[Unavailable, ...] = (
             "pypi.nvidia.com, which they cannot reach; bench/tensorrt_device.py runs the same "
             "build/check/time path on a GPU machine (bench/results/tensorrt_device.json)",
         absent=_nvidia_gpu_with_tensorrt),
+    Unavailable(
+        test="tests/targets/test_edgetpu.py::test_the_compiler_maps_the_digits_cnn",
+        hardware="the Edge TPU compiler (edgetpu_compiler)", why=_EDGETPU_WHY,
+        absent=_edgetpu_compiler),
+    Unavailable(
+        test="tests/targets/test_contract.py::test_target_keeps_digits_accuracy[edgetpu-int8]",
+        hardware="the Edge TPU compiler (edgetpu_compiler)", why=_EDGETPU_WHY,
+        absent=_edgetpu_compiler),
 )
 
 

@@ -27,13 +27,11 @@ from targets.edgetpu import ARTIFACT, SOURCE, EdgeTPUTarget, compiler, ops
 from targets.edgetpu import target as target_module
 from targets.tflite import TFLiteTarget
 from tests.support.cli import run_cli
+from tests.support.hardware import needs_hardware
 
 SAMPLES = Path(edge.__file__).parent / "samples"
 needs_tflite = pytest.mark.skipif(TFLiteTarget().missing() is not None,
                                   reason=str(TFLiteTarget().missing()))
-needs_compiler = pytest.mark.skipif(compiler.find() is None,
-                                    reason="edgetpu_compiler is not installed (x86-64 Debian "
-                                           "from Coral's apt repository): declared exception")
 
 # A real compiler's output, as posted in google-coral/edgetpu issue #60 (Edge TPU Compiler
 # 2.1.302470888, ``edgetpu_compiler -s model2.tflite``), its operator table abridged to rows of
@@ -276,7 +274,7 @@ def test_int8_is_the_only_precision(sample: ModelInfo, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @needs_tflite
-@needs_compiler
+@needs_hardware("tests/targets/test_edgetpu.py::test_the_compiler_maps_the_digits_cnn")
 def test_the_compiler_maps_the_digits_cnn(sample: ModelInfo, tmp_path: Path) -> None:
     """Runs only where edgetpu_compiler is installed (declared exception, not in CI)."""
     calib = load_dataset(SAMPLES / "digits_calib.npy", sample)
