@@ -23,8 +23,9 @@ _FOUND = {}  # type: dict
 
 def plugins():
     """Runtime name -> its agent module (``NAME``, ``SUFFIXES``, ``MODULES``,
-    ``DISTRIBUTIONS``, ``COMMANDS``, ``load(path, threads)``): those zipped beside this module
-    on a device, else on edge's host those the registered runtimes name."""
+    ``DISTRIBUTIONS``, ``COMMANDS``, ``load(path, threads)``, and optionally ``MISSING``: how
+    to install it when it is not ``pip install`` of its first distribution): those zipped
+    beside this module on a device, else on edge's host those the registered runtimes name."""
     if not _FOUND:
         _FOUND.update(_bundled() or _installed())
     return _FOUND
@@ -92,7 +93,11 @@ def load(model, threads):
     runtime = model_runtime(model)
     numpy()
     plugin = plugins()[runtime]
-    import_module(*plugin.MODULES)
+    try:
+        import_module(*plugin.MODULES)
+    except AgentError:
+        hint = getattr(plugin, "MISSING", None) or "pip install " + plugin.DISTRIBUTIONS[0]
+        raise AgentError("runtime not installed on the device: " + hint) from None
     try:
         return plugin.load(model, threads)
     except AgentError:

@@ -34,6 +34,9 @@ PCIE_DEVICE = "/dev/apex_0"
 #: USB vendor:product of the Coral USB Accelerator before and after its firmware is loaded.
 USB_IDS = (("1a6e", "089a"), ("18d1", "9302"))
 SYS_USB = "/sys/bus/usb/devices"
+#: How to install the interpreter (agent's "runtime not installed" message).
+MISSING = ("Coral's tflite_runtime: sudo apt-get install python3-tflite-runtime (Mendel Linux "
+           "has it), or pip install tflite-runtime")
 INSTALL = ("install it from Coral's apt repository (coral-edgetpu-stable): "
            "sudo apt-get install libedgetpu1-std (Mendel Linux has it)")
 

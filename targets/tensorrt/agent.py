@@ -31,6 +31,9 @@ NAME = "tensorrt"
 SUFFIXES = (".trt.onnx",)
 MODULES = ("tensorrt",)
 DISTRIBUTIONS = ("tensorrt", "tensorrt-cu12", "tensorrt-cu13", "tensorrt-cu11")
+#: How to install it (agent's "runtime not installed" message): not from PyPI on a device.
+MISSING = ("TensorRT comes with JetPack on a Jetson (apt install python3-libnvinfer) and with "
+           "NVIDIA's TensorRT packages or containers on a PC or cloud GPU")
 #: The agent's commands this runtime adds: none (``bench`` builds, checks and times it).
 COMMANDS = ()
 #: The companion's suffix: build settings and reference inputs/outputs (numpy .npz).
