@@ -57,7 +57,8 @@ SYSTEM_CONFIGS: dict[str, dict[str, str]] = {
 }
 _GENERATED_INI = "edge_vela.ini"
 _OPS = re.compile(r"^(CPU|NPU) operators = (\d+)", re.MULTILINE)
-_CPU_OP = re.compile(r"^\s*CPU: (\S+) = ", re.MULTILINE)
+CHILD = Path(__file__).with_name("child.py")
+NPU_OP = "ethos-u"  # the custom operator holding the NPU's command stream
 
 
 class VelaError(Exception):
@@ -129,7 +130,7 @@ class VelaReport:
     dram_kib: float
     npu_ops: int
     cpu_ops: int
-    cpu_fallbacks: tuple[str, ...]  # distinct TFLite op types Vela left to the CPU, in order
+    cpu_fallbacks: tuple[str, ...]  # distinct TFLite builtin ops left to the CPU, in order
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -158,8 +159,7 @@ def compile_model(source: Path, folder: Path, config: VelaConfig, *,
     """
     config.check()
     folder.mkdir(parents=True, exist_ok=True)
-    args = ["-m", "ethosu.vela", str(source), *config.args(folder), "--show-cpu-operations",
-            "--output-dir", str(folder)]
+    args = ["-m", "ethosu.vela", str(source), *config.args(folder), "--output-dir", str(folder)]
     try:
         build(TOOLCHAIN)
         out = run(TOOLCHAIN, args, timeout_s=timeout_s, cwd=folder, what=f"Vela {VELA}")
@@ -169,15 +169,26 @@ def compile_model(source: Path, folder: Path, config: VelaConfig, *,
     summary = folder / f"{source.stem}_summary_{config.system_config}.csv"
     if not compiled.is_file() or not summary.is_file():
         raise VelaError(f"Vela {VELA} wrote no {compiled.name} or summary for {source.name}")
-    return compiled, _report(config, summary, out)
+    return compiled, _report(config, summary, out, _operators(compiled, timeout_s))
 
 
-def _report(config: VelaConfig, summary: Path, stdout: str) -> VelaReport:
-    """Vela's summary CSV (figures) and its stdout (operator split, CPU operators)."""
+def _operators(compiled: Path, timeout_s: float) -> list[str]:
+    """The compiled model's operators, read in the toolchain (child.py)."""
+    try:
+        out = run(TOOLCHAIN, [str(CHILD), str(compiled)], timeout_s=timeout_s,
+                  cwd=compiled.parent, what=f"reading Vela's {compiled.name}")
+        return [str(op) for op in json.loads(out)]
+    except (ToolchainError, ValueError) as exc:
+        raise VelaError(str(exc)) from None
+
+
+def _report(config: VelaConfig, summary: Path, stdout: str, ops: list[str]) -> VelaReport:
+    """Vela's summary CSV (figures), its stdout (operator split) and the operators the compiled
+    model leaves to the CPU (every one but the NPU's own, by TFLite builtin name)."""
     with open(summary, encoding="utf-8", newline="") as handle:
         row = next(csv.DictReader(handle))
     counts = {kind: int(n) for kind, n in _OPS.findall(stdout)}
-    fallbacks = tuple(dict.fromkeys(_CPU_OP.findall(stdout)))
+    fallbacks = tuple(dict.fromkeys(op for op in ops if op != NPU_OP))
     return VelaReport(vela=VELA, config=config,
                       inference_time_s=float(row["inference_time"]),
                       inferences_per_second=float(row["inferences_per_second"]),
