@@ -6,7 +6,7 @@ DEQUANTIZE at the edges would stay on the CPU), and compiles it with Vela for th
 system configuration and memory mode of the profile (``targets.ethosu.vela``).
 
 The artifact (``*.vela.tflite``) holds an ``ethos-u`` custom operator that only the NPU runs, so
-this host verifies the int8 model it was compiled from (its companion, ``*.vela.int8``) with
+this host verifies the int8 model it was compiled from (its companion, ``*.int8``) with
 LiteRT's reference kernels, which the Ethos-U is built to match; Vela's performance estimate is
 offered as a vendor estimate (``estimate``), never as a measurement.
 """
@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 
 from edge.core.capabilities import Capabilities
 from edge.core.files import no_space_as
+from edge.core.plan import FALLBACK_NOTE
 from edge.core.values import BenchResult, Dataset, ModelInfo
 from targets.base import ConversionError, ConvertSettings, check_precision, workdir_lock
 from targets.ethosu.vela import (
@@ -53,26 +54,19 @@ NPU_ONNX_OPS = frozenset({
     "Reshape", "Resize", "Sigmoid", "Slice", "Softmax", "SpaceToDepth", "Split", "Squeeze",
     "Sub", "Tanh", "Transpose", "Unsqueeze",
 })
-#: Capabilities fields the accelerator seam adds (issue 28, S5); declared once it has landed.
-_SEAM = {"accelerator": "Arm Ethos-U NPU", "host_runs": "reference"}
-
-
-def _caps() -> Capabilities:
-    """The target's capabilities (with the seam's accelerator fields where they exist)."""
-    known = {k: v for k, v in _SEAM.items() if k in Capabilities.__dataclass_fields__}
-    return Capabilities(
-        runtime="ethos-u", precisions=("int8",), suffix=SUFFIX, companions=(COMPANION,),
-        converts_with="tflite",  # shares the TFLite target's work directory: one onnx2tf run
-        archs=("aarch64", "armv7l"),  # i.MX 93's Cortex-A55; 32-bit Arm hosts of an Ethos-U
-        modules=TFLiteTarget.caps.modules, extra="tflite",
-        converters=TFLiteTarget.caps.converters, toolchain=TOOLCHAIN, recipe=1, **known)
 
 
 class EthosUTarget:
     """An Arm Ethos-U55/U65 through Vela; verified here on LiteRT's reference kernels."""
 
     name: ClassVar[str] = "ethos-u"
-    caps: ClassVar[Capabilities] = _caps()
+    caps: ClassVar[Capabilities] = Capabilities(
+        runtime="ethos-u", precisions=("int8",), suffix=SUFFIX, companions=(COMPANION,),
+        converts_with="tflite",  # shares the TFLite target's work directory: one onnx2tf run
+        archs=("aarch64", "armv7l"),  # i.MX 93's Cortex-A55; 32-bit Arm hosts of an Ethos-U
+        modules=TFLiteTarget.caps.modules, extra="tflite",
+        converters=TFLiteTarget.caps.converters, toolchain=TOOLCHAIN, recipe=1,
+        accelerator="Arm Ethos-U NPU", host_runs="reference")
 
     def missing(self) -> str | None:
         """The TFLite target's converter and runtime packages (Vela's toolchain builds itself)."""
@@ -124,19 +118,17 @@ class EthosUTarget:
 
 
 def source_of(artifact: Path) -> Path:
-    """The int8 .tflite beside an artifact: ``X.vela.int8`` in a work directory, ``X.int8``
-    in a bundle (companions are named after the stem without any suffix there)."""
-    beside = artifact.with_suffix(COMPANION)
-    if beside.is_file() or not artifact.name.endswith(SUFFIX):
-        return beside
-    bundled = artifact.with_name(artifact.name[: -len(SUFFIX)] + COMPANION)
-    return bundled if bundled.is_file() else beside
+    """The int8 .tflite beside an artifact: ``X.vela.tflite`` -> ``X.int8`` (companions are
+    named after the file name without its compound suffix, in work folders and bundles)."""
+    name = artifact.name
+    base = name[: -len(SUFFIX)] if name.endswith(SUFFIX) else artifact.stem
+    return artifact.with_name(base + COMPANION)
 
 
 def _config(settings: ConvertSettings) -> VelaConfig:
     """The profile's accelerator options (issue 28's ConvertSettings.accelerator), checked."""
     try:
-        return VelaConfig.from_options(dict(getattr(settings, "accelerator", ())))
+        return VelaConfig.from_options(dict(settings.accelerator))
     except VelaError as exc:
         raise ConversionError(str(exc)) from None
 
@@ -162,7 +154,6 @@ def _compile(source: Path, artifact: Path, config: VelaConfig) -> VelaReport:
 def _estimate(report: VelaReport) -> BenchResult:
     """Vela's figures as a BenchResult labelled a vendor estimate."""
     ms = 1000.0 * report.inference_time_s
-    extra = {"source": "estimate"} if "source" in BenchResult.__dataclass_fields__ else {}
     return BenchResult(
         where=f"Vela {report.vela} estimate for {report.config.label}", runtime="ethos-u",
         runs=0, warmup=0, threads=0, p50_ms=ms, p90_ms=ms, p99_ms=ms, mean_ms=ms,
@@ -171,7 +162,7 @@ def _estimate(report: VelaReport) -> BenchResult:
                  "cycles": report.cycles, "npu_ops": report.npu_ops, "cpu_ops": report.cpu_ops,
                  "inferences_per_second": report.inferences_per_second,
                  "estimated_by": f"Vela {report.vela}"},
-        **extra)
+        source="estimate")
 
 
 def _notes(run: dict[str, Any], report: VelaReport,
@@ -182,7 +173,7 @@ def _notes(run: dict[str, Any], report: VelaReport,
              f"calibrated on {run['calibration_samples']} samples, as given (mean 0, std 1)",
              f"{report.summary} (vendor estimate, not a measurement)"]
     if report.cpu_fallbacks:
-        notes.append(f"cpu fallback: {', '.join(report.cpu_fallbacks)}")
+        notes.append(FALLBACK_NOTE + ", ".join(report.cpu_fallbacks))
     if settings.keep_float or settings.calibration != DEFAULT_SETTINGS.calibration:
         notes.append("calibration and keep_float settings are not applied: onnx2tf's min-max "
                      "calibration, every op int8 (a float op would leave the NPU)")

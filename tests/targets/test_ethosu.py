@@ -28,10 +28,8 @@ needs_tflite = pytest.mark.skipif(TFLiteTarget().missing() is not None,
 
 
 def _settings(**options: str) -> ConvertSettings:
-    """Settings carrying a profile accelerator's options (issue 28's seam, S4)."""
-    if "accelerator" not in ConvertSettings.__dataclass_fields__:
-        pytest.skip("ConvertSettings.accelerator (issue 28's seam) has not landed")
-    return ConvertSettings(accelerator=tuple(sorted(options.items())))  # type: ignore[call-arg]
+    """Settings carrying a profile accelerator's options."""
+    return ConvertSettings(accelerator=tuple(sorted(options.items())))
 
 
 # ---------------------------------------------------------------- configuration (fast)
@@ -119,7 +117,7 @@ def test_the_estimate_is_vela_s_summary(converted: dict[str, Any], model: ModelI
     bench = EthosUTarget().estimate(converted["path"], model)
     assert bench is not None and bench.runtime == "ethos-u" and bench.runs == 0
     assert bench.where == "Vela 5.2.0 estimate for ethos-u65-256, NXP_iMX93, Dedicated_Sram_384KB"
-    assert getattr(bench, "source", "estimate") == "estimate"
+    assert bench.source == "estimate" and bench.source_label == "vendor estimate"
     assert 0 < bench.p50_ms == bench.p90_ms == bench.p99_ms == bench.mean_ms < 1.0
     metrics = bench.metrics
     assert metrics["npu_ops"] > 0 and metrics["cpu_ops"] == 0 and metrics["cycles"] > 0
