@@ -6,6 +6,9 @@ loader refuses without the Ethos-U driver or delegate. No mocks."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +16,7 @@ import numpy as np
 import pytest
 
 from devices.agent.errors import AgentError
+from devices.agentfile import agent_file
 from edge.core.data import load_dataset
 from edge.core.model import inspect_model
 from edge.core.values import ModelInfo
@@ -203,3 +207,18 @@ def test_the_agent_refuses_without_the_delegate(converted: dict[str, Any],
         ethosu_agent.load(str(converted["path"]), 1)
     assert info.value.status == 3 and "did not load" in str(info.value)
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.slow
+@needs_tflite
+def test_the_zipped_agent_picks_the_ethos_u_loader_and_refuses(converted: dict[str, Any],
+                                                               tmp_path: Path) -> None:
+    """The agent file edge pushes to devices, run here: the compound suffix .vela.tflite
+    routes the file to runtime_ethos-u.py (not the plain tflite loader), which refuses."""
+    argv = [sys.executable, str(agent_file()), "bench", str(converted["path"]), "--runs", "1",
+            "--rounds", "1"]
+    env = dict(os.environ, EDGE_ETHOSU_DEVICE=str(tmp_path / "ethosu0"))
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+    assert done.returncode == 3, done.stdout + done.stderr
+    error = json.loads(done.stdout.strip().splitlines()[-1])["error"]
+    assert error.startswith("ethos-u: the Ethos-U driver is not loaded"), error
