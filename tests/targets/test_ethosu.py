@@ -27,6 +27,9 @@ from targets.ethosu.vela import DEFAULT, VelaError, compile_model
 from targets.tflite import TFLiteTarget
 
 SAMPLES = Path(__file__).resolve().parents[2] / "edge" / "samples"
+# LiteRT's Delegate.__del__ raises AttributeError (collected in a later test) after a library
+# that failed to load: the refusal tests make one on purpose
+pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 needs_tflite = pytest.mark.skipif(TFLiteTarget().missing() is not None,
                                   reason=str(TFLiteTarget().missing()))
 
@@ -188,8 +191,6 @@ def test_the_agent_refuses_without_the_driver_node(converted: dict[str, Any],
 
 @pytest.mark.slow
 @needs_tflite
-# LiteRT's Delegate.__del__ raises AttributeError after a library that failed to load
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_the_agent_refuses_without_the_delegate(converted: dict[str, Any],
                                                 monkeypatch: pytest.MonkeyPatch,
                                                 tmp_path: Path) -> None:
