@@ -11,6 +11,7 @@ import importlib
 import inspect
 import sys
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -143,12 +144,15 @@ def artifact_suffixes() -> tuple[str, ...]:
 def workdir_name(name: str, settings: ConvertSettings) -> str:
     """The cache directory name of a target's conversions with these settings.
 
-    Targets that share a converter run (``converts_with``) share the directory; its key holds
+    Targets that share a converter run (``converts_with``) share the directory, whatever their
+    accelerator's options (such a target names its own files by them); its key holds
     the settings and, of every target sharing it, the recipe version, the converters' versions
     and a digest of its module's source: a recipe change, a converter upgrade or an edit of the
     target's code never reuses an old artifact.
     """
     shared = get_target(name).caps.converts_with or name
+    if shared != name:  # the shared run never reads the accelerator's options: one run for all
+        settings = replace(settings, accelerator=())
     group = [t for t in _importable() if t.name == shared or t.caps.converts_with == shared]
     key = cache_key(settings.digest(), *((t.name, t.caps.recipe, _source_digest(t))
                                          for t in sorted(group, key=lambda t: t.name)),
