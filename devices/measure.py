@@ -173,6 +173,7 @@ def bench_result(reply: dict, entry: dict, where: str, *, profile: Profile | Non
     keys = ("runtime", "runs", "warmup", "threads", "p50_ms", "p90_ms", "p99_ms", "mean_ms",
             "load_ms")
     return BenchResult(where=where, device=device, throughput_fps=entry.get("throughput_fps"),
+                       source="device",
                        peak_rss_mb=reply.get("peak_rss_mb") if alone else None, metrics=metrics,
                        **{k: entry[k] for k in keys})
 

@@ -24,6 +24,7 @@ from devices.lock import deploy_lock
 from devices.transport import Transport
 from edge.core import progress
 from edge.core.errors import DeviceError, UsageError
+from edge.core.plugins import full_suffix
 from edge.core.values import Artifact, JsonValue
 
 __all__ = ["DEFAULT_KEEP", "HealthCheck", "ReleaseInfo", "ReleasesReport", "RollbackReport",
@@ -109,9 +110,9 @@ def install_artifact(device: Device, bundle_dir: Path, artifact: Artifact) -> tu
     the main file goes last, so its presence means the release is complete. Returns the main
     model's path on the device and what was sent."""
     folder = f"{device.work}/releases/{artifact.release_id[:16]}"
-    files = [(bundle_dir / c.file, c.sha256, f"model{Path(c.file).suffix}")
+    files = [(bundle_dir / c.file, c.sha256, f"model{full_suffix(c.file)}")
              for c in artifact.companions]
-    main = f"model{Path(artifact.file).suffix}"
+    main = f"model{full_suffix(artifact.file)}"
     files.append((bundle_dir / artifact.file, artifact.sha256, main))
     reply = device.call("verify", device.work, artifact.release_id[:16],
                         *[arg for _, sha, name in files for arg in ("--file", f"{name}={sha}")])

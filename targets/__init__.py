@@ -1,12 +1,11 @@
 """Runtimes as plug-ins: one folder per runtime (``targets/<runtime>/``), each declaring a
-``targets.base.Runtime`` and registered under its name in the ``edge.targets`` entry point group
-(pyproject.toml), so another package can add one. This is the one registry: reading it imports
-each folder's ``__init__`` (no TensorFlow, OpenVINO or torch); a target's classes are imported
-when used."""
+``targets.base.Runtime`` as ``RUNTIME`` in its ``__init__``: found by its folder, so a new
+runtime is a new folder and no other edit; another package adds one under the ``edge.targets``
+entry point group. This is the one registry: reading it imports each folder's ``__init__`` (no
+TensorFlow, OpenVINO or torch); a target's classes are imported when used."""
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import importlib
 import inspect
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from edge.core.cache import cache_key
 from edge.core.errors import UsageError, first_line
+from edge.core.plugins import GROUP, declared
 
 if TYPE_CHECKING:
     from edge.core.toolchain import Toolchain
@@ -27,33 +27,19 @@ __all__ = ["GROUP", "REGISTRY", "TOOLCHAIN_GROUP", "artifact_suffixes", "declare
            "get_target", "load_object", "runtime", "runtime_for_format", "runtime_for_suffix",
            "runtimes", "source_files", "target_for_suffix", "workdir_name"]
 
-#: The entry point group every runtime registers under: ``name = "package:RUNTIME"``.
-GROUP = "edge.targets"
 #: Converter environments a plug-in offers before its target is registered (a registered
 #: target declares its own in ``caps.toolchain``): ``name = "module:TOOLCHAIN"``.
 TOOLCHAIN_GROUP = "edge.toolchains"
 
 
-@functools.cache
 def runtimes() -> dict[str, Runtime]:
-    """Runtime name -> its declaration, for every ``edge.targets`` entry point, by name."""
-    found = {ep.name: _loaded(ep) for ep in entry_points(group=GROUP)}
-    if not found:  # metadata of an install older than the entry points
-        raise UsageError(f"no runtime is registered ({GROUP} entry points): reinstall edge "
-                         "(pip install -e . in a checkout)")
-    for name, declared in found.items():
-        if declared.name != name:
-            raise UsageError(f"entry point {GROUP}:{name} declares runtime {declared.name!r}")
-    return dict(sorted(found.items()))
-
-
-def _loaded(entry: EntryPoint) -> Any:
-    """What an entry point names; a plug-in that does not import is one error line naming it."""
-    try:
-        return entry.load()
-    except Exception as exc:  # noqa: BLE001 - another package's code: any error, one line
-        raise UsageError(f"the edge plug-in {entry.group}:{entry.name} ({entry.value}) does not "
-                         f"load: {first_line(exc)}") from None
+    """Runtime name -> its declaration: every folder here that declares ``RUNTIME``, then the
+    ``edge.targets`` entry points of other packages (edge.core.plugins), by name."""
+    found = declared()
+    if not found:
+        raise UsageError(f"no runtime is registered (no targets/ folder declares one, no {GROUP} "
+                         "entry point): reinstall edge (pip install -e . in a checkout)")
+    return found
 
 
 def runtime(name: str) -> Runtime:
@@ -102,8 +88,17 @@ def declared_toolchains() -> dict[str, Toolchain]:
     ``edge.toolchains`` entry points'."""
     found = {t.caps.toolchain.name: t.caps.toolchain for t in _importable() if t.caps.toolchain}
     for entry in entry_points(group=TOOLCHAIN_GROUP):
-        found.setdefault(entry.name, _loaded(entry))
+        found.setdefault(entry.name, _toolchain(entry))
     return dict(sorted(found.items()))
+
+
+def _toolchain(entry: EntryPoint) -> Any:
+    """What a toolchain entry point names; one that does not load is one error line."""
+    try:
+        return entry.load()
+    except Exception as exc:  # noqa: BLE001 - another package's code: any error, one line
+        raise UsageError(f"the edge plug-in {entry.group}:{entry.name} ({entry.value}) does not "
+                         f"load: {first_line(exc)}") from None
 
 
 def get_target(name: str) -> Target:
@@ -128,9 +123,11 @@ def _importable() -> list[Target]:
 
 def target_for_suffix(suffix: str) -> Target | None:
     """The target that owns artifacts with this suffix (one that converts on its own, not
-    through another's run: ``.tflite`` is TFLite's, not NNAPI's), or None."""
-    return next((t for t in _importable() if t.caps.suffix == suffix
-                 and t.caps.converts_with is None and t.caps.reads == ".onnx"), None)
+    through another's run: ``.tflite`` is TFLite's, not NNAPI's; a compound suffix such as
+    ``.vela.tflite`` has one owner), or None."""
+    owners = [t for t in _importable() if t.caps.suffix == suffix]
+    own = [t for t in owners if t.caps.converts_with is None and t.caps.reads == ".onnx"]
+    return next(iter(own or owners), None)
 
 
 def runtime_for_format(origin_format: str) -> str | None:

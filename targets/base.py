@@ -14,10 +14,11 @@ from typing import ClassVar, Literal, Protocol
 import numpy as np
 
 from edge.core.capabilities import Capabilities
-from edge.core.values import Dataset, ModelInfo
+from edge.core.values import BenchResult, Dataset, ModelInfo
 
-__all__ = ["PRECISIONS", "ConversionError", "ConvertSettings", "Provision", "Runner", "Runtime",
-           "Target", "Capabilities", "check_precision", "missing_modules", "workdir_lock"]
+__all__ = ["PRECISIONS", "AcceleratorTarget", "ConversionError", "ConvertSettings", "Provision",
+           "Runner", "Runtime", "Target", "Capabilities", "check_precision", "missing_modules",
+           "workdir_lock"]
 
 #: Precision names shared by every target. ``int8``: weights and activations int8 (static,
 #: calibrated); ``int8-dynamic``: int8 weights, activations quantized at run time; ``bf16``:
@@ -31,12 +32,18 @@ class ConvertSettings:
 
     calibration: Literal["minmax", "entropy", "percentile"] = "minmax"
     keep_float: tuple[str, ...] = ()  # reference ONNX node names left in float (recovery)
+    #: the profile's options for the accelerator this target reaches (``Accelerator.options``
+    #: of the one whose runtime is the target's name or runtime), sorted (key, value) pairs:
+    #: an NPU's SoC, a compiler's configuration; read them with ``dict(settings.accelerator)``
+    accelerator: tuple[tuple[str, str], ...] = ()
 
     def digest(self) -> str:
         """A short key for cache directories; the default settings give ``default``."""
         if self == ConvertSettings():
             return "default"
         text = f"{self.calibration}|{','.join(sorted(self.keep_float))}"
+        if self.accelerator:
+            text += "|" + ",".join(f"{k}={v}" for k, v in sorted(self.accelerator))
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
@@ -132,4 +139,19 @@ class Target(Protocol):
 
     def load(self, artifact: Path, model: ModelInfo, *, threads: int) -> Runner:
         """Load an artifact for running on this host."""
+        ...
+
+
+class AcceleratorTarget(Target, Protocol):
+    """A target whose artifacts run on a device's accelerator (``caps.accelerator`` declared):
+    ``load`` runs them here the way ``caps.host_runs`` says, to verify them."""
+
+    def predict_fallbacks(self, model: ModelInfo) -> tuple[str, ...] | None:
+        """The model's operator kinds the accelerator would leave to the CPU (the plan says
+        them before converting); None: only a conversion tells."""
+        ...
+
+    def estimate(self, artifact: Path, model: ModelInfo) -> BenchResult | None:
+        """The vendor tool's estimate of one inference (``BenchResult.source`` "estimate"),
+        None when the vendor offers none."""
         ...

@@ -9,6 +9,7 @@ from pathlib import Path
 from devices.device import Device
 from devices.layers import LayerProfile, LayerTime
 from edge.core.errors import UsageError
+from edge.core.plugins import full_suffix
 from targets import load_object, runtime_for_suffix, runtimes
 
 __all__ = ["LayerProfile", "LayerTime", "measure_layers", "profiled_suffixes"]
@@ -28,7 +29,7 @@ def measure_layers(path: Path, *, threads: int = 1, runs: int = 20,
         raise UsageError(f"threads ({threads}) and runs ({runs}) must be at least 1")
     if not path.is_file():
         raise UsageError(f"{path}: no such file")
-    owner = runtime_for_suffix(path.suffix)
+    owner = runtime_for_suffix(full_suffix(path.name))
     if owner is None or owner.profiler is None:
         raise UsageError(f"{path.name}: no per-layer timing for '{path.suffix}' files; "
                          f"choose one of {', '.join(profiled_suffixes())}")

@@ -13,9 +13,9 @@ import pytest
 
 from edge.core.errors import UsageError
 from edge.core.profile import (
-    RUNTIMES,
     Profile,
     catalog_ids,
+    known_runtimes,
     load_profile,
     profile_schema,
     validate_file,
@@ -66,7 +66,7 @@ def test_catalog_profile_loads_and_its_id_matches_its_file(profile_id: str) -> N
     assert profile.source.strip()
     assert profile.memory.model_budget_mb <= profile.memory.ram_mb
     assert profile.power.idle_w <= profile.power.max_w
-    assert set(profile.runtimes) <= set(RUNTIMES)
+    assert set(profile.runtimes) <= set(known_runtimes())
     # Every accelerator is reached by a runtime the profile lists.
     for accel in profile.accelerators:
         assert accel.runtime in profile.runtimes, (profile_id, accel.name)
@@ -212,14 +212,18 @@ def test_a_runtime_a_plug_in_registers_is_a_name_profiles_accept(tmp_path: Path)
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: edge-npu-x\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text("[edge.targets]\nnpu-x = edge_npu_x:RUNTIME\n")
+    (tmp_path / "edge_npu_x.py").write_text(
+        "from targets.base import Runtime\n"
+        "RUNTIME = Runtime(name='npu-x', targets=(('npu-x', 'edge_npu_x:T'),), suffixes=('.npux',),"
+        " agent=None, profiler=None, provision=None, label='NPU X', colour='#000000')\n")
     mine = tmp_path / "npu.yaml"
     mine.write_text("extends: rpi4\nid: npu-board\nruntimes: [npu-x, tflite]\n")
-    code = ("import sys; from edge.core.profile import RUNTIMES, load_profile; "
-            f"print(RUNTIMES[-1], load_profile({str(mine)!r}).runtimes)")
+    code = ("import sys; from edge.core.profile import known_runtimes, load_profile; "
+            f"print(known_runtimes()[-1], load_profile({str(mine)!r}).runtimes)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(tmp_path)}, check=True)
     assert done.stdout.split(" ", 1) == ["npu-x", "('npu-x', 'tflite')\n"]
-    assert "npu-x" not in RUNTIMES  # not registered in this process
+    assert "npu-x" not in known_runtimes()  # not registered in this process
 
 
 def test_a_plug_in_that_does_not_load_is_one_error_line(tmp_path: Path) -> None:

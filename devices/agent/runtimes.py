@@ -5,6 +5,7 @@ zero-argument callable that runs it once). Helpers the runtimes' modules share."
 
 import importlib
 import importlib.metadata as md
+import importlib.util
 import os
 import pkgutil
 import sys
@@ -15,6 +16,8 @@ from .errors import AgentError, one_line
 PREFIX = "runtime_"
 #: On edge's host, the runtimes are found through these entry points (targets/<name>/).
 GROUP = "edge.targets"
+#: ... and through the folders of this package that declare ``RUNTIME``.
+PACKAGE = "targets"
 _FOUND = {}  # type: dict
 
 
@@ -36,22 +39,42 @@ def _bundled():
 
 
 def _installed():
-    """Every ``edge.targets`` entry point's declared ``agent`` module (edge's host only)."""
-    declared = [ep.load() for ep in md.entry_points(group=GROUP)]
+    """Every registered runtime's declared ``agent`` module (edge's host only): the folders of
+    the ``targets`` package that declare ``RUNTIME``, then the ``edge.targets`` entry points."""
+    declared = [r for r in (*_folders(), *(ep.load() for ep in md.entry_points(group=GROUP)))
+                if r is not None]
     modules = [importlib.import_module(d.agent) for d in declared if d.agent]
     return {m.NAME: m for m in sorted(modules, key=lambda m: m.NAME)}
 
 
+def _folders():
+    spec = importlib.util.find_spec(PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    folders = pkgutil.iter_modules(list(spec.submodule_search_locations))
+    return [getattr(importlib.import_module(PACKAGE + "." + f.name), "RUNTIME", None)
+            for f in folders if f.ispkg]
+
+
 def suffixes():
-    """Suffix -> runtime name, from every runtime's agent module."""
-    return {s: name for name, m in plugins().items() for s in m.SUFFIXES}
+    """Suffix -> runtime name, from every runtime's agent module, longest suffix first (an
+    accelerator's ".vela.tflite" before ".tflite")."""
+    found = {s: name for name, m in plugins().items() for s in m.SUFFIXES}
+    return dict(sorted(found.items(), key=lambda item: (-len(item[0]), item[0])))
+
+
+def suffix_of(model):
+    """The longest runtime suffix ``model``'s name ends with, else its last one."""
+    name = os.path.basename(model).lower()
+    found = [s for s in suffixes() if name.endswith(s) and len(name) > len(s)]
+    return found[0] if found else os.path.splitext(model)[1]
 
 
 def model_runtime(model):
     """The runtime that runs ``model`` (by suffix); a missing file or unknown suffix is exit 2."""
     if not os.path.isfile(model):
         raise AgentError(f"model {model} not found", status=2)
-    runtime = suffixes().get(os.path.splitext(model)[1])
+    runtime = suffixes().get(suffix_of(model))
     if runtime is None:
         raise AgentError(f"no runtime for {model}", status=2)
     return runtime

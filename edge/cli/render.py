@@ -61,17 +61,26 @@ def _fidelity(result: CandidateResult) -> str:
 
 def render_bundle(bundle: Bundle, where: str) -> str:
     """The ``edge optimize`` summary."""
+    mixed = any(r.bench is not None and r.bench.source != "host" for r in bundle.candidates)
     rows = [(label(r), r.status, size_text(r.artifact.total_bytes) if r.artifact else "",
-             _fidelity(r), f"{r.bench.p50_ms:.3f}" if r.bench else "", r.reason)
-            for r in bundle.candidates]
+             _fidelity(r), _p50(r, mixed), r.reason) for r in bundle.candidates]
     ref = next((r.fidelity.reference_accuracy for r in bundle.candidates
                 if r.fidelity and r.fidelity.reference_accuracy is not None), None)
     head = [f"profile {bundle.profile}   calibration: {bundle.calibration}",
             f"verified on: {bundle.evaluation}"
             + (f"   fp32 reference accuracy {100 * ref:.1f}%" if ref is not None else "")]
     tail = [f"chosen: {bundle.chosen or 'none'} - {bundle.reason}", f"bundle: {where}"]
-    headers = ("candidate", "status", "size", "fidelity", "p50 ms (host)", "reason")
+    headers = ("candidate", "status", "size", "fidelity", "p50 ms" if mixed else "p50 ms (host)",
+               "reason")
     return "\n".join(head + ["", table(headers, rows), ""] + _per_output(bundle) + tail)
+
+
+def _p50(result: CandidateResult, labelled: bool) -> str:
+    """A candidate's median, with where it comes from when the table mixes sources."""
+    bench = result.bench
+    if bench is None:
+        return ""
+    return f"{bench.p50_ms:.3f} ({bench.source_label})" if labelled else f"{bench.p50_ms:.3f}"
 
 
 def _per_output(bundle: Bundle) -> list[str]:

@@ -8,14 +8,14 @@ import os
 import re
 import shutil
 from collections.abc import Mapping
-from importlib.metadata import entry_points
 from pathlib import Path
 
 from edge.core.documents import read_json, write_json
 from edge.core.errors import UsageError
 from edge.core.files import check_space, inside, staged_dir
 from edge.core.model import sha256_file
-from edge.core.profile import RUNTIMES
+from edge.core.plugins import declared, full_suffix
+from edge.core.profile import known_runtimes
 from edge.core.values import Artifact, Bundle, StoredFile
 
 __all__ = ["FORMAT", "MANIFEST", "check_writable", "is_bundle", "read_bundle",
@@ -86,10 +86,10 @@ def _check_consistent(bundle: Bundle, manifest: Path) -> None:
             raise UsageError(f"{manifest}: chosen {bundle.chosen!r} is not a candidate with an "
                              "artifact in this manifest; re-run edge optimize")
     for result in bundle.candidates:
-        if result.artifact is not None and result.artifact.runtime not in RUNTIMES:
+        if result.artifact is not None and result.artifact.runtime not in known_runtimes():
             raise UsageError(f"{manifest}: runtime {result.artifact.runtime!r} of "
                              f"{result.candidate.id} is not one edge knows "
-                             f"({', '.join(RUNTIMES)})")
+                             f"({', '.join(known_runtimes())})")
 
 
 def _check_artifact(root: Path, stored: Artifact | StoredFile, runtime: str) -> None:
@@ -122,16 +122,16 @@ def _check_suffix(manifest: Path, name: str, runtime: str) -> None:
     none of its own)."""
     known = runtime_suffixes()
     allowed = known.get(runtime) or tuple(s for found in known.values() for s in found)
-    if allowed and Path(name).suffix not in allowed:
+    if allowed and full_suffix(name) not in allowed:
         raise UsageError(f"{manifest}: artifact {name!r} of runtime {runtime} has suffix "
-                         f"{Path(name).suffix!r}, not one that runtime loads "
+                         f"{full_suffix(name)!r}, not one that runtime loads "
                          f"({', '.join(allowed)}); re-run edge optimize")
 
 
 def _check_companions(manifest: Path, artifact: Artifact) -> None:
     """Each file of an artifact lands on the device as ``model<suffix>``: no two may share one."""
     names = [artifact.file, *(c.file for c in artifact.companions)]
-    suffixes = [Path(name).suffix for name in names]
+    suffixes = [full_suffix(name) for name in names]
     if len(set(suffixes)) != len(suffixes):
         raise UsageError(f"{manifest}: the files of artifact {artifact.file!r} share a suffix "
                          f"({', '.join(suffixes)}); re-run edge optimize")
@@ -139,10 +139,8 @@ def _check_companions(manifest: Path, artifact: Artifact) -> None:
 
 @functools.cache
 def runtime_suffixes() -> dict[str, tuple[str, ...]]:
-    """Runtime name -> the suffixes its loader opens, as each ``edge.targets`` plug-in declares
-    them (read through the entry points: this layer never imports a runtime's module)."""
-    found = {}
-    for entry in entry_points(group="edge.targets"):
-        with contextlib.suppress(Exception):  # a broken plug-in declares nothing here
-            found[entry.name] = tuple(entry.load().suffixes)
-    return found
+    """Runtime name -> the suffixes its loader opens, as each runtime plug-in declares them
+    (edge.core.plugins: this layer never imports a runtime's converter or framework)."""
+    with contextlib.suppress(UsageError):  # a broken plug-in declares nothing here
+        return {name: tuple(r.suffixes) for name, r in declared().items()}
+    return {}

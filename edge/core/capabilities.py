@@ -50,6 +50,13 @@ class Capabilities:
     formats: tuple[str, ...] = ()  # model file formats it runs as they are (the user's file)
     #: precision -> the instructions it needs on the device's CPU (and on this host)
     needs_isa: tuple[tuple[str, IsaNeed], ...] = ()
+    #: the device's unit its artifacts run on, when not the CPU ("Rockchip NPU"): its figures
+    #: on this host are never timings of the device
+    accelerator: str = ""
+    #: how ``load`` runs an accelerator's artifact on this host to verify it: in the vendor's
+    #: "simulated" NPU, with the "reference" kernels of the format, or the same graph on the
+    #: host's "cpu"
+    host_runs: Literal["", "simulated", "reference", "cpu"] = ""
 
     def runs_on(self, arch: str) -> bool:
         """Whether its runtime runs on a device of this architecture."""

@@ -10,8 +10,9 @@ from edge.core.profile import Profile
 from edge.core.units import MB
 from edge.core.values import ORIGINAL, Candidate, ModelInfo
 
-__all__ = ["BYTES_PER_PARAM", "MIXED", "PRECISION_RANK", "PRUNED", "Planned", "make_plan",
-           "plan_original", "plan_pruned", "unfit"]
+__all__ = ["BYTES_PER_PARAM", "FALLBACK_NOTE", "HOST_RUNS", "MIXED", "PRECISION_RANK", "PRUNED",
+           "Planned", "accelerator_options", "fallbacks_in", "make_plan", "plan_original",
+           "plan_pruned", "unfit"]
 
 #: The plan's order, and the preference among tied candidates: bf16 after fp32, since its IR
 #: is fp32's (no smaller) and a tie means it gained nothing for its precision.
@@ -24,6 +25,29 @@ MIXED = "mixed"
 #: The precisions a pruned model is converted to: its fp32 and int8 forms.
 _PRUNED_PRECISIONS = ("int8", "fp32")
 _Targets = Mapping[str, tuple[Capabilities | None, str | None]]
+#: How a target's note lists the operators its artifact leaves to the CPU.
+FALLBACK_NOTE = "cpu fallback: "
+#: How plans and reports say an accelerator's artifact is verified here (Capabilities.host_runs).
+HOST_RUNS = {"simulated": "in the vendor's simulator on this host",
+             "reference": "with the format's reference kernels on this host",
+             "cpu": "as the same graph on this host's CPU"}
+
+
+def accelerator_options(profile: Profile) -> dict[str, tuple[tuple[str, str], ...]]:
+    """Runtime or target name -> the options of the profile's accelerator it reaches (sorted
+    pairs: ``ConvertSettings.accelerator``); the first accelerator of a name wins."""
+    found: dict[str, tuple[tuple[str, str], ...]] = {}
+    for accel in profile.accelerators:
+        found.setdefault(accel.runtime, tuple(sorted(accel.options.items())))
+    return found
+
+
+def fallbacks_in(notes: tuple[str, ...]) -> tuple[str, ...]:
+    """The operators a target's notes say its artifact leaves to the CPU."""
+    for note in notes:
+        if note.startswith(FALLBACK_NOTE):
+            return tuple(op.strip() for op in note[len(FALLBACK_NOTE):].split(",") if op.strip())
+    return ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -43,13 +67,15 @@ def make_plan(
     *,
     timed_here: bool = True,
     host_isa: frozenset[str] | None = None,
+    fallbacks: Mapping[str, tuple[str, ...] | None] | None = None,
 ) -> tuple[Planned, ...]:
     """Candidates in the profile's runtime order; ``targets`` maps a target's name to its
     declared capabilities (None: its module did not import) and why it cannot convert here.
     With ``origin_format`` (the user's file's format) the user's own file comes first.
     ``timed_here``: this host's timings stand for the device's (a mixed plan is made from
     them). ``host_isa``: this host's instruction sets, when they decide what it can verify
-    (a bf16 candidate needs bf16 here too); None: not asked."""
+    (a bf16 candidate needs bf16 here too); None: not asked. ``fallbacks``: an accelerator
+    target's name -> the model's operators it predicts on the CPU (None: it cannot tell)."""
     planned: list[Planned] = []
     if origin_format is not None:
         planned.append(plan_original(profile, model, origin_format, targets))
@@ -68,10 +94,29 @@ def make_plan(
                                           f"{profile.compute.arch} devices"))
             continue
         for precision in sorted(caps.precisions, key=PRECISION_RANK.__getitem__):
-            planned.append(_judge(profile, model, Candidate(target=runtime, precision=precision),
-                                  caps, missing, host_isa))
+            judged = _judge(profile, model, Candidate(target=runtime, precision=precision),
+                            caps, missing, host_isa)
+            planned.append(_on_unit(judged, caps, (fallbacks or {}).get(runtime)))
         planned += _mixed_twin(planned, caps, runtime, timed_here, profile.compute.arch)
     return tuple(planned)
+
+
+def _on_unit(planned: Planned, caps: Capabilities,
+             fallbacks: tuple[str, ...] | None) -> Planned:
+    """An accelerator's kept candidate says the unit it runs on, how it is verified here and
+    which operators would fall back to the CPU."""
+    if not planned.keep or not caps.accelerator:
+        return planned
+    verified = HOST_RUNS.get(caps.host_runs, "on this host")
+    if fallbacks is None:
+        cpu = "which operators fall back to the CPU is known once converted"
+    elif fallbacks:
+        cpu = (f"{len(fallbacks)} operator kind(s) would fall back to the CPU: "
+               f"{', '.join(fallbacks)}; not preferred over a CPU candidate without a "
+               "measurement on the device")
+    else:
+        cpu = "every operator maps to it"
+    return replace(planned, reason=f"on the {caps.accelerator}, verified {verified}; {cpu}")
 
 
 def _mixed_twin(planned: list[Planned], caps: Capabilities, runtime: str, timed_here: bool,

@@ -6,11 +6,11 @@ A profile is data. The catalog ships in the ``profiles`` package; a user profile
 
 from __future__ import annotations
 
+import functools
 import re
 from importlib import resources
-from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -24,13 +24,15 @@ from pydantic import (
 from edge.core.docfile import check_version, read_data
 from edge.core.errors import UsageError
 from edge.core.files import inside
+from edge.core.plugins import plugin_names
 
 __all__ = [
-    "RUNTIMES",
+    "CATALOG_RUNTIMES",
     "Budgets",
     "Profile",
     "Serving",
     "catalog_ids",
+    "known_runtimes",
     "load_profile",
     "profile_schema",
     "validate_file",
@@ -47,15 +49,24 @@ CATALOG_RUNTIMES = (
     "coreml",
     "qnn",
 )
-#: Runtime names a profile may list: the catalog's, then every runtime a plug-in registers
-#: (the ``edge.targets`` entry points' names, read from metadata: a new runtime folder needs no
-#: edit here).
-RUNTIMES = (*CATALOG_RUNTIMES, *sorted(
-    {ep.name for ep in entry_points(group="edge.targets")} - set(CATALOG_RUNTIMES)))
-Runtime = Literal[RUNTIMES]  # type: ignore[valid-type]
+#: A runtime or target name as a profile lists it (checked against known_runtimes()).
+Runtime = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*$", max_length=64)]
 #: Profile format versions this edge reads.
 VERSIONS = (1,)
 Precision = Literal["fp32", "fp16", "bf16", "int8", "int16", "int4"]
+
+
+@functools.cache
+def known_runtimes() -> tuple[str, ...]:
+    """Names a profile may list: the catalog's runtimes, then every runtime a plug-in registers
+    and its targets (``openvino-npu``; a new runtime folder needs no edit here)."""
+    return (*CATALOG_RUNTIMES, *sorted(set(plugin_names()) - set(CATALOG_RUNTIMES)))
+
+
+def _known(value: str) -> str:
+    if value not in known_runtimes():
+        raise ValueError(f"unknown runtime {value!r}: choose one of {', '.join(known_runtimes())}")
+    return value
 
 
 class _Frozen(BaseModel):
@@ -110,6 +121,27 @@ class Accelerator(_Frozen):
     tops: float | None = Field(default=None, gt=0, description="Peak TOPS at its best precision")
     precisions: tuple[Precision, ...]
     runtime: Runtime
+    memory_mb: int | None = Field(default=None, gt=0,
+                                  description="Memory of its own (SRAM, VRAM), MB; null: shared")
+    options: dict[str, str] = Field(
+        default_factory=dict,
+        description="Settings its runtime's converter and loader read (rknn: platform; ethos-u: "
+                    "config, system_config, memory_mode; openvino: device; tflite: delegate)")
+
+    @field_validator("runtime")
+    @classmethod
+    def _a_runtime(cls, value: str) -> str:
+        return _known(value)
+
+    @field_validator("options")
+    @classmethod
+    def _plain_options(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, text in value.items():
+            if not re.fullmatch(r"[a-z][a-z0-9_]{0,63}", key) or not re.fullmatch(
+                    r"[^\x00-\x1f\x7f]{1,512}", text):
+                raise ValueError(f"option {key!r}: names are lowercase words, values one line "
+                                 "of at most 512 characters")
+        return value
 
 
 class Link(_Frozen):
@@ -212,7 +244,7 @@ class Profile(_Frozen):
     def _unique(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         if len(set(value)) != len(value):
             raise ValueError("runtimes must not repeat")
-        return value
+        return tuple(_known(v) for v in value)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""

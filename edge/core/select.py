@@ -108,19 +108,34 @@ def _order(option: Option) -> tuple[tuple[int, ...], str]:
 
 
 def preference(runtimes: Sequence[str]) -> Callable[[CandidateResult], tuple[int, ...]]:
-    """A candidate's rank: its runtime in the profile's runtime order, then the lower precision,
-    then the user's original file before a converted artifact of the same runtime and precision,
-    and the full model before its pruned twin (a pruned model wins only when measurably
-    faster)."""
+    """A candidate's rank: an accelerator's artifact that leaves operators to the CPU after every
+    one that does not (only a measurement on the device shows whether it still wins), then its
+    runtime in the profile's runtime order, then the lower precision, then the user's original
+    file before a converted artifact of the same runtime and precision, and the full model
+    before its pruned twin (a pruned model wins only when measurably faster)."""
     order = list(runtimes)
 
     def rank(result: CandidateResult) -> tuple[int, ...]:
         runtime = _runtime(result)
-        return (order.index(runtime) if runtime in order else len(order),
+        return (1 if _fallbacks(result) else 0,
+                order.index(runtime) if runtime in order else len(order),
                 PRECISION_RANK.get(result.candidate.precision, len(PRECISION_RANK)),
                 0 if result.candidate.target == ORIGINAL else 1,
                 1 if result.candidate.variant else 0)
     return rank
+
+
+def _fallbacks(result: CandidateResult) -> tuple[str, ...]:
+    return result.artifact.fallbacks if result.artifact is not None else ()
+
+
+def _fallback_note(passed: Sequence[CandidateResult], chosen: str | None) -> str:
+    """Why an accelerator's candidate with CPU fallbacks was not chosen by order."""
+    waiting = [r.candidate.id for r in passed if _fallbacks(r) and r.candidate.id != chosen]
+    if not waiting:
+        return ""
+    return (f"; {', '.join(waiting)} leave(s) operators to the CPU: not preferred without a "
+            "measurement on the device (edge deploy --on-device measures them there)")
 
 
 def _runtime(result: CandidateResult) -> str:
@@ -160,7 +175,7 @@ def choose_candidate(results: Iterable[CandidateResult], runtimes: Sequence[str]
         done = _measured_reason(choice, options, where, tie, original)
         return replace(done, reason=done.reason + _copy_note(copy))
     note = f"; {untrusted_why}" if times and untrusted_why else ""
-    note += _slower_note(slower, times, where)
+    note += _slower_note(slower, times, where) + _fallback_note(passed, choice.id)
     chosen = next(r for r in passed if r.candidate.id == choice.id)
     return Choice(id=choice.id, basis="order", reason=(
         f"first in the runtime order ({' > '.join(runtimes)}) at the lowest precision that "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self
 
 from pydantic import TypeAdapter
 from pydantic.dataclasses import dataclass as pydantic_dataclass
@@ -31,8 +31,13 @@ __all__ = [
     "ModelInfo",
     "Origin",
     "Pruning",
+    "SOURCES",
     "TensorSpec",
 ]
+
+#: Where a figure comes from (``BenchResult.source``), as tables, reports and manifests say it.
+SOURCES = {"device": "measured on the device", "host": "this host only",
+           "estimate": "vendor estimate", "simulated": "simulated"}
 
 # Values that cross module borders are frozen, keyword-only pydantic dataclasses: validated when
 # built, so a document read back from disk is checked field by field against these types.
@@ -192,8 +197,11 @@ class Artifact(JsonValue):
     kept_float: tuple[str, ...] = ()
     #: the versions of the converter's own environment, when it ran in one (edge toolchains)
     toolchain: dict[str, str] = field(default_factory=dict)
+    #: an accelerator's artifact: the operators it leaves to the device's CPU (its runtime runs
+    #: them there, copying tensors across at every boundary); () when the unit takes them all
+    fallbacks: tuple[str, ...] = ()
 
-    OMIT_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("toolchain",)
+    OMIT_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("toolchain", "fallbacks")
 
     @property
     def release_id(self) -> str:
@@ -261,7 +269,8 @@ class Fidelity(JsonValue):
 
 @pydantic_dataclass(frozen=True, kw_only=True, slots=True)
 class BenchResult(JsonValue):
-    """Latency and memory measured where the artifact ran."""
+    """Latency and memory where the artifact ran, or as its vendor's tool estimates it:
+    ``source`` says which (``SOURCES``), and every table, report and --json says it too."""
 
     where: str
     runtime: str
@@ -278,6 +287,18 @@ class BenchResult(JsonValue):
     throughput_fps: float | None = None
     # sensors before/during/after the timed runs, plus "power_w" and its "power_source" label
     metrics: dict[str, Any] = field(default_factory=dict)
+    source: Literal["host", "device", "estimate", "simulated"] = "host"
+
+    @property
+    def measured(self) -> bool:
+        """Whether it is a timing of the artifact running (not a vendor's estimate or a
+        simulator's figure)."""
+        return self.source in ("host", "device")
+
+    @property
+    def source_label(self) -> str:
+        """How tables name where the figure comes from."""
+        return SOURCES[self.source]
 
 
 @pydantic_dataclass(frozen=True, kw_only=True, slots=True)

@@ -44,6 +44,7 @@ from edge.core.documents import parse
 from edge.core.errors import CheckFailed, DeviceError, UsageError
 from edge.core.intake import check_model_file
 from edge.core.model import sha256_file
+from edge.core.plugins import full_suffix
 from edge.core.profile import Profile, catalog_ids, load_profile
 from edge.core.results import Comparison, check_baseline, compare, load_baseline
 from edge.core.results import keep as keep_result
@@ -454,14 +455,16 @@ def _bench_artifact(request: BenchRequest) -> tuple[Path, Any]:
 
 def _artifact_of_file(path: Path) -> Artifact:
     """A bare artifact file as an Artifact of the target whose declared suffix it has."""
-    target = target_for_suffix(path.suffix) if path.is_file() else None
+    target = target_for_suffix(full_suffix(path.name)) if path.is_file() else None
     if target is None:
         raise UsageError(f"{path}: give a bundle directory or a model file "
                          f"({', '.join(artifact_suffixes())})")
-    extra = [path.with_suffix(s) for s in target.caps.companions]
+    stem = path.name[: -len(full_suffix(path.name))]
+    extra = [path.with_name(stem + s) for s in target.caps.companions]
     for file in extra:
         if not file.is_file():
-            raise UsageError(f"{path}: its {file.suffix} ({file.name}) must lie beside it")
+            raise UsageError(f"{path}: its {full_suffix(file.name)} ({file.name}) must lie "
+                             "beside it")
     companions = tuple(StoredFile(file=p.name, sha256=sha256_file(p),
                                   size_bytes=p.stat().st_size) for p in extra)
     return Artifact(candidate=Candidate(target=target.name, precision="as-is"), file=path.name,

@@ -8,7 +8,7 @@ import os
 import platform
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from edge.core.intake import (
     reference_model,
 )
 from edge.core.model import inspect_model, sha256_file, unrunnable
-from edge.core.plan import MIXED, PRUNED, Planned, unfit
+from edge.core.plan import MIXED, PRUNED, Planned, accelerator_options, fallbacks_in, unfit
 from edge.core.profile import Profile
 from edge.core.select import Budget, choose_candidate, least_loss
 from edge.core.values import (
@@ -96,6 +96,8 @@ class _Context:
     threads: int = 1  # the profile's, at most this host's cores: per-layer times use them
     measure: bool = True  # candidates are timed (a mixed plan is made from times)
     pruning: Pruning | None = None  # ``model`` is the pruned reference, made as this says
+    #: runtime or target name -> the profile's options for the accelerator it reaches
+    accelerators: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -119,7 +121,7 @@ def optimize(model_path: Path, profile: Profile, out: Path, options: OptimizeOpt
     check_metrics(options.limits, [o.name for o in model.outputs])
     with progress.step("loading data and running the fp32 reference"):
         ctx = replace(_context(model, options), origin=origin, threads=_threads(profile),
-                      measure=options.measure)
+                      measure=options.measure, accelerators=accelerator_options(profile))
     plan = plan_for(profile, ctx.model, origin.format, options.prune)
     contexts = {"": ctx} | _pruned_context(plan, ctx, options.prune)
     with _background_conversions(plan, ctx):
@@ -212,10 +214,9 @@ def _background_conversions(plan: tuple[Planned, ...], ctx: _Context) -> Iterato
             first[planned.candidate.target] = planned
     jobs = [p for p in first.values() if p.candidate.target != ORIGINAL
             and get_target(p.candidate.target).caps.converts_in_background]
-    settings = ConvertSettings()
-
     def convert(planned: Planned) -> None:
         target = get_target(planned.candidate.target)
+        settings = _settings(ctx, target)
         with contextlib.suppress(Exception):
             target.convert(ctx.model, planned.candidate.precision, calib=ctx.calib,
                            workdir=_workdir(ctx, target.name, settings), settings=settings)
@@ -322,7 +323,7 @@ def _converter(target: str, ctx: _Context,
                kept: tuple[str, ...]) -> Callable[[tuple[str, ...]], Path]:
     """nodes -> the int8 artifact of ``target`` with ``kept`` and those nodes in float."""
     def convert(nodes: tuple[str, ...]) -> Path:
-        settings = ConvertSettings(keep_float=(*kept, *nodes))
+        settings = _settings(ctx, _target(target, ctx), (*kept, *nodes))
         return _target(target, ctx).convert(ctx.model, "int8", calib=ctx.calib,
                                             settings=settings,
                                             workdir=_workdir(ctx, target, settings))[0]
@@ -346,7 +347,7 @@ def _try(planned: Planned, ctx: _Context, keep_float: tuple[str, ...] = (),
     if not planned.keep:
         return _skipped(cand, planned.reason)
     target = _target(cand.target, ctx)
-    settings = ConvertSettings(keep_float=keep_float)
+    settings = _settings(ctx, target, keep_float)
     log.info("converting and verifying %s", cand.id)
     try:
         with progress.step(_doing(cand, len(ctx.calib))):
@@ -372,7 +373,7 @@ def _try(planned: Planned, ctx: _Context, keep_float: tuple[str, ...] = (),
             file, notes, fidelity, kept = recovered
             failure = None
     artifact, files = _store(target, cand, file, (*notes, *plan_notes))
-    artifact = replace(artifact, kept_float=tuple(kept))
+    artifact = replace(artifact, kept_float=tuple(kept), fallbacks=fallbacks_in(notes))
     status, reason = ("rejected", failure) if failure else (
         "passed", _passed(fidelity, () if plan_notes else kept))
     if plan_notes and not failure:
@@ -382,6 +383,13 @@ def _try(planned: Planned, ctx: _Context, keep_float: tuple[str, ...] = (),
     result = CandidateResult(candidate=cand, status=status, reason=reason, artifact=artifact,
                              fidelity=fidelity, pruning=ctx.pruning)
     return _Outcome(result=result, files=files, runner=None if failure else runner)
+
+
+def _settings(ctx: _Context, target: Any, keep_float: tuple[str, ...] = ()) -> ConvertSettings:
+    """The conversion settings of ``target``: the nodes kept in float, and the options of the
+    profile's accelerator it reaches (by its name, else by its runtime's)."""
+    accel = ctx.accelerators.get(target.name, ctx.accelerators.get(target.caps.runtime, ()))
+    return ConvertSettings(keep_float=keep_float, accelerator=accel)
 
 
 def _workdir(ctx: _Context, target: str, settings: Any) -> Path:
@@ -424,15 +432,19 @@ def _failed(cand: Any, reason: str, pruning: Pruning | None = None) -> _Outcome:
 def _store(target: Any, cand: Any, file: Path,
            notes: tuple[str, ...]) -> tuple[Artifact, dict[str, Path]]:
     """The artifact's manifest entry and bundle-relative names of all its files."""
-    extra, toolchain = [file.with_suffix(s) for s in target.caps.companions], target.caps.toolchain
+    base = file.name[: -len(target.caps.suffix)] if file.name.endswith(target.caps.suffix) \
+        else file.stem
+    extra = [file.with_name(base + s) for s in target.caps.companions]
+    toolchain = target.caps.toolchain
     companions = tuple(StoredFile(file="", sha256=sha256_file(p), size_bytes=p.stat().st_size)
                        for p in extra)
     artifact = Artifact(candidate=cand, file="", sha256=sha256_file(file),
                         size_bytes=file.stat().st_size, runtime=target.caps.runtime, notes=notes,
                         companions=companions, toolchain=toolchain.versions() if toolchain else {})
     stem = f"artifacts/{artifact.release_id}"
-    named = tuple(replace(c, file=f"{stem}{p.suffix}") for c, p in zip(companions, extra,
-                                                                        strict=True))
+    named = tuple(replace(c, file=f"{stem}{s}") for c, s in zip(companions,
+                                                                target.caps.companions,
+                                                                strict=True))
     artifact = replace(artifact, file=f"{stem}{target.caps.suffix}", companions=named)
     files = {artifact.file: file} | {c.file: p for c, p in zip(named, extra, strict=True)}
     return artifact, files
@@ -466,8 +478,24 @@ def _measured(outcomes: list[_Outcome], profile: Profile, options: OptimizeOptio
     log.info("timing %d candidates on this host (%d threads, %d interleaved rounds)",
              len(files), threads, options.rounds.rounds)
     benches = time_files_here(files, options.rounds, threads=threads, skip_failed=True)
-    return [replace(o, result=replace(o.result, bench=_labelled(benches, o)))
+    return [replace(o, result=replace(o.result, bench=_labelled(benches, o) or _estimate(o, ctx)))
             for o in outcomes]
+
+
+def _estimate(outcome: _Outcome, ctx: _Context) -> Any:
+    """A vendor's estimate of an accelerator artifact this host cannot time (Vela's), labelled
+    as one; None when its target makes none."""
+    result = outcome.result
+    if outcome.runner is None or result.artifact is None:
+        return None
+    target = _target(result.candidate.target, ctx)
+    if not target.caps.accelerator:  # an AcceleratorTarget offers estimate()
+        return None
+    try:
+        return target.estimate(_main_file(outcome), ctx.model)
+    except Exception as exc:  # noqa: BLE001 - a vendor tool's failure: no estimate, said so
+        log.warning("%s: no estimate: %s", result.candidate.id, first_line(exc))
+        return None
 
 
 def _threads(profile: Profile) -> int:
@@ -498,7 +526,8 @@ def _choose(results: list[CandidateResult], profile: Profile,
     """The bundle's choice: host timings decide when this host is the device's kind; with a
     budget (``band``), only among the candidates within it that lose the least fidelity."""
     results, note = least_loss(results, band) if band is not None else (results, "")
-    ms = {r.candidate.id: r.bench.p50_ms for r in results if r.bench is not None}
+    ms = {r.candidate.id: r.bench.p50_ms for r in results
+          if r.bench is not None and r.bench.measured}
     why = (f"this host ({platform.machine()}) is not an {profile.compute.arch} device, so its "
            "timings only inform; edge deploy --on-device measures on the device")
     choice = choose_candidate(results, profile.runtimes, ms=ms, where="this host in "

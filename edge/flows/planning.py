@@ -4,10 +4,11 @@ itself when it is the reference, the pruned twins; refused when nothing can be m
 from __future__ import annotations
 
 import contextlib
+import logging
 from dataclasses import replace
 from typing import Any
 
-from edge.core.errors import UsageError
+from edge.core.errors import UsageError, first_line
 from edge.core.extras import require
 from edge.core.intake import is_tflite
 from edge.core.plan import Planned, make_plan, plan_pruned
@@ -18,6 +19,8 @@ from edge.flows.prune import PruneOptions
 from targets import REGISTRY, get_target
 
 __all__ = ["plan_for", "tflite_readers"]
+
+log = logging.getLogger("edge")
 
 
 def plan_for(profile: Profile, model: ModelInfo, origin_format: str | None = None,
@@ -37,6 +40,7 @@ def _base_plan(profile: Profile, model: ModelInfo,
     if is_tflite(model.path):
         return _tflite_plan(profile, model)
     available: dict[str, tuple[Any, str | None]] = {}
+    fallbacks: dict[str, tuple[str, ...] | None] = {}
     for name in REGISTRY:
         try:
             target = get_target(name)
@@ -44,10 +48,23 @@ def _base_plan(profile: Profile, model: ModelInfo,
             available[name] = (None, f"target module did not import: {exc}")
             continue
         available[name] = (target.caps, target.missing())
+        if name in profile.runtimes and target.caps.accelerator:  # an AcceleratorTarget
+            fallbacks[name] = _predicted(target, model)
     plan = make_plan(profile, model, available, origin_format, timed_here=host_is(profile),
-                     host_isa=host_isa())
+                     host_isa=host_isa(), fallbacks=fallbacks)
     _refuse_if_nothing_installed(plan, available)
     return plan
+
+
+def _predicted(target: Any, model: ModelInfo) -> tuple[str, ...] | None:
+    """The model's operators an accelerator target predicts on the CPU (None: it cannot tell,
+    or its prediction failed: the conversion tells)."""
+    try:
+        predicted = target.predict_fallbacks(model)
+        return None if predicted is None else tuple(predicted)
+    except Exception as exc:  # noqa: BLE001 - a plug-in's prediction: the plan goes on without
+        log.warning("%s: no prediction of CPU fallbacks: %s", target.name, first_line(exc))
+        return None
 
 
 def _refuse_if_nothing_installed(plan: tuple[Planned, ...],

@@ -8,7 +8,7 @@ from typing import Any
 
 from devices.gather import Facts
 from devices.readings import uevent
-from edge.core.profile import RUNTIMES
+from edge.core.profile import known_runtimes
 from edge.flows.probe_result import Ledger
 
 __all__ = ["accelerators", "runtimes"]
@@ -124,8 +124,9 @@ def _notes(facts: Facts, dev: list[str], ledger: Ledger) -> None:
 def runtimes(facts: Facts, arch: str, accelerators: list[dict[str, Any]],
              ledger: Ledger) -> list[str]:
     """The runtimes to list: each accelerator's first, then the CPU ones installed."""
-    installed = {k: v for k, v in (facts.probe.get("runtimes") or {}).items() if k in RUNTIMES}
-    installed |= {k: "found" for k, ok in facts.extra_runtimes.items() if ok and k in RUNTIMES}
+    known = known_runtimes()
+    installed = {k: v for k, v in (facts.probe.get("runtimes") or {}).items() if k in known}
+    installed |= {k: "found" for k, ok in facts.extra_runtimes.items() if ok and k in known}
     cpu_order = (("onnxruntime", "openvino", "tflite") if arch == "x86_64"
                  else ("tflite", "onnxruntime", "openvino"))
     order: list[str] = []

@@ -18,7 +18,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -91,8 +91,7 @@ def recover(
     for size in attempt_sizes(cap):
         kept = (*base.keep_float, *names[:size])
         tried = _attempt(target, model, precision, calib, held_out, reference, limits,
-                         workdir_for, ConvertSettings(calibration=base.calibration,
-                                                      keep_float=kept), threads)
+                         workdir_for, replace(base, keep_float=kept), threads)
         if tried is None:
             continue
         file, notes, fidelity, failure = tried

@@ -9,7 +9,9 @@ import ast
 import importlib
 import importlib.util
 import io
+import os
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -28,22 +30,56 @@ ROOT = Path(__file__).resolve().parents[2]
 RUNTIMES = sorted(runtimes())
 
 
-def test_the_registry_reads_the_entry_points() -> None:
-    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
-    assert sorted(declared[GROUP]) == RUNTIMES
-    assert agent_runtimes.GROUP == GROUP  # the agent finds them on this host the same way
+def _folder(name: str) -> Path:
+    """The folder of ``targets`` whose ``__init__`` declares runtime ``name``."""
+    declared = runtimes()[name]
+    for init in sorted((ROOT / "targets").glob("*/__init__.py")):
+        module = importlib.import_module(f"targets.{init.parent.name}")
+        if getattr(module, "RUNTIME", None) is declared:
+            return init.parent
+    raise AssertionError(f"no folder declares {name}")
+
+
+def test_the_registry_reads_the_folders() -> None:
+    """Edge's own runtimes are found by their folders: no entry point in pyproject.toml."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert GROUP not in project.get("entry-points", {})
+    assert agent_runtimes.GROUP == GROUP  # another package's runtime: the same group
     assert {"onnxruntime", "openvino", "tflite", "nnapi"} <= set(RUNTIMES)
+    assert len({_folder(name) for name in RUNTIMES}) == len(RUNTIMES)
+
+
+def test_a_new_folder_is_a_new_runtime_with_no_other_edit(tmp_path: Path) -> None:
+    """A copy of targets/ with one more folder: its runtime is registered, a profile may name
+    it, and the agent finds its loader, with no other file changed."""
+    shutil.copytree(ROOT / "targets", tmp_path / "targets",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    folder = tmp_path / "targets" / "npu_z"
+    folder.mkdir()
+    (folder / "__init__.py").write_text(
+        "from targets.base import Runtime\n"
+        "RUNTIME = Runtime(name='npu-z', targets=(('npu-z', 'targets.npu_z.t:T'),),"
+        " suffixes=('.z.tflite',), agent='targets.npu_z.agent', profiler=None, provision=None,"
+        " label='NPU Z', colour='#123456')\n")
+    (folder / "agent.py").write_text("NAME = 'npu-z'\nSUFFIXES = ('.z.tflite',)\n")
+    code = ("from targets import runtimes; from edge.core.profile import known_runtimes; "
+            "from edge.core.plugins import full_suffix; "
+            "from devices.agent import runtimes as a; "
+            "print('npu-z' in runtimes(), 'npu-z' in known_runtimes(), "
+            "full_suffix('m.z.tflite'), a.suffixes()['.z.tflite'])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": f"{tmp_path}:{ROOT}"}, cwd=tmp_path)
+    assert done.stdout.split() == ["True", "True", ".z.tflite", "npu-z"], done.stderr
 
 
 @pytest.mark.parametrize("name", RUNTIMES)
 def test_every_runtime_lives_in_its_own_folder(name: str) -> None:
     declared = runtimes()[name]
     assert isinstance(declared, Runtime) and declared.name == name
-    folder = ROOT / "targets" / name
-    assert (folder / "__init__.py").is_file()
+    folder = _folder(name)
     specs = [spec for _, spec in declared.targets]
     modules = [declared.agent, declared.profiler, *specs]
-    assert all(m.startswith(f"targets.{name}.") for m in modules if m), modules
+    assert all(m.startswith(f"targets.{folder.name}.") for m in modules if m), modules
 
 
 @pytest.mark.parametrize("name", RUNTIMES)

@@ -100,7 +100,8 @@ def _candidates_plot(plt: Any, bundle: Any, plotted: list[Any]) -> list[str]:
 
 
 def _candidates_section(plt: Any, bundle: Any) -> Section:
-    plotted = [r for r in bundle.candidates if r.fidelity is not None and r.bench is not None]
+    plotted = [r for r in bundle.candidates
+               if r.fidelity is not None and r.bench is not None and r.bench.measured]
     body = _candidates_plot(plt, bundle, plotted) if plotted else [
         note("No candidate was both verified and timed: nothing to plot.")]
     body.append(note(f"chosen: {bundle.chosen or 'none'} - {bundle.reason}"))
@@ -111,8 +112,8 @@ def _candidates_section(plt: Any, bundle: Any) -> Section:
                      fmt_size(r.artifact.total_bytes) if r.artifact else "",
                      f"{fid.cosine:.5f}" if fid else "",
                      f"{100 * fid.accuracy:.1f}%" if fid and fid.accuracy is not None else "",
-                     fmt_ms(r.bench.p50_ms) if r.bench else "",
-                     fmt_ms(r.bench.p90_ms) if r.bench else "", r.reason))
+                     _sourced(r.bench, r.bench.p50_ms) if r.bench else "",
+                     _sourced(r.bench, r.bench.p90_ms) if r.bench else "", r.reason))
         classes.append(r.status)
     body.append(table(("candidate", "status", "size", "cosine", "accuracy", "p50 ms",
                         "p90 ms", "reason"), rows, classes, numeric=(2, 3, 4, 5, 6)))
@@ -120,6 +121,11 @@ def _candidates_section(plt: Any, bundle: Any) -> Section:
     body.append(_pareto(bundle))
     body.append(_pruning(bundle))
     return Section("Candidates", "".join(body), "candidates")
+
+
+def _sourced(bench: Any, ms: float) -> str:
+    """A figure, with where it comes from unless it was timed on this host."""
+    return fmt_ms(ms) if bench.source == "host" else f"{fmt_ms(ms)} ({bench.source_label})"
 
 
 def _pareto(bundle: Any) -> str:

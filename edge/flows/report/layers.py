@@ -9,6 +9,7 @@ from typing import Any
 
 from edge.core import progress
 from edge.core.errors import first_line
+from edge.core.plugins import full_suffix
 from edge.core.values import ORIGINAL
 from edge.flows.report.html import Section, e, note, short, svg, table
 from targets import runtime_for_suffix, runtimes
@@ -80,7 +81,7 @@ def _one_per_file(bundle: Any, bundle_dir: Path) -> list[tuple[int, str, str, Pa
 def _measure_layers(path: Path, device: Any) -> Any:
     """On the device when one is given and runs the artifact, else here (a runtime the device
     lacks)."""
-    owner = runtime_for_suffix(path.suffix)
+    owner = runtime_for_suffix(full_suffix(path.name))
     runs_there = device is not None and owner is not None and owner.name in device.runtimes
     return measure_layers(path, threads=1, runs=20, device=device if runs_there else None)
 
