@@ -2,8 +2,8 @@
 
 An OpenVINO IR is device-neutral: a device compiles it when it loads it. So these targets share
 the CPU target's conversion (its work directory: one IR per precision) and add what the device
-needs to load it where it was meant to run: a copy named ``model_<p>.npu.xml`` (``.gpu.xml``)
-with its weights and a companion JSON naming the device and its compile properties, from the
+needs to load it where it was meant to run: a copy named ``model_<p>_npu.npu.xml``
+(``_gpu.gpu.xml``) with its weights (``model_<p>_npu.bin``) and a companion JSON naming the device and its compile properties, from the
 profile's accelerator options (``{device: NPU}``, ``{device: GPU}``, or a priority list such as
 ``AUTO:NPU,GPU,CPU``). The agent (targets/openvino/agent.py) reads the JSON, refuses a device
 OpenVINO does not see, compiles on it and times it.
@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -29,7 +29,7 @@ import numpy as np
 
 from edge.core.capabilities import Capabilities
 from edge.core.files import no_space_as
-from edge.core.values import Dataset, ModelInfo
+from edge.core.values import BenchResult, Dataset, ModelInfo
 from targets.base import ConversionError, ConvertSettings, check_precision, workdir_lock
 from targets.openvino.agent import SPEC_KEY, accelerator_spec, listed_devices, weights_of
 from targets.openvino.target import OpenVINORunner, OpenVINOTarget, _core
@@ -63,16 +63,13 @@ UNITS = (NPU, GPU)
 
 
 def _caps(unit: Unit) -> Capabilities:
-    """The CPU target's declaration, for ``unit``'s precisions and files; the seam's
-    ``accelerator`` / ``host_runs`` fields where this edge has them."""
+    """The CPU target's declaration, for ``unit``'s precisions and files."""
     base = OpenVINOTarget.caps
-    values: dict[str, Any] = {
-        "runtime": "openvino", "precisions": unit.precisions, "suffix": unit.suffix,
-        "companions": (".bin", ".json"), "converts_with": "openvino", "archs": ("x86_64",),
-        "modules": base.modules, "extra": base.extra, "converters": base.converters,
-        "recipe": 1, "accelerator": unit.words, "host_runs": "cpu"}
-    known = {f.name for f in fields(Capabilities)}
-    return Capabilities(**{k: v for k, v in values.items() if k in known})
+    return Capabilities(
+        runtime="openvino", precisions=unit.precisions, suffix=unit.suffix,
+        companions=(".bin", ".json"), converts_with="openvino", archs=("x86_64",),
+        modules=base.modules, extra=base.extra, converters=base.converters, recipe=1,
+        accelerator=unit.words, host_runs="cpu")
 
 
 def device_spec(unit: Unit, precision: str, options: dict[str, str]) -> dict[str, Any]:
@@ -105,6 +102,15 @@ def _check_device(device: str, unit: Unit) -> None:
 class _UnitTarget:
     """An OpenVINO IR compiled on an Intel accelerator at load (see the module)."""
 
+    def predict_fallbacks(self, model: ModelInfo) -> tuple[str, ...] | None:
+        """None: the device's plugin decides at compile time (the NPU compiler takes the whole
+        graph or fails; the GPU plugin runs every OpenVINO op)."""
+        return None
+
+    def estimate(self, artifact: Path, model: ModelInfo) -> BenchResult | None:
+        """None: OpenVINO offers no estimate without the device."""
+        return None
+
     name: ClassVar[str]
     unit: ClassVar[Unit]
     caps: ClassVar[Capabilities]
@@ -120,12 +126,13 @@ class _UnitTarget:
         """The CPU target's IR for ``precision`` (its run, shared), copied under the unit's
         suffix with the companion JSON naming the device."""
         check_precision(self, precision)
-        spec = device_spec(self.unit, precision, dict(getattr(settings, "accelerator", ())))
+        spec = device_spec(self.unit, precision, dict(settings.accelerator))
         ir, notes = OpenVINOTarget().convert(model, precision, calib=calib, workdir=workdir,
                                              settings=settings)
-        out = ir.with_name(ir.stem + self.unit.suffix)
+        base = f"{ir.stem}_{self.unit.device.lower()}"  # companions: base + .bin, .json
+        out = ir.with_name(base + self.unit.suffix)
         with no_space_as(out), workdir_lock(Path(workdir)):
-            _write(ir, out, spec)
+            _write(ir, out, base, spec)
         return out, (*notes, *_notes(self.unit, spec))
 
     def load(self, artifact: Path, model: ModelInfo, *, threads: int) -> AcceleratorRunner:
@@ -146,15 +153,16 @@ def _cpu_compiled(ir: Any, threads: int, computes: str) -> Any:
     return _core().compile_model(ir, "CPU", config)
 
 
-def _write(ir: Path, out: Path, spec: dict[str, Any]) -> None:
-    """``out``'s JSON and weights, then ``out`` itself (its presence means complete)."""
+def _write(ir: Path, out: Path, base: str, spec: dict[str, Any]) -> None:
+    """``out``'s JSON and weights (``base`` .json, .bin), then ``out`` itself (its presence
+    means complete)."""
     record = {SPEC_KEY: spec, "made_from": ir.name}
-    parts = [(ir.with_suffix(".bin"), out.with_suffix(".bin")), (ir, out)]
+    parts = [(ir.with_suffix(".bin"), out.with_name(base + ".bin")), (ir, out)]
     tmp = out.with_name(f".{out.name}.{os.getpid()}.partial")
     try:
         out.unlink(missing_ok=True)
         tmp.write_text(json.dumps(record, indent=1))
-        os.replace(tmp, out.with_suffix(".json"))
+        os.replace(tmp, out.with_name(base + ".json"))
         for src, dst in parts:
             shutil.copyfile(src, tmp)
             os.replace(tmp, dst)

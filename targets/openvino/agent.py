@@ -72,16 +72,22 @@ def listed_devices(device):
     return [n.strip().split(".")[0].split("(")[0] for n in names.split(",") if n.strip()]
 
 
-def check_available(available, device):
-    """Refuse (exit 3) when none of the devices ``device`` lists is among ``available``
-    (``ov.Core().available_devices``), naming what is missing and why."""
+def runnable(available, device):
+    """The device string to compile on: ``device`` when OpenVINO sees it; a priority list
+    (AUTO:NPU,GPU,CPU) cut to the devices it sees, in order (AUTO fails on a listed plugin that
+    cannot load); exit 3 naming what is missing and why when it sees none of them."""
     families = {d.split(".")[0] for d in available}
     wanted = listed_devices(device)
-    if any(w in families for w in wanted):
-        return
-    why = "; ".join(DRIVERS.get(w, f"OpenVINO's {w} plugin is not installed") for w in wanted)
-    raise AgentError(f"OpenVINO has no {' or '.join(wanted)} here (it sees "
-                     f"{', '.join(available) or 'no device'}): {why}", status=3)
+    seen = [w for w in wanted if w in families]
+    if not seen:
+        why = "; ".join(DRIVERS.get(w, f"OpenVINO's {w} plugin is not installed") for w in wanted)
+        raise AgentError(f"OpenVINO has no {' or '.join(wanted)} here (it sees "
+                         f"{', '.join(available) or 'no device'}): {why}", status=3)
+    if ":" not in device:
+        return device
+    virtual, names = device.split(":", 1)
+    kept = [n.strip() for n in names.split(",") if listed_devices(n.strip())[0] in families]
+    return f"{virtual}:{','.join(kept)}"
 
 
 def weights_of(path):
@@ -99,8 +105,8 @@ def openvino_model(core, path, threads, **extra):
     spec = accelerator_spec(path)
     if spec is None:
         return openvino_compiled(core, ir, threads, **extra)
-    check_available(core.available_devices, spec["device"])
-    return core.compile_model(ir, spec["device"], dict(spec.get("config") or {}, **extra))
+    device = runnable(core.available_devices, spec["device"])
+    return core.compile_model(ir, device, dict(spec.get("config") or {}, **extra))
 
 
 def openvino_config(threads, hint="f32"):

@@ -2,7 +2,7 @@
 NPU through NXP's VX delegate, /usr/lib/libvx_delegate.so).
 
 The artifact is the TFLite target's full-int8 model (its onnx2tf run, shared) named
-``model_int8.delegate.tflite`` with a companion JSON naming the delegate library and its options,
+``model_int8_npu.delegate.tflite`` with a companion JSON (``model_int8_npu.json``) naming the delegate library and its options,
 from the profile's accelerator options (``{delegate: /usr/lib/libvx_delegate.so}``; other keys
 are passed to the delegate as its options). The device's agent (targets/tflite/agent.py) loads
 it with ``load_delegate(library, options)``, reports the partitions the delegate took and times
@@ -16,13 +16,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from dataclasses import fields
 from pathlib import Path
 from typing import Any, ClassVar
 
 from edge.core.capabilities import Capabilities
 from edge.core.files import no_space_as
-from edge.core.values import Dataset, ModelInfo
+from edge.core.values import BenchResult, Dataset, ModelInfo
 from targets.base import ConversionError, ConvertSettings, check_precision, workdir_lock
 from targets.tflite.agent import DELEGATE_SUFFIX, SPEC_KEY
 from targets.tflite.litert_runner import TFLiteRunner
@@ -34,19 +33,16 @@ DEFAULT_SETTINGS = ConvertSettings()
 #: The library when the profile names none: NXP's VX delegate, where the i.MX BSP installs it.
 DEFAULT_LIBRARY = "/usr/lib/libvx_delegate.so"
 UNIT = "NPU (TFLite external delegate)"
+BASE = "model_int8_npu"  # the artifact's name before its suffix; its JSON is BASE.json
 
 
 def _caps() -> Capabilities:
-    """TFLite's int8 path as an NPU's; the seam's ``accelerator`` / ``host_runs`` fields where
-    this edge has them."""
+    """TFLite's int8 path as an NPU's (the delegate's)."""
     base = TFLiteTarget.caps
-    values: dict[str, Any] = {
-        "runtime": "tflite", "precisions": ("int8",), "suffix": DELEGATE_SUFFIX,
-        "companions": (".json",), "converts_with": "tflite", "modules": base.modules,
-        "extra": base.extra, "converters": base.converters, "recipe": 1,
-        "accelerator": UNIT, "host_runs": "cpu"}
-    known = {f.name for f in fields(Capabilities)}
-    return Capabilities(**{k: v for k, v in values.items() if k in known})
+    return Capabilities(
+        runtime="tflite", precisions=("int8",), suffix=DELEGATE_SUFFIX, companions=(".json",),
+        converts_with="tflite", modules=base.modules, extra=base.extra,
+        converters=base.converters, recipe=1, accelerator=UNIT, host_runs="cpu")
 
 
 def library_spec(options: dict[str, str]) -> dict[str, Any]:
@@ -76,13 +72,21 @@ class TFLiteDelegateTarget:
     ) -> tuple[Path, tuple[str, ...]]:
         """TFLite's int8 model (its onnx2tf run, shared) with the JSON naming the delegate."""
         check_precision(self, precision)
-        spec = library_spec(dict(getattr(settings, "accelerator", ())))
+        spec = library_spec(dict(settings.accelerator))
         source, notes = TFLiteTarget().convert(model, "int8", calib=calib, workdir=workdir,
                                                settings=settings)
-        out = Path(workdir) / f"model_int8{DELEGATE_SUFFIX}"
+        out = Path(workdir) / f"{BASE}{DELEGATE_SUFFIX}"
         with no_space_as(out), workdir_lock(Path(workdir)):
             _write(source, out, spec)
         return out, (*notes, *_notes(spec))
+
+    def predict_fallbacks(self, model: ModelInfo) -> tuple[str, ...] | None:
+        """None: which operators a vendor's delegate takes shows only when it loads them."""
+        return None
+
+    def estimate(self, artifact: Path, model: ModelInfo) -> BenchResult | None:
+        """None: an external delegate offers no estimate without the device."""
+        return None
 
     def load(self, artifact: Path, model: ModelInfo, *, threads: int) -> TFLiteRunner:
         """The int8 model on LiteRT's CPU kernels: what the delegate's NPU is meant to match."""
@@ -95,7 +99,7 @@ def _write(source: Path, out: Path, spec: dict[str, Any]) -> None:
     try:
         out.unlink(missing_ok=True)
         tmp.write_text(json.dumps({SPEC_KEY: spec, "made_from": source.name}, indent=1))
-        os.replace(tmp, out.with_suffix(".json"))
+        os.replace(tmp, out.with_name(BASE + ".json"))
         shutil.copyfile(source, tmp)
         os.replace(tmp, out)
     except OSError as exc:

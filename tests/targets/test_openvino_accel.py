@@ -26,10 +26,8 @@ pytestmark = pytest.mark.skipif(NPU.missing() is not None, reason=str(NPU.missin
 
 
 def _settings(**options: str) -> ConvertSettings:
-    """Settings carrying the profile's accelerator options where this edge has the field."""
-    if "accelerator" not in ConvertSettings.__dataclass_fields__:
-        return ConvertSettings()
-    return ConvertSettings(accelerator=tuple(sorted(options.items())))  # type: ignore[call-arg]
+    """Settings carrying the profile's accelerator options."""
+    return ConvertSettings(accelerator=tuple(sorted(options.items())))
 
 
 def _visible() -> list[str]:
@@ -71,8 +69,16 @@ def test_the_runtime_declares_both_units() -> None:
     assert NPU.caps.precisions == ("int8", "fp16") and GPU.caps.precisions[0] == "fp16"
     assert NPU.caps.converts_with == GPU.caps.converts_with == "openvino"
     assert NPU.caps.companions == (".bin", ".json")
-    if hasattr(NPU.caps, "host_runs"):
-        assert (NPU.caps.host_runs, NPU.caps.accelerator) == ("cpu", "Intel NPU")
+    assert (NPU.caps.host_runs, NPU.caps.accelerator) == ("cpu", "Intel NPU")
+    assert (GPU.caps.host_runs, GPU.caps.accelerator) == ("cpu", "Intel GPU")
+
+
+def test_a_priority_list_is_cut_to_the_devices_openvino_sees() -> None:
+    assert ov_agent.runnable(["CPU", "GPU.0"], "AUTO:NPU,GPU.0,CPU") == "AUTO:GPU.0,CPU"
+    assert ov_agent.runnable(["CPU", "NPU"], "NPU") == "NPU"
+    with pytest.raises(AgentError, match="no NPU or GPU here") as refused:
+        ov_agent.runnable(["CPU"], "AUTO:NPU,GPU")
+    assert refused.value.status == 3 and "intel_vpu" in str(refused.value)
 
 
 def test_device_options_come_from_the_profile() -> None:
@@ -93,10 +99,10 @@ def test_device_options_come_from_the_profile() -> None:
 def test_the_ir_carries_its_device_and_verifies_on_the_cpu(
         target: Any, precision: str, data: dict[str, Any], workdir: Path) -> None:
     out, notes = _convert(target, data, precision, workdir)
-    suffix = target.unit.suffix
-    assert out.name == f"model_{precision}{suffix}"
-    assert out.with_suffix(".bin").stat().st_size > 0
-    spec = json.loads(out.with_suffix(".json").read_text())["edge_accelerator"]
+    base = f"model_{precision}_{target.unit.device.lower()}"
+    assert out.name == base + target.unit.suffix
+    assert (workdir / f"{base}.bin").stat().st_size > 0  # companions: the name's base + suffix
+    spec = json.loads((workdir / f"{base}.json").read_text())["edge_accelerator"]
     assert spec["device"] == target.unit.device
     assert spec["computes"] == ("f32" if precision == "fp32" else "f16")
     assert (workdir / f"model_{precision}.xml").is_file()  # the CPU target's IR, shared
@@ -125,13 +131,11 @@ def test_a_priority_list_runs_on_what_openvino_sees(data: dict[str, Any],
     out, _ = _convert(GPU, data, "fp16", workdir, device="AUTO:GPU,CPU")
     release = tmp_path / "release"  # as a release names the files: model.xml, .bin, .json
     release.mkdir()
-    for src, name in ((out, "model.gpu.xml"), (out.with_suffix(".bin"), "model.bin"),
-                      (out.with_suffix(".json"), "model.json")):
+    base = out.name[:-len(".gpu.xml")]
+    for src, name in ((out, "model.gpu.xml"), (out.with_name(base + ".bin"), "model.bin"),
+                      (out.with_name(base + ".json"), "model.json")):
         (release / name).write_bytes(src.read_bytes())
     spec = ov_agent.accelerator_spec(str(release / "model.gpu.xml"))
-    if "accelerator" not in ConvertSettings.__dataclass_fields__:
-        assert spec["device"] == "GPU"
-        pytest.skip("ConvertSettings has no accelerator options yet (seam S4)")
     assert spec["device"] == "AUTO:GPU,CPU"
     run, version = runtimes.load(str(release / "model.gpu.xml"), 1)
     run()

@@ -57,10 +57,8 @@ void tflite_plugin_destroy_delegate(TfLiteDelegate* d) { free(d); }
 
 
 def _settings(**options: str) -> ConvertSettings:
-    """Settings carrying the profile's accelerator options where this edge has the field."""
-    if "accelerator" not in ConvertSettings.__dataclass_fields__:
-        return ConvertSettings()
-    return ConvertSettings(accelerator=tuple(sorted(options.items())))  # type: ignore[call-arg]
+    """Settings carrying the profile's accelerator options."""
+    return ConvertSettings(accelerator=tuple(sorted(options.items())))
 
 
 @pytest.fixture(scope="module")
@@ -93,15 +91,22 @@ def _release(converted: dict[str, Any], folder: Path, library: str) -> Path:
     folder.mkdir()
     model = folder / "model.delegate.tflite"
     model.write_bytes(converted["path"].read_bytes())
-    spec = json.loads(converted["path"].with_suffix(".json").read_text())
+    spec = json.loads(_spec_file(converted["path"]).read_text())
     spec["edge_delegate"]["library"] = library
     (folder / "model.json").write_text(json.dumps(spec))
     return model
 
 
+def _spec_file(path: Path) -> Path:
+    """The companion JSON: the artifact's name without its suffix, then .json."""
+    return path.with_name(path.name[:-len(".delegate.tflite")] + ".json")
+
+
 def test_the_target_is_tflite_int8_named_for_its_delegate() -> None:
     assert dict(RUNTIME.targets)["tflite-delegate"].endswith(":TFLiteDelegateTarget")
     assert ".delegate.tflite" in RUNTIME.suffixes == tflite_agent.SUFFIXES
+    assert (TARGET.caps.host_runs, TARGET.caps.accelerator) == ("cpu",
+                                                                "NPU (TFLite external delegate)")
     assert TARGET.caps.precisions == ("int8",) and TARGET.caps.converts_with == "tflite"
     assert TARGET.caps.suffix == ".delegate.tflite" and TARGET.caps.companions == (".json",)
 
@@ -118,8 +123,8 @@ def test_the_library_and_its_options_come_from_the_profile() -> None:
 @pytest.mark.slow
 def test_the_int8_model_names_its_delegate_and_verifies_here(converted: dict[str, Any]) -> None:
     path = converted["path"]
-    assert path.name == "model_int8.delegate.tflite"
-    spec = json.loads(path.with_suffix(".json").read_text())["edge_delegate"]
+    assert path.name == "model_int8_npu.delegate.tflite"
+    spec = json.loads(_spec_file(path).read_text())["edge_delegate"]
     assert spec["library"] == DEFAULT_LIBRARY
     assert any("external delegate" in n for n in converted["notes"])
     runner = TARGET.load(path, converted["model"], threads=1)
