@@ -19,6 +19,7 @@ from targets.base import ConversionError, ConvertSettings
 from targets.openvino import RUNTIME
 from targets.openvino import agent as ov_agent
 from targets.openvino.accel import OpenVINOGPUTarget, OpenVINONPUTarget, device_spec
+from tests.support.cli import run_cli
 from tests.support.digits import DigitsModel
 
 NPU, GPU = OpenVINONPUTarget(), OpenVINOGPUTarget()
@@ -140,3 +141,22 @@ def test_a_priority_list_runs_on_what_openvino_sees(data: dict[str, Any],
     run, version = runtimes.load(str(release / "model.gpu.xml"), 1)
     run()
     assert version
+
+
+@pytest.mark.slow
+def test_optimize_for_the_nuc_verifies_npu_and_gpu_candidates_and_the_agent_refuses(
+        tmp_path: Path) -> None:
+    """``edge optimize sample:digits --profile intel-nuc`` verifies the NPU and GPU IRs here;
+    ``edge bench --candidate openvino-npu-fp16`` through the local agent (this host's CPU is the
+    device) refuses with the missing driver, exit 3."""
+    out = tmp_path / "nuc.bundle"
+    result = run_cli("optimize", "sample:digits", "--profile", "intel-nuc", "-o", str(out),
+                     "--json")
+    assert result.status == 0, result.stderr
+    passed = {f"{c['candidate']['target']}-{c['candidate']['precision']}"
+              for c in result.json()["candidates"] if c["status"] in ("passed", "chosen")}
+    assert {"openvino-npu-int8", "openvino-npu-fp16", "openvino-gpu-fp16",
+            "openvino-gpu-int8", "openvino-gpu-fp32"} <= passed
+    bench = run_cli("bench", str(out), "--candidate", "openvino-npu-fp16", "--runs", "5")
+    assert bench.status == 3
+    assert "OpenVINO has no NPU here" in bench.stderr and "intel_vpu" in bench.stderr
