@@ -3,10 +3,11 @@
 An OpenVINO IR is device-neutral: a device compiles it when it loads it. So these targets share
 the CPU target's conversion (its work directory: one IR per precision) and add what the device
 needs to load it where it was meant to run: a copy named ``model_<p>_npu.npu.xml``
-(``_gpu.gpu.xml``) with its weights (``model_<p>_npu.bin``) and a companion JSON naming the device and its compile properties, from the
-profile's accelerator options (``{device: NPU}``, ``{device: GPU}``, or a priority list such as
-``AUTO:NPU,GPU,CPU``). The agent (targets/openvino/agent.py) reads the JSON, refuses a device
-OpenVINO does not see, compiles on it and times it.
+(``_gpu.gpu.xml``) with its weights (``model_<p>_npu.bin``) and a companion JSON naming the
+device and its compile properties, from the profile's accelerator options (``{device: NPU}``,
+``{device: GPU}``, or a priority list such as ``AUTO:NPU,GPU,CPU``). The agent
+(targets/openvino/agent.py) reads the JSON, refuses a device OpenVINO does not see, compiles on
+it and times it.
 
 Verification here runs the same IR on this host's CPU plugin in the precision the device
 computes (``Capabilities.host_runs`` "cpu"): f32 for an fp32 IR on the GPU (compiled with

@@ -1,7 +1,7 @@
 """OpenVINO on the device, for edge's agent: loading an IR (``.xml`` + ``.bin``) on the CPU in
 the precision it records, or on the accelerator its companion JSON names (an ``.npu.xml`` or
-``.gpu.xml`` IR: ``accelerator_spec``), and ``perf``: per-node times from the CPU plugin's performance
-counters with an unprofiled compile's median.
+``.gpu.xml`` IR: ``accelerator_spec``), and ``perf``: per-node times from the plugin's
+performance counters with an unprofiled compile's median.
 
 Zipped into the agent as ``edge_agent/runtime_openvino.py`` (devices/agentfile.py): Python 3.8,
 the standard library, numpy and openvino only. Edge imports it on its host too.

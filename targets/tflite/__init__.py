@@ -1,11 +1,10 @@
 """TFLite (LiteRT): everything about it in one folder. ``target`` converts the reference ONNX
 with onnx2tf (``onnx2tf_run``, a child process) and runs artifacts here (``litert_runner``);
 ``litert`` quantizes a user's own .tflite with ai-edge-quantizer (``litert_rank`` ranks its
-sensitive operators); ``delegate`` makes the int8 model for an NPU behind an external delegate (``.delegate.tflite``
-with a companion JSON naming the library); ``agent`` loads a .tflite on the device (through that
-delegate); ``layers`` times each operator
-by prefixes; its wheels, label and colour are declared below (``RUNTIME``, the
-``edge.targets`` entry point)."""
+sensitive operators); ``delegate`` makes the int8 model for an NPU behind an external delegate
+(``.delegate.tflite``, a companion JSON naming the library); ``agent`` loads a .tflite on the
+device (through that delegate); ``layers`` times each operator by prefixes; its wheels, label
+and colour are declared below (``RUNTIME``)."""
 
 from targets.base import Provision, Runtime
 from targets.tflite.target import FAILED, FILES, LOG, MARKER, TFLiteRunner, TFLiteTarget

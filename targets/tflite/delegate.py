@@ -2,13 +2,14 @@
 NPU through NXP's VX delegate, /usr/lib/libvx_delegate.so).
 
 The artifact is the TFLite target's full-int8 model (its onnx2tf run, shared) named
-``model_int8_npu.delegate.tflite`` with a companion JSON (``model_int8_npu.json``) naming the delegate library and its options,
-from the profile's accelerator options (``{delegate: /usr/lib/libvx_delegate.so}``; other keys
-are passed to the delegate as its options). The device's agent (targets/tflite/agent.py) loads
-it with ``load_delegate(library, options)``, reports the partitions the delegate took and times
-it, and refuses a device without the library. Here it is verified as the int8 model is: on
-LiteRT's CPU kernels (``Capabilities.host_runs`` "cpu"), the same int8 arithmetic the NPU is
-meant to reproduce; its speed shows only on the device.
+``model_int8_npu.delegate.tflite`` with a companion JSON (``model_int8_npu.json``) naming the
+delegate library and its options, from the profile's accelerator options (``{delegate:
+/usr/lib/libvx_delegate.so}``; other keys are passed to the delegate as its options). The
+device's agent (targets/tflite/agent.py) loads it with ``load_delegate(library, options)``,
+reports the operators the delegate took and times it, and refuses a device without the library.
+Here it is verified as the int8 model is: on LiteRT's CPU kernels (``Capabilities.host_runs``
+"cpu"), the same int8 arithmetic the NPU is meant to reproduce; its speed shows only on the
+device.
 """
 
 from __future__ import annotations
