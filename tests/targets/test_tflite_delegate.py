@@ -23,6 +23,7 @@ from targets.base import ConversionError, ConvertSettings
 from targets.tflite import RUNTIME
 from targets.tflite import agent as tflite_agent
 from targets.tflite.delegate import DEFAULT_LIBRARY, TFLiteDelegateTarget, library_spec
+from tests.support.cli import run_cli
 from tests.support.digits import DigitsModel
 
 TARGET = TFLiteDelegateTarget()
@@ -190,3 +191,44 @@ def test_a_delegate_that_does_not_load_is_refused(converted: dict[str, Any],
     with pytest.raises(AgentError, match="did not load") as refused:
         runtimes.load(str(model), 1)
     assert refused.value.status == 3
+
+
+def _optimize(profile: str, out: Path) -> dict[str, Any]:
+    result = run_cli("optimize", "sample:digits", "--profile", profile, "-o", str(out), "--json")
+    assert result.status == 0, result.stderr
+    document: dict[str, Any] = result.json()
+    return document
+
+
+@pytest.mark.slow
+def test_the_imx8mp_candidate_is_refused_by_the_local_agent(tmp_path: Path) -> None:
+    """``edge optimize sample:digits --profile imx8mp`` verifies the delegate's int8 model here;
+    ``edge bench`` of it through the local agent (this host is the device) names the missing
+    library, exit 3."""
+    out = tmp_path / "imx.bundle"
+    document = _optimize("imx8mp", out)
+    ours = next(c for c in document["candidates"]
+                if c["candidate"]["target"] == "tflite-delegate")
+    assert ours["status"] in ("passed", "chosen")
+    assert ours["artifact"]["file"].endswith(".delegate.tflite")
+    bench = run_cli("bench", str(out), "--candidate", "tflite-delegate-int8", "--runs", "5")
+    assert bench.status == 3
+    assert "/usr/lib/libvx_delegate.so" in bench.stderr and "lacks" in bench.stderr
+
+
+@pytest.mark.slow
+def test_a_real_delegate_runs_through_the_local_agent(tmp_path: Path,
+                                                      null_delegate: Path) -> None:
+    """A profile naming the null delegate: the local agent loads the model through it and
+    times it (the bench's figure is this host's CPU, the delegate taking nothing)."""
+    profile = tmp_path / "imx-null.yaml"
+    profile.write_text(
+        "extends: imx8mp\nid: imx-null\naccelerators:\n  - kind: npu\n    name: null delegate\n"
+        "    tops: 1\n    precisions: [int8]\n    runtime: tflite-delegate\n"
+        f"    options: {{delegate: {null_delegate}}}\nruntimes: [tflite-delegate, tflite]\n")
+    out = tmp_path / "null.bundle"
+    _optimize(str(profile), out)
+    bench = run_cli("bench", str(out), "--candidate", "tflite-delegate-int8", "--runs", "5",
+                    "--json")
+    assert bench.status == 0, bench.stderr
+    assert bench.json()["bench"]["p50_ms"] > 0
