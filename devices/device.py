@@ -18,6 +18,7 @@ from devices.transport import Transport, check_device_path, expand_home
 from edge.core import progress
 from edge.core.errors import DeviceError
 from edge.core.model import sha256_file
+from edge.core.plugins import full_suffix
 
 __all__ = ["Device", "check_paths", "install_file", "kind", "megabytes", "open_device", "prepare",
            "store"]
@@ -108,7 +109,7 @@ def store(device: Device, local: Path, stem: str | None = None) -> tuple[str, bo
     """``local``'s path under the device's models/ (named ``stem`` or by its sha256), pushed
     sha256-checked unless already there; and whether this call pushed it."""
     sha256 = sha256_file(local)
-    remote = f"{device.work}/models/{stem or sha256[:16]}{local.suffix}"
+    remote = f"{device.work}/models/{stem or sha256[:16]}{full_suffix(local.name)}"
     uploaded = not device.transport.exists(remote)
     if uploaded:
         install_file(device, local, sha256, remote)

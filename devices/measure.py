@@ -93,7 +93,8 @@ def time_files_here(models: Mapping[str, Path], rounds: Rounds, *, threads: int,
     with _bar(len(ids), ids) as before:
         reply = here(agent_bench.bench_loaded, loaded, threads, rounds.plan(),
                      hold=progress.hold, before=before)
-    return _results(ids, reply, host_label(), skip_failed=skip_failed, alone=False)
+    return _results(ids, reply, host_label(), skip_failed=skip_failed, alone=False,
+                    source="host")
 
 
 def time_on_device(device: Device, models: Mapping[str, str], rounds: Rounds, *, threads: int,
@@ -115,7 +116,8 @@ def time_on_device(device: Device, models: Mapping[str, str], rounds: Rounds, *,
 
 
 def _results(ids: list[str], reply: dict[str, Any], where: str, *, skip_failed: bool,
-             alone: bool, profile: Profile | None = None) -> dict[str, BenchResult]:
+             alone: bool, profile: Profile | None = None,
+             source: str = "device") -> dict[str, BenchResult]:
     """A bench reply's results by id; an entry that failed raises, or drops out with a warning."""
     results = {}
     for k, entry in zip(ids, reply["results"], strict=True):
@@ -124,7 +126,8 @@ def _results(ids: list[str], reply: dict[str, Any], where: str, *, skip_failed: 
         if "error" in entry:
             log.warning("%s: %s dropped out: %s", where, k, entry["error"])
             continue
-        results[k] = bench_result(reply, entry, where, profile=profile, alone=alone)
+        results[k] = bench_result(reply, entry, where, profile=profile, alone=alone,
+                                  source=source)
     return results
 
 
@@ -162,7 +165,7 @@ def _host_result(times: list[float], *, runtime: str, threads: int, warmup: int,
 
 
 def bench_result(reply: dict, entry: dict, where: str, *, profile: Profile | None = None,
-                 alone: bool = True) -> BenchResult:
+                 alone: bool = True, source: str = "device") -> BenchResult:
     """One model's BenchResult from an agent ``bench`` reply; peak memory, sensors and power
     only when it was ``alone`` (several models share one process and one time span)."""
     device = dict(reply.get("device") or {}, runtime_version=entry.get("runtime_version"),
@@ -173,7 +176,7 @@ def bench_result(reply: dict, entry: dict, where: str, *, profile: Profile | Non
     keys = ("runtime", "runs", "warmup", "threads", "p50_ms", "p90_ms", "p99_ms", "mean_ms",
             "load_ms")
     return BenchResult(where=where, device=device, throughput_fps=entry.get("throughput_fps"),
-                       source="device",
+                       source=source,  # type: ignore[arg-type]
                        peak_rss_mb=reply.get("peak_rss_mb") if alone else None, metrics=metrics,
                        **{k: entry[k] for k in keys})
 

@@ -94,19 +94,38 @@ def make_plan(
                                           f"{profile.compute.arch} devices"))
             continue
         for precision in sorted(caps.precisions, key=PRECISION_RANK.__getitem__):
-            judged = _judge(profile, model, Candidate(target=runtime, precision=precision),
-                            caps, missing, host_isa)
+            cand = Candidate(target=runtime, precision=precision)
+            judged = _unit_precision(profile, cand, caps) or _judge(profile, model, cand, caps,
+                                                                    missing, host_isa)
             planned.append(_on_unit(judged, caps, (fallbacks or {}).get(runtime)))
         planned += _mixed_twin(planned, caps, runtime, timed_here, profile.compute.arch)
     return tuple(planned)
+
+
+def _unit_precision(profile: Profile, cand: Candidate, caps: Capabilities) -> Planned | None:
+    """An accelerator's candidate at a precision the profile's unit does not compute is
+    skipped, saying what it computes (a Maxwell GPU has no int8)."""
+    accel = next((a for a in profile.accelerators
+                  if a.runtime in (cand.target, caps.runtime)), None)
+    if not caps.accelerator or accel is None:
+        return None
+    wanted = "int8" if cand.precision.startswith("int8") else cand.precision
+    if wanted in accel.precisions:
+        return None
+    return Planned(candidate=cand, keep=False, reason=(
+        f"the {accel.name} computes {', '.join(accel.precisions)}, not {wanted}"))
 
 
 def _on_unit(planned: Planned, caps: Capabilities,
              fallbacks: tuple[str, ...] | None) -> Planned:
     """An accelerator's kept candidate says the unit it runs on, how it is verified here and
     which operators would fall back to the CPU."""
-    if not planned.keep or not caps.accelerator:
+    if not caps.accelerator:
         return planned
+    if not planned.keep:
+        said = ", ".join(fallbacks or ()) or "none"
+        return planned if fallbacks is None else replace(
+            planned, reason=f"{planned.reason} (predicted CPU fallbacks: {said})")
     verified = HOST_RUNS.get(caps.host_runs, "on this host")
     if fallbacks is None:
         cpu = "which operators fall back to the CPU is known once converted"

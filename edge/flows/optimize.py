@@ -469,17 +469,26 @@ def _measured(outcomes: list[_Outcome], profile: Profile, options: OptimizeOptio
               ctx: _Context) -> list[_Outcome]:
     """Time every passing candidate on this host with the profile's threads: the artifact files
     loaded and run as the device's agent loads and runs them, all interleaved (the same code
-    and method as on a device)."""
-    timed = [o for o in outcomes if o.runner is not None and o.result.artifact is not None]
+    and method as on a device); an accelerator's artifact only on its device (here, its
+    vendor's estimate where there is one)."""
+    timed = [o for o in outcomes if o.runner is not None and o.result.artifact is not None
+             and not _target(o.result.candidate.target, ctx).caps.accelerator]
     if not options.measure or not timed:
-        return outcomes
+        return [_with_estimate(o, ctx) for o in outcomes] if options.measure else outcomes
     threads = _threads(profile)
     files = {o.result.candidate.id: _main_file(o) for o in timed}
     log.info("timing %d candidates on this host (%d threads, %d interleaved rounds)",
              len(files), threads, options.rounds.rounds)
     benches = time_files_here(files, options.rounds, threads=threads, skip_failed=True)
-    return [replace(o, result=replace(o.result, bench=_labelled(benches, o) or _estimate(o, ctx)))
+    return [_with_estimate(replace(o, result=replace(o.result, bench=_labelled(benches, o))), ctx)
             for o in outcomes]
+
+
+def _with_estimate(outcome: _Outcome, ctx: _Context) -> _Outcome:
+    """The outcome, with its vendor's estimate when it was not timed."""
+    if outcome.result.bench is not None:
+        return outcome
+    return replace(outcome, result=replace(outcome.result, bench=_estimate(outcome, ctx)))
 
 
 def _estimate(outcome: _Outcome, ctx: _Context) -> Any:

@@ -120,3 +120,14 @@ def test_every_figure_says_where_it_comes_from() -> None:
     host = replace(estimate, source="host")
     assert host.measured and host.source_label == "this host only"
     assert estimate.to_json()["source"] == "estimate"
+
+
+def test_an_accelerators_candidate_needs_a_precision_its_unit_computes(tmp_path: Path) -> None:
+    path = tmp_path / "gpu.yaml"
+    path.write_text("extends: rpi5\nid: gpu\nruntimes: [tflite]\naccelerators:\n"
+                    "  - {kind: gpu, name: Old GPU, precisions: [fp32, fp16], runtime: tflite}\n")
+    caps = replace(NPU, precisions=("int8", "fp16"))
+    plan = {p.candidate.precision: p for p in make_plan(load_profile(path), _model(),
+                                                          {"tflite": (caps, None)})}
+    assert not plan["int8"].keep and plan["int8"].reason == "the Old GPU computes fp32, fp16, not int8"
+    assert plan["fp16"].keep
