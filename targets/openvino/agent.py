@@ -1,10 +1,14 @@
 """OpenVINO on the device, for edge's agent: loading an IR (``.xml`` + ``.bin``) on the CPU in
-the precision it records, and ``perf``: per-node times from the CPU plugin's performance
-counters with an unprofiled compile's median.
+the precision it records, or on the accelerator its companion JSON names (an ``.npu.xml`` or
+``.gpu.xml`` IR: ``accelerator_spec``), and ``perf``: per-node times from the plugin's
+performance counters with an unprofiled compile's median.
 
 Zipped into the agent as ``edge_agent/runtime_openvino.py`` (devices/agentfile.py): Python 3.8,
 the standard library, numpy and openvino only. Edge imports it on its host too.
 """
+
+import json
+import os
 
 try:  # inside the agent zipapp on a device
     from edge_agent import info, runtimes, timing
@@ -14,11 +18,95 @@ except ImportError:  # on edge's host
     from devices.agent.errors import AgentError
 
 NAME = "openvino"
-SUFFIXES = (".xml",)
+#: IRs made for an accelerator (targets/openvino/accel.py): the same IR, with a companion JSON
+#: naming the device to compile it on and its properties.
+DEVICE_SUFFIXES = (".npu.xml", ".gpu.xml")
+SUFFIXES = (".xml", *DEVICE_SUFFIXES)
 MODULES = ("openvino",)
 DISTRIBUTIONS = ("openvino",)
 #: Where edge's IR records the precision it computes in (targets/openvino/target.py writes it).
 OPENVINO_COMPUTES = ["edge", "inference_precision"]
+
+
+#: The companion JSON's key holding {"device", "unit", "computes", "config"}.
+SPEC_KEY = "edge_accelerator"
+#: What makes a device family visible to OpenVINO, for the refusal when it is not.
+DRIVERS = {
+    "NPU": "the NPU driver (the intel_vpu kernel module, /dev/accel/accel0) or OpenVINO's NPU "
+           "plugin is not installed",
+    "GPU": "Intel's GPU compute runtime (intel-opencl-icd / Level Zero, /dev/dri/renderD128) or "
+           "OpenVINO's GPU plugin is not installed",
+}
+
+
+def companion(path, suffix):
+    """The file beside ``path`` named with ``suffix`` in place of its last suffix
+    (model.npu.xml -> model.npu.json), else in place of its last two (model.npu.xml ->
+    model.json, as a release names it); None when neither exists."""
+    stem = os.path.splitext(path)[0]
+    for name in (stem + suffix, os.path.splitext(stem)[0] + suffix):
+        if os.path.isfile(name):
+            return name
+    return None
+
+
+def accelerator_spec(path):
+    """The accelerator an IR was made for, from its companion JSON (None: the CPU IR)."""
+    found = companion(path, ".json")
+    if found is None:
+        return None
+    try:
+        with open(found) as handle:
+            spec = json.load(handle).get(SPEC_KEY)
+    except (OSError, ValueError, AttributeError):
+        return None
+    if spec is not None and not (isinstance(spec, dict) and isinstance(spec.get("device"), str)):
+        raise AgentError(f"{found}: its {SPEC_KEY} entry names no device", status=2)
+    return spec
+
+
+def listed_devices(device):
+    """The device families a device string names: "NPU" -> [NPU]; "AUTO:NPU,GPU,CPU" ->
+    [NPU, GPU, CPU]; "GPU.1" -> [GPU]."""
+    names = device.split(":", 1)[1] if ":" in device else device
+    return [n.strip().split(".")[0].split("(")[0] for n in names.split(",") if n.strip()]
+
+
+def runnable(available, device):
+    """The device string to compile on: ``device`` when OpenVINO sees it; a priority list
+    (AUTO:NPU,GPU,CPU) cut to the devices it sees, in order (AUTO fails on a listed plugin that
+    cannot load); exit 3 naming what is missing and why when it sees none of them."""
+    families = {d.split(".")[0] for d in available}
+    wanted = listed_devices(device)
+    seen = [w for w in wanted if w in families]
+    if not seen:
+        why = "; ".join(DRIVERS.get(w, f"OpenVINO's {w} plugin is not installed") for w in wanted)
+        raise AgentError(f"OpenVINO has no {' or '.join(wanted)} here (it sees "
+                         f"{', '.join(available) or 'no device'}): {why}", status=3)
+    if ":" not in device:
+        return device
+    virtual, names = device.split(":", 1)
+    kept = [n.strip() for n in names.split(",") if listed_devices(n.strip())[0] in families]
+    return f"{virtual}:{','.join(kept)}"
+
+
+def weights_of(path):
+    """The IR's .bin (beside it as model.npu.bin or model.bin); exit 2 when absent."""
+    found = companion(path, ".bin")
+    if found is None:
+        raise AgentError(f"{path}: its weights (.bin) are not beside it", status=2)
+    return found
+
+
+def openvino_model(core, path, threads, **extra):
+    """The IR at ``path`` compiled where it was made to run: on its accelerator (checked
+    present) with the properties its JSON names, else on the CPU (``openvino_compiled``)."""
+    ir = core.read_model(path, weights_of(path))
+    spec = accelerator_spec(path)
+    if spec is None:
+        return openvino_compiled(core, ir, threads, **extra)
+    device = runnable(core.available_devices, spec["device"])
+    return core.compile_model(ir, device, dict(spec.get("config") or {}, **extra))
 
 
 def openvino_config(threads, hint="f32"):
@@ -54,11 +142,11 @@ def openvino_compiled(core, ir, threads, **extra):
 
 
 def load(path, threads):
-    """An OpenVINO CPU compiled model on random inputs, computing in the IR's precision."""
+    """An OpenVINO compiled model on random inputs: on the CPU computing in the IR's precision,
+    or on the accelerator its companion JSON names."""
     np = runtimes.numpy()
     ov = runtimes.import_module(*MODULES)
-    core = ov.Core()
-    compiled = openvino_compiled(core, core.read_model(path), threads)
+    compiled = openvino_model(ov.Core(), path, threads)
     request = compiled.create_infer_request()
     feeds = openvino_feeds(np, compiled.inputs)
     return (lambda: request.infer(feeds)), ov.__version__
@@ -79,16 +167,16 @@ def openvino_perf(model, threads, runs, hold=None):
     """Each executed node's median real time over ``runs`` from the OpenVINO CPU plugin's
     performance counters, and the median of an unprofiled compile of the same IR: the two
     compiles are timed as two candidates in interleaved rounds (one call each per round, after
-    two warm-up calls of each); the profiled compile's own wall times are not used."""
+    two warm-up calls of each); the profiled compile's own wall times are not used. An IR made
+    for an accelerator is compiled on it (its plugin's counters)."""
     if runtimes.model_runtime(model) != NAME:
         raise AgentError(f"perf reads OpenVINO performance counters: {model} is not an "
                          "OpenVINO IR (.xml)", status=2)
     np = runtimes.numpy()
     ov = runtimes.import_module(*MODULES)
     core = ov.Core()
-    ir = core.read_model(model)
-    plain = openvino_compiled(core, ir, threads).create_infer_request()
-    profiled = openvino_compiled(core, ir, threads, PERF_COUNT=True).create_infer_request()
+    plain = openvino_model(core, model, threads).create_infer_request()
+    profiled = openvino_model(core, model, threads, PERF_COUNT=True).create_infer_request()
     feeds = openvino_feeds(np, plain.model_inputs)
     for _ in range(2):
         plain.infer(feeds)

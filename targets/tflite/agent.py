@@ -1,34 +1,175 @@
 """LiteRT (TFLite) on the device, for edge's agent: loading a ``.tflite`` model with
-``ai_edge_litert``, else ``tflite_runtime``, on random inputs.
+``ai_edge_litert``, else ``tflite_runtime``, on random inputs; a ``.delegate.tflite`` through
+the external delegate its companion JSON names (an NPU's, e.g. NXP's VX delegate), and
+``delegate``: which operators that delegate took, and its time.
 
 Zipped into the agent as ``edge_agent/runtime_tflite.py`` (devices/agentfile.py): Python 3.8,
 the standard library, numpy and LiteRT only. Edge imports it on its host too.
 """
 
+import ctypes
 import importlib.metadata as md
+import json
+import os
 
 try:  # inside the agent zipapp on a device
-    from edge_agent import runtimes
+    from edge_agent import info, runtimes, timing
+    from edge_agent.errors import AgentError, one_line
 except ImportError:  # on edge's host
-    from devices.agent import runtimes
+    from devices.agent import info, runtimes, timing
+    from devices.agent.errors import AgentError, one_line
 
 NAME = "tflite"
-SUFFIXES = (".tflite",)
+#: A TFLite model for an NPU behind an external delegate (targets/tflite/delegate.py): the
+#: companion JSON names the library and its options.
+DELEGATE_SUFFIX = ".delegate.tflite"
+SUFFIXES = (".tflite", DELEGATE_SUFFIX)
 MODULES = ("ai_edge_litert.interpreter", "tflite_runtime.interpreter")
 DISTRIBUTIONS = ("ai-edge-litert", "tflite-runtime")
-COMMANDS = ()  # no agent command of its own: per-layer times come from prefix benches
+#: The companion JSON's key holding {"library", "options", "unit"}.
+SPEC_KEY = "edge_delegate"
+
+
+def delegate_spec(path):
+    """The external delegate a model was made for, from its companion JSON (model.json or
+    model.delegate.json beside it); None for a plain .tflite."""
+    stem = os.path.splitext(path)[0]
+    for name in (stem + ".json", os.path.splitext(stem)[0] + ".json"):
+        if os.path.isfile(name):
+            try:
+                with open(name) as handle:
+                    spec = json.load(handle).get(SPEC_KEY)
+            except (OSError, ValueError, AttributeError):
+                continue
+            if spec is not None:
+                return _checked(spec, name)
+    return None
+
+
+def _checked(spec, name):
+    if not isinstance(spec, dict) or not isinstance(spec.get("library"), str):
+        raise AgentError(f"{name}: its {SPEC_KEY} entry names no library", status=2)
+    return spec
+
+
+def loaded_delegate(module, spec):
+    """The delegate ``spec`` names, loaded; exit 3 naming the library when this device lacks
+    it or it does not load."""
+    library = spec["library"]
+    if not os.path.isfile(library):
+        raise AgentError(f"the model runs on {spec.get('unit') or 'an NPU'} through the TFLite "
+                         f"delegate {library}, which this device lacks: install it (NXP's VX "
+                         "delegate comes with the i.MX BSP's tensorflow-lite packages) or "
+                         "deploy a CPU candidate", status=3)
+    _check_library(library)
+    options = {str(k): str(v) for k, v in (spec.get("options") or {}).items()}
+    try:
+        return module.load_delegate(library, options)
+    except Exception as exc:  # noqa: BLE001 - the loader raises ValueError/OSError/RuntimeError
+        raise AgentError(f"the TFLite delegate {library} did not load: {one_line(exc)}",
+                         status=3) from None
+
+
+def _check_library(library):
+    """Exit 3 unless ``library`` loads and exports TFLite's external delegate entry point
+    (checked first: LiteRT's loader leaves a broken object behind when it fails)."""
+    try:
+        handle = ctypes.CDLL(library)
+    except OSError as exc:
+        raise AgentError(f"the TFLite delegate {library} did not load: {one_line(exc)}",
+                         status=3) from None
+    if not hasattr(handle, "tflite_plugin_create_delegate"):
+        raise AgentError(f"the TFLite delegate {library} did not load: it exports no "
+                         "tflite_plugin_create_delegate (not a TFLite external delegate)",
+                         status=3)
+
+
+def interpreter_for(path, threads, defaults=True):
+    """(interpreter, LiteRT module, delegate spec or None), tensors allocated; ``defaults``
+    False: without LiteRT's default (XNNPACK) delegate where this LiteRT can say so."""
+    module = runtimes.import_module(*MODULES)
+    spec = delegate_spec(path)
+    delegates = [loaded_delegate(module, spec)] if spec else []
+    kind = getattr(module, "OpResolverType", None)
+    extra = {} if defaults or kind is None else {
+        "experimental_op_resolver_type": kind.BUILTIN_WITHOUT_DEFAULT_DELEGATES}
+    interpreter = module.Interpreter(model_path=path, num_threads=threads,
+                                     experimental_delegates=delegates or None, **extra)
+    interpreter.allocate_tensors()
+    return interpreter, module, spec
 
 
 def load(path, threads):
-    """A LiteRT interpreter (ai_edge_litert, else tflite_runtime) on random inputs."""
+    """A LiteRT interpreter (ai_edge_litert, else tflite_runtime) on random inputs, through
+    the external delegate its companion JSON names."""
     np = runtimes.numpy()
-    module = runtimes.import_module(*MODULES)
-    interpreter = module.Interpreter(model_path=path, num_threads=threads)
-    interpreter.allocate_tensors()
+    interpreter, module, _ = interpreter_for(path, threads)
+    fed(np, interpreter)
+    return interpreter.invoke, version_of(module)
+
+
+def fed(np, interpreter):
+    """Random inputs set on every input of ``interpreter``."""
     for detail in interpreter.get_input_details():
         interpreter.set_tensor(detail["index"],
                                runtimes.random_input(np, list(detail["shape"]), detail["dtype"]))
-    return interpreter.invoke, version_of(module)
+
+
+def cmd_delegate(args):
+    """Which operators a ``.delegate.tflite`` model's delegate took (``delegated``, on an
+    interpreter without LiteRT's default XNNPACK delegate, so every partition is the named
+    delegate's) and its median time as ``bench`` loads it."""
+    if args.runs < 1 or args.threads < 1:
+        raise AgentError("--runs and --threads must be >= 1", status=2)
+    runtimes.model_runtime(args.model)
+    if delegate_spec(args.model) is None:
+        raise AgentError(f"{args.model} names no delegate (no companion JSON)", status=2)
+    alone, _, spec = interpreter_for(args.model, args.threads, defaults=False)
+    interpreter, module, _ = interpreter_for(args.model, args.threads)
+    fed(runtimes.numpy(), interpreter)
+    times = [timing.elapsed_ms(interpreter.invoke)[1] for _ in range(args.runs + 2)][2:]
+    return dict(delegated(alone), runtime=NAME, runtime_version=version_of(module),
+                library=spec["library"], runs=args.runs, p50_ms=timing.percentile(times, 50),
+                device=info.device_info())
+
+
+#: The agent's commands this runtime adds: (name, function, default --runs, default --threads).
+COMMANDS = (("delegate", cmd_delegate, 20, 1),)
+
+
+def delegated(interpreter):
+    """The operators each delegate partition (a ``DELEGATE`` node) of ``interpreter`` took,
+    in model order, and those left to the CPU kernels; ``listed`` False when this LiteRT lists
+    no nodes (then nothing can be said)."""
+    try:
+        nodes = [dict(op, inputs=[int(t) for t in op["inputs"]],
+                      outputs=[int(t) for t in op["outputs"]])
+                 for op in interpreter._get_ops_details()]
+    except Exception:  # noqa: BLE001 - a private API: absent or changed in some releases
+        nodes = []
+    parts = [op for op in nodes if op["op_name"] == "DELEGATE"]
+    plain = [op for op in nodes if op["op_name"] != "DELEGATE"]
+    producers = {t: op for op in plain for t in op["outputs"]}
+    taken = set()
+    for part in parts:
+        taken |= _covered(part, producers)
+    return {"listed": bool(nodes), "partitions": len(parts), "model_ops": len(plain),
+            "taken": [op["op_name"] for op in plain if op["index"] in taken],
+            "cpu": [op["op_name"] for op in plain if op["index"] not in taken]}
+
+
+def _covered(part, producers):
+    """Indices of the nodes a partition replaced: producers reached walking back from its
+    outputs, stopping at its inputs."""
+    stop, seen, stack = set(part["inputs"]), set(), list(part["outputs"])
+    while stack:
+        tensor = stack.pop()
+        op = producers.get(tensor)
+        if tensor in stop or op is None or op["index"] in seen:
+            continue
+        seen.add(op["index"])
+        stack.extend(t for t in op["inputs"] if t >= 0)
+    return seen
 
 
 def version_of(module):
