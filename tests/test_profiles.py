@@ -83,7 +83,10 @@ def test_catalog_file_validates_by_path(profile_id: str) -> None:
 def test_required_profiles_prefer_the_right_runtime() -> None:
     assert load_profile("pixel-8").runtimes[0] == "nnapi"
     assert load_profile("pixel-8").access.transport == "adb"
-    assert load_profile("intel-nuc").runtimes[0] == "openvino"
+    assert load_profile("intel-nuc").runtimes[:3] == ("openvino-npu", "openvino-gpu", "openvino")
+    assert load_profile("rock5b").runtimes[0] == "rknn"
+    assert load_profile("imx8mp").runtimes[0] == "tflite-delegate"
+    assert load_profile("imx93").runtimes[0] == "ethos-u"
     assert load_profile("jetson-nano").runtimes[:2] == ("tensorrt", "onnxruntime")
     assert load_profile("jetson-orin-nano").runtimes[:2] == ("tensorrt", "onnxruntime")
     assert load_profile("cloud-t4").runtimes[:2] == ("tensorrt", "onnxruntime")

@@ -122,10 +122,10 @@ def _on_unit(planned: Planned, caps: Capabilities,
     which operators would fall back to the CPU."""
     if not caps.accelerator:
         return planned
-    if not planned.keep:
+    if not planned.keep:  # its converter is missing here: what it would leave to the CPU
         said = ", ".join(fallbacks or ()) or "none"
-        return planned if fallbacks is None else replace(
-            planned, reason=f"{planned.reason} (predicted CPU fallbacks: {said})")
+        return planned if fallbacks is None or not planned.reason.startswith(_CANNOT) else \
+            replace(planned, reason=f"{planned.reason} (predicted CPU fallbacks: {said})")
     verified = HOST_RUNS.get(caps.host_runs, "on this host")
     if fallbacks is None:
         cpu = "which operators fall back to the CPU is known once converted"
@@ -209,8 +209,11 @@ def _judge(profile: Profile, model: ModelInfo, cand: Candidate, caps: Capabiliti
     return Planned(candidate=cand, keep=True, reason=_why_keep(profile, cand))
 
 
+_CANNOT = "cannot convert on this host: "
+
+
 def _missing(missing: str | None) -> str | None:
-    return f"cannot convert on this host: {missing}" if missing else None
+    return f"{_CANNOT}{missing}" if missing else None
 
 
 def _precision(profile: Profile, cand: Candidate, need: IsaNeed | None) -> str | None:
