@@ -81,8 +81,18 @@ class AccessOnly:
     access: Access = Access()
 
 
+def check_reachable(profile: Any) -> None:
+    """A device edge cannot reach (``access.transport: none``) is refused by name."""
+    if profile.access.transport == "none":
+        raise UsageError(f"{profile.id} cannot be reached by edge (access.transport none: a "
+                         "board without Linux or Python); build and verify its artifact with "
+                         "edge optimize, and flash it with its vendor's tools")
+
+
 def check_target_paths(target: DeviceTarget, profile: Any) -> None:
-    """The work dir and device python, checked before any connection (see check_paths)."""
+    """The device is reachable, and the work dir and device python well formed, checked before
+    any connection (see check_paths)."""
+    check_reachable(profile)
     check_device_path("work_dir", profile.access.work_dir)
     check_device_path("device python", target.python or profile.access.python)
 
@@ -95,6 +105,7 @@ def device_python(target: DeviceTarget, profile: Any, transport: Any) -> str:
 def reach_for(target: DeviceTarget, profile: Any) -> Reach:
     """--host, else the profile's access.host (a user's own device), else the profile's other
     transport kind (``local``; ``adb`` is refused when opened), else the local device."""
+    check_reachable(profile)
     host = target.host or profile_host(profile)
     if host is None:
         kind = profile.access.transport

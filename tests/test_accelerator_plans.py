@@ -51,3 +51,12 @@ def test_the_dry_run_names_the_unit_and_what_it_leaves_to_the_cpu() -> None:
     assert done.status == 0, done.stderr
     line = next(ln for ln in done.stdout.splitlines() if ln.startswith("rknn-int8"))
     assert "try" in line and "on the Rockchip NPU" in line and "simulator" in line
+
+
+def test_a_microcontroller_edge_cannot_reach_is_refused_before_any_connection() -> None:
+    done = run_edge("deploy", str(DIGITS), "--profile", "corstone-300", "--dry-run")
+    assert done.status == 2, (done.stdout, done.stderr)
+    assert done.stderr.strip().splitlines() == [
+        "error: corstone-300 cannot be reached by edge (access.transport none: a board without "
+        "Linux or Python); build and verify its artifact with edge optimize, and flash it with "
+        "its vendor's tools"]

@@ -76,7 +76,7 @@ class _Frozen(BaseModel):
 class Compute(_Frozen):
     """The CPU: architecture, cores, clock and, where known, measured peak throughput."""
 
-    arch: Literal["aarch64", "armv7l", "x86_64", "riscv64"]
+    arch: Literal["aarch64", "armv7l", "x86_64", "riscv64", "armv8.1-m"]
     cpu: str = Field(description="CPU model, e.g. 'Cortex-A72'")
     cores: int = Field(gt=0)
     clock_ghz: float = Field(gt=0)
@@ -165,7 +165,9 @@ _PRINTABLE = r"[^\x00-\x1f\x7f]+"  # one non-empty line: no newline, NUL or othe
 class Access(_Frozen):
     """How to reach the device and run code on it."""
 
-    transport: Literal["ssh", "local", "adb"] = "ssh"
+    #: ``none``: edge cannot reach it (a bare-metal microcontroller: no Linux, no Python); its
+    #: artifacts are built and verified here, and its figures are its vendor's estimates
+    transport: Literal["ssh", "local", "adb", "none"] = "ssh"
     user: str | None = None
     host: str | None = None
     port: int = Field(default=22, gt=0, lt=65536)

@@ -302,6 +302,7 @@ def _bench(device: DeviceTarget, profile: Any) -> tuple[Rounds, int]:
 def describe(request: DeployRequest) -> dict[str, Any]:
     """What run_deploy would do, without doing it."""
     profile = _profile(request, read=_check_source(request))
+    _check_paths(request.device, profile)
     where = request.device.host or profile_host(profile) or "the embedded local device"
     steps = []
     fastest = (("every faithful candidate ", "the fastest") if request.measure_on_device
