@@ -493,9 +493,10 @@ def _with_estimate(outcome: _Outcome, ctx: _Context) -> _Outcome:
 
 def _estimate(outcome: _Outcome, ctx: _Context) -> Any:
     """A vendor's estimate of an accelerator artifact this host cannot time (Vela's), labelled
-    as one; None when its target makes none."""
+    as one, also for an artifact fidelity rejected (what the unit would give); None when its
+    target makes none."""
     result = outcome.result
-    if outcome.runner is None or result.artifact is None:
+    if result.artifact is None:
         return None
     target = _target(result.candidate.target, ctx)
     if not target.caps.accelerator:  # an AcceleratorTarget offers estimate()
@@ -541,7 +542,20 @@ def _choose(results: list[CandidateResult], profile: Profile,
            "timings only inform; edge deploy --on-device measures on the device")
     choice = choose_candidate(results, profile.runtimes, ms=ms, where="this host in "
                               "interleaved rounds", trusted=host_is(profile), untrusted_why=why)
+    if choice.basis == "measured":
+        note += _untimed(results, ms)
     return choice.id, note + choice.reason if choice.id else choice.reason
+
+
+def _untimed(results: list[CandidateResult], ms: dict[str, float]) -> str:
+    """The faithful candidates a measured choice could not weigh: an accelerator's, timed only
+    on its device."""
+    waiting = [r.candidate.id for r in results
+               if r.status in ("passed", "chosen") and r.candidate.id not in ms]
+    if not waiting:
+        return ""
+    return (f"{', '.join(waiting)} run(s) on the device's accelerator, timed only there (edge "
+            "deploy --on-device measures them); among the rest: ")
 
 
 def _mark(result: CandidateResult, chosen: str | None) -> CandidateResult:
