@@ -146,7 +146,8 @@ BAD_FILES = [
     ("extends: rpi4\ncolour: red\n", ["colour"]),
     ("extends: rpi4\ncompute:\n  turbo_ghz: 2.0\n", ["compute.turbo_ghz"]),
     ("extends: rpi4\nruntimes: [tflite, pytorch]\n", ["runtimes"]),
-    ("extends: rpi4\naccelerators:\n  - {kind: npu, name: X, precisions: [int8], runtime: hailort}\n",
+    ("extends: rpi4\naccelerators:\n"
+     "  - {kind: npu, name: X, precisions: [int8], runtime: hailort}\n",
      ["accelerators.0.runtime"]),
     ("extends: rpi4\nruntimes: [tflite, tflite]\n", ["runtimes"]),
     ("extends: [rpi4]\n", ["extends"]),

@@ -63,7 +63,8 @@ class EthosUTarget:
     caps: ClassVar[Capabilities] = Capabilities(
         runtime="ethos-u", precisions=("int8",), suffix=SUFFIX, companions=(COMPANION,),
         converts_with="tflite",  # shares the TFLite target's work directory: one onnx2tf run
-        archs=("aarch64", "armv7l", "armv8.1-m"),  # i.MX 93's Cortex-A55; 32-bit Arm hosts of an Ethos-U
+        # i.MX 93's Cortex-A55; 32-bit Arm hosts of an Ethos-U; Cortex-M55 microcontrollers
+        archs=("aarch64", "armv7l", "armv8.1-m"),
         modules=TFLiteTarget.caps.modules, extra="tflite",
         converters=TFLiteTarget.caps.converters, toolchain=TOOLCHAIN, recipe=1,
         accelerator="Arm Ethos-U NPU", host_runs="reference")

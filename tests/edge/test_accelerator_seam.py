@@ -129,5 +129,6 @@ def test_an_accelerators_candidate_needs_a_precision_its_unit_computes(tmp_path:
     caps = replace(NPU, precisions=("int8", "fp16"))
     plan = {p.candidate.precision: p for p in make_plan(load_profile(path), _model(),
                                                           {"tflite": (caps, None)})}
-    assert not plan["int8"].keep and plan["int8"].reason == "the Old GPU computes fp32, fp16, not int8"
+    assert not plan["int8"].keep
+    assert plan["int8"].reason == "the Old GPU computes fp32, fp16, not int8"
     assert plan["fp16"].keep
