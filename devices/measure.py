@@ -161,7 +161,8 @@ def _host_result(times: list[float], *, runtime: str, threads: int, warmup: int,
     return BenchResult(
         where=host_label(), runtime=runtime, runs=len(times), warmup=warmup, threads=threads,
         **timing.summary(times),
-        device={"machine": platform.machine(), "cpu": cpu_model(), "interleaved_rounds": rounds})
+        device={"machine": platform.machine(), "cpu": cpu_model(), "interleaved_rounds": rounds},
+        source="host")
 
 
 def bench_result(reply: dict, entry: dict, where: str, *, profile: Profile | None = None,

@@ -79,7 +79,8 @@ def test_a_32_bit_userland_on_a_64_bit_kernel_is_armv7l() -> None:
 
 
 def test_unknown_runtime_is_a_usage_error() -> None:
-    with pytest.raises(UsageError, match="onnxruntime, tflite"):
+    with pytest.raises(UsageError,
+                       match="cannot provision runtime 'tensorrt': choose one of .*onnxruntime"):
         provision_runtime(_FakeDevice(), device_python="python3", work_dir="~/.edge",
                           runtime="tensorrt")
 

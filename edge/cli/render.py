@@ -61,7 +61,8 @@ def _fidelity(result: CandidateResult) -> str:
 
 def render_bundle(bundle: Bundle, where: str) -> str:
     """The ``edge optimize`` summary."""
-    mixed = any(r.bench is not None and r.bench.source != "host" for r in bundle.candidates)
+    mixed = any(r.bench is not None and r.bench.source not in (None, "host")
+                for r in bundle.candidates)
     rows = [(label(r), r.status, size_text(r.artifact.total_bytes) if r.artifact else "",
              _fidelity(r), _p50(r, mixed), r.reason) for r in bundle.candidates]
     ref = next((r.fidelity.reference_accuracy for r in bundle.candidates

@@ -287,18 +287,21 @@ class BenchResult(JsonValue):
     throughput_fps: float | None = None
     # sensors before/during/after the timed runs, plus "power_w" and its "power_source" label
     metrics: dict[str, Any] = field(default_factory=dict)
-    source: Literal["host", "device", "estimate", "simulated"] = "host"
+    #: None: a timing written before edge recorded sources (``where`` says where it ran)
+    source: Literal["host", "device", "estimate", "simulated"] | None = None
+
+    OMIT_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("source",)
 
     @property
     def measured(self) -> bool:
         """Whether it is a timing of the artifact running (not a vendor's estimate or a
         simulator's figure)."""
-        return self.source in ("host", "device")
+        return self.source in (None, "host", "device")
 
     @property
     def source_label(self) -> str:
         """How tables name where the figure comes from."""
-        return SOURCES[self.source]
+        return SOURCES[self.source] if self.source else f"measured on {self.where}"
 
 
 @pydantic_dataclass(frozen=True, kw_only=True, slots=True)

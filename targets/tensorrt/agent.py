@@ -3,18 +3,16 @@ device's own TensorRT (the flags in its companion ``.npz``), cache it in the rel
 by the TensorRT version and GPU name, check its outputs against the reference outputs the
 companion carries, and hand back a closure running it once (inputs copied in, outputs out).
 
-An engine runs only on the GPU model and TensorRT version that built it, so edge ships the ONNX
-and builds here. Zipped into the agent as ``edge_agent/runtime_tensorrt.py``
-(devices/agentfile.py): Python 3.8, the standard library, numpy and tensorrt only; device memory
-through the CUDA runtime library TensorRT itself links (libcudart, via ctypes), so neither
-pycuda nor cuda-python is needed. TensorRT comes with JetPack on a Jetson and with NVIDIA's
-images elsewhere: edge does not install it. Edge imports this module on its host too.
+An engine runs only on the GPU and TensorRT version that built it, so edge ships the ONNX and
+builds here. Python 3.8, the standard library, numpy and tensorrt only; device memory through
+the libcudart TensorRT links (ctypes): no pycuda. edge does not install TensorRT.
 """
 
 import ctypes
 import ctypes.util
 import glob
 import hashlib
+import importlib
 import json
 import os
 import re
@@ -49,8 +47,7 @@ _CUDART = ("libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.1
 
 
 def load(path, threads):
-    """(run, TensorRT version): the engine built (or reused) and checked against the
-    reference; ``threads`` is unused (the GPU runs it)."""
+    """(run, TensorRT version): the engine built or reused, checked against the reference."""
     np = runtimes.numpy()
     trt = tensorrt_module()
     cuda = Cuda.open()
@@ -64,12 +61,10 @@ def load(path, threads):
 def tensorrt_module():
     """The tensorrt module (8.5 or newer), or AgentError saying what is missing."""
     try:
-        import tensorrt as trt
+        trt = importlib.import_module("tensorrt")
     except ImportError as exc:
         raise AgentError("tensorrt: TensorRT's Python bindings are not installed (" +
-                         one_line(exc) + "): a Jetson has them with JetPack "
-                         "(apt install python3-libnvinfer), a PC or cloud GPU with NVIDIA's "
-                         "TensorRT packages or containers") from None
+                         one_line(exc) + "): " + MISSING) from None
     if version_tuple(trt.__version__) < MIN_VERSION:
         raise AgentError(f"tensorrt: TensorRT {trt.__version__} is too old: edge's loader needs "
                          f"{MIN_VERSION[0]}.{MIN_VERSION[1]} or newer (JetPack 5 or newer)")
@@ -171,8 +166,7 @@ def _wheel_cudart():
 
 
 def companion_path(path):
-    """The companion beside ``path``: ``X.npz`` for ``X.trt.onnx`` (edge's cache, a bundle, a
-    release folder), else the name with its last suffix replaced."""
+    """The companion beside ``path``: ``X.npz`` for ``X.trt.onnx``."""
     names = [os.path.splitext(path)[0] + COMPANION]
     if path.endswith(SUFFIXES[0]):
         names.insert(0, path[:-len(SUFFIXES[0])] + COMPANION)
@@ -202,8 +196,7 @@ def read_companion(np, path):
 
 
 def engine_path(path, trt_version, gpu, settings):
-    """The cached engine's file: the model's stem + a key of the TensorRT version, the GPU
-    name, the model's bytes and the build settings."""
+    """The cached engine: keyed by TensorRT's version, the GPU, the model and its settings."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
@@ -215,8 +208,7 @@ def engine_path(path, trt_version, gpu, settings):
 
 
 def cached_engine(trt, cuda, path, settings):
-    """The deserialized engine: the cached one when its key matches, else built and cached
-    (stale engines of the same model removed)."""
+    """The engine: the cached one when its key matches, else built and cached."""
     logger = trt.Logger(trt.Logger.ERROR)
     runtime = trt.Runtime(logger)
     _KEEP.append((logger, runtime))  # an engine must not outlive its runtime (older bindings)
@@ -291,8 +283,7 @@ def _network_flags(trt):
 
 
 def _configure(trt, config, build):
-    """Precision flags (TF32 off unless asked) and the workspace limit. TensorRT 11 has no
-    precision flags: its networks are strongly typed (the ONNX's float16 and Q/DQ types)."""
+    """Precision flags (TF32 off unless asked; none in TensorRT 11: typed networks), workspace."""
     for name in build.get("flags", ()):
         if hasattr(trt.BuilderFlag, name):
             config.set_flag(getattr(trt.BuilderFlag, name))
@@ -370,30 +361,29 @@ class Session:
 
 
 def check_outputs(np, session, settings, samples):
-    """Run every reference sample; AgentError naming the output that agrees least when it is
-    below its threshold. Leaves the session fed with the first sample (for timing)."""
+    """Every reference sample run; AgentError naming the output that agrees least below its
+    threshold. The session stays fed with the first sample (for timing)."""
     if not samples:
         raise AgentError("tensorrt: the companion holds no reference sample", status=2)
     order = [session.outputs.index(n) if n in session.outputs else i
              for i, n in enumerate(settings["outputs"])]
-    scores = [1.0] * len(settings["outputs"])
+    agreed = [1.0] * len(settings["outputs"])
     for inputs, expected in reversed(samples):
         session.feed([inputs[settings["inputs"].index(n)] for n in session.inputs])
         got = session.run_once()
         for j, want in enumerate(expected):
-            scores[j] = min(scores[j], agreement(np, got[order[j]], want))
-    worst = min(range(len(scores)), key=lambda j: scores[j] - settings["thresholds"][j])
-    if scores[worst] < settings["thresholds"][worst]:
+            agreed[j] = min(agreed[j], agreement(np, got[order[j]], want))
+    worst = min(range(len(agreed)), key=lambda j: agreed[j] - settings["thresholds"][j])
+    if agreed[worst] < settings["thresholds"][worst]:
         raise AgentError(f"tensorrt: the {settings['precision']} engine's output "
                          f"{settings['outputs'][worst]} differs from the reference: agreement "
-                         f"{scores[worst]:.6f} < {settings['thresholds'][worst]:.6f} over "
+                         f"{agreed[worst]:.6f} < {settings['thresholds'][worst]:.6f} over "
                          f"{len(samples)} samples")
-    return dict(zip(settings["outputs"], scores))
+    return dict(zip(settings["outputs"], agreed))
 
 
 def agreement(np, got, want):
-    """Cosine similarity of float outputs (1.0 when both are zero), the fraction of equal
-    elements otherwise; 0.0 when the shapes differ."""
+    """Cosine of float outputs (1.0 both zero), else the share of equal elements; 0.0: shapes."""
     got, want = np.asarray(got), np.asarray(want)
     if got.size != want.size:
         return 0.0

@@ -132,3 +132,11 @@ def test_an_accelerators_candidate_needs_a_precision_its_unit_computes(tmp_path:
     assert not plan["int8"].keep
     assert plan["int8"].reason == "the Old GPU computes fp32, fp16, not int8"
     assert plan["fp16"].keep
+
+
+def test_a_figure_written_before_sources_reads_as_a_timing_where_it_ran() -> None:
+    old = _result("tflite", ms=1.0).bench
+    assert old is not None
+    legacy = replace(old, source=None, where="pi@raspberrypi")
+    assert legacy.measured and legacy.source_label == "measured on pi@raspberrypi"
+    assert "source" not in legacy.to_json()

@@ -164,7 +164,7 @@ def test_an_unknown_toolchain_names_the_declared_ones() -> None:
     result = run_cli("toolchains", "install", "nope")
     assert result.status == 2
     assert result.error_lines == ["error: unknown toolchain 'nope': choose one of "
-                                  "rknn-toolkit2"]
+                                  "ethos-u-vela, rknn-toolkit2"]
 
 
 # ---------------------------------------------------------------- the CLI

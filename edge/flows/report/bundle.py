@@ -125,7 +125,8 @@ def _candidates_section(plt: Any, bundle: Any) -> Section:
 
 def _sourced(bench: Any, ms: float) -> str:
     """A figure, with where it comes from unless it was timed on this host."""
-    return fmt_ms(ms) if bench.source == "host" else f"{fmt_ms(ms)} ({bench.source_label})"
+    return fmt_ms(ms) if bench.source in (None, "host") else \
+        f"{fmt_ms(ms)} ({bench.source_label})"
 
 
 def _pareto(bundle: Any) -> str:
