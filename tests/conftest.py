@@ -25,7 +25,7 @@ import pytest
 from tests.support.digits import DigitsModel, train_digits
 from tests.support.sshd import SSHDevice, empty_home, running_device
 
-pytest_plugins = ["pytester", "tests.support.ci"]
+pytest_plugins = ["pytester", "tests.support.ci", "tests.support.arm_fixtures"]
 
 SHARED_CACHES = ("convert", "reference", "wheels")  # content-addressed: safe to share
 ISOLATED_VARIABLES = ("EDGE_CACHE_DIR", "EDGE_LOCAL_DEVICE")

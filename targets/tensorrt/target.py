@@ -33,7 +33,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 from onnxconverter_common import float16
 from onnxruntime import quantization as q
 from onnxruntime.quantization.shape_inference import quant_pre_process
@@ -43,7 +42,7 @@ from edge.core.errors import first_line
 from edge.core.files import no_space_as
 from edge.core.values import BenchResult, Dataset, ModelInfo
 from targets.base import ConversionError, ConvertSettings, check_precision, missing_modules
-from targets.onnxruntime import constants_to_initializers, name_nodes
+from targets.onnxruntime import OrtRunner, constants_to_initializers, name_nodes
 from targets.tensorrt.agent import COMPANION, SUFFIXES, agreement
 
 __all__ = ["DEFAULT_WORKSPACE_MB", "FILES", "FLOORS", "REFERENCE_SAMPLES", "TensorRTTarget",
@@ -75,21 +74,9 @@ _NOTES = ".notes.json"
 DEFAULT_SETTINGS = ConvertSettings()
 
 
-class TrtHostRunner:
-    """What this host runs for a TensorRT artifact: ONNX Runtime on the CPU, on the artifact
-    itself: the graph the device's TensorRT builds."""
-
-    def __init__(self, model: Path, *, threads: int) -> None:
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        options.log_severity_level = 3
-        self._session = ort.InferenceSession(str(model), options,
-                                             providers=["CPUExecutionProvider"])
-
-    def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-        """Outputs in the model's order."""
-        return list(self._session.run(None, feeds))
+#: What this host runs for a TensorRT artifact: ONNX Runtime's CPU session (the ONNX Runtime
+#: target's), on the artifact itself: the graph the device's TensorRT builds.
+TrtHostRunner = OrtRunner
 
 
 class TensorRTTarget:

@@ -116,26 +116,6 @@ def test_the_agent_command_line_answers_in_json(model: str, tmp_path: Path) -> N
 # ---------------------------------------------------------------- the emulated aarch64 board
 
 
-@pytest.fixture(scope="module")
-def arm_device():
-    from tests.support.arm_device import ArmDeviceError, prepare, running_arm_device
-
-    try:
-        prepare()
-    except ArmDeviceError as exc:  # a skip fails the run under EDGE_TEST_STRICT=1 (CI)
-        pytest.skip(f"no emulated aarch64 device: {str(exc).splitlines()[0]}")
-    with running_arm_device() as device:
-        yield device
-
-
-@pytest.fixture(scope="module")
-def transport(arm_device):
-    from devices.ssh import HostSpec, SSHTransport
-
-    spec = HostSpec(user=arm_device.user, host=arm_device.host, port=arm_device.port)
-    with SSHTransport(spec, identity=arm_device.identity, known_hosts=arm_device.known_hosts,
-                      timeout=120) as ssh:
-        yield ssh
 
 
 @pytest.mark.slow
