@@ -6,10 +6,11 @@ intake) are hints. Auto-detection only picks a kind when that is sound:
 
 * integers from ArgMax/ArgMin/TopK are ``exact`` (every value must stay the same);
 * values in [0, 1] computed by a Sigmoid are ``probs`` (decisions at 0.5), whatever the shape;
-* 3-D scores [N, T, C] or, time first as PyTorch's CTC writes them, [T, 1, C]
-  (``layout=tnc``): ``ctc`` when one class, 0 or C - 1, is the arg-max on most frames (the
-  blank, recorded as ``blank=``), else ``sequence`` when the rows are distributions
-  (softmax, log-softmax) or the name says ctc;
+* time-first class scores [T, 1, C], as PyTorch's CTC writes them, are ``ctc`` (with
+  ``layout=tnc``) when one class, 0 or C - 1, is the arg-max on most frames (the blank,
+  recorded as ``blank=``); [N, T, C] or [T, 1, C] scores named ctc are ``ctc``; [N, T, C]
+  rows that are distributions (softmax, log-softmax) are a ``sequence`` (a blank there is only
+  pointed out in the reason: per-anchor detector scores have a background class too);
 * rows along the last axis that are distributions, [N, K], are ``classes``;
 * [1, K] scores when the data carries labels (the first such output), or named like logits;
 * a single value in [0, 1] per sample ([1], [1, 1]) or a [1, K] output in [0, 1] named like
@@ -118,24 +119,37 @@ def _sigmoid(seen: _Seen) -> Picked | None:
 
 
 def _sequence(seen: _Seen) -> Picked | None:
-    """[N, T, C] or [T, 1, C] frames of class scores: ctc (a blank found) or sequence."""
+    """[N, T, C] or [T, 1, C] frames of class scores: ``ctc`` when time first with a blank
+    (PyTorch's CTC layout) or named ctc, else ``sequence`` when the rows are distributions
+    (a blank in [N, T, C] rows is only pointed out: per-anchor scores have one too)."""
     layout = _layout(seen.dims)
     if layout is None:
         return None
-    frames = [_ntc(r, layout) for r in seen.ref]
     rows = _distribution(seen.ref)
-    blank, share = _blank(frames)
+    blank, share = _blank([_ntc(r, layout) for r in seen.ref])
     named = "ctc" in seen.name.lower()
-    if blank is None and not rows:
-        return None
-    options = ({"blank": str(blank)} if blank is not None else {}) | (
+    ctc = named or (blank is not None and layout == "tnc")
+    if not ctc and not rows:
+        return None if blank is None else _unknown(
+            seen.name, f"default: no task shape recognised ({seen.text()}, raw scores"
+                       f"{_blank_words(seen.name, blank, share, False)})")
+    options = ({"blank": str(blank)} if ctc and blank is not None else {}) | (
         {"layout": layout} if layout == "tnc" else {})
-    kind = "ctc" if blank is not None or named else "sequence"
-    why = f"{seen.text()}: {_layout_words(layout, seen.dims)}"
-    why += f", rows are {rows}" if rows else ", raw scores"
-    why += f"; class {blank} (the blank) is the arg-max on {share:.0%} of frames" \
-        if blank is not None else (" and the name says ctc" if named else "")
-    return Picked(spec=Spec(kind=kind, options=options), why=why)
+    why = (f"{seen.text()}: {_layout_words(layout, seen.dims)}, "
+           + (f"rows are {rows}" if rows else "raw scores")
+           + _blank_words(seen.name, blank, share, ctc) + (" and the name says ctc" if named
+                                                           else ""))
+    return Picked(spec=Spec(kind="ctc" if ctc else "sequence", options=options), why=why)
+
+
+def _blank_words(name: str, blank: int | None, share: float, ctc: bool) -> str:
+    """What the blank says: why ctc, or how to ask for ctc when it was not picked."""
+    if blank is None:
+        return ""
+    if ctc:
+        return f"; class {blank} (the blank) is the arg-max on {share:.0%} of frames"
+    return (f"; class {blank} is the arg-max on {share:.0%} of frames: if these are CTC "
+            f"scores, name them --metric {name}=ctc:blank={blank}")
 
 
 def _layout(dims: list[int]) -> str | None:
