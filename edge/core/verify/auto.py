@@ -130,9 +130,7 @@ def _sequence(seen: _Seen) -> Picked | None:
     named = "ctc" in seen.name.lower()
     ctc = named or (blank is not None and layout == "tnc")
     if not ctc and not rows:
-        return None if blank is None else _unknown(
-            seen.name, f"default: no task shape recognised ({seen.text()}, raw scores"
-                       f"{_blank_words(seen.name, blank, share, False)})")
+        return None
     options = ({"blank": str(blank)} if ctc and blank is not None else {}) | (
         {"layout": layout} if layout == "tnc" else {})
     why = (f"{seen.text()}: {_layout_words(layout, seen.dims)}, "
