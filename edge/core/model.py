@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from collections.abc import Collection
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ from edge.core.errors import UsageError, first_line
 from edge.core.files import write_atomic
 from edge.core.units import size_text
 from edge.core.values import ModelInfo, TensorSpec
+from edge.core.verify.lastops import last_ops
 
 __all__ = ["inspect_model", "layer_owner", "load_named", "load_onnx", "macs_caveat",
            "node_bases", "node_macs", "node_names", "save_onnx_atomic", "sha256_file", "unrunnable",
@@ -58,13 +60,14 @@ def inspect_model(path: str | Path) -> ModelInfo:
     model = load_onnx(path)
     inferred = onnx.shape_inference.infer_shapes(model)
     initializers = {i.name for i in model.graph.initializer}
+    ops = last_ops(model)
     return ModelInfo(
         path=str(path.resolve()),
         sha256=sha256_file(path),
         size_bytes=path.stat().st_size,
         opset=_opset(model),
         inputs=tuple(_spec(v) for v in model.graph.input if v.name not in initializers),
-        outputs=tuple(_spec(v) for v in model.graph.output),
+        outputs=tuple(replace(_spec(v), last_op=ops[v.name]) for v in model.graph.output),
         params=sum(_numel(i.dims) for i in model.graph.initializer),
         macs=_count_macs(inferred),
         ops=dict(Counter(n.op_type for n in model.graph.node).most_common()),

@@ -94,11 +94,16 @@ ORIGINAL = "original"
 
 @pydantic_dataclass(frozen=True, kw_only=True, slots=True)
 class TensorSpec(JsonValue):
-    """A model input or output: name, shape (ints, or strings for symbolic dims), dtype."""
+    """A model input or output: name, shape (ints, or strings for symbolic dims), dtype, and
+    for an ONNX output the op that computed it (``last_op``, past shape-only ops; a hint for
+    its kind)."""
+
+    OMIT_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("last_op",)
 
     name: str
     shape: tuple[int | str, ...]
     dtype: str
+    last_op: str = ""
 
     @property
     def static_shape(self) -> tuple[int, ...]:

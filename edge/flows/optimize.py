@@ -360,7 +360,8 @@ def _try(planned: Planned, ctx: _Context, keep_float: tuple[str, ...] = (),
         with progress.step(f"{cand.id}: verifying on {len(ctx.held_out)} samples"):
             runner = target.load(file, ctx.model, threads=os.cpu_count() or 1)
             fidelity = measure(ctx.reference, run_all(runner, ctx.held_out), ctx.held_out,
-                               ctx.limits, [o.name for o in ctx.model.outputs])
+                               ctx.limits, [o.name for o in ctx.model.outputs],
+                               declared=ctx.model.outputs)
     except Exception as exc:  # noqa: BLE001 - a runtime that cannot run it drops out, others go on
         return _failed(cand, f"{target.caps.runtime} could not run the artifact: "
                              f"{type(exc).__name__}: {first_line(exc)}", ctx.pruning)
@@ -451,11 +452,13 @@ def _store(target: Any, cand: Any, file: Path,
 
 
 def _passed(fid: Fidelity, kept_float: tuple[str, ...] = ()) -> str:
-    """Why a candidate passed: accuracy when labelled, else the lowest output cosine; with
-    several outputs, how many each kept their own metric."""
+    """Why a candidate passed: accuracy when labelled, a single output's task metric, else the
+    lowest output cosine; with several outputs, how many each kept their own metric."""
     if fid.accuracy is not None and fid.reference_accuracy is not None:
         text = (f"keeps fidelity: accuracy {100 * fid.accuracy:.1f}% vs fp32 "
                 f"{100 * fid.reference_accuracy:.1f}%")
+    elif len(fid.outputs) == 1 and fid.outputs[0].drop is not None:  # its task metric
+        text = f"keeps fidelity: {fid.outputs[0].reason}"
     else:
         text = f"keeps fidelity: cosine {fid.cosine:.4f}"
     if len(fid.outputs) > 1:

@@ -125,7 +125,7 @@ def _attempt(
         log.info("recovery attempt keep_float=%s failed: %s", settings.keep_float, exc)
         return None
     fidelity = measure(reference, run_all(runner, held_out), held_out, limits,
-                       [o.name for o in model.outputs])
+                       [o.name for o in model.outputs], declared=model.outputs)
     failure = judge(fidelity, limits)
     log.info("recovery attempt keep_float=%s: %s (%.1f s)", settings.keep_float,
              failure or "passes", time.perf_counter() - start)

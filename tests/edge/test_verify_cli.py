@@ -55,7 +55,8 @@ def test_table_and_report_show_fidelity_per_output(work: Path) -> None:
                      "--calib", str(work / "two.npy"), "-o", str(out), "--report", str(report))
     assert result.status == 0, result.stderr
     assert "outputs judged as:" in result.stdout
-    assert "metres: values (default: no task shape recognised)" in result.stdout
+    assert "metres: values (default: no task shape recognised" in result.stdout
+    assert "name it with --metric metres=KIND" in result.stdout  # how to say what it is
     rows = {line.split()[1]: line for line in result.stdout.splitlines()
             if line.split()[:1] == ["onnxruntime-int8"] and len(line.split()) > 2}
     assert "FAILS" in rows["metres"]

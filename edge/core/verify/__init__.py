@@ -1,7 +1,7 @@
 """Fidelity of an artifact against the reference model on held-out inputs, output by output.
 
 Every output is judged on its own scale, the way its kind needs (``kinds``: values, classes,
-probs, sequence, ctc, yolo, ssd, regression), the kind given by ``--metric OUTPUT=KIND`` or
+probs, sequence, ctc, exact, yolo, ssd, regression), the kind given by ``--metric OUTPUT=KIND`` or
 auto-detected (``auto``) and recorded with the reason; a user's ``--metric module:function``
 (``custom``) judges all outputs at once. NaN or Inf in a candidate's output always fails.
 """
@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from edge.core.errors import UsageError
-from edge.core.values import Dataset, Fidelity, OutputFidelity
+from edge.core.values import Dataset, Fidelity, OutputFidelity, TensorSpec
 from edge.core.verify.allowance import allowance_used
 from edge.core.verify.auto import Picked, pick_kinds
 from edge.core.verify.custom import call_metric, load_metric
@@ -31,10 +31,15 @@ Outputs = list[list[np.ndarray]]
 
 #: options each kind takes (``ctc:blank=0``), with their value type ('' = a bare flag)
 _OPTIONS: dict[str, dict[str, type]] = {
-    "probs": {"threshold": float}, "ctc": {"blank": int},
+    "probs": {"threshold": float}, "ctc": {"blank": int, "layout": str},
+    "sequence": {"layout": str},
     "yolo": {"obj": str, "score": float, "iou": float, "nms": float},
     "ssd": {"scores": str, "score": float, "iou": float, "nms": float},
 }
+
+#: options whose value is one of a few words, and what the words mean
+_CHOICES = {"layout": ("ntc", "tnc")}
+_CHOICES_MEAN = {"layout": "ntc: [N, T, C], batch first; tnc: [T, N, C], time first"}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -96,6 +101,9 @@ def _option(text: str, kind: str, item: str) -> tuple[str, str]:
     if key not in allowed:
         raise UsageError(f"--metric {text}: {kind} takes no option {key!r}"
                          + (f" (options: {', '.join(allowed)})" if allowed else ""))
+    if key in _CHOICES and value not in _CHOICES[key]:
+        raise UsageError(f"--metric {text}: {key}={value!r} is not one of "
+                         f"{', '.join(_CHOICES[key])} ({_CHOICES_MEAN[key]})")
     if allowed[key] is not str:
         try:
             allowed[key](value)
@@ -140,14 +148,17 @@ def check_metrics(limits: Thresholds, names: Sequence[str]) -> None:
 
 
 def measure(reference: Outputs, candidate: Outputs, data: Dataset,
-            limits: Thresholds | None = None, names: Sequence[str] | None = None) -> Fidelity:
-    """Compare candidate outputs to reference outputs, output by output."""
+            limits: Thresholds | None = None, names: Sequence[str] | None = None, *,
+            declared: Sequence[TensorSpec] = ()) -> Fidelity:
+    """Compare candidate outputs to reference outputs, output by output (``declared``: the
+    model's outputs as its graph declares them, whose shapes and last ops hint at their
+    kinds)."""
     limits = limits or Thresholds()
     count = len(reference[0]) if reference else 0
     names = list(names) if names is not None and len(names) == count else \
         [f"output{i}" for i in range(count)]
     flags = {output: parse_spec(kind) for output, kind in limits.metrics}
-    picked = pick_kinds(names, reference, flags, data.labels is not None)
+    picked = pick_kinds(names, reference, flags, data.labels is not None, declared)
     first_classes = next((i for i, p in enumerate(picked) if p.spec.kind == "classes"), None)
     outputs = [_one(i, names, picked[i], (reference, candidate),
                     data.labels if i == first_classes else None, limits)

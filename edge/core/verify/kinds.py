@@ -16,7 +16,7 @@ import numpy as np
 from edge.core.verify.detect import measure_detections
 from edge.core.verify.spec import Spec
 
-__all__ = ["KINDS", "Measured", "Spec", "common", "measure_kind", "softmax_rows"]
+__all__ = ["KINDS", "Measured", "Spec", "common", "frames", "measure_kind", "softmax_rows"]
 
 Arrays = Sequence[np.ndarray]
 
@@ -171,8 +171,29 @@ def _probs(ref: Arrays, got: Arrays, spec: Spec, labels: Any) -> Measured:
                     detail=f"{flips} of {total} probabilities cross {threshold:g}")
 
 
+def _exact(ref: Arrays, got: Arrays, spec: Spec, labels: Any) -> Measured:
+    """Indices, ids, flags: every value must equal fp32's."""
+    differ = sum(int(np.sum(r != g)) for r, g in zip(ref, got, strict=True))
+    total = sum(r.size for r in ref)
+    return Measured(drop=_percent(differ, total),
+                    detail=f"{differ} of {total} values differ from fp32's")
+
+
+def frames(array: np.ndarray, spec: Spec) -> np.ndarray:
+    """One sample's class scores as [N, T, C]: ``layout=tnc`` reads [T, N, C] (time first, as
+    PyTorch's CTC writes them); otherwise the last two axes are T and C."""
+    layout = spec.options.get("layout", "ntc")
+    if layout == "tnc":
+        if array.ndim != 3:
+            raise ValueError(f"layout=tnc needs [T, N, C] outputs, got {list(array.shape)}")
+        return array.transpose(1, 0, 2)
+    if layout != "ntc":
+        raise ValueError(f"layout={layout!r} is not one of ntc, tnc")
+    return array.reshape(-1, *array.shape[-2:])
+
+
 def _sequence(ref: Arrays, got: Arrays, spec: Spec, labels: Any) -> Measured:
-    """[N, T, C]: arg-max over C at every position."""
+    """[N, T, C] (or [T, N, C] with ``layout=tnc``): arg-max over C at every position."""
     differ = sum(int(np.sum(r.argmax(-1) != g.argmax(-1))) for r, g in zip(ref, got, strict=True))
     total = sum(r.size // r.shape[-1] for r in ref)
     return Measured(drop=_percent(differ, total),
@@ -188,11 +209,11 @@ def ctc_greedy(scores: np.ndarray, blank: int = 0) -> tuple[int, ...]:
 
 
 def _ctc(ref: Arrays, got: Arrays, spec: Spec, labels: Any) -> Measured:
-    """[N, T, C]: greedy-decoded label strings equal, string by string."""
+    """[N, T, C] (or [T, N, C] with ``layout=tnc``): greedy-decoded label strings equal,
+    string by string (one string per batch item)."""
     blank = int(spec.options.get("blank", 0))
     pairs = [(r2, g2) for r, g in zip(ref, got, strict=True)
-             for r2, g2 in zip(r.reshape(-1, *r.shape[-2:]), g.reshape(-1, *g.shape[-2:]),
-                               strict=True)]
+             for r2, g2 in zip(frames(r, spec), frames(g, spec), strict=True)]
     differ = sum(ctc_greedy(r, blank) != ctc_greedy(g, blank) for r, g in pairs)
     return Measured(drop=_percent(differ, len(pairs)),
                     detail=f"{differ} of {len(pairs)} decoded strings differ (blank {blank})")
@@ -215,7 +236,7 @@ Kind = Callable[[Arrays, Arrays, Spec, Any], Measured]
 #: the built-in kinds, by the name ``--metric OUTPUT=KIND`` uses
 KINDS: dict[str, Kind] = {
     "values": _values, "classes": _classes, "probs": _probs, "sequence": _sequence,
-    "ctc": _ctc, "yolo": _detector, "ssd": _detector, "regression": _regression,
+    "ctc": _ctc, "exact": _exact, "yolo": _detector, "ssd": _detector, "regression": _regression,
 }
 
 

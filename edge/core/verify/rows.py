@@ -12,7 +12,7 @@ __all__ = ["HEADERS", "kind_lines", "output_rows"]
 HEADERS = ("candidate", "output", "kind", "cosine", "RMS err / spread", "task metric", "verdict")
 
 _CHANGED = {"classes": "top-1 changed", "probs": "decisions flipped",
-            "sequence": "positions changed", "ctc": "strings changed"}
+            "sequence": "positions changed", "ctc": "strings changed", "exact": "values changed"}
 
 
 def _number(value: float | None, digits: int) -> str:
