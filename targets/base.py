@@ -17,8 +17,8 @@ from edge.core.capabilities import Capabilities
 from edge.core.values import BenchResult, Dataset, ModelInfo
 
 __all__ = ["PRECISIONS", "AcceleratorTarget", "ConversionError", "ConvertSettings", "Provision",
-           "NodeOutputsTarget", "Runner", "Runtime", "Target", "Capabilities", "check_precision", "missing_modules",
-           "workdir_lock"]
+           "NodeOutputsTarget", "Runner", "Runtime", "Target", "Capabilities", "check_precision",
+           "missing_modules", "workdir_lock"]
 
 #: Precision names shared by every target. ``int8``: weights and activations int8 (static,
 #: calibrated); ``int8-dynamic``: int8 weights, activations quantized at run time; ``bf16``:
