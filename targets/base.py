@@ -161,7 +161,8 @@ class NodeOutputsTarget(Target, Protocol):
     """A target (``caps.node_outputs`` declared) that runs an artifact keeping every node's
     output, named by the reference ONNX tensor names its converter kept."""
 
-    def node_outputs(self, artifact: Path,
+    def node_outputs(self, artifact: Path, model: ModelInfo,
                      feeds: Sequence[dict[str, np.ndarray]]) -> dict[str, list[np.ndarray]]:
-        """Tensor name -> its values on each feed (float node outputs only)."""
+        """Tensor name -> its values on each feed (float node outputs only); ``feeds`` are
+        the reference ``model``'s."""
         ...

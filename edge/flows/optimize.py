@@ -383,7 +383,8 @@ def _try(planned: Planned, ctx: _Context, keep_float: tuple[str, ...] = (),
         reason = f"{reason}; {ctx.pruning.summary}"
     result = CandidateResult(candidate=cand, status=status, reason=reason, artifact=artifact,
                              fidelity=fidelity, pruning=ctx.pruning)
-    nodes = target.node_outputs if target.caps.node_outputs else None
+    nodes = (lambda a, f: target.node_outputs(a, ctx.model, f)) if target.caps.node_outputs \
+        else None
     result = labelled(result, Path(ctx.model.path), file, ctx.held_out.feeds, nodes)
     return _Outcome(result=result, files=files, runner=None if failure else runner)
 

@@ -83,7 +83,7 @@ class OpenVINOTarget:
                 notes = _convert(model, precision, calib, settings, out)
         return out, notes
 
-    def node_outputs(self, artifact: Path,
+    def node_outputs(self, artifact: Path, model: ModelInfo,
                      feeds: Sequence[dict[str, np.ndarray]]) -> dict[str, list[np.ndarray]]:
         """Every f32 node output of the IR by its ONNX tensor names (``targets.openvino.nodes``)."""
         return node_outputs(_complete(Path(artifact)), feeds)

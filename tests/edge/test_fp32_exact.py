@@ -101,6 +101,30 @@ def test_a_large_error_names_the_first_diverging_node(optimized: Any) -> None:
     assert "2 upstream node(s) match" in reason
 
 
+@needs_openvino
+def test_the_report_shows_the_label(work: Path, optimized: Any, tmp_path: Path) -> None:
+    html = tmp_path / "report.html"
+    assert run_cli("report", str(work / "b"), "-o", str(html)).status == 0
+    text = html.read_text()
+    assert optimized["openvino-fp32"]["exactness"] in text
+    assert "fp32 exact (within float round-off)" in text
+
+
+@pytest.mark.slow  # onnx2tf converts for ~30 s
+@pytest.mark.skipif(get_target("tflite").missing() is not None, reason="onnx2tf is not installed")
+def test_an_inexact_tflite_fp32_names_its_diverging_node_by_value(work: Path) -> None:
+    """onnx2tf renames every tensor (and fuses the MatMul with its Relu): the node is found by
+    matching the artifact's tensors to the reference's node outputs by value."""
+    (work / "tfl.yaml").write_text("extends: x86-64\nid: exact-tfl\nruntimes: [tflite]\n")
+    result = run_cli("optimize", str(work / "cancel.onnx"), "--profile", str(work / "tfl.yaml"),
+                     "--calib", str(work / "x.npy"), "-o", str(work / "t"), "--json")
+    assert result.status == 0, result.stderr
+    fp32 = {_id(c["candidate"]): c for c in result.json()["candidates"]}["tflite-fp32"]
+    assert fp32["exactness"].startswith("not exact: max error "), fp32
+    assert "differs from the original from node 'diff' (MatMul)" in fp32["reason"], fp32
+    assert "match by value" in fp32["reason"]
+
+
 def test_the_first_diverging_node_of_an_onnx_artifact(work: Path, tmp_path: Path) -> None:
     """The same graph with the cancelling MatMul's weights changed diverges at that node."""
     model = onnx.load(str(work / "cancel.onnx"))

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -94,21 +94,24 @@ def first_divergence(reference: Path, artifact: Path, feeds: Sequence[dict[str, 
         nodes = _intermediates
     if reference.suffix != ".onnx" or nodes is None:
         return ("the diverging node was not searched: edge compares intermediate outputs of "
-                f"an ONNX reference with ONNX and OpenVINO artifacts only (this one is "
+                f"an ONNX reference with ONNX, OpenVINO and LiteRT artifacts only (this one is "
                 f"{artifact.suffix or 'a folder'})")
     try:
         ref = _intermediates(reference, feeds)
         got = nodes(artifact, feeds)
     except Exception as exc:  # noqa: BLE001 - the search is a hint: say why it is missing
         return f"the diverging node was not found: {type(exc).__name__} running the nodes"
-    return _first(_nodes(reference), ref, got)
+    graph = _nodes(reference)
+    if any(node.tensor in got for node in graph):
+        return _first(graph, ref, got)
+    return _first_by_values(graph, ref, got)
 
 
-def _first(nodes: list[tuple[str, str, str]], ref: dict[str, list[np.ndarray]],
+def _first(nodes: list[_Node], ref: dict[str, list[np.ndarray]],
            got: dict[str, list[np.ndarray]]) -> str:
     """The first node whose output, kept by both graphs under its name, differs."""
     compared = 0
-    for name, op, tensor in nodes:
+    for name, op, tensor, _ in nodes:
         if tensor not in ref or tensor not in got:
             continue
         rel = _rel_rms(ref[tensor], got[tensor])
@@ -123,9 +126,46 @@ def _first(nodes: list[tuple[str, str, str]], ref: dict[str, list[np.ndarray]],
             "the original (the difference is in nodes the artifact renamed or fused)")
 
 
+def _first_by_values(nodes: list[_Node], ref: dict[str, list[np.ndarray]],
+                     got: dict[str, list[np.ndarray]]) -> str:
+    """Where the artifact renamed its tensors: a reference node output matches when a tensor
+    of the artifact holds its values (in its layout or channels-last) within round-off. The
+    first diverging node is the first one unmatched from which nothing computed matches again
+    (a node fused away in the artifact is unmatched, but what follows it matches)."""
+    errors = {n.tensor: _nearest(ref[n.tensor], got) for n in nodes if n.tensor in ref}
+    matched = {t for t, e in errors.items() if e is not None and e <= EXACT_REL_RMS}
+    for node in nodes:
+        if node.tensor not in errors or node.tensor in matched:
+            continue
+        if not _downstream(node.tensor, nodes) & matched:
+            rel = errors[node.tensor]
+            there = "its output is fused away" if rel is None else f"RMS error {rel:.3g} of spread"
+            return (f"fp32 differs from the original from node '{node.name}' ({node.op}) on: "
+                    f"{there} there; {len(matched)} upstream node output(s) match by value")
+    return (f"no diverging node found: {len(matched)} node output(s) match the artifact's "
+            "tensors by value")
+
+
+def _nearest(ref: list[np.ndarray], got: dict[str, list[np.ndarray]]) -> float | None:
+    """The smallest RMS error of any artifact tensor of the reference's shape (or its
+    channels-last layout); None when none has it."""
+    errors = [e for values in got.values() if (e := _rel_rms(ref, values)) is not None]
+    return min(errors, default=None)
+
+
+def _downstream(tensor: str, nodes: list[_Node]) -> set[str]:
+    """The tensors computed from ``tensor`` (nodes are in topological order)."""
+    reached = {tensor}
+    for node in nodes:
+        if reached.intersection(node.inputs):
+            reached.add(node.tensor)
+    return reached - {tensor}
+
+
 def _rel_rms(ref: list[np.ndarray], got: list[np.ndarray]) -> float | None:
     """RMS difference over the reference tensor's spread; None when shapes differ."""
-    if [r.shape for r in ref] != [g.shape for g in got]:
+    got = [_ref_layout(r, g) for r, g in zip(ref, got, strict=False)]
+    if len(got) != len(ref) or [r.shape for r in ref] != [g.shape for g in got]:
         return None
     a = np.stack(ref).astype(np.float64)
     b = np.stack(got).astype(np.float64)
@@ -133,13 +173,30 @@ def _rel_rms(ref: list[np.ndarray], got: list[np.ndarray]) -> float | None:
     return float(np.sqrt(np.mean((a - b) ** 2))) / spread
 
 
-def _nodes(path: Path) -> list[tuple[str, str, str]]:
-    """(node name, op type, output tensor) of every node's outputs in graph (topological)
-    order."""
+def _ref_layout(ref: np.ndarray, got: np.ndarray) -> np.ndarray:
+    """``got`` in ``ref``'s layout where it is ``ref`` with channels moved last (NHWC)."""
+    if got.shape == ref.shape or got.ndim != ref.ndim or ref.ndim < 3:
+        return got
+    last = (0, *range(2, ref.ndim), 1)
+    if got.shape == tuple(ref.shape[i] for i in last):
+        return np.transpose(got, np.argsort(last))
+    return got
+
+
+class _Node(NamedTuple):
+    name: str
+    op: str
+    tensor: str  # one of its outputs
+    inputs: tuple[str, ...]
+
+
+def _nodes(path: Path) -> list[_Node]:
+    """Every node's outputs in graph (topological) order."""
     import onnx
 
     graph = onnx.load(str(path), load_external_data=False).graph
-    return [(n.name or out, n.op_type, out) for n in graph.node for out in n.output if out]
+    return [_Node(n.name or out, n.op_type, out, tuple(n.input))
+            for n in graph.node for out in n.output if out]
 
 
 def _intermediates(path: Path,
