@@ -102,6 +102,19 @@ def test_a_large_error_names_the_first_diverging_node(optimized: Any) -> None:
 
 
 @needs_openvino
+def test_a_rejected_fp32_says_where_it_departs(work: Path) -> None:
+    """Under a tighter --max-error the OpenVINO fp32 is rejected, and its reason says why."""
+    result = run_cli("optimize", str(work / "cancel.onnx"), "--profile", str(work / "ov.yaml"),
+                     "--calib", str(work / "x.npy"), "-o", str(work / "tight"), "--json",
+                     "--max-error", "0.01")
+    assert result.status == 0, result.stderr
+    ov = {_id(c["candidate"]): c for c in result.json()["candidates"]}["openvino-fp32"]
+    assert ov["status"] == "rejected", ov
+    assert ov["reason"].startswith("output 'y'"), ov
+    assert "from node 'diff' (MatMul)" in ov["reason"] and ov["exactness"] in ov["reason"]
+
+
+@needs_openvino
 def test_the_report_shows_the_label(work: Path, optimized: Any, tmp_path: Path) -> None:
     html = tmp_path / "report.html"
     assert run_cli("report", str(work / "b"), "-o", str(html)).status == 0

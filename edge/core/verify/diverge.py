@@ -61,6 +61,8 @@ def _error(out: OutputFidelity, named: bool) -> str:
 
 def _large(result: CandidateResult, exact: str) -> bool:
     """Rejected, or not exact beyond ``LARGE_REL_RMS``: worth a search for the cause."""
+    if exact == "exact":
+        return False
     if result.status in ("rejected", "failed"):
         return True
     outs = result.fidelity.outputs if result.fidelity else ()
