@@ -6,7 +6,7 @@ import contextlib
 import fcntl
 import hashlib
 import importlib.util
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Literal, Protocol
@@ -17,8 +17,8 @@ from edge.core.capabilities import Capabilities
 from edge.core.values import BenchResult, Dataset, ModelInfo
 
 __all__ = ["PRECISIONS", "AcceleratorTarget", "ConversionError", "ConvertSettings", "Provision",
-           "Runner", "Runtime", "Target", "Capabilities", "check_precision", "missing_modules",
-           "workdir_lock"]
+           "NodeOutputsTarget", "Runner", "Runtime", "Target", "Capabilities", "check_precision",
+           "missing_modules", "workdir_lock"]
 
 #: Precision names shared by every target. ``int8``: weights and activations int8 (static,
 #: calibrated); ``int8-dynamic``: int8 weights, activations quantized at run time; ``bf16``:
@@ -154,4 +154,15 @@ class AcceleratorTarget(Target, Protocol):
     def estimate(self, artifact: Path, model: ModelInfo) -> BenchResult | None:
         """The vendor tool's estimate of one inference (``BenchResult.source`` "estimate"),
         None when the vendor offers none."""
+        ...
+
+
+class NodeOutputsTarget(Target, Protocol):
+    """A target (``caps.node_outputs`` declared) that runs an artifact keeping every node's
+    output, named by the reference ONNX tensor names its converter kept."""
+
+    def node_outputs(self, artifact: Path, model: ModelInfo,
+                     feeds: Sequence[dict[str, np.ndarray]]) -> dict[str, list[np.ndarray]]:
+        """Tensor name -> its values on each feed (float node outputs only); ``feeds`` are
+        the reference ``model``'s."""
         ...

@@ -57,6 +57,9 @@ class Capabilities:
     #: "simulated" NPU, with the "reference" kernels of the format, or the same graph on the
     #: host's "cpu"
     host_runs: Literal["", "simulated", "reference", "cpu"] = ""
+    #: offers ``node_outputs`` (``targets.base.NodeOutputsTarget``): every node's output of an
+    #: artifact by the ONNX tensor names it keeps, to find where an fp32 departs from the original
+    node_outputs: bool = False
 
     def runs_on(self, arch: str) -> bool:
         """Whether its runtime runs on a device of this architecture."""

@@ -353,8 +353,11 @@ class CandidateResult(JsonValue):
     fidelity: Fidelity | None = None
     bench: BenchResult | None = None
     pruning: Pruning | None = None
+    #: an fp32 candidate measured against the reference: "exact" (within float round-off) or
+    #: "not exact: max error X, RMS Y of spread" (edge/core/verify/diverge.py); "" otherwise
+    exactness: str = ""
 
-    OMIT_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("pruning",)
+    OMIT_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("pruning", "exactness")
 
 
 @pydantic_dataclass(frozen=True, kw_only=True, slots=True)

@@ -44,6 +44,7 @@ from edge.core.values import (
     StoredFile,
 )
 from edge.core.verify import Outputs, Thresholds, check_metrics, judge, measure, run_all
+from edge.core.verify.diverge import labelled
 from edge.flows import mixed
 from edge.flows.budgets import (
     budget_for,
@@ -383,6 +384,9 @@ def _try(planned: Planned, ctx: _Context, keep_float: tuple[str, ...] = (),
         reason = f"{reason}; {ctx.pruning.summary}"
     result = CandidateResult(candidate=cand, status=status, reason=reason, artifact=artifact,
                              fidelity=fidelity, pruning=ctx.pruning)
+    nodes = (lambda a, f: target.node_outputs(a, ctx.model, f)) if target.caps.node_outputs \
+        else None
+    result = labelled(result, Path(ctx.model.path), file, ctx.held_out.feeds, nodes)
     return _Outcome(result=result, files=files, runner=None if failure else runner)
 
 

@@ -31,6 +31,7 @@ from targets.base import (
     workdir_lock,
 )
 from targets.openvino.agent import OPENVINO_COMPUTES
+from targets.openvino.nodes import node_outputs
 
 DEFAULT_SETTINGS = ConvertSettings()
 
@@ -62,7 +63,7 @@ class OpenVINOTarget:
         companions=(WEIGHTS,),  # the IR's weights travel with its .xml
         keeps_float=True, layer_plan="layers", archs=("x86_64", "aarch64"), modules=_DEPENDENCIES,
         extra="openvino", converters=("openvino", "nncf", "onnx"), recipe=1,
-        formats=("openvino",), needs_isa=(("bf16", BF16),))
+        formats=("openvino",), needs_isa=(("bf16", BF16),), node_outputs=True)
 
     def missing(self) -> str | None:
         """Name openvino (every precision) or nncf (int8) if not importable."""
@@ -81,6 +82,11 @@ class OpenVINOTarget:
             if notes is None:
                 notes = _convert(model, precision, calib, settings, out)
         return out, notes
+
+    def node_outputs(self, artifact: Path, model: ModelInfo,
+                     feeds: Sequence[dict[str, np.ndarray]]) -> dict[str, list[np.ndarray]]:
+        """Every f32 node output of the IR by its ONNX tensor names (``targets.openvino.nodes``)."""
+        return node_outputs(_complete(Path(artifact)), feeds)
 
     def load(self, artifact: Path, model: ModelInfo, *, threads: int) -> OpenVINORunner:
         """A CPU compiled model computing in the precision the IR records (``COMPUTES``);

@@ -7,14 +7,18 @@ is ``targets.tflite.litert_runner``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
+
+import numpy as np
 
 from edge.core.capabilities import Capabilities
 from edge.core.errors import first_line
 from edge.core.files import no_space_as
 from edge.core.values import Dataset, ModelInfo
 from targets.base import ConversionError, ConvertSettings, check_precision, missing_modules
+from targets.tflite import nodes
 from targets.tflite.litert_runner import TFLiteRunner, interpreter, layout_notes
 from targets.tflite.onnx2tf_run import FAILED, FILES, LOG, MARKER, RECIPE, ensure_converted
 
@@ -36,7 +40,7 @@ class TFLiteTarget:
         converts_in_background=True,  # onnx2tf is a child process: optimize starts it early
         modules=(*_CONVERTER_MODULES, "ai_edge_litert"), extra="tflite",
         converters=("onnx2tf", "tensorflow", "tf-keras", "onnx-graphsurgeon", "onnxsim",
-                    "sng4onnx", "ai-edge-litert", "onnx"), recipe=RECIPE)
+                    "sng4onnx", "ai-edge-litert", "onnx"), recipe=RECIPE, node_outputs=True)
     timeout_s: ClassVar[float] = 3600.0
 
     def missing(self) -> str | None:
@@ -61,6 +65,11 @@ class TFLiteTarget:
             raise ConversionError(f"onnx2tf wrote no {name} model: "
                                   f"{run['missing'].get(name, 'unknown reason')}")
         return Path(workdir) / run["files"][name], run
+
+    def node_outputs(self, artifact: Path, model: ModelInfo,
+                     feeds: Sequence[dict[str, np.ndarray]]) -> dict[str, list[np.ndarray]]:
+        """Every float32 tensor the .tflite computes (``targets.tflite.nodes``)."""
+        return nodes.node_outputs(Path(artifact), model, feeds)
 
     def load(self, artifact: Path, model: ModelInfo, *, threads: int) -> TFLiteRunner:
         """A LiteRT interpreter with ``threads`` threads, wrapped to speak the ONNX layout."""
