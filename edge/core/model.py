@@ -16,7 +16,7 @@ from edge.core.errors import UsageError, first_line
 from edge.core.files import write_atomic
 from edge.core.units import size_text
 from edge.core.values import ModelInfo, TensorSpec
-from edge.core.verify.lastops import last_ops
+from edge.core.lastops import last_ops
 
 __all__ = ["inspect_model", "layer_owner", "load_named", "load_onnx", "macs_caveat",
            "node_bases", "node_macs", "node_names", "save_onnx_atomic", "sha256_file", "unrunnable",
