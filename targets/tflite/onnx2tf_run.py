@@ -31,7 +31,7 @@ import numpy as np
 import onnx
 
 from edge.core import cancel
-from edge.core.cache import cache_key
+from edge.core.cache import cache_key, earlier_run, this_run
 from edge.core.data import dataset_digest
 from edge.core.errors import first_line
 from edge.core.values import Dataset, ModelInfo, TensorSpec
@@ -86,7 +86,8 @@ def ensure_converted(model: ModelInfo, calib: Dataset, workdir: Path,
             return _run_onnx2tf(model, calib, workdir, timeout)
         except _RunFailed as failed:
             _write_json(workdir / FAILED, {"key": key, "reason": str(failed),
-                                           "model_sha256": model.sha256, "at": time.time()})
+                                           "model_sha256": model.sha256, "at": time.time(),
+                                           "run": this_run()})
             raise ConversionError(str(failed)) from None
 
 
@@ -106,11 +107,14 @@ def _raise_remembered(workdir: Path, key: str) -> None:
         failed = json.loads((workdir / FAILED).read_text())
     except (OSError, ValueError):
         return
-    if isinstance(failed, dict) and failed.get("key") == key and failed.get("reason"):
-        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(float(failed.get("at", 0))))
-        raise ConversionError(f"{failed['reason']} [remembered from the run of {when}; same "
-                              f"model, samples and converters: delete {workdir / FAILED} to "
-                              "try again]")
+    if not isinstance(failed, dict) or failed.get("key") != key or not failed.get("reason"):
+        return
+    when = earlier_run(failed)
+    if when is None:  # this run's own onnx2tf run, which serves every precision
+        raise ConversionError(f"{failed['reason']} [onnx2tf converts every precision in one "
+                              "run, and that run failed in this command]")
+    raise ConversionError(f"{failed['reason']} [remembered from {when}; same model, samples "
+                          f"and converters: delete {workdir / FAILED} to try again]")
 
 
 def read_marker(workdir: Path, model: ModelInfo) -> dict[str, Any] | None:
