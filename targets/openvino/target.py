@@ -32,6 +32,7 @@ from targets.base import (
     workdir_lock,
 )
 from targets.openvino.agent import OPENVINO_COMPUTES
+from targets.openvino.serving import CONFIG, serving_files
 
 DEFAULT_SETTINGS = ConvertSettings()
 
@@ -71,7 +72,8 @@ class OpenVINOTarget:
         runtime="openvino", precisions=("fp32", "fp16", "bf16", "int8"), suffix=".xml",
         companions=(WEIGHTS,),  # the IR's weights travel with its .xml
         keeps_float=True, layer_plan="layers", archs=("x86_64", "aarch64"), modules=_DEPENDENCIES,
-        extra="openvino", converters=("openvino", "nncf", "onnx"), recipe=2,  # 2: the fp32 IR's ops are marked precise
+        extra="openvino", converters=("openvino", "nncf", "onnx"),
+        recipe=2,  # 2: the fp32 IR's ops are marked precise
         formats=("openvino",), needs_isa=(("bf16", BF16),))
 
     def missing(self) -> str | None:
@@ -91,6 +93,11 @@ class OpenVINOTarget:
             if notes is None:
                 notes = _convert(model, precision, calib, settings, out)
         return out, notes
+
+    def serving_files(self, artifact: Path, precision: str) -> dict[str, Path]:
+        """A ready OpenVINO Model Server config for ``artifact`` and the IR laid out for it:
+        bundle-relative name -> file (``targets.openvino.serving``)."""
+        return serving_files(Path(artifact), precision)
 
     def load(self, artifact: Path, model: ModelInfo, *, threads: int) -> OpenVINORunner:
         """A CPU compiled model computing in the precision the IR records (``COMPUTES``);
@@ -165,7 +172,8 @@ def _convert(model: ModelInfo, precision: str, calib: Dataset, settings: Convert
     ov_model.set_rt_info(model.sha256, ["edge", "source_sha256"])
     if precision == "bf16":
         ov_model.set_rt_info("bf16", COMPUTES)
-    notes += (LOAD_LINES[precision].format(xml=out.name),)
+    notes += (f"{LOAD_LINES[precision].format(xml=out.name)}; serve the chosen IR: ovms "
+              f"--config_path {CONFIG} (in the bundle)",)
     _save(ov_model, out, compress_to_fp16=precision == "fp16", precise=precision == "fp32",
           record={"source_sha256": model.sha256, "precision": precision, "notes": notes},
           size=model.size_bytes + (1 << 16))

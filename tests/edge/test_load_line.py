@@ -32,7 +32,30 @@ def test_optimize_and_report_say_how_to_load_the_chosen_ir(tmp_path: Path) -> No
     load = [n for n in chosen["artifact"]["notes"] if n.startswith("load: core.compile_model(")]
     assert len(load) == 1, chosen["artifact"]["notes"]
     assert load[0] in result.stdout.splitlines(), result.stdout
+    assert "serve the chosen IR: ovms --config_path serving/ovms/config.json" in load[0]
+    config = json.loads((out / "serving/ovms/config.json").read_text())["model_config_list"][0]
+    assert config["config"]["base_path"] == "models/model"
+    assert config["config"]["plugin_config"]["INFERENCE_PRECISION_HINT"] in ("f32", "bf16")
+    served = out / "serving/ovms/models/model/1/model.xml"
+    assert served.read_bytes() == (out / chosen["artifact"]["file"]).read_bytes()
+    _plain_load_serves(served, tmp_path)
     report = run_cli("report", str(out), "-o", str(tmp_path / "report.html"))
     assert report.status == 0, report.stderr
     html = (tmp_path / "report.html").read_text()
     assert "load: core.compile_model(" in html
+
+
+def _plain_load_serves(xml: Path, tmp_path: Path) -> None:
+    """The served IR loads plainly and computes the source model's outputs."""
+    import onnxruntime as ort
+    import openvino as ov
+
+    x = uniform_inputs(4, (1, 8), seed=3)
+    compiled = ov.Core().compile_model(str(xml), "CPU")
+    session = ort.InferenceSession(str(tmp_path / "two.onnx"), providers=["CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
+    for sample in x:
+        want = session.run(None, {name: sample})
+        got = compiled(sample)
+        for i, w in enumerate(want):
+            assert np.abs(got[i] - w).max() <= 0.05 * (np.abs(w).max() + 1e-6)
