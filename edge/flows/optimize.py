@@ -150,7 +150,7 @@ def _serving_files(outcomes: Sequence[_Outcome], chosen: str | None) -> dict[str
     a target that writes one (``serving_files``): bundle-relative name -> file."""
     found = next((o for o in outcomes if o.result.candidate.id == chosen
                   and o.result.artifact is not None), None)
-    if found is None:
+    if found is None or found.result.candidate.target == ORIGINAL:  # the user's own file
         return {}
     serving = getattr(get_target(found.result.candidate.target), "serving_files", None)
     return serving(_main_file(found), found.result.candidate.precision) if serving else {}
