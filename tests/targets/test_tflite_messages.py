@@ -75,6 +75,7 @@ def _embedding_model(path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 @needs_tflite
 def test_dynamic_int8_of_a_model_with_integer_inputs_is_made(tmp_path: Path) -> None:
     """Dynamic-range int8 needs no calibration: integer inputs do not keep it from being made;
