@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from edge.core.bundle import chosen_load_line
 from edge.core.model import macs_caveat
 from edge.core.select import label
 from edge.core.tables import table
@@ -70,7 +71,9 @@ def render_bundle(bundle: Bundle, where: str) -> str:
     head = [f"profile {bundle.profile}   calibration: {bundle.calibration}",
             f"verified on: {bundle.evaluation}"
             + (f"   fp32 reference accuracy {100 * ref:.1f}%" if ref is not None else "")]
-    tail = [f"chosen: {bundle.chosen or 'none'} - {bundle.reason}", f"bundle: {where}"]
+    load = chosen_load_line(bundle)
+    tail = [f"chosen: {bundle.chosen or 'none'} - {bundle.reason}", *([load] if load else []),
+            f"bundle: {where}"]
     headers = ("candidate", "status", "size", "fidelity", "p50 ms" if mixed else "p50 ms (host)",
                "reason")
     return "\n".join(head + ["", table(headers, rows), ""] + _per_output(bundle) + tail)

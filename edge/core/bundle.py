@@ -18,10 +18,12 @@ from edge.core.plugins import declared, full_suffix
 from edge.core.profile import known_runtimes
 from edge.core.values import Artifact, Bundle, StoredFile
 
-__all__ = ["FORMAT", "MANIFEST", "check_writable", "is_bundle", "read_bundle",
-           "write_bundle"]
+__all__ = ["FORMAT", "LOAD", "MANIFEST", "check_writable", "chosen_load_line", "is_bundle",
+           "read_bundle", "write_bundle"]
 
 MANIFEST = "manifest.json"
+#: How an artifact's note that says how to load it, outside edge, begins.
+LOAD = "load: "
 FORMAT = 1
 #: A part of an artifact's path inside its bundle: plain ASCII, never a dot or dash first.
 PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
@@ -32,6 +34,13 @@ MANIFEST_ROOM = 64 * 1024
 def is_bundle(path: Path) -> bool:
     """Whether ``path`` is a bundle directory."""
     return path.is_dir() and (path / MANIFEST).is_file()
+
+
+def chosen_load_line(bundle: Bundle) -> str | None:
+    """The chosen artifact's note on how to load it as edge verified it ("load: ..."), if any."""
+    chosen = bundle.chosen_result() if bundle.chosen is not None else None
+    notes = chosen.artifact.notes if chosen is not None and chosen.artifact is not None else ()
+    return next((n for n in notes if n.startswith(LOAD)), None)
 
 
 def check_writable(out: Path) -> None:

@@ -11,12 +11,17 @@ import functools
 import hashlib
 import json
 import os
+import time
+import uuid
 from collections.abc import Iterable, Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["cache_root", "cache_key", "versions"]
+__all__ = ["cache_root", "cache_key", "earlier_run", "this_run", "versions"]
+
+#: This process's run: a failure it records is its own, not "remembered", while it runs.
+_RUN = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
 
 
 def cache_root() -> Path:
@@ -47,3 +52,17 @@ def cache_key(*parts: Any, recipe: str | int, converters: Iterable[str] = (),
         keyed.append(dict(toolchain))
     text = json.dumps(keyed, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def this_run() -> str:
+    """A token naming this edge run (this process); records written now carry it."""
+    return _RUN
+
+
+def earlier_run(record: Mapping[str, Any]) -> str | None:
+    """``'the run of <date time>'`` for a record an earlier run wrote, None for one this run
+    wrote (a failure of this very run is not remembered, it is the same failure)."""
+    if record.get("run") == _RUN:
+        return None
+    at = time.localtime(float(record.get("at", 0) or 0))
+    return f"the run of {time.strftime('%Y-%m-%d %H:%M', at)}"

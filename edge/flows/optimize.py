@@ -7,7 +7,7 @@ import logging
 import os
 import platform
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -142,8 +142,19 @@ def optimize(model_path: Path, profile: Profile, out: Path, options: OptimizeOpt
         candidates=tuple(_mark(r, chosen) for r in results), chosen=chosen, reason=reason,
         origin=origin)
     files = {name: path for o in outcomes for name, path in o.files.items()}
-    write_bundle(out, bundle, files)
+    write_bundle(out, bundle, files | _serving_files(outcomes, chosen))
     return bundle
+
+
+def _serving_files(outcomes: Sequence[_Outcome], chosen: str | None) -> dict[str, Path]:
+    """A serving engine's config for the chosen artifact and its files laid out for it, from
+    a target that writes one (``serving_files``): bundle-relative name -> file."""
+    found = next((o for o in outcomes if o.result.candidate.id == chosen
+                  and o.result.artifact is not None), None)
+    if found is None or found.result.candidate.target == ORIGINAL:  # the user's own file
+        return {}
+    serving = getattr(get_target(found.result.candidate.target), "serving_files", None)
+    return serving(_main_file(found), found.result.candidate.precision) if serving else {}
 
 
 def refuse_if_unfit(profile: Profile, model: ModelInfo) -> None:

@@ -213,13 +213,31 @@ def _build_dynamic(model: ModelInfo, calib: Dataset, settings: ConvertSettings, 
 
 def _build_static(model: ModelInfo, calib: Dataset, settings: ConvertSettings, dst: Path,
                   scratch: Path) -> tuple[str, ...]:
-    """Static QDQ: int8 weights per channel, int8 activations calibrated on ``calib``."""
+    """Static QDQ: int8 weights per channel, int8 activations calibrated on ``calib``; when the
+    pre-processed graph fails to quantize, the graph as given is tried before giving up."""
     if not len(calib):
         raise ConversionError("int8 needs calibration samples; none were given")
     if settings.calibration not in CALIBRATION:
         raise ConversionError(f"unknown calibration {settings.calibration!r}; choose one of "
                               f"{', '.join(CALIBRATION)}")
     reference, prepared, notes = _prepare(model, scratch)
+    try:
+        made = _static_attempt(reference, prepared, calib, settings, dst, scratch)
+    except _QuantizeFailed as first:
+        if any(n.startswith("quant_pre_process failed") for n in notes):  # nothing to retry
+            raise ConversionError(f"onnxruntime int8 quantization failed: {first}; try the "
+                                  "int8-dynamic or OpenVINO's NNCF int8 candidate") from None
+        made = _static_retry(reference, first, calib, settings, dst, scratch)
+    return (made[0], *notes, *made[1:])
+
+
+class _QuantizeFailed(Exception):
+    """quantize_static raised: the one-line reason."""
+
+
+def _static_attempt(reference: onnx.ModelProto, prepared: onnx.ModelProto, calib: Dataset,
+                    settings: ConvertSettings, dst: Path, scratch: Path) -> tuple[str, ...]:
+    """Quantize ``prepared`` to ``dst``; the notes (description, histogram warning, ...)."""
     prepared, per_channel, opset_notes = _per_channel_ready(prepared)
     exclude, keep_notes = map_keep_float(reference, prepared, settings.keep_float)
     method = CALIBRATION[settings.calibration]
@@ -228,13 +246,28 @@ def _build_static(model: ModelInfo, calib: Dataset, settings: ConvertSettings, d
         with contextlib.redirect_stdout(io.StringIO()):  # histogram calibrators print progress
             _quantize_static(source, dst, calib, exclude, method, per_channel=per_channel)
     except Exception as exc:  # the quantizer raises many types; report one line
-        raise ConversionError(f"onnxruntime int8 quantization failed: {first_line(exc)}") from exc
+        raise _QuantizeFailed(first_line(exc)) from exc
     _check_loads(dst, "int8")
     keep_notes += _lost(dst, exclude)
     return (f"static QDQ (U8S8), int8 weights {_granularity(per_channel)}, uint8 activations, "
             f"{method} calibration on {len(calib)} samples",
-            *_histogram_note(settings.calibration, len(calib)), *notes, *opset_notes,
-            *keep_notes)
+            *_histogram_note(settings.calibration, len(calib)), *opset_notes, *keep_notes)
+
+
+def _static_retry(reference: onnx.ModelProto, first: _QuantizeFailed, calib: Dataset,
+                  settings: ConvertSettings, dst: Path, scratch: Path) -> tuple[str, ...]:
+    """Quantize the graph without quant_pre_process after the pre-processed one failed."""
+    plain = onnx.load(str(scratch / "normalized.onnx"))
+    try:
+        made = _static_attempt(reference, plain, calib, settings, dst, scratch)
+    except _QuantizeFailed as second:
+        raise ConversionError(
+            f"onnxruntime int8 quantization failed with ONNX Runtime's pre-processing "
+            f"({first}) and without it ({second}); the other candidates (int8-dynamic, "
+            "OpenVINO's NNCF int8) quantize differently: try those, or report the model to "
+            "ONNX Runtime") from None
+    return (made[0], f"the pre-processed graph (quant_pre_process) failed to quantize "
+            f"({first}); quantized the graph without that pre-processing", *made[1:])
 
 
 def _quantize_static(source: Path, dst: Path, calib: Dataset, exclude: list[str],

@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import time
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator, Sequence
 from importlib.metadata import version
 from pathlib import Path
@@ -32,6 +33,7 @@ from targets.base import (
 )
 from targets.openvino.agent import OPENVINO_COMPUTES
 from targets.openvino.nodes import node_outputs
+from targets.openvino.serving import CONFIG, serving_files
 
 DEFAULT_SETTINGS = ConvertSettings()
 
@@ -52,6 +54,15 @@ BF16_ISA = frozenset({"avx512_bf16", "amx_bf16"})
 BF16 = IsaNeed(arch="x86_64", isa=BF16_ISA, names="AVX512-BF16 or AMX",
                computed_by="OpenVINO's CPU plugin")
 _DEPENDENCIES = ("openvino", "nncf")
+#: How an op is marked in an IR to compute in its own precision (OpenVINO's
+#: DisableFP16Compression, read back as the rt_info key PRECISE_KEY): no bf16 on AMX/AVX512-BF16
+#: CPUs, no f16 on GPUs, whatever the load's INFERENCE_PRECISION_HINT (seen on a Xeon with AMX,
+#: OpenVINO 2026.4: a plain compile_model computes such an IR in f32). OpenVINO's CPU plugin does
+#: not read INFERENCE_PRECISION_HINT from the IR's rt_info "runtime_options" (it reads only the
+#: KV-cache and dynamic-quantization options there: intel_cpu Config::applyRtInfo).
+PRECISE = "precise"
+PRECISE_KEY = "DisablePrecisionConversion_0"
+_UNMARKED = frozenset({"Parameter", "Result", "Const"})  # IR layer types left as they are
 
 
 class OpenVINOTarget:
@@ -62,7 +73,8 @@ class OpenVINOTarget:
         runtime="openvino", precisions=("fp32", "fp16", "bf16", "int8"), suffix=".xml",
         companions=(WEIGHTS,),  # the IR's weights travel with its .xml
         keeps_float=True, layer_plan="layers", archs=("x86_64", "aarch64"), modules=_DEPENDENCIES,
-        extra="openvino", converters=("openvino", "nncf", "onnx"), recipe=1,
+        extra="openvino", converters=("openvino", "nncf", "onnx"),
+        recipe=2,  # 2: the fp32 IR's ops are marked precise
         formats=("openvino",), needs_isa=(("bf16", BF16),), node_outputs=True)
 
     def missing(self) -> str | None:
@@ -87,6 +99,11 @@ class OpenVINOTarget:
                      feeds: Sequence[dict[str, np.ndarray]]) -> dict[str, list[np.ndarray]]:
         """Every f32 node output of the IR by its ONNX tensor names (``targets.openvino.nodes``)."""
         return node_outputs(_complete(Path(artifact)), feeds)
+
+    def serving_files(self, artifact: Path, precision: str) -> dict[str, Path]:
+        """A ready OpenVINO Model Server config for ``artifact`` and the IR laid out for it:
+        bundle-relative name -> file (``targets.openvino.serving``)."""
+        return serving_files(Path(artifact), precision)
 
     def load(self, artifact: Path, model: ModelInfo, *, threads: int) -> OpenVINORunner:
         """A CPU compiled model computing in the precision the IR records (``COMPUTES``);
@@ -161,7 +178,9 @@ def _convert(model: ModelInfo, precision: str, calib: Dataset, settings: Convert
     ov_model.set_rt_info(model.sha256, ["edge", "source_sha256"])
     if precision == "bf16":
         ov_model.set_rt_info("bf16", COMPUTES)
-    _save(ov_model, out, compress_to_fp16=precision == "fp16",
+    notes += (f"{LOAD_LINES[precision].format(xml=out.name)}; serve the chosen IR: ovms "
+              f"--config_path {CONFIG} (in the bundle)",)
+    _save(ov_model, out, compress_to_fp16=precision == "fp16", precise=precision == "fp32",
           record={"source_sha256": model.sha256, "precision": precision, "notes": notes},
           size=model.size_bytes + (1 << 16))
     return notes
@@ -173,8 +192,17 @@ def _read_for(precision: str, model: ModelInfo, out: Path) -> tuple[Any, str]:
     converted."""
     fp32 = out.with_name(FILES["fp32"])
     if precision == "bf16" and _reusable(fp32, model) is not None:
-        return _core().read_model(str(fp32)), f"made from {fp32.name}"
+        return _unmarked(_core().read_model(str(fp32))), f"made from {fp32.name}"
     return _read_source(model), "converted"
+
+
+def _unmarked(ov_model: Any) -> Any:
+    """``ov_model`` with no op marked precise (the fp32 IR's marks would keep bf16 away)."""
+    for op in ov_model.get_ordered_ops():
+        rt_info = op.get_rt_info()
+        if PRECISE_KEY in rt_info:
+            del rt_info[PRECISE_KEY]
+    return ov_model
 
 
 def _read_source(model: ModelInfo) -> Any:
@@ -203,8 +231,9 @@ def _onnx_frontend() -> Any:
 def _float_notes(precision: str) -> tuple[str, ...]:
     """What an fp32, bf16 or fp16 IR is and how it computes."""
     if precision == "fp32":
-        return ("OpenVINO IR, fp32 weights; loaded with INFERENCE_PRECISION_HINT=f32 "
-                "(OpenVINO's default on bf16-capable CPUs, bf16, is faster but lossy)",)
+        return ("OpenVINO IR, fp32 weights and f32 compute, wherever it is loaded: its ops are "
+                "marked precise, so OpenVINO's bf16 default on AVX512-BF16/AMX CPUs (faster but "
+                "lossy) does not apply; the bf16 candidate is that",)
     if precision == "bf16":
         return ("OpenVINO IR, fp32 weights, recorded to compute in bf16: every load, here and "
                 "on the device, sets INFERENCE_PRECISION_HINT=bf16 (half fp32's memory "
@@ -213,8 +242,45 @@ def _float_notes(precision: str) -> tuple[str, ...]:
             "compute follows the load's precision hint (f32 here), so no CPU speed-up",)
 
 
-def _save(ov_model: Any, out: Path, *, compress_to_fp16: bool, record: dict[str, Any],
-          size: int) -> None:
+#: precision -> how a user's application loads that IR to compute what edge verified.
+LOAD_LINES: dict[str, str] = {
+    "fp32": "load: core.compile_model('{xml}', 'CPU') computes f32 as verified, on any CPU or "
+            "GPU: every op of the IR is marked precise (no bf16/f16 by default)",
+    "fp16": "load: core.compile_model('{xml}', 'CPU', {{'INFERENCE_PRECISION_HINT': 'f32'}}) "
+            "as verified (a plain load computes bf16 on AVX512-BF16/AMX CPUs)",
+    "bf16": "load: core.compile_model('{xml}', 'CPU', {{'INFERENCE_PRECISION_HINT': 'bf16'}}) "
+            "as verified, on an AVX512-BF16/AMX CPU (bf16 is also the plain load's default there)",
+    "int8": "load: core.compile_model('{xml}', 'CPU', {{'INFERENCE_PRECISION_HINT': 'f32'}}) "
+            "as verified (a plain load computes the float ops in bf16 on AVX512-BF16/AMX CPUs)",
+}
+
+
+def mark_precise(xml: Path) -> None:
+    """Mark every computing op of the IR ``xml`` precise (``PRECISE``), then check that
+    OpenVINO reads every mark back."""
+    tree = ET.parse(xml)
+    layers = [layer for layer in tree.getroot().iter("layer")
+              if layer.get("type") not in _UNMARKED]
+    for layer in layers:
+        rt_info = layer.find("rt_info")
+        if rt_info is None:
+            rt_info = ET.Element("rt_info")
+            layer.insert(1 if layer.find("data") is not None else 0, rt_info)
+        if not any(a.get("name") == PRECISE for a in rt_info.iter("attribute")):
+            ET.SubElement(rt_info, "attribute", name=PRECISE, version="0")
+    tree.write(xml, encoding="utf-8", xml_declaration=True)
+    read = _core().read_model(str(xml))
+    unmarked = [op.get_friendly_name() for op in read.get_ordered_ops()
+                if op.get_type_name() not in ("Parameter", "Result", "Constant")
+                and PRECISE_KEY not in op.get_rt_info()]
+    if unmarked:
+        raise ConversionError(f"OpenVINO did not read the precise mark of {len(unmarked)} "
+                              f"op(s) of {xml.name} (first: {unmarked[0]}); load it with "
+                              "INFERENCE_PRECISION_HINT=f32")
+
+
+def _save(ov_model: Any, out: Path, *, compress_to_fp16: bool, precise: bool,
+          record: dict[str, Any], size: int) -> None:
     """Write .xml + .bin + record under temporary names, then rename (.xml last); ``size``:
     about what the IR takes (its source model's bytes and a margin), for a full disk's line."""
     import openvino as ov
@@ -227,6 +293,8 @@ def _save(ov_model: Any, out: Path, *, compress_to_fp16: bool, record: dict[str,
     try:
         out.unlink(missing_ok=True)  # no .xml until its .bin and record are in place
         ov.save_model(ov_model, str(tmp), compress_to_fp16=compress_to_fp16)
+        if precise:
+            mark_precise(tmp)
         tmp.with_suffix(RECORD).write_text(json.dumps(record, indent=1))
         for src, dst in parts:
             os.replace(src, dst)

@@ -31,7 +31,7 @@ import numpy as np
 import onnx
 
 from edge.core import cancel
-from edge.core.cache import cache_key
+from edge.core.cache import cache_key, earlier_run, this_run
 from edge.core.data import dataset_digest
 from edge.core.errors import first_line
 from edge.core.values import Dataset, ModelInfo, TensorSpec
@@ -60,7 +60,7 @@ SAMPLE = "calibration_image_sample_data_20x128x128x3_float32.npy"
 #: Distributions whose versions key a remembered failure (an upgrade tries again).
 CONVERTERS = ("onnx2tf", "tensorflow", "tf-keras", "onnx-graphsurgeon", "onnxsim", "sng4onnx",
               "onnx", "numpy")
-RECIPE = 2  # 2: TensorFlow-family inputs keep their layout (-kat)
+RECIPE = 3  # 2: TensorFlow-family inputs keep their layout (-kat); 3: -odrqt for integer inputs
 HEARTBEAT_S = 30.0
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _NOISE = re.compile(r"^([IWE]\d{4} |WARNING: All log messages|[\s\u2500-\u257f]*$)")
@@ -86,7 +86,8 @@ def ensure_converted(model: ModelInfo, calib: Dataset, workdir: Path,
             return _run_onnx2tf(model, calib, workdir, timeout)
         except _RunFailed as failed:
             _write_json(workdir / FAILED, {"key": key, "reason": str(failed),
-                                           "model_sha256": model.sha256, "at": time.time()})
+                                           "model_sha256": model.sha256, "at": time.time(),
+                                           "run": this_run()})
             raise ConversionError(str(failed)) from None
 
 
@@ -106,11 +107,14 @@ def _raise_remembered(workdir: Path, key: str) -> None:
         failed = json.loads((workdir / FAILED).read_text())
     except (OSError, ValueError):
         return
-    if isinstance(failed, dict) and failed.get("key") == key and failed.get("reason"):
-        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(float(failed.get("at", 0))))
-        raise ConversionError(f"{failed['reason']} [remembered from the run of {when}; same "
-                              f"model, samples and converters: delete {workdir / FAILED} to "
-                              "try again]")
+    if not isinstance(failed, dict) or failed.get("key") != key or not failed.get("reason"):
+        return
+    when = earlier_run(failed)
+    if when is None:  # this run's own onnx2tf run, which serves every precision
+        raise ConversionError(f"{failed['reason']} [onnx2tf converts every precision in one "
+                              "run, and that run failed in this command]")
+    raise ConversionError(f"{failed['reason']} [remembered from {when}; same model, samples "
+                          f"and converters: delete {workdir / FAILED} to try again]")
 
 
 def read_marker(workdir: Path, model: ModelInfo) -> dict[str, Any] | None:
@@ -188,10 +192,10 @@ def prepare(model: ModelInfo, calib: Dataset, scratch: Path) -> tuple[list[str],
     np.save(scratch / SAMPLE, rng.random((20, 128, 128, 3), dtype=np.float32))
     kept = kept_layout(model)
     flags = _shape_flags(model, calib)
-    quant, why_not = _calibration_flags(model, calib, scratch, kept)
+    quant, missing = _calibration_flags(model, calib, scratch, kept)
     run: dict[str, Any] = {
         "model_sha256": model.sha256, "onnx2tf": version("onnx2tf"), "files": {},
-        "missing": {} if why_not is None else dict.fromkeys(_QUANTIZED, why_not),
+        "missing": missing,
         "calibration_samples": len(calib), "fixed_shapes": flags[1::2], "recipe": RECIPE,
         "kept_layout": list(kept),
     }
@@ -227,19 +231,25 @@ def _shape_flags(model: ModelInfo, calib: Dataset) -> list[str]:
 
 
 def _calibration_flags(model: ModelInfo, calib: Dataset, scratch: Path,
-                       kept: Sequence[str]) -> tuple[list[str], str | None]:
-    """``-oiqt`` with one ``-cind`` file per input in the artifact's layout, or the reason
-    int8 is impossible."""
+                       kept: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+    """``-oiqt`` with one ``-cind`` file per input in the artifact's layout; with an integer
+    input, ``-odrqt`` (dynamic-range int8 needs no calibration); and why each variant the
+    flags leave out is missing."""
     if not len(calib):
-        return [], "no calibration samples"
+        return [], dict.fromkeys(_QUANTIZED, "no calibration samples")
+    integer = next((s for s in model.inputs
+                    if not np.issubdtype(np.dtype(s.dtype), np.floating)), None)
+    if integer is not None:
+        why = (f"input '{integer.name}' is {integer.dtype}: full-integer int8 calibrates and "
+               "quantizes float inputs only; use the int8-dynamic candidate (int8 weights, "
+               "inputs as given) or fp16")
+        return ["-odrqt"], dict.fromkeys(("int8", "int8-io"), why)
     flags = ["-oiqt", "-qt", "per-channel"]
     for i, spec in enumerate(model.inputs):
-        if not np.issubdtype(np.dtype(spec.dtype), np.floating):
-            return [], f"input '{spec.name}' is {spec.dtype}; full-integer int8 needs float inputs"
         file = f"calib_{i}.npy"
         np.save(scratch / file, _stack(calib, spec, keep=spec.name in kept))
         flags += ["-cind", sanitize(spec.name), file, "[0.0]", "[1.0]"]  # no normalization
-    return flags, None
+    return flags, {}
 
 
 def _stack(calib: Dataset, spec: TensorSpec, *, keep: bool) -> np.ndarray:

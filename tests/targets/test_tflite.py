@@ -275,7 +275,8 @@ def test_killed_run_leaves_no_artifact_and_is_remembered(tmp_path: Path) -> None
         with pytest.raises(ConversionError) as again:
             Impatient().convert(model, precision, calib=calib, workdir=workdir)
         assert time.perf_counter() - start < 1.0
-        assert str(again.value).startswith(str(caught.value)) and "remembered" in str(again.value)
+        assert str(again.value).startswith(str(caught.value))
+        assert "remembered" not in str(again.value)  # this command's own failure (issue 29)
     with pytest.raises(ConversionError, match="timed out after 2 s") as longer:
         LessImpatient().convert(model, "fp32", calib=calib, workdir=workdir)
     assert "remembered" not in str(longer.value)

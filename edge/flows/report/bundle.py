@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from edge.core.bundle import read_bundle
+from edge.core.bundle import chosen_load_line, read_bundle
 from edge.core.select import TIE, dominated_by
 from edge.core.select import label as candidate_label
 from edge.core.verify.rows import HEADERS, kind_lines, output_rows
@@ -105,6 +105,8 @@ def _candidates_section(plt: Any, bundle: Any) -> Section:
     body = _candidates_plot(plt, bundle, plotted) if plotted else [
         note("No candidate was both verified and timed: nothing to plot.")]
     body.append(note(f"chosen: {bundle.chosen or 'none'} - {bundle.reason}"))
+    load = chosen_load_line(bundle)
+    body += [note(load)] if load else []
     rows, classes = [], []
     for r in bundle.candidates:
         fid = r.fidelity
