@@ -17,8 +17,8 @@ from edge.core.capabilities import Capabilities
 from edge.core.values import BenchResult, Dataset, ModelInfo
 
 __all__ = ["PRECISIONS", "AcceleratorTarget", "ConversionError", "ConvertSettings", "Provision",
-           "NodeOutputsTarget", "Runner", "Runtime", "Target", "Capabilities", "check_precision",
-           "missing_modules", "workdir_lock"]
+           "NodeOutputsTarget", "Runner", "ServingTarget", "Runtime", "Target", "Capabilities",
+           "check_precision", "missing_modules", "workdir_lock"]
 
 #: Precision names shared by every target. ``int8``: weights and activations int8 (static,
 #: calibrated); ``int8-dynamic``: int8 weights, activations quantized at run time; ``bf16``:
@@ -165,4 +165,13 @@ class NodeOutputsTarget(Target, Protocol):
                      feeds: Sequence[dict[str, np.ndarray]]) -> dict[str, list[np.ndarray]]:
         """Tensor name -> its values on each feed (float node outputs only); ``feeds`` are
         the reference ``model``'s."""
+        ...
+
+
+class ServingTarget(Target, Protocol):
+    """A target (``caps.serving`` declared) that writes a serving engine's config for its
+    artifact, so the engine loads it the way edge verified it."""
+
+    def serving_files(self, artifact: Path, precision: str) -> dict[str, Path]:
+        """Bundle-relative name -> file: the config and the artifact laid out for the engine."""
         ...

@@ -60,6 +60,9 @@ class Capabilities:
     #: offers ``node_outputs`` (``targets.base.NodeOutputsTarget``): every node's output of an
     #: artifact by the ONNX tensor names it keeps, to find where an fp32 departs from the original
     node_outputs: bool = False
+    #: offers ``serving_files`` (``targets.base.ServingTarget``): a serving engine's config for
+    #: its artifact, with the settings edge verified it under, written into the bundle
+    serving: bool = False
 
     def runs_on(self, arch: str) -> bool:
         """Whether its runtime runs on a device of this architecture."""

@@ -14,9 +14,9 @@ import onnxruntime as ort
 
 from edge.core.errors import UsageError, first_line
 from edge.core.files import write_atomic
+from edge.core.lastops import last_ops
 from edge.core.units import size_text
 from edge.core.values import ModelInfo, TensorSpec
-from edge.core.lastops import last_ops
 
 __all__ = ["inspect_model", "layer_owner", "load_named", "load_onnx", "macs_caveat",
            "node_bases", "node_macs", "node_names", "save_onnx_atomic", "sha256_file", "unrunnable",

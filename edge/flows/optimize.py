@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from devices.measure import Rounds, time_files_here
 from edge.core import cancel, progress
@@ -57,7 +57,7 @@ from edge.flows.planning import plan_for, tflite_readers
 from edge.flows.prune import PruneOptions, prune_model
 from edge.flows.recover import recover
 from targets import get_target, workdir_name
-from targets.base import ConversionError, ConvertSettings
+from targets.base import ConversionError, ConvertSettings, ServingTarget
 from targets.onnxruntime import OrtRunner
 from targets.original import original_target
 
@@ -153,8 +153,11 @@ def _serving_files(outcomes: Sequence[_Outcome], chosen: str | None) -> dict[str
                   and o.result.artifact is not None), None)
     if found is None or found.result.candidate.target == ORIGINAL:  # the user's own file
         return {}
-    serving = getattr(get_target(found.result.candidate.target), "serving_files", None)
-    return serving(_main_file(found), found.result.candidate.precision) if serving else {}
+    target = get_target(found.result.candidate.target)
+    if not target.caps.serving:
+        return {}
+    return cast(ServingTarget, target).serving_files(_main_file(found),
+                                                     found.result.candidate.precision)
 
 
 def refuse_if_unfit(profile: Profile, model: ModelInfo) -> None:

@@ -75,7 +75,8 @@ class OpenVINOTarget:
         keeps_float=True, layer_plan="layers", archs=("x86_64", "aarch64"), modules=_DEPENDENCIES,
         extra="openvino", converters=("openvino", "nncf", "onnx"),
         recipe=2,  # 2: the fp32 IR's ops are marked precise
-        formats=("openvino",), needs_isa=(("bf16", BF16),), node_outputs=True)
+        formats=("openvino",), needs_isa=(("bf16", BF16),), node_outputs=True,
+        serving=True)
 
     def missing(self) -> str | None:
         """Name openvino (every precision) or nncf (int8) if not importable."""
