@@ -12,8 +12,10 @@ as IR:
 * ``plain``: saved as it is converted (what edge wrote before issue 29);
 * ``runtime_options``: the same IR with ``runtime_options/INFERENCE_PRECISION_HINT = f32``;
 * ``execution_mode``: the same IR with ``runtime_options/EXECUTION_MODE_HINT = ACCURACY``;
-* ``keep_precision``: every layer marked ``disable_fp16_compression`` (the runtime attribute
-  OpenVINO gives its own precision-sensitive subgraphs);
+* ``disable_fp16_compression``: every computing layer carrying that runtime attribute (a name
+  the IR reader does not know: it is dropped);
+* ``precise``: every computing layer carrying the ``precise`` runtime attribute (what edge's
+  fp32 IR carries since issue 29: ``targets/openvino/target.py`` ``mark_precise``);
 * ``loader_hint``: the plain IR compiled with the hint passed by the loader (edge's own loader).
 
 Each is compiled with ``compile_model(xml, "CPU")`` and no other setting (the loader_hint row
@@ -24,10 +26,10 @@ seed) where bf16's rounding accumulates. Needs only numpy, onnx, onnxruntime and
 runs on a machine where edge is not installed (a GPU machine's CPU, for one).
 
 bench/results/openvino_plain_load.json: OpenVINO 2026.4.1 on a Xeon with AMX-BF16 (the CPU of
-a lent GPU machine). Only the loader's hint computes f32; none of the in-IR ways does (the CPU
-plugin reads only a few other runtime options, e.g. KV_CACHE_PRECISION, from rt_info). So edge
-cannot make an fp32 IR carry its precision: it says how to load it, and ships serving configs
-that pass the hint.
+a lent GPU machine). The plain IR computes bf16; ``runtime_options`` (the CPU plugin reads only
+KV-cache and dynamic-quantization options from it) and ``disable_fp16_compression`` change
+nothing; ``precise`` computes what the loader's hint computes. The compiled model still reports
+INFERENCE_PRECISION_HINT bf16 for it, so only the outputs tell.
 """
 
 from __future__ import annotations
@@ -106,18 +108,22 @@ def irs(model: Path, folder: Path) -> dict[str, Path]:
     ov.save_model(accuracy, folder / "execution_mode.xml", compress_to_fp16=False)
     return {"plain": plain, "runtime_options": carrying,
             "execution_mode": folder / "execution_mode.xml",
-            "keep_precision": keep_precision(plain, folder / "keep_precision.xml")}
+            "disable_fp16_compression": marked(plain, folder, "disable_fp16_compression"),
+            "precise": marked(plain, folder, "precise")}
 
 
-def keep_precision(plain: Path, out: Path) -> Path:
-    """The plain IR with every layer marked ``disable_fp16_compression`` (the runtime
-    attribute OpenVINO's own precision-sensitive subgraphs get), weights shared."""
+def marked(plain: Path, folder: Path, attribute: str) -> Path:
+    """The plain IR with every computing layer carrying the runtime attribute ``attribute``
+    (version 0) in its rt_info, weights shared."""
     tree = ElementTree.parse(plain)
+    out = folder / f"{attribute}.xml"
     for layer in tree.getroot().iter("layer"):
+        if layer.get("type") in ("Parameter", "Result", "Const"):
+            continue
         info = layer.find("rt_info")
         if info is None:
             info = ElementTree.SubElement(layer, "rt_info")
-        ElementTree.SubElement(info, "attribute", name="disable_fp16_compression", version="0")
+        ElementTree.SubElement(info, "attribute", name=attribute, version="0")
     tree.write(out)
     shutil.copyfile(plain.with_suffix(".bin"), out.with_suffix(".bin"))
     return out
