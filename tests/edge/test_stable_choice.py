@@ -37,7 +37,8 @@ class Timer:
     slowing ``spiked`` (round number -> candidate ids) by ``factor``; it counts its calls."""
 
     def __init__(self, spiked: dict[int, set[str]] | None = None, factor: float = 1.45):
-        self.spiked, self.factor, self.done, self.calls = spiked or {}, factor, 0, []
+        self.spiked, self.factor, self.done = spiked or {}, factor, 0
+        self.calls: list[tuple[tuple[str, ...], int]] = []
 
     def __call__(self, ids: Sequence[str], rounds: int) -> dict[str, list[float]]:
         self.calls.append((tuple(ids), rounds))
