@@ -87,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
             before = _cpu_counters(fleet)
             t0 = time.perf_counter()
             report = run_fleet(FleetRequest(source=bundle, inventory=inventory, limit=limit,
-                                            forks=args.devices, device=device))
+                                            forks=args.devices, device=device,
+                                            measure_on_device=False))  # one artifact each
             wall = time.perf_counter() - t0
             return _measure(report, wall, before, _cpu_counters(fleet))
 

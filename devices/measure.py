@@ -13,7 +13,7 @@ import logging
 import platform
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +27,12 @@ from edge.core.errors import DeviceError, UsageError
 from edge.core.profile import Profile
 from edge.core.values import BenchResult
 
-__all__ = ["Rounds", "bench_result", "here", "host_label", "time_files_here", "time_here",
-           "time_on_device"]
+__all__ = ["Rounds", "bench_result", "here", "host_label", "more_here", "more_on_device",
+           "time_files_here", "time_here", "time_on_device"]
+
+#: More interleaved rounds of some candidates: (ids, rounds) -> id -> each new round's median ms
+#: (``edge.core.select.Timer``, what settles an unclear measured choice).
+More = Callable[[Sequence[str], int], dict[str, tuple[float, ...]]]
 
 log = logging.getLogger("edge")
 
@@ -58,6 +62,11 @@ class Rounds:
         return {"rounds": self.rounds, "runs": self.calls, "warmup": self.warmup,
                 "idle_s": self.idle_s, "budget_s": self.budget_s, "min_rounds": self.min_rounds}
 
+    def more(self, rounds: int) -> Rounds:
+        """``rounds`` more rounds of the same blocks (the same timed calls in each), no budget."""
+        per = max(1, self.calls // self.rounds)
+        return Rounds(rounds=rounds, calls=per * rounds, warmup=self.warmup, idle_s=self.idle_s)
+
     def options(self) -> list[str]:
         """The agent ``bench`` options that say the same."""
         budget = [] if self.budget_s is None else ["--budget-s", str(self.budget_s)]
@@ -78,8 +87,9 @@ def time_here(calls: Mapping[str, Callable[[], object]], rounds: Rounds, *, thre
         timed = here(timing.interleaved, calls, hold=progress.hold, before=before,
                      **rounds.plan())
     kinds = runtime if isinstance(runtime, Mapping) else dict.fromkeys(calls, runtime)
-    return {name: _host_result(times, runtime=kinds[name], threads=threads,
-                               warmup=rounds.warmup, rounds=timed.rounds)
+    return {name: replace(_host_result(times, runtime=kinds[name], threads=threads,
+                                       warmup=rounds.warmup, rounds=timed.rounds),
+                          round_ms=tuple(timed.round_medians(name)))
             for name, times in timed.samples.items()}
 
 
@@ -95,6 +105,30 @@ def time_files_here(models: Mapping[str, Path], rounds: Rounds, *, threads: int,
                      hold=progress.hold, before=before)
     return _results(ids, reply, host_label(), skip_failed=skip_failed, alone=False,
                     source="host")
+
+
+def more_here(models: Mapping[str, Path], rounds: Rounds, *, threads: int) -> More:
+    """More rounds of some of ``models`` on this host, as ``time_files_here`` times them."""
+    def more(ids: Sequence[str], count: int) -> dict[str, tuple[float, ...]]:
+        timed = time_files_here({k: models[k] for k in ids}, rounds.more(count),
+                                threads=threads, skip_failed=True)
+        return {k: b.round_ms for k, b in timed.items()}
+    return more
+
+
+def more_on_device(device: Device, models: Mapping[str, str], rounds: Rounds, *,
+                   threads: int) -> More:
+    """More rounds of some of ``models`` (id -> path on the device) in one agent ``bench``."""
+    def more(ids: Sequence[str], count: int) -> dict[str, tuple[float, ...]]:
+        try:
+            timed = time_on_device(device, {k: models[k] for k in ids}, rounds.more(count),
+                                   threads=threads, skip_failed=True)
+        except DeviceError as exc:
+            log.warning("%s: no more rounds of %s (%s): choosing from the rounds run",
+                        device.label, ", ".join(ids), exc)
+            return {}
+        return {k: b.round_ms for k, b in timed.items()}
+    return more
 
 
 def time_on_device(device: Device, models: Mapping[str, str], rounds: Rounds, *, threads: int,
@@ -178,6 +212,7 @@ def bench_result(reply: dict, entry: dict, where: str, *, profile: Profile | Non
             "load_ms")
     return BenchResult(where=where, device=device, throughput_fps=entry.get("throughput_fps"),
                        source=source,  # type: ignore[arg-type]
+                       round_ms=tuple(entry.get("round_ms") or ()),
                        peak_rss_mb=reply.get("peak_rss_mb") if alone else None, metrics=metrics,
                        **{k: entry[k] for k in keys})
 

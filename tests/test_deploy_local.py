@@ -144,7 +144,7 @@ def test_measure_on_device_times_every_candidate_in_one_interleaved_bench(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from devices.device import Device
     from edge.core.profile import load_profile
-    from edge.core.select import choose_candidate
+    from edge.core.select import settle
     from edge.core.values import Bundle
 
     benches: list[tuple[str, ...]] = []
@@ -166,20 +166,28 @@ def test_measure_on_device_times_every_candidate_in_one_interleaved_bench(
                 and c.artifact and c.artifact.runtime in ("onnxruntime", "tflite", "openvino")}
     compared = {c["candidate"]: c["bench"] for c in report["compared"]}
     assert len(runnable) >= 4 and set(compared) == runnable
-    # ONE agent bench over all of them (interleaved), then the chosen one's own bench
-    together, alone = benches
+    # ONE agent bench over all of them (interleaved), more rounds of just the contenders while
+    # the winner was not clear, then the chosen one's own bench
+    together, *extra, alone = benches
     models = [a for a in together[1:] if a.endswith((".onnx", ".tflite", ".xml"))]
     assert len(models) == len(runnable) and "--rounds" in together
     assert len([a for a in alone[1:] if a.endswith((".onnx", ".tflite", ".xml"))]) == 1
+    contest = report["contest"]
+    assert bool(extra) == bool(contest["extra_rounds"]) and len(extra) <= 2
+    for more in extra:
+        assert len([a for a in more[1:] if a.endswith((".onnx", ".tflite", ".xml"))]) <= len(
+            contest["contenders"]) < len(runnable)
     assert {b["runs"] for b in compared.values()} == {6}
     assert all(b["device"]["interleaved_rounds"] == 5 and b["peak_rss_mb"] is None
                for b in compared.values())
-    # chosen by edge.core.select from the device's medians, with its reason
+    # chosen by edge.core.select from the device's round medians, with its reason
     label = report["target"]
-    choice = choose_candidate(bundle.candidates, load_profile("rpi4").runtimes,
-                              ms={k: b["p50_ms"] for k, b in compared.items()},
-                              where=f"{label} in one interleaved bench")
-    assert (report["candidate"], report["reason"]) == (choice.id, choice.reason)
+    rounds = {s["candidate"]: s["round_ms"] for s in contest["standings"]}
+    assert set(rounds) == runnable
+    assert all(rounds[k][:len(b["round_ms"])] == b["round_ms"] for k, b in compared.items())
+    choice, _, _ = settle(bundle.candidates, load_profile("rpi4").runtimes, rounds, None,
+                          where=f"{label} in one interleaved bench")
+    assert report["candidate"] == choice.id
     assert f"measured on {label} in one interleaved bench" in report["reason"]
     assert report["active"] and report["bench"]["peak_rss_mb"] > 10  # its own bench
     device_dir = Path(os.environ["EDGE_LOCAL_DEVICE"]).resolve()

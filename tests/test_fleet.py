@@ -281,7 +281,8 @@ def deployed(emulated, fleet_dir: Path, digits: DigitsModel):
         report = run_fleet(FleetRequest(
             source=digits.onnx, inventory=fleet_dir / "hosts.yml", forks=FLEET_SIZE,
             options=OptimizeOptions(calib=digits.calib, eval=digits.eval), out_dir=fleet_dir,
-            device=DeviceTarget(known_hosts=emulated.known_hosts, runs=10, warmup=2)))
+            device=DeviceTarget(known_hosts=emulated.known_hosts, runs=10, warmup=2),
+            measure_on_device=False))  # the bundle's choice everywhere (one release)
     finally:
         logger.removeHandler(lines)
         logger.setLevel(level)
@@ -350,7 +351,8 @@ def test_one_failing_host_does_not_stop_the_others(case: str, deployed, emulated
     emulated.wipe()
     again = run_fleet(FleetRequest(source=bundle, inventory=inventory, forks=FLEET_SIZE,
                                    device=DeviceTarget(known_hosts=emulated.known_hosts,
-                                                       runs=5, warmup=1)))
+                                                       runs=5, warmup=1),
+                                   measure_on_device=False))
     assert again.exit_status == 3
     assert [h.host for h in again.failed] == [bad.name]
     assert len(again.ok) == FLEET_SIZE - 1
@@ -373,7 +375,8 @@ def test_limit_deploys_only_the_selected_devices(deployed, emulated, fleet_dir: 
     picked = run_fleet(FleetRequest(source=Path(report.bundles[0].bundle),
                                     inventory=fleet_dir / "hosts.yml", limit="dev1,dev2",
                                     device=DeviceTarget(known_hosts=emulated.known_hosts,
-                                                        runs=3, warmup=0)))
+                                                        runs=3, warmup=0),
+                                    measure_on_device=False))
     assert [h.host for h in picked.hosts] == ["dev1", "dev2"] and picked.exit_status == 0
     for device in emulated.devices:
         assert (device.home / ".edge").exists() == (device.name in ("dev1", "dev2"))
@@ -416,13 +419,13 @@ def test_keep_reaches_every_host(deployed, emulated, fleet_dir: Path) -> None:
         return {p.name for p in (home / ".edge" / "releases").iterdir()}
 
     many = run_fleet(FleetRequest(source=bundle, inventory=fleet_dir / "hosts.yml",
-                                  limit="dev1,dev2", device=device, measure_on_device=True,
-                                  keep=50))
+                                  limit="dev1,dev2", device=device, keep=50))  # default: all
     assert many.exit_status == 0, render_fleet(many)
     before = {h.host: releases(h.host) for h in many.hosts}
     assert all(len(r) >= 3 for r in before.values()), before
     pruned = run_fleet(FleetRequest(source=bundle, inventory=fleet_dir / "hosts.yml",
-                                    limit="dev1,dev2", device=device, keep=1))
+                                    limit="dev1,dev2", device=device, keep=1,
+                                    measure_on_device=False))
     assert pruned.exit_status == 0, render_fleet(pruned)
     for host in pruned.hosts:
         left = releases(host.host)

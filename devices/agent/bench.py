@@ -85,6 +85,9 @@ def bench_loaded(entries, threads, plan, hold=None, before=None):
     timed = timing.interleaved(calls, hold=hold, before=before, **plan)
     results = [_result(e, timed.samples.get(k), threads, plan["warmup"])
                for k, e in enumerate(entries)]
+    for k, result in enumerate(results):
+        if k in timed.samples:
+            result["round_ms"] = timed.round_medians(k)
     return {"results": results, "rounds": timed.rounds, "order": timed.order,
             "threads": threads}
 

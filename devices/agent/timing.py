@@ -20,11 +20,17 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Timed:
-    """Samples (ms) per candidate, the rounds run and each round's order of candidates."""
+    """Samples (ms) per candidate, the rounds run, each round's order of candidates and the
+    timed calls of each round (``samples`` is their concatenation, round after round)."""
 
     samples: dict
     rounds: int
     order: list
+    counts: tuple = ()
+
+    def round_medians(self, name):
+        """``name``'s median ms in each round: what a choice between candidates compares."""
+        return by_round(self.samples[name], self.counts)
 
 
 def interleaved(calls, rounds, runs, warmup, idle_s, budget_s=None, min_rounds=1, hold=None,
@@ -57,7 +63,7 @@ def interleaved(calls, rounds, runs, warmup, idle_s, budget_s=None, min_rounds=1
         if index == 0 and budget_s is not None:
             rounds = within_budget(rounds, min_rounds, budget_s, clock() - started)
         index += 1
-    return Timed(samples=samples, rounds=rounds, order=order)
+    return Timed(samples=samples, rounds=rounds, order=order, counts=tuple(counts[:rounds]))
 
 
 def held(hold):
@@ -89,6 +95,15 @@ def within_budget(rounds, min_rounds, budget_s, first_round_s):
     """The rounds that fit ``budget_s`` when one takes ``first_round_s`` (>= min_rounds)."""
     fit = int(budget_s / max(first_round_s, 1e-9))
     return min(rounds, max(min_rounds, fit))
+
+
+def by_round(times, counts):
+    """The median of each round's samples (``counts``: the timed calls of each round)."""
+    medians, start = [], 0
+    for count in counts:
+        medians.append(percentile(times[start:start + count], 50))
+        start += count
+    return medians
 
 
 def summary(times):

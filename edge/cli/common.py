@@ -62,11 +62,14 @@ TRUST_CODE = click.option(
 
 
 # ---------------------------------------------------------------- --on-device
-def on_device_option(help_text: str) -> Callable[[Any], Any]:
+def on_device_option(help_text: str, negatable: bool = False) -> Callable[[Any], Any]:
     """``--on-device``, and the hidden ``--measure-on-device`` it replaced: same meaning, with
-    a deprecation warning. The command reads ``on_device or measure_on_device``."""
+    a deprecation warning. The command reads ``on_device or measure_on_device``; ``negatable``:
+    ``--on-device/--no-on-device``, None when neither was given (the command's default)."""
+    flag = (click.option("--on-device/--no-on-device", default=None, help=help_text)
+            if negatable else click.option("--on-device", is_flag=True, help=help_text))
     return with_options([
-        click.option("--on-device", is_flag=True, help=help_text),
+        flag,
         click.option("--measure-on-device", is_flag=True, hidden=True,
                      callback=_deprecated_spelling),
     ])

@@ -32,7 +32,10 @@ __all__ = ["deploy"]
 @click.argument("source", metavar="MODEL|BUNDLE", type=PATH)
 @click.option("--profile", "profile_ref", help="Device profile id or file (MODEL: required).")
 @device_options
-@on_device_option("Benchmark every faithful candidate ON the device; activate the fastest.")
+@on_device_option("Benchmark every faithful candidate ON the device and activate the one "
+                  "chosen from those timings [default with --host, a profile's access.host "
+                  "or --inventory; --no-on-device: the bundle's choice, measured alone].",
+                  negatable=True)
 @click.option("--keep", type=click.IntRange(1, 1000), default=3, show_default=True,
               help="Releases kept on the device (the active one and the rollback target "
                    "are never removed).")
@@ -47,7 +50,8 @@ __all__ = ["deploy"]
               help="Also write the HTML report of the deployed bundle, with the device's "
                    "history, to FILE (--inventory: FILE-PROFILE.html per bundle when several).")
 @json_option
-def deploy(source: Path, profile_ref: str | None, on_device: bool, measure_on_device: bool,
+def deploy(source: Path, profile_ref: str | None, on_device: bool | None,
+           measure_on_device: bool,
            keep: int, inventory: Path | None, limit: str | None, forks: int, out: Path | None,
            dry_run: bool, report_file: Path | None, as_json: bool, **opts: Any) -> int:
     """Optimize (if given a model), push to the device, benchmark ON the device, report.
@@ -61,7 +65,7 @@ def deploy(source: Path, profile_ref: str | None, on_device: bool, measure_on_de
       edge deploy model.onnx --profile rpi4 --host pi@raspberrypi.local --calib calib.npy
       edge deploy rpi4.bundle --host pi@10.0.0.7:2222 --identity ~/.ssh/id_ed25519
       edge deploy model.onnx --profile rpi4          # the embedded local device
-      edge deploy rpi4.bundle --host pi@raspberrypi.local --on-device  # fastest there
+      edge deploy rpi4.bundle --host pi@raspberrypi.local --no-on-device  # as chosen
       edge deploy sample:digits --profile rpi4 --report deploy.html
     """
     source, opts["calib"], opts["eval_"] = with_sample(source, opts["calib"], opts["eval_"])
@@ -71,7 +75,7 @@ def deploy(source: Path, profile_ref: str | None, on_device: bool, measure_on_de
         raise UsageError("--limit selects inventory hosts: give --inventory too")
     fields = {"source": source, "profile": profile_ref, "device": device(opts),
               "options": optimize_settings(opts), "keep": keep,
-              "measure_on_device": on_device or measure_on_device}
+              "measure_on_device": True if measure_on_device else on_device}
     if inventory is not None:
         from edge.flows.fleet import FleetRequest
 

@@ -10,7 +10,14 @@ from edge.core.model import macs_caveat
 from edge.core.select import label
 from edge.core.tables import table
 from edge.core.units import size_text
-from edge.core.values import BenchResult, Bundle, CandidateResult, DeployReport, ModelInfo
+from edge.core.values import (
+    BenchResult,
+    Bundle,
+    CandidateResult,
+    Contest,
+    DeployReport,
+    ModelInfo,
+)
 from edge.core.verify.rows import HEADERS, kind_lines, output_rows
 
 if TYPE_CHECKING:
@@ -73,6 +80,7 @@ def render_bundle(bundle: Bundle, where: str) -> str:
             + (f"   fp32 reference accuracy {100 * ref:.1f}%" if ref is not None else "")]
     load = chosen_load_line(bundle)
     tail = [f"chosen: {bundle.chosen or 'none'} - {bundle.reason}", *([load] if load else []),
+            *([f"rounds: {contest_text(bundle.contest)}"] if bundle.contest else []),
             f"bundle: {where}"]
     headers = ("candidate", "status", "size", "fidelity", "p50 ms" if mixed else "p50 ms (host)",
                "reason")
@@ -118,6 +126,8 @@ def render_deploy(report: DeployReport,
     if report.compared:
         rows.append(("compared", "; ".join(f"{c.candidate} p50 {c.bench.p50_ms:.3f} ms"
                                             for c in report.compared)))
+    if report.contest:
+        rows.append(("rounds", contest_text(report.contest)))
     rows += list(extra)
     if report.reason:
         rows.append(("why", report.reason))
@@ -126,6 +136,16 @@ def render_deploy(report: DeployReport,
         head += (f" (the embedded local device stands in for {report.profile}: "
                  "these are this machine's numbers)")
     return head + "\n" + table(("", ""), rows)
+
+
+def contest_text(contest: Contest) -> str:
+    """The rounds and the spread of round medians behind a measured choice, on one line."""
+    more = (f" + {contest.extra_rounds} of {', '.join(contest.contenders)}"
+            if contest.extra_rounds else "")
+    spread = "; ".join(f"{s.candidate} {s.low_ms:.3f}-{s.high_ms:.3f} ms (paired "
+                       f"{s.paired_ms:.3f})" for s in contest.standings)
+    verdict = "clear" if contest.clear else "not clear: paired medians decided"
+    return f"{contest.rounds} interleaved{more} ({verdict}); round medians {spread}"
 
 
 def _bench_metric_rows(b: BenchResult) -> list[tuple[str, str]]:

@@ -23,6 +23,7 @@ __all__ = [
     "Bundle",
     "Candidate",
     "CandidateResult",
+    "Contest",
     "Dataset",
     "DeployReport",
     "MeasuredCandidate",
@@ -32,6 +33,7 @@ __all__ = [
     "Origin",
     "Pruning",
     "SOURCES",
+    "Standing",
     "TensorSpec",
 ]
 
@@ -294,8 +296,10 @@ class BenchResult(JsonValue):
     metrics: dict[str, Any] = field(default_factory=dict)
     #: None: a timing written before edge recorded sources (``where`` says where it ran)
     source: Literal["host", "device", "estimate", "simulated"] | None = None
+    #: the median ms of each interleaved round, in the order run (empty: not recorded)
+    round_ms: tuple[float, ...] = ()
 
-    OMIT_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("source",)
+    OMIT_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("source", "round_ms")
 
     @property
     def measured(self) -> bool:
@@ -343,6 +347,32 @@ class Pruning(JsonValue):
 
 
 @pydantic_dataclass(frozen=True, kw_only=True, slots=True)
+class Standing(JsonValue):
+    """One candidate in a measured choice: its round medians and what the choice compared."""
+
+    candidate: str
+    round_ms: tuple[float, ...]  # the median ms of each round it ran, extra rounds last
+    low_ms: float  # the spread of its round medians: fastest round ...
+    high_ms: float  # ... slowest round
+    paired_ms: float  # the figure the choice used: median round ratio to the leader, in ms
+
+
+@pydantic_dataclass(frozen=True, kw_only=True, slots=True)
+class Contest(JsonValue):
+    """The rounds and the spread behind a measured choice (``edge.core.select.settle``): all
+    candidates timed in ``rounds`` interleaved rounds; while the winner was not clear (spreads
+    overlapping, a round choosing another), ``extra_rounds`` more of just the contenders."""
+
+    rounds: int
+    extra_rounds: int
+    contenders: tuple[str, ...]  # the candidates the extra rounds timed (empty: clear at once)
+    clear: bool  # every round chose the winner and no contender's spread overlapped its own
+    round_winners: tuple[str, ...]  # what each round alone chose, in the order run
+    standings: tuple[Standing, ...]
+    note: str = ""
+
+
+@pydantic_dataclass(frozen=True, kw_only=True, slots=True)
 class CandidateResult(JsonValue):
     """A candidate's outcome: its artifact, fidelity, status and the reason for it."""
 
@@ -374,6 +404,9 @@ class Bundle(JsonValue):
     chosen: str | None
     reason: str
     origin: Origin | None = None
+    contest: Contest | None = None  # the rounds and spread behind a measured choice
+
+    OMIT_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("contest",)
 
     def chosen_result(self) -> CandidateResult | None:
         """The chosen candidate's result, if any."""
@@ -402,6 +435,9 @@ class DeployReport(JsonValue):
     active: bool = True
     compared: tuple[MeasuredCandidate, ...] = ()
     reason: str = ""
+    contest: Contest | None = None  # the rounds and spread behind the choice on the device
+
+    OMIT_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("contest",)
 
 
 @dataclass(frozen=True, slots=True)

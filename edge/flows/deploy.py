@@ -27,7 +27,7 @@ from devices.deploy import (
 )
 from devices.device import Device, open_device
 from devices.lock import deploy_lock
-from devices.measure import Rounds
+from devices.measure import Rounds, more_on_device
 from devices.release import (
     DEFAULT_KEEP,
     ReleasesReport,
@@ -48,7 +48,7 @@ from edge.core.plugins import full_suffix
 from edge.core.profile import Profile, catalog_ids, load_profile
 from edge.core.results import Comparison, check_baseline, compare, load_baseline
 from edge.core.results import keep as keep_result
-from edge.core.select import Budget, choose_candidate, runnable, within_budget
+from edge.core.select import Budget, runnable, settle, within_budget
 from edge.core.values import (
     Artifact,
     Bundle,
@@ -64,8 +64,9 @@ from targets.provision import provision_runtime, runtime_for_bundle
 
 __all__ = ["BenchOutcome", "BenchRequest", "DEFAULT_KEEP", "DeployRequest", "DeviceTarget",
            "ReleasesRequest", "RollbackRequest", "access_profile", "build_bundle", "deploy",
-           "describe", "measuring_device", "opened_device", "resolve_profile", "run_bench",
-           "run_deploy", "run_deploy_outcome", "run_gated_bench", "run_releases", "run_rollback"]
+           "describe", "measures_on_device", "measuring_device", "opened_device",
+           "resolve_profile", "run_bench", "run_deploy", "run_deploy_outcome", "run_gated_bench",
+           "run_releases", "run_rollback"]
 
 log = logging.getLogger("edge")
 
@@ -79,7 +80,9 @@ class DeployRequest:
     device: DeviceTarget = DeviceTarget()
     options: OptimizeOptions = OptimizeOptions()
     out: Path | None = None
-    measure_on_device: bool = False
+    #: every faithful candidate timed on the device, the choice made from those timings; None:
+    #: the default, yes for any device but the embedded local one (``measures_on_device``)
+    measure_on_device: bool | None = None
     keep: int = DEFAULT_KEEP  # releases kept on the device (the active and previous always)
 
 
@@ -108,13 +111,20 @@ def run_deploy_outcome(request: DeployRequest) -> tuple[DeployOutcome, Bundle, P
         if request.device.provision:
             python = _provision(transport, python, profile, runtime_for_bundle(bundle))
         rounds, threads = _bench(request.device, profile)
+        fastest = measures_on_device(request.measure_on_device, local=transport.is_local)
         outcome = deploy(bundle_dir, bundle, transport, profile=profile, python=python,
                          work_dir=profile.access.work_dir, rounds=rounds, threads=threads,
-                         keep=request.keep, fastest=request.measure_on_device,
-                         budget=latency_budget(request.options, profile)
-                         if request.measure_on_device else None)
+                         keep=request.keep, fastest=fastest,
+                         budget=latency_budget(request.options, profile) if fastest else None,
+                         opted_out=request.measure_on_device is False)
     keep_result(outcome.report)
     return outcome, bundle, bundle_dir
+
+
+def measures_on_device(asked: bool | None, *, local: bool) -> bool:
+    """Whether deploy times every faithful candidate on the device: as asked (--on-device,
+    --no-on-device), else on any device but the embedded local one (a device at hand decides)."""
+    return (not local) if asked is None else asked
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -201,13 +211,13 @@ def _check_keep(keep: int) -> None:
 def deploy(
     bundle_dir: Path, bundle: Bundle, transport: Transport, *, profile: Profile, python: str,
     work_dir: str, rounds: Rounds, threads: int, keep: int = DEFAULT_KEEP, fastest: bool = False,
-    budget: Budget | None = None,
+    budget: Budget | None = None, opted_out: bool = False,
 ) -> DeployOutcome:
     """Deploy a bundle: its chosen artifact (or the first faithful one the device runs), or with
     ``fastest`` every faithful candidate measured on the device and the one ``edge.core.select``
     chooses activated (with a latency ``budget``: among those within it on the device, the one
     that loses the least fidelity). ``profile`` is the device's profile (its runtime order and
-    power estimate).
+    power estimate). ``opted_out``: the user said --no-on-device (the reason says so).
 
     Only files the device lacks (by sha256) are sent; the release becomes current only after
     its health check and benchmark passed; afterwards releases beyond ``keep`` are pruned.
@@ -222,7 +232,13 @@ def deploy(
         assert result.artifact is not None
         outcome = deploy_artifact(device, bundle_dir, result.artifact, profile=profile,
                                   rounds=rounds, threads=threads, keep=keep)
-    return replace(outcome, report=replace(outcome.report, reason=_why(bundle, result)))
+    why = _why(bundle, result) + (OPTED_OUT if opted_out else "")
+    return replace(outcome, report=replace(outcome.report, reason=why))
+
+
+#: What plain deploy's reason adds when the user opted out of measuring every candidate.
+OPTED_OUT = ("; --no-on-device: the other faithful candidates were not measured on the device "
+             "(without it, edge times them all there and chooses from those timings)")
 
 
 def _why(bundle: Bundle, result: CandidateResult) -> str:
@@ -243,8 +259,8 @@ def _deploy_fastest(device: Device, bundle_dir: Path, bundle: Bundle, *, profile
     activated."""
     installed, transfer = install_all(device, bundle_dir,
                                       _usable(bundle, device.runtimes, device.label))
-    benches, how = device_benches(device, {r.candidate.id: m for r, m in installed}, rounds,
-                                  threads)
+    models = {r.candidate.id: m for r, m in installed}
+    benches, how = device_benches(device, models, rounds, threads)
     measured = [r for r, _ in installed if r.candidate.id in benches]
     ms = {k: b.p50_ms for k, b in benches.items()}
     try:
@@ -252,16 +268,25 @@ def _deploy_fastest(device: Device, bundle_dir: Path, bundle: Bundle, *, profile
     except CheckFailed:
         prune_quietly(device, keep)  # the installed candidates, never activated
         raise
-    choice = choose_candidate(pool, tuple(profile.runtimes), ms=ms,
-                              where=f"{device.label} {how}")
+    together = how == "in one interleaved bench"  # more rounds only of what ran together
+    more = more_on_device(device, models, rounds, threads=threads) if together else None
+    choice, contest, _ = settle(pool, tuple(profile.runtimes),
+                                {r.candidate.id: _round_ms(benches[r.candidate.id])
+                                 for r in pool}, more, where=f"{device.label} {how}")
     chosen = next(r for r in measured if r.candidate.id == choice.id)
     assert chosen.artifact is not None
     outcome = deploy_artifact(device, bundle_dir, chosen.artifact, profile=profile,
                               rounds=rounds, threads=threads, keep=keep)
     compared = tuple(MeasuredCandidate(candidate=r.candidate.id, bench=benches[r.candidate.id])
                      for r in measured)
-    report = replace(outcome.report, compared=compared, reason=note + choice.reason)
+    report = replace(outcome.report, compared=compared, reason=note + choice.reason,
+                     contest=contest)
     return replace(outcome, report=report, transfer=transfer)
+
+
+def _round_ms(bench: Any) -> tuple[float, ...]:
+    """A device timing's round medians (one figure when the agent recorded none)."""
+    return tuple(bench.round_ms) or (bench.p50_ms,)
 
 
 def _usable(bundle: Bundle, runtimes: frozenset[str], label: str) -> list[CandidateResult]:
@@ -303,9 +328,11 @@ def describe(request: DeployRequest) -> dict[str, Any]:
     """What run_deploy would do, without doing it."""
     profile = _profile(request, read=_check_source(request))
     _check_paths(request.device, profile)
-    where = request.device.host or profile_host(profile) or "the embedded local device"
+    host = request.device.host or profile_host(profile)
+    where = host or "the embedded local device"
     steps = []
-    fastest = (("every faithful candidate ", "the fastest") if request.measure_on_device
+    fastest = (("every faithful candidate ", "the one chosen from those timings")
+               if measures_on_device(request.measure_on_device, local=host is None)
                else ("", "it"))
     if not _is_bundle(request.source):
         out = request.out or Path(f"{request.source.stem}-{profile.id}.bundle")
@@ -368,7 +395,7 @@ def _bundle(request: DeployRequest, profile: Any,
         if bundle.profile != profile.id:
             log.warning("bundle was optimized for %s, deploying with %s", bundle.profile,
                         profile.id)
-        _warn_unjudged_budgets(request)
+        _warn_unjudged_budgets(request, profile)
         return bundle, request.source
     out = request.out or Path(f"{request.source.stem}-{profile.id}.bundle")
     bundle = optimize(request.source, profile, out, request.options)
@@ -377,11 +404,13 @@ def _bundle(request: DeployRequest, profile: Any,
     return bundle, out
 
 
-def _warn_unjudged_budgets(request: DeployRequest) -> None:
+def _warn_unjudged_budgets(request: DeployRequest, profile: Any) -> None:
     """A bundle's choice was made when it was optimized: its budgets then, not these."""
     options = request.options
+    local = (request.device.host or profile_host(profile)) is None
+    on_device = measures_on_device(request.measure_on_device, local=local)
     if options.size_budget_mb is not None or (options.latency_budget_ms is not None
-                                              and not request.measure_on_device):
+                                              and not on_device):
         log.warning("budget flags are not applied to an existing bundle (its choice was made "
                     "when it was optimized; --on-device judges --latency-budget on the "
                     "device): re-optimize the model with them")

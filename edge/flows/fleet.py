@@ -105,9 +105,9 @@ def describe_fleet(request: FleetRequest) -> dict[str, Any]:
     if request.device.provision:
         steps.append("install each bundle's runtime into WORK/venv on every host from wheels "
                      "fetched on this host (pip --no-index on the device)")
-    what = ("benchmark every faithful candidate on the device, switch to the fastest"
-            if request.measure_on_device else "benchmark on the device, switch its current "
-            "release")
+    what = ("benchmark every faithful candidate on the device, switch to the one chosen from "
+            "those timings" if request.measure_on_device is not False
+            else "benchmark on the device, switch its current release (--no-on-device)")
     steps += [f"deploy to {len(jobs)} host(s), at most {request.forks} at once: push, {what}; "
               f"keep {request.keep} releases per host", "print a per-host table"]
     return {"inventory": str(inventory.path), "limit": request.limit, "forks": request.forks,
@@ -347,9 +347,10 @@ def _deploy_to(request: FleetRequest, job: _Job, bundle: tuple[Bundle, Path],
                       work_dir=job.work_dir,
                       rounds=Rounds(calls=device.runs, warmup=device.warmup),
                       threads=job.threads, keep=request.keep,
-                      fastest=request.measure_on_device,
+                      fastest=request.measure_on_device is not False,
                       budget=latency_budget(request.options, job.profile)
-                      if request.measure_on_device else None).report
+                      if request.measure_on_device is not False else None,
+                      opted_out=request.measure_on_device is False).report
 
 
 def _provision(transport: Any, job: _Job, manifest: Bundle) -> str:

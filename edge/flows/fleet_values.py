@@ -35,7 +35,9 @@ class FleetRequest:
     device: DeviceTarget = DeviceTarget()
     options: OptimizeOptions = OptimizeOptions()
     out_dir: Path | None = None
-    measure_on_device: bool = False
+    #: every host times every faithful candidate and activates the one chosen from those
+    #: timings; None: the default, yes (every inventory host is a device at hand, over SSH)
+    measure_on_device: bool | None = None
     keep: int = 3  # releases kept on each host (devices.deploy.DEFAULT_KEEP)
 
 

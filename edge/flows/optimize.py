@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
-from devices.measure import Rounds, time_files_here
+from devices.measure import More, Rounds, more_here, time_files_here
 from edge.core import cancel, progress
 from edge.core.bundle import FORMAT, check_writable, write_bundle
 from edge.core.cache import cache_root
@@ -29,7 +29,7 @@ from edge.core.intake import (
 from edge.core.model import inspect_model, sha256_file, unrunnable
 from edge.core.plan import MIXED, PRUNED, Planned, accelerator_options, fallbacks_in, unfit
 from edge.core.profile import Profile
-from edge.core.select import Budget, choose_candidate, least_loss
+from edge.core.select import Budget, choose_candidate, least_loss, settle
 from edge.core.values import (
     ORIGINAL,
     Artifact,
@@ -132,7 +132,7 @@ def optimize(model_path: Path, profile: Profile, out: Path, options: OptimizeOpt
                                        latency_budget(options, profile),
                                        options.size_budget_mb)
     band = loss_band(options.limits.max_drop, len(ctx.held_out)) if budgeted else None
-    chosen, reason = _choose(results, profile, band)
+    chosen, reason, contest = _choose(results, profile, band, _more(outcomes, profile, options))
     if chosen is None and budgeted:
         reason = none_within([o.result for o in outcomes])
     bundle = Bundle(
@@ -140,7 +140,7 @@ def optimize(model_path: Path, profile: Profile, out: Path, options: OptimizeOpt
         calibration=ctx.calib.source,
         evaluation=ctx.held_out.source + (" (held-out split)" if options.eval is None else ""),
         candidates=tuple(_mark(r, chosen) for r in results), chosen=chosen, reason=reason,
-        origin=origin)
+        origin=origin, contest=contest)
     files = {name: path for o in outcomes for name, path in o.files.items()}
     write_bundle(out, bundle, files | _serving_files(outcomes, chosen))
     return bundle
@@ -552,20 +552,35 @@ def latency_budget(options: OptimizeOptions, profile: Profile) -> Budget | None:
     return budget_for(options.latency_budget_ms, profile.budgets.latency_ms, "latency", "ms")
 
 
-def _choose(results: list[CandidateResult], profile: Profile,
-            band: float | None = None) -> tuple[str | None, str]:
-    """The bundle's choice: host timings decide when this host is the device's kind; with a
-    budget (``band``), only among the candidates within it that lose the least fidelity."""
+def _more(outcomes: list[_Outcome], profile: Profile, options: OptimizeOptions) -> More:
+    """More rounds of the timed candidates on this host, for a winner not yet clear."""
+    files = {o.result.candidate.id: _main_file(o) for o in outcomes
+             if o.result.bench is not None and o.result.artifact is not None}
+    return more_here(files, options.rounds, threads=_threads(profile))
+
+
+def _choose(results: list[CandidateResult], profile: Profile, band: float | None = None,
+            more: More | None = None) -> tuple[str | None, str, Any]:
+    """The bundle's choice and its Contest: host timings decide when this host is the device's
+    kind (settled by more rounds of the contenders while unclear); with a budget (``band``),
+    only among the candidates within it that lose the least fidelity."""
     results, note = least_loss(results, band) if band is not None else (results, "")
-    ms = {r.candidate.id: r.bench.p50_ms for r in results
-          if r.bench is not None and r.bench.measured}
+    timed = [r for r in results if r.bench is not None and r.bench.measured
+             and r.status in ("passed", "chosen")]
+    ms = {r.candidate.id: r.bench.p50_ms for r in timed if r.bench is not None}
     why = (f"this host ({platform.machine()}) is not an {profile.compute.arch} device, so its "
-           "timings only inform; edge deploy --on-device measures on the device")
-    choice = choose_candidate(results, profile.runtimes, ms=ms, where="this host in "
-                              "interleaved rounds", trusted=host_is(profile), untrusted_why=why)
+           "timings only inform; edge deploy --host measures on the device")
+    where, contest = "this host in interleaved rounds", None
+    if host_is(profile):
+        rounds = {r.candidate.id: r.bench.round_ms or (r.bench.p50_ms,) for r in timed
+                  if r.bench is not None}
+        choice, contest, ms = settle(results, profile.runtimes, rounds, more, where=where)
+    else:
+        choice = choose_candidate(results, profile.runtimes, ms=ms, where=where,
+                                  trusted=False, untrusted_why=why)
     if choice.basis == "measured":
         note += _untimed(results, ms)
-    return choice.id, note + choice.reason if choice.id else choice.reason
+    return choice.id, note + choice.reason if choice.id else choice.reason, contest
 
 
 def _untimed(results: list[CandidateResult], ms: dict[str, float]) -> str:
@@ -576,7 +591,7 @@ def _untimed(results: list[CandidateResult], ms: dict[str, float]) -> str:
     if not waiting:
         return ""
     return (f"{', '.join(waiting)} run(s) on the device's accelerator, timed only there (edge "
-            "deploy --on-device measures them); among the rest: ")
+            "deploy --host measures them); among the rest: ")
 
 
 def _mark(result: CandidateResult, chosen: str | None) -> CandidateResult:
