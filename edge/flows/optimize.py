@@ -37,7 +37,6 @@ from edge.core.values import (
     Candidate,
     CandidateResult,
     Dataset,
-    Fidelity,
     ModelInfo,
     Origin,
     Pruning,
@@ -45,6 +44,7 @@ from edge.core.values import (
 )
 from edge.core.verify import Outputs, Thresholds, check_metrics, judge, measure, run_all
 from edge.core.verify.diverge import labelled
+from edge.core.verify.rows import passed_reason
 from edge.flows import mixed
 from edge.flows.budgets import (
     budget_for,
@@ -391,7 +391,7 @@ def _try(planned: Planned, ctx: _Context, keep_float: tuple[str, ...] = (),
     artifact, files = _store(target, cand, file, (*notes, *plan_notes))
     artifact = replace(artifact, kept_float=tuple(kept), fallbacks=fallbacks_in(notes))
     status, reason = ("rejected", failure) if failure else (
-        "passed", _passed(fidelity, () if plan_notes else kept))
+        "passed", passed_reason(fidelity, () if plan_notes else kept))
     if plan_notes and not failure:
         reason += f", with {len(kept)} layer(s) in float by the mixed plan"
     if ctx.pruning is not None:
@@ -467,23 +467,6 @@ def _store(target: Any, cand: Any, file: Path,
     artifact = replace(artifact, file=f"{stem}{target.caps.suffix}", companions=named)
     files = {artifact.file: file} | {c.file: p for c, p in zip(named, extra, strict=True)}
     return artifact, files
-
-
-def _passed(fid: Fidelity, kept_float: tuple[str, ...] = ()) -> str:
-    """Why a candidate passed: accuracy when labelled, a single output's task metric, else the
-    lowest output cosine; with several outputs, how many each kept their own metric."""
-    if fid.accuracy is not None and fid.reference_accuracy is not None:
-        text = (f"keeps fidelity: accuracy {100 * fid.accuracy:.1f}% vs fp32 "
-                f"{100 * fid.reference_accuracy:.1f}%")
-    elif len(fid.outputs) == 1 and fid.outputs[0].drop is not None:  # its task metric
-        text = f"keeps fidelity: {fid.outputs[0].reason}"
-    else:
-        text = f"keeps fidelity: cosine {fid.cosine:.4f}"
-    if len(fid.outputs) > 1:
-        text += f" (every one of {len(fid.outputs)} outputs passes its own metric)"
-    if kept_float:
-        text += f" after keeping {len(kept_float)} node(s) in float: {', '.join(kept_float)}"
-    return text
 
 
 def _measured(outcomes: list[_Outcome], profile: Profile, options: OptimizeOptions,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from edge.core.values import CandidateResult, OutputFidelity
+from edge.core.values import CandidateResult, Fidelity, OutputFidelity
 
-__all__ = ["HEADERS", "kind_lines", "output_rows"]
+__all__ = ["HEADERS", "kind_lines", "output_rows", "passed_reason"]
 
 #: the columns of :func:`output_rows`
 HEADERS = ("candidate", "output", "kind", "cosine", "RMS err / spread", "task metric", "verdict")
@@ -50,3 +50,20 @@ def kind_lines(candidates: Sequence[CandidateResult]) -> list[str]:
     if first is None:
         return []
     return [f"{o.name}: {o.kind} ({o.why})" for o in first.outputs]
+
+
+def passed_reason(fid: Fidelity, kept_float: tuple[str, ...] = ()) -> str:
+    """Why a candidate passed: accuracy when labelled, a single output's task metric, else the
+    lowest output cosine; with several outputs, how many each kept their own metric."""
+    if fid.accuracy is not None and fid.reference_accuracy is not None:
+        text = (f"keeps fidelity: accuracy {100 * fid.accuracy:.1f}% vs fp32 "
+                f"{100 * fid.reference_accuracy:.1f}%")
+    elif len(fid.outputs) == 1 and fid.outputs[0].drop is not None:  # its task metric
+        text = f"keeps fidelity: {fid.outputs[0].reason}"
+    else:
+        text = f"keeps fidelity: cosine {fid.cosine:.4f}"
+    if len(fid.outputs) > 1:
+        text += f" (every one of {len(fid.outputs)} outputs passes its own metric)"
+    if kept_float:
+        text += f" after keeping {len(kept_float)} node(s) in float: {', '.join(kept_float)}"
+    return text
