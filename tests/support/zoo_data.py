@@ -14,6 +14,8 @@ Every generator takes ``n`` and a ``seed`` and is deterministic.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 RATE = 16_000
@@ -171,7 +173,7 @@ def _words(rng: np.random.Generator, low: int = 3, high: int = 12) -> str:
     return " ".join(rng.choice(WORDS, int(rng.integers(low, high))))
 
 
-def _image(kind: str):  # type: ignore[no-untyped-def]
+def _image(kind: str) -> Callable[[np.random.Generator], bytes]:
     def make(rng: np.random.Generator) -> bytes:
         import io
 

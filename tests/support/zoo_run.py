@@ -99,7 +99,7 @@ def _torchscript(path: Path, threads: int) -> Model:
     import torch
 
     torch.set_num_threads(threads)
-    module = torch.jit.load(str(path), map_location="cpu").eval()  # type: ignore[no-untyped-call]
+    module = torch.jit.load(str(path), map_location="cpu").eval()
     args = module.forward.schema.arguments[1:]
     names = [a.name for a in args if not a.has_default_value()]
     ints = {a.name for a in args if str(a.type) == "int"}
