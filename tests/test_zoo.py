@@ -90,8 +90,9 @@ def _metric_flags(entry: zoo.Entry) -> list[str]:
 
 # oww-embedding: an int8 embedding with cosine 0.99 and an error ~35% of its spread across
 # samples was kept before fidelity was judged per output (issue 12 item 3); silero-vad: its
-# 8 kHz If branch cannot run at 512 samples, and ONNX Runtime refused the pinned reference (exit 4)
-@pytest.mark.parametrize("name", ["fer-emotion", "oww-embedding", "silero-vad"])
+# 8 kHz If branch cannot run at 512 samples, and ONNX Runtime refused the pinned reference (exit 4);
+# magika: an int32 input (byte values and a padding token), calibrated and quantized as such
+@pytest.mark.parametrize("name", ["fer-emotion", "oww-embedding", "silero-vad", "magika"])
 def test_small_model_optimized_and_every_output_keeps_its_task(name: str, tmp_path: Path) -> None:
     entry = zoo.entry(name)
     path = zoo.model(entry)
