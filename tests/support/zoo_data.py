@@ -8,6 +8,10 @@
 - audio: 16 kHz mono made with numpy: voiced "syllables" (harmonics under formant-like
   envelopes), chirps, tones and noise at several levels, as [N, samples] float32;
 - text for a tokenizer: short English sentences drawn from a fixed word list.
+- notes: 22.05 kHz clips of plucked harmonic notes (MIDI 40-84, some overlapping), for a
+  pitch transcriber;
+- files: the bytes of 18 file types (PNG/JPEG/GIF/BMP, zip/gzip/bz2/tar, .npy, PDF, JSON,
+  CSV, HTML, XML, Python, Markdown, INI, shell) with random content, for a content-type model.
 
 Every generator takes ``n`` and a ``seed`` and is deterministic.
 """
