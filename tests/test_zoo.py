@@ -16,7 +16,7 @@ import pytest
 from tests.support import zoo
 from tests.support.cli import run_cli
 from tests.support.zoo_check import artifact_model, fidelity
-from tests.support.zoo_intake import cpu_flags, litert_reference
+from tests.support.zoo_intake import INTAKE_FAILS, cpu_flags, litert_reference
 from tests.support.zoo_run import original, outputs
 
 ENTRIES = zoo.entries()
@@ -24,7 +24,8 @@ FAST = [e for e in ENTRIES if e.fast]
 CATEGORIES = ("classification", "detection", "landmarks", "segmentation", "ocr/ctc", "audio",
               "recurrent state", "0-d int64 input", "keras .h5", "float tflite",
               "already-quantized tflite", "dynamic dims", "transformer text encoder",
-              "int64 ids + attention mask")
+              "int64 ids + attention mask", "multi-label sigmoid maps", "int32 input",
+              "torchscript", "recurrent (LSTM)", "declared shape differs")
 ORT_ONLY = "extends: x86-64\nid: x86-64-ort\nruntimes: [onnxruntime]\n"
 
 
@@ -32,8 +33,15 @@ def _ids(entry: zoo.Entry) -> str:
     return entry.name
 
 
-def test_the_zoo_has_twelve_models_spanning_every_category() -> None:
-    assert len({e.member for e in ENTRIES}) >= 12
+def _known_failures(entries: list[zoo.Entry] | tuple[zoo.Entry, ...]) -> list[object]:
+    """Entries, those edge's intake refuses today marked as strict expected failures."""
+    return [pytest.param(e, id=e.name, marks=pytest.mark.xfail(
+        strict=True, reason=f"intake bug: {INTAKE_FAILS[e.name]}")) if e.name in INTAKE_FAILS
+        else pytest.param(e, id=e.name) for e in entries]
+
+
+def test_the_zoo_has_twenty_five_models_spanning_every_category() -> None:
+    assert len({e.member for e in ENTRIES}) >= 25  # issue 29: >= 25 models x {rpi4, x86-64}
     covered = {c for e in ENTRIES for c in e.covers}
     assert set(CATEGORIES) <= covered, set(CATEGORIES) - covered
     assert all(e.count - e.calib >= 100 for e in ENTRIES)
@@ -46,7 +54,7 @@ def test_wheel_fetched_and_model_checked(entry: zoo.Entry) -> None:
     assert path.stat().st_size > 50_000
 
 
-@pytest.mark.parametrize("entry", ENTRIES, ids=_ids)
+@pytest.mark.parametrize("entry", _known_failures(ENTRIES))
 def test_intake(entry: zoo.Entry, monkeypatch: pytest.MonkeyPatch) -> None:
     # intake results are content-addressed (source sha, converter versions): kept with the
     # wheels so that a rerun does not convert every TFLite and Keras model again
@@ -82,8 +90,9 @@ def _metric_flags(entry: zoo.Entry) -> list[str]:
 
 # oww-embedding: an int8 embedding with cosine 0.99 and an error ~35% of its spread across
 # samples was kept before fidelity was judged per output (issue 12 item 3); silero-vad: its
-# 8 kHz If branch cannot run at 512 samples, and ONNX Runtime refused the pinned reference (exit 4)
-@pytest.mark.parametrize("name", ["fer-emotion", "oww-embedding", "silero-vad"])
+# 8 kHz If branch cannot run at 512 samples, and ONNX Runtime refused the pinned reference (exit 4);
+# magika: an int32 input (byte values and a padding token), calibrated and quantized as such
+@pytest.mark.parametrize("name", ["fer-emotion", "oww-embedding", "silero-vad", "magika"])
 def test_small_model_optimized_and_every_output_keeps_its_task(name: str, tmp_path: Path) -> None:
     entry = zoo.entry(name)
     path = zoo.model(entry)

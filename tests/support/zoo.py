@@ -10,8 +10,8 @@ first ``calib`` samples for calibration and the rest (>= 100) held out, and ``en
 scores a candidate's outputs against the original's per output (tests/support/zoo_metrics.py).
 ``entry.metrics`` are the same judgements in edge's ``--metric OUTPUT=KIND`` vocabulary.
 
-The entries themselves are in tests/support/zoo_entries.py; bench/zoo.py runs them through
-``edge optimize`` and tests/test_zoo.py checks a fast subset.
+The entries themselves are in tests/support/zoo_entries.py and tests/support/zoo_more.py;
+bench/zoo.py runs them through ``edge optimize`` and tests/test_zoo.py checks a fast subset.
 """
 
 from __future__ import annotations
@@ -160,8 +160,9 @@ def write_data(entry: Entry, out_dir: Path) -> tuple[Path, Path]:
 
 def entries() -> tuple[Entry, ...]:
     from tests.support.zoo_entries import ENTRIES
+    from tests.support.zoo_more import MORE
 
-    return ENTRIES
+    return ENTRIES + MORE
 
 
 def entry(name: str) -> Entry:

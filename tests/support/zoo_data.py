@@ -8,11 +8,17 @@
 - audio: 16 kHz mono made with numpy: voiced "syllables" (harmonics under formant-like
   envelopes), chirps, tones and noise at several levels, as [N, samples] float32;
 - text for a tokenizer: short English sentences drawn from a fixed word list.
+- notes: 22.05 kHz clips of plucked harmonic notes (MIDI 40-84, some overlapping), for a
+  pitch transcriber;
+- files: the bytes of 18 file types (PNG/JPEG/GIF/BMP, zip/gzip/bz2/tar, .npy, PDF, JSON,
+  CSV, HTML, XML, Python, Markdown, INI, shell) with random content, for a content-type model.
 
 Every generator takes ``n`` and a ``seed`` and is deterministic.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
@@ -130,3 +136,187 @@ def sentences(n: int, seed: int = 0) -> list[str]:
     """``n`` sentences of 5-14 words drawn from WORDS."""
     rng = np.random.default_rng(seed)
     return [" ".join(rng.choice(WORDS, rng.integers(5, 15))) for _ in range(n)]
+
+
+def notes(n: int, samples: int, rate: int = 22_050, seed: int = 0) -> np.ndarray:
+    """``n`` clips of 1-4 plucked notes (MIDI 40-84: harmonics under a decay, some
+    overlapping), [n, samples] float32; every third clip opens with silence, as the first
+    window of a padded recording does."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(samples) / rate
+    clips = np.zeros((n, samples))
+    for i in range(n):
+        for _ in range(int(rng.integers(1, 5))):
+            clips[i] += _note(t, rng) * rng.uniform(0.2, 1.0)
+        clips[i] = _unit(clips[i]) * rng.uniform(0.1, 0.8) + rng.normal(0, 0.002, samples)
+        if i % 3 == 0:
+            clips[i, : samples // 11] = 0.0
+    return clips.astype(np.float32)
+
+
+def _note(t: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    pitch = 440.0 * 2 ** ((int(rng.integers(40, 85)) - 69) / 12)
+    start, length = rng.uniform(0, t[-1] * 0.8), rng.uniform(0.15, 1.2)
+    local = t - start
+    on = (local >= 0) & (local < length)
+    wave = sum(np.sin(2 * np.pi * k * pitch * local) / k for k in range(1, 6))
+    return np.where(on, wave * np.exp(-3.0 * np.clip(local, 0, None)), 0.0)
+
+
+def files(n: int, seed: int = 0) -> list[bytes]:
+    """``n`` files' contents of varied types made on the spot: images (PNG, JPEG, GIF, BMP),
+    archives (zip, gzip, bz2, tar), numpy (.npy), PDF, and text (JSON, CSV, HTML, XML, Python,
+    Markdown, INI, shell), each with random content."""
+    rng = np.random.default_rng(seed)
+    makers = (*[_image(f) for f in ("PNG", "JPEG", "GIF", "BMP")], _zip, _gzip, _bz2, _tar,
+              _npy, _pdf, _json, _csv, _html, _xml, _python, _markdown, _ini, _shell)
+    return [makers[i % len(makers)](rng) for i in range(n)]
+
+
+def _words(rng: np.random.Generator, low: int = 3, high: int = 12) -> str:
+    return " ".join(rng.choice(WORDS, int(rng.integers(low, high))))
+
+
+def _image(kind: str) -> Callable[[np.random.Generator], bytes]:
+    def make(rng: np.random.Generator) -> bytes:
+        import io
+
+        from PIL import Image
+
+        side = int(rng.integers(32, 160))
+        picture = photos(1, side, seed=int(rng.integers(1 << 30)))[0]
+        out = io.BytesIO()
+        Image.fromarray((picture * 255).astype(np.uint8)).save(out, format=kind)
+        return out.getvalue()
+    return make
+
+
+def _text(rng: np.random.Generator, lines: int = 20) -> bytes:
+    return "\n".join(_words(rng) for _ in range(int(rng.integers(3, lines)))).encode()
+
+
+def _zip(rng: np.random.Generator) -> bytes:
+    import io
+    import zipfile
+
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for k in range(int(rng.integers(1, 4))):
+            archive.writestr(f"{rng.choice(WORDS)}{k}.txt", _text(rng))
+    return out.getvalue()
+
+
+def _gzip(rng: np.random.Generator) -> bytes:
+    import gzip
+
+    return gzip.compress(_text(rng, 60), mtime=0)
+
+
+def _bz2(rng: np.random.Generator) -> bytes:
+    import bz2
+
+    return bz2.compress(_text(rng, 60))
+
+
+def _tar(rng: np.random.Generator) -> bytes:
+    import io
+    import tarfile
+
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as archive:
+        data = _text(rng)
+        info = tarfile.TarInfo(f"{rng.choice(WORDS)}.txt")
+        info.size = len(data)
+        archive.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+def _npy(rng: np.random.Generator) -> bytes:
+    import io
+
+    out = io.BytesIO()
+    np.save(out, rng.normal(size=(int(rng.integers(2, 60)), int(rng.integers(2, 30)))))
+    return out.getvalue()
+
+
+def _pdf(rng: np.random.Generator) -> bytes:
+    text = _words(rng).replace("(", "").replace(")", "")
+    stream = f"BT /F1 12 Tf 72 712 Td ({text}) Tj ET".encode()
+    objs = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+            b"/Resources << /Font << /F1 5 0 R >> >> >>",
+            b"<< /Length %d >>\nstream\n%s\nendstream" % (len(stream), stream),
+            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+    body, offsets = b"%PDF-1.4\n", []
+    for k, obj in enumerate(objs, 1):
+        offsets.append(len(body))
+        body += b"%d 0 obj\n%s\nendobj\n" % (k, obj)
+    xref = b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    return body + b"xref\n0 %d\n0000000000 65535 f \n%strailer\n<< /Size %d /Root 1 0 R >>\n" \
+        b"startxref\n%d\n%%%%EOF\n" % (len(objs) + 1, xref, len(objs) + 1, len(body))
+
+
+def _json(rng: np.random.Generator) -> bytes:
+    import json
+
+    rows = [{"id": int(rng.integers(1000)), "name": str(rng.choice(WORDS)), "note": _words(rng),
+             "value": round(float(rng.normal()), 3)} for _ in range(int(rng.integers(1, 12)))]
+    return json.dumps({"items": rows}, indent=int(rng.integers(0, 3)) or None).encode()
+
+
+def _csv(rng: np.random.Generator) -> bytes:
+    rows = ["id,name,value,flag"] + [
+        f"{k},{rng.choice(WORDS)},{rng.normal():.4f},{bool(rng.integers(2))}"
+        for k in range(int(rng.integers(5, 80)))]
+    return "\n".join(rows).encode()
+
+
+def _html(rng: np.random.Generator) -> bytes:
+    items = "".join(f"<li><a href=\"/{rng.choice(WORDS)}\">{_words(rng)}</a></li>\n"
+                    for _ in range(int(rng.integers(2, 10))))
+    return (f"<!DOCTYPE html>\n<html>\n<head><title>{_words(rng, 2, 5)}</title></head>\n"
+            f"<body>\n<h1>{_words(rng, 2, 5)}</h1>\n<p>{_words(rng)}</p>\n<ul>\n{items}</ul>\n"
+            "</body>\n</html>\n").encode()
+
+
+def _xml(rng: np.random.Generator) -> bytes:
+    rows = "".join(f"  <entry id=\"{k}\" kind=\"{rng.choice(WORDS)}\">{_words(rng)}</entry>\n"
+                   for k in range(int(rng.integers(2, 15))))
+    return f"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<log>\n{rows}</log>\n".encode()
+
+
+def _python(rng: np.random.Generator) -> bytes:
+    funcs = []
+    for _ in range(int(rng.integers(1, 5))):
+        name, arg = rng.choice(WORDS, 2)
+        funcs.append(f"def {name}_{rng.integers(99)}({arg}, count=3):\n"
+                     f"    \"\"\"{_words(rng).capitalize()}.\"\"\"\n"
+                     f"    result = [{arg} * k for k in range(count)]\n"
+                     f"    if len(result) > {rng.integers(1, 9)}:\n"
+                     f"        return sum(result)\n    return None\n")
+    return ("import os\nimport sys\n\n\n" + "\n\n".join(funcs)
+            + "\n\nif __name__ == \"__main__\":\n    print(sys.argv)\n").encode()
+
+
+def _markdown(rng: np.random.Generator) -> bytes:
+    parts = [f"# {_words(rng, 2, 5)}\n"]
+    for _ in range(int(rng.integers(1, 4))):
+        bullets = "".join(f"- {_words(rng)}\n" for _ in range(int(rng.integers(1, 5))))
+        parts.append(f"## {_words(rng, 2, 4)}\n\n{_words(rng, 8, 20)}.\n\n{bullets}")
+    return "\n".join(parts).encode()
+
+
+def _ini(rng: np.random.Generator) -> bytes:
+    sections = []
+    for _ in range(int(rng.integers(1, 4))):
+        keys = "".join(f"{rng.choice(WORDS)} = {rng.integers(100)}\n"
+                       for _ in range(int(rng.integers(1, 6))))
+        sections.append(f"[{rng.choice(WORDS)}]\n{keys}")
+    return "\n".join(sections).encode()
+
+
+def _shell(rng: np.random.Generator) -> bytes:
+    lines = [f"echo \"{_words(rng, 2, 6)}\"" if rng.integers(2) else
+             f"mkdir -p /tmp/{rng.choice(WORDS)} && cd /tmp/{rng.choice(WORDS)}"
+             for _ in range(int(rng.integers(2, 10)))]
+    return ("#!/bin/sh\nset -e\n" + "\n".join(lines) + "\n").encode()

@@ -8,6 +8,7 @@ does not depend on how edge judges fidelity; the bars are issue 12's "Done when"
     classes    top-1 agreement >= 99%            probs   decisions flipped at 0.5 <= 2%
     ctc        greedy-decoded strings equal >= 98%   boxes   original detections matched >= 95%
     mask       mean IoU of masks at 0.5 >= 0.95  values  cosine >= 0.98, error <= 10% of spread
+    events     F1 of the original's positives (>= 0.5) in a multi-label sigmoid map >= 0.98
 """
 
 from __future__ import annotations
@@ -52,6 +53,17 @@ def probs(ref: np.ndarray, got: np.ndarray, *, logits: bool = False) -> Score:
     a, b = (_sigmoid(ref), _sigmoid(got)) if logits else (ref, got)
     flips = float(np.mean((a >= 0.5) != (b >= 0.5)))
     return Score(kind="probs", value=flips, passed=flips <= 0.02, text=f"flips {flips:.2%}")
+
+
+def events(ref: np.ndarray, got: np.ndarray) -> Score:
+    """F1 of the candidate's decisions at 0.5 against the original's, over every class and
+    frame of every sample (a multi-label sigmoid map: sparse events, where the share of flips
+    would hide a lost note); no event in either counts as 1."""
+    a, b = np.asarray(ref) >= 0.5, np.asarray(got) >= 0.5
+    both, total = float(np.sum(a & b)), float(np.sum(a) + np.sum(b))
+    f1 = 2 * both / total if total else 1.0
+    return Score(kind="events", value=f1, passed=f1 >= 0.98,
+                 text=f"event F1 {f1:.3f} of {int(np.sum(a))} events")
 
 
 def ctc(ref: np.ndarray, got: np.ndarray, *, blank: int = 0) -> Score:

@@ -1,4 +1,5 @@
-"""Run a zoo model file on its own runtime: ONNX on ONNX Runtime, TFLite on LiteRT, Keras on Keras.
+"""Run a zoo model file on its own runtime: ONNX on ONNX Runtime, TFLite on LiteRT, Keras on Keras,
+TorchScript (.pt, .jit) on PyTorch.
 
 ``original(path)`` loads a model file and returns a ``Model``: its input names and ranks and a
 ``run(feeds)`` over one sample (feeds keyed by input name; a single-input model also takes its
@@ -35,6 +36,8 @@ def original(path: Path, threads: int = 1) -> Model:
         return _tflite(path, threads)
     if suffix in (".h5", ".hdf5", ".keras"):
         return _keras(path)
+    if suffix in (".pt", ".pth", ".jit"):
+        return _torchscript(path, threads)
     raise ValueError(f"no runtime for {path.name}")
 
 
@@ -86,6 +89,31 @@ def _keras(path: Path) -> Model:
         return [np.asarray(r) for r in (result if isinstance(result, list) else [result])]
 
     return Model(inputs=inputs, outputs=tuple(t.name for t in net.outputs), run=run)
+
+
+def _torchscript(path: Path, threads: int) -> Model:
+    """A TorchScript module with one tensor output (named "output", as edge names it). Its
+    inputs' ranks are unknown (-1): each sample is fed as stored, batch dim included; an
+    ``int`` argument (silero's sr) gets a Python int. A module that keeps state between calls
+    (silero's ``reset_states``) starts every sample afresh, as every other zoo entry does."""
+    import torch
+
+    torch.set_num_threads(threads)
+    module = torch.jit.load(str(path), map_location="cpu").eval()
+    args = module.forward.schema.arguments[1:]
+    names = [a.name for a in args if not a.has_default_value()]
+    ints = {a.name for a in args if str(a.type) == "int"}
+
+    def run(feeds: Feeds) -> list[np.ndarray]:
+        named = _by_name(feeds, names)
+        if hasattr(module, "reset_states"):
+            module.reset_states()
+        values = [int(named[n]) if n in ints else torch.from_numpy(np.ascontiguousarray(named[n]))
+                  for n in names]
+        with torch.no_grad():
+            return [module(*values).numpy()]
+
+    return Model(inputs=tuple((n, -1) for n in names), outputs=("output",), run=run)
 
 
 def _by_name(feeds: Feeds, names: Sequence[str]) -> Feeds:
