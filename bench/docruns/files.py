@@ -1,8 +1,9 @@
 """The files the sessions start from: the shipped digits sample under the names each page uses,
 small models made here (a dynamic-batch MatMul, an outlier digits CNN, a TorchScript MLP, the
-digits trunk with symbolic height/width, a YOLO-layout detector), mediapipe's face detectors and
-LFW crops for them (as the tests fetch them), profiles that extend the catalog, and deliberately
-broken inputs for the error examples."""
+digits trunk with symbolic height/width, a YOLO-layout detector, a trained CTC recognizer, an
+ill-conditioned MatMul pair), mediapipe's face detectors and LFW crops for them (as the tests
+fetch them), profiles that extend the catalog, and deliberately broken inputs for the error
+examples."""
 
 from __future__ import annotations
 
@@ -113,6 +114,39 @@ def detector(work: Path) -> None:
 
     detector_model(work / "det.onnx")
     np.save(work / "det.npy", uniform_inputs(60, (1, 16)))
+
+
+def ctc_recognizer(work: Path) -> None:
+    """``ctc.onnx`` (a CTC text recognizer: scores time first [T, 1, C], declared [1, seqlen])
+    and ``lines.npy`` (48 utterances), trained and exported as tests/edge/test_output_kinds.py's
+    fixture does (a few seconds, one thread)."""
+    import torch
+
+    sys.path.insert(0, str(ROOT))
+    from tests.edge.test_output_kinds import CLASSES, FEATURES, _export, _train, _utterance
+
+    rng = np.random.default_rng(0)
+    codes = rng.normal(size=(CLASSES, FEATURES)).astype(np.float32) * 2
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        net = _train(rng, codes)
+    finally:
+        torch.set_num_threads(threads)
+    _export(net, work / "ctc.onnx")
+    lines = [_utterance(rng, codes)[0] for _ in range(48)]
+    np.save(work / "lines.npy", np.stack(lines)[:, None])
+
+
+def cancelling(work: Path) -> None:
+    """``cancel.onnx`` (an ill-conditioned MatMul pair: OpenVINO's fp32 is not exact) and
+    ``x.npy`` (40 inputs), as tests/edge/test_fp32_exact.py makes them."""
+    sys.path.insert(0, str(ROOT))
+    from tests.edge.test_fp32_exact import WIDE, _cancelling
+
+    _cancelling(work / "cancel.onnx")
+    np.save(work / "x.npy", np.random.default_rng(3).normal(0, 1, (40, 1, WIDE))
+            .astype(np.float32))
 
 
 def trunk(work: Path) -> None:

@@ -7,16 +7,18 @@ from pathlib import Path
 import numpy as np
 
 from . import files
-from .steps import Session, Step, from_, head_tail, keep, nothing, on_page, upto
+from .steps import Session, Show, Step, from_, head_tail, keep, nothing, on_page, upto
 
 DOCS_DIR = Path("/tmp/edge-docs")
 
 TINY = "extends: rpi4\nmemory:\n  model_budget_mb: 2\n"
 ONE_MB = "extends: rpi4\nmemory:\n  model_budget_mb: 1\n"
 ORT_ONLY = "extends: x86-64\nruntimes: [onnxruntime]\n"
+OV_ORT = "extends: x86-64\nruntimes: [openvino, onnxruntime]\n"
 #: The manifest notes of the pixel-8 bundle's nnapi candidate, one a line.
 NNAPI_NOTES = ("python -c \"import json; m = json.load(open('p8.bundle/manifest.json')); "
-               "print(*m['candidates'][0]['artifact']['notes'], sep='\\n')\"")
+               "c = next(c for c in m['candidates'] if c['candidate']['target'] == 'nnapi'); "
+               "print(*c['artifact']['notes'], sep='\\n')\"")
 
 
 def _optimize_files(work: Path) -> None:
@@ -33,10 +35,25 @@ def _optimize_files(work: Path) -> None:
     (work / "notbundle").mkdir()
     (work / "notbundle" / "notes.txt").write_text("not an edge bundle\n")
     files.detector(work)
+    files.ctc_recognizer(work)
+    files.cancelling(work)
     files.sparse_face_detector(work / "face_detection_full_range_sparse.tflite")
     files.faces192(work / "faces192.npy")
     files.write(work, {"tiny.yaml": TINY, "one-mb.yaml": ONE_MB, "ort-only.yaml": ORT_ONLY,
-                       "my-pi.yaml": files.MY_PI})
+                       "ov-ort.yaml": OV_ORT, "my-pi.yaml": files.MY_PI})
+
+
+def _judged(output: str) -> Show:
+    """The int8 rows that keep fidelity, and how ``output`` was judged."""
+    return keep(lambda _, line: "keeps fidelity" in line and "-int8 " in line
+                or line.startswith(("outputs judged as:", f"  {output}: ")))
+
+
+def _fp32_rows(lines: list[str]) -> list[str]:
+    """The candidate table's header and its fp32 rows (each labelled exact or not)."""
+    head = next(i for i, line in enumerate(lines) if line.startswith("candidate "))
+    return keep(lambda i, line: i in (head, head + 1) or "fp32 exact" in line
+                or "fp32 not exact" in line)(lines)
 
 
 _O = "edge optimize sample:digits --profile"
@@ -59,28 +76,30 @@ OPTIMIZE = Session(name="optimize", docs=("docs/commands/optimize.md",),
          show=from_("candidate ")),
     Step(command=f"{_O} rpi4 --latency-budget 5 --json -o lb-rpi4.bundle 2>/dev/null | tail -4",
          block=7),
-    Step(command=f"{_DET} -o det.bundle", block=8,
-         show=keep(lambda _, line: "keeps fidelity" in line and "-int8 " in line
-                   or line.startswith(("outputs judged as:", "  out: ")))),
-    Step(command=f"{_DET} --metric out=yolo -o det-yolo.bundle", block=8),
-    Step(command="edge optimize det.onnx --profile ort-only.yaml --metric scroes=probs", block=9),
-    Step(command=_OUTLIER, block=10, tty=True),
-    Step(command="edge optimize huge.onnx --profile one-mb.yaml -o huge.bundle", block=11),
-    Step(command="echo $?", block=11),
-    Step(command="edge optimize big.onnx --profile x86-64 -o big.bundle", block=12),
+    Step(command="edge optimize ctc.onnx --profile ort-only.yaml --calib lines.npy -o ctc.bundle",
+         block=8, show=_judged("logits")),
+    Step(command=f"{_DET} -o det.bundle", block=9, show=_judged("out")),
+    Step(command=f"{_DET} --metric out=yolo -o det-yolo.bundle", block=9),
+    Step(command="edge optimize det.onnx --profile ort-only.yaml --metric scroes=probs", block=10),
+    Step(command="edge optimize cancel.onnx --profile ov-ort.yaml --calib x.npy -o cancel.bundle",
+         block=11, show=_fp32_rows),
+    Step(command=_OUTLIER, block=12, tty=True),
+    Step(command="edge optimize huge.onnx --profile one-mb.yaml -o huge.bundle", block=13),
+    Step(command="echo $?", block=13),
+    Step(command="edge optimize big.onnx --profile x86-64 -o big.bundle", block=14),
     Step(command="edge optimize big.onnx --profile x86-64 --calib big_calib.npy -o big.bundle",
-         block=12, show=upto("verified on")),
+         block=14, show=upto("verified on")),
     Step(command="edge optimize face_detection_full_range_sparse.tflite --profile x86-64 "
-                 "--calib faces192.npy -o sparse.bundle", block=13),
+                 "--calib faces192.npy -o sparse.bundle", block=15),
     Step(command="edge optimize model.onnx --profile rpi4 --calib calib.npy --eval eval.npz "
-                 "-o rpi4.bundle", block=14, show=from_("chosen:")),
+                 "-o rpi4.bundle", block=16, show=from_("chosen:")),
     Step(command=f"{_O} my-pi.yaml --min-cosine 1 --metric logits=values -o strict.bundle",
-         block=15,
+         block=17,
          show=from_("candidate ")),
-    Step(command="echo $?", block=15),
-    Step(command="edge optimize digits.onnx --profile rpi4 --calib calib_3d.npy", block=16),
-    Step(command="edge optimize digits.onnx --profile rpi4 --calib three.npy", block=16),
-    Step(command="edge optimize digits.onnx --profile rpi4 -o notbundle", block=16),
+    Step(command="echo $?", block=17),
+    Step(command="edge optimize digits.onnx --profile rpi4 --calib calib_3d.npy", block=18),
+    Step(command="edge optimize digits.onnx --profile rpi4 --calib three.npy", block=18),
+    Step(command="edge optimize digits.onnx --profile rpi4 -o notbundle", block=18),
 ])
 
 
