@@ -23,7 +23,14 @@ from edge.core.errors import UsageError, first_line
 from edge.core.extras import require
 from edge.core.files import filled, scratch_file
 from edge.core.intake.common import OPSET, Shapes, example
-from edge.core.intake.torchargs import baked_args, bake_inputs, int_not, positional, warn_state
+from edge.core.intake.torchargs import (
+    bake_inputs,
+    baked_args,
+    fold_baked_ifs,
+    int_not,
+    positional,
+    warn_state,
+)
 
 
 def from_torch(
@@ -56,6 +63,7 @@ def from_torch(
     with scratch_file(out, ".export.onnx") as exported:  # never a half-export under ``out``
         _export_torch(module, args, inputs, out_names, exported, source)
         model = bake_inputs(onnx.load(str(exported)), baked)
+    model = fold_baked_ifs(model) if baked else model
     _output_shapes(model, values)
     return model, feeds, list(zip(out_names, values, strict=True))
 

@@ -12,7 +12,10 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
+from onnx import helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+from edge.core.intake.branches import inline_branch
 
 from edge.core.errors import UsageError
 
@@ -134,6 +137,73 @@ def bake_inputs(model: onnx.ModelProto, baked: Mapping[str, Any]) -> onnx.ModelP
         graph.initializer.append(
             numpy_helper.from_array(np.asarray(baked[value.name], dtype=kind), value.name))
     return model
+
+
+def fold_baked_ifs(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with each main-graph If whose condition follows from constants alone (a
+    baked --arg, as ``sr == 16000``) replaced by the branch it takes, until none is left."""
+    while True:
+        step = next(((i, c) for i in _ifs(model) if (c := _constant_cond(model, i)) is not None),
+                    None)
+        if step is None:
+            return _without_dead(model)
+        index, cond = step
+        model = inline_branch(model, index, "then_branch" if cond else "else_branch")
+
+
+def _without_dead(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` without the nodes and initializers no graph output depends on (the branch
+    not taken: the 8 kHz network of a model baked at sr=16000)."""
+    graph = model.graph
+    live = {o.name for o in graph.output}
+    kept = []
+    for node in reversed(graph.node):
+        if live.intersection(node.output):
+            kept.append(node)
+            live.update(_used(node))
+    staged = list(reversed(kept))
+    del graph.node[:]
+    graph.node.extend(staged)
+    weights = [w for w in graph.initializer if w.name in live]
+    del graph.initializer[:]
+    graph.initializer.extend(weights)
+    return model
+
+
+def _used(node: onnx.NodeProto) -> set[str]:
+    """The names ``node`` reads, its subgraphs' (outer-scope) reads included."""
+    names = set(node.input)
+    for attr in node.attribute:
+        for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):
+            names.update(n for inner in sub.node for n in _used(inner))
+    return names
+
+
+def _ifs(model: onnx.ModelProto) -> list[int]:
+    return [i for i, n in enumerate(model.graph.node) if n.op_type == "If"]
+
+
+def _constant_cond(model: onnx.ModelProto, index: int) -> bool | None:
+    """The value of the If ``index``'s condition when only initializers feed it, else None."""
+    graph = model.graph
+    known = {i.name for i in graph.initializer} | {""}
+    feeding = []
+    for node in graph.node[:index]:
+        if node.op_type not in ("If", "Loop", "Scan") and set(node.input) <= known:
+            feeding.append(node)
+            known.update(node.output)
+    cond = graph.node[index].input[0]
+    if cond not in known:
+        return None
+    probe = helper.make_model(
+        helper.make_graph(feeding, "cond", [], [helper.make_tensor_value_info(cond, 0, None)],
+                          initializer=list(graph.initializer)),
+        opset_imports=list(model.opset_import), ir_version=model.ir_version)
+    try:
+        (value,) = ReferenceEvaluator(probe).run(None, {})
+    except Exception:  # noqa: BLE001 - an op the evaluator lacks: the If stays
+        return None
+    return bool(np.asarray(value).reshape(-1)[0])
 
 
 @contextlib.contextmanager
