@@ -71,8 +71,13 @@ def _typed(name: str, text: str, kind: str) -> Any:
     try:
         return SCALARS[kind](text)  # type: ignore[misc]
     except ValueError:
-        raise UsageError(f"--arg {name}={text}: '{name}' is a {kind}; give a {kind} value, "
-                         f"e.g. --arg {name}={'16000' if kind == 'int' else '0.5'}") from None
+        raise UsageError(f"--arg {name}={text}: forward's '{name}' is {_a(kind)}; give "
+                         f"{_a(kind)} value, e.g. --arg {name}="
+                         f"{'16000' if kind == 'int' else '0.5'}") from None
+
+
+def _a(kind: str) -> str:
+    return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
 
 
 def forward_types(module: Any) -> dict[str, tuple[str, bool]]:
