@@ -14,10 +14,10 @@ import click
 
 from edge.flows.sample import resolve
 
-__all__ = ["ACCESS", "PATH", "SHAPE", "SSH", "TRUST_CODE", "Finite", "bundle_report",
+__all__ = ["ACCESS", "ARG", "PATH", "SHAPE", "SSH", "TRUST_CODE", "Finite", "bundle_report",
            "check_report_file", "device", "device_options", "json_option", "on_device_option",
-           "optimize_options", "optimize_settings", "parse_args", "parse_shapes", "remote", "remote_options",
-           "report_option", "with_options", "with_sample", "write_report"]
+           "optimize_options", "optimize_settings", "parse_args", "parse_shapes", "remote",
+           "remote_options", "report_option", "with_options", "with_sample", "write_report"]
 
 PATH = click.Path(path_type=Path)
 

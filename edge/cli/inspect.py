@@ -40,9 +40,10 @@ def inspect(model: Path, profile_ref: str | None, shapes: tuple[str, ...],
 
     MODEL may be ONNX, TFLite, Keras (.keras/.h5), a SavedModel folder or a PyTorch
     module (.pt/.pth, or TorchScript .jit; needs --shape, and --arg for a forward argument
-    that is not a tensor: its value is baked into the reference); it is described as the reference ONNX edge converts from,
-    or, for a .tflite no converter turns into a faithful ONNX model, as the .tflite itself (read
-    with LiteRT, MACs not counted), with a warning naming what failed.
+    that is not a tensor: its value is baked into the reference); it is described as the
+    reference ONNX edge converts from, or, for a .tflite no converter turns into a faithful
+    ONNX model, as the .tflite itself (read with LiteRT, MACs not counted), with a warning
+    naming what failed.
     MACs of inputs with symbolic dims (other than the batch) are a lower bound, with a
     warning: give --shape for the real count.
     A model that would run code from its file when read (a pickled PyTorch module, a Keras

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any, cast
 import click
 
 from edge.cli.common import (
-    PATH,
     ARG,
+    PATH,
     SHAPE,
     TRUST_CODE,
     Finite,

@@ -35,16 +35,16 @@ from edge.core.intake.torchargs import (
 
 def from_torch(
     source: Path, out: Path, pins: Shapes, dtypes: Mapping[str, str], *, trust: bool = False,
-    values: Mapping[str, str] | None = None,
+    arg_values: Mapping[str, str] | None = None,
 ) -> tuple[onnx.ModelProto, dict[str, np.ndarray], list[tuple[str, np.ndarray]]]:
     """Export a saved module with torch.onnx.export(dynamo=False) on example inputs from pins;
-    a pickled module is loaded only with ``trust`` (--trust-model-code). ``values`` (--arg)
+    a pickled module is loaded only with ``trust`` (--trust-model-code). ``arg_values`` (--arg)
     gives forward's non-tensor arguments (int, float, bool): baked into the export."""
     require("pytorch", "torch", why=f"{source}: reading PyTorch models")
     import torch
 
     module = _load_torch(source, trust=trust)
-    baked = baked_args(module, dict(values or {}), pins, source)
+    baked = baked_args(module, dict(arg_values or {}), pins, source)
     names = _torch_inputs(module, pins, source, baked)
     feeds = {n: example(pins[n], dtypes.get(n, "float32")) for n in names}
     args = tuple(torch.from_numpy(feeds[n]) for n in names)

@@ -90,7 +90,8 @@ def _convert(kind: str, source: Path, out: Path, pins: Shapes,
              types: dict[str, str], trust: bool, values: dict[str, str]) -> Path:
     """Run the converter, finish the ONNX and check it reproduces the source."""
     if kind == "torch":
-        raw, feeds, expected = from_torch(source, out, pins, types, trust=trust, values=values)
+        raw, feeds, expected = from_torch(source, out, pins, types, trust=trust,
+                                               arg_values=values)
     else:
         # not remembered
         require("tflite", "tf2onnx", "tensorflow", why=f"{source}: reading {kind} models")

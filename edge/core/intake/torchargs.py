@@ -15,9 +15,8 @@ import onnx
 from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from edge.core.intake.branches import inline_branch
-
 from edge.core.errors import UsageError
+from edge.core.intake.branches import inline_branch
 
 log = logging.getLogger("edge")
 
@@ -236,7 +235,7 @@ def warn_state(module: Any, source: Path) -> None:
     if not isinstance(module, torch.jit.ScriptModule):
         return
     try:
-        graph = str(module.inlined_graph)  # type: ignore[attr-defined]
+        graph = str(module.inlined_graph)
     except (RuntimeError, AttributeError):
         return
     if "prim::SetAttr" in graph:
