@@ -14,10 +14,10 @@ import click
 
 from edge.flows.sample import resolve
 
-__all__ = ["ACCESS", "PATH", "SHAPE", "SSH", "TRUST_CODE", "Finite", "bundle_report",
+__all__ = ["ACCESS", "ARG", "PATH", "SHAPE", "SSH", "TRUST_CODE", "Finite", "bundle_report",
            "check_report_file", "device", "device_options", "json_option", "on_device_option",
-           "optimize_options", "optimize_settings", "parse_shapes", "remote", "remote_options",
-           "report_option", "with_options", "with_sample", "write_report"]
+           "optimize_options", "optimize_settings", "parse_args", "parse_shapes", "remote",
+           "remote_options", "report_option", "with_options", "with_sample", "write_report"]
 
 PATH = click.Path(path_type=Path)
 
@@ -54,6 +54,10 @@ report_option = click.option(
 SHAPE = click.option(
     "--shape", "shapes", multiple=True, metavar="NAME=DIMS[:DTYPE]",
     help="Pin an input's dims, e.g. input=1,3,224,224 (PyTorch: every input; ids=1,16:int64).")
+ARG = click.option(
+    "--arg", "arg_values", multiple=True, metavar="NAME=VALUE",
+    help="A PyTorch forward's non-tensor argument (int, float, bool or str), e.g. sr=16000: "
+         "baked into the exported model as a constant (repeatable).")
 TRUST_CODE = click.option(
     "--trust-model-code", "trust_model_code", is_flag=True,
     help="Read a model that runs code from its file when loaded (a pickled PyTorch module, a "
@@ -124,6 +128,15 @@ def parse_shapes(texts: tuple[str, ...]) -> tuple[dict[str, tuple[int, ...]], di
     return parse_shape_flags(list(texts))
 
 
+def parse_args(texts: tuple[str, ...]) -> dict[str, str]:
+    """``--arg NAME=VALUE`` flags as {name: value text} (typed by forward's schema later)."""
+    if not texts:
+        return {}
+    from edge.core.intake import parse_arg_flags
+
+    return parse_arg_flags(list(texts))
+
+
 # ---------------------------------------------------------------- optimize flags
 optimize_options = with_options([
     click.option("--calib", type=PATH, help="Calibration data: .npy, .npz or image folder."),
@@ -159,6 +172,7 @@ optimize_options = with_options([
                  metavar="SECONDS", help="Time budget of --prune's distillation."),
     click.option("-o", "--out", type=PATH, help="Bundle directory to write."),
     SHAPE,
+    ARG,
     TRUST_CODE,
 ])
 
@@ -175,7 +189,8 @@ def optimize_settings(opts: dict[str, Any]) -> Any:
     return OptimizeOptions(
         calib=opts.pop("calib"), eval=opts.pop("eval_"),
         latency_budget_ms=opts.pop("latency_budget"), size_budget_mb=opts.pop("size_budget"),
-        shapes=shapes, dtypes=dtypes, trust_code=opts.pop("trust_model_code"),
+        shapes=shapes, dtypes=dtypes, args=parse_args(opts.pop("arg_values")),
+        trust_code=opts.pop("trust_model_code"),
         prune=None if ratio is None else PruneOptions(ratio=ratio, budget_s=budget),
         limits=Thresholds(max_drop=opts.pop("max_drop"), min_cosine=opts.pop("min_cosine"),
                           max_error=opts.pop("max_error"), metrics=pairs, custom=custom))

@@ -8,7 +8,16 @@ from typing import Any
 
 import click
 
-from edge.cli.common import PATH, SHAPE, TRUST_CODE, json_option, parse_shapes, with_sample
+from edge.cli.common import (
+    ARG,
+    PATH,
+    SHAPE,
+    TRUST_CODE,
+    json_option,
+    parse_args,
+    parse_shapes,
+    with_sample,
+)
 from edge.cli.output import emit, stdout_to_stderr
 from edge.core.errors import ExitStatus
 from edge.core.units import MB
@@ -22,16 +31,19 @@ log = logging.getLogger("edge")
 @click.argument("model", type=PATH)
 @click.option("--profile", "profile_ref", help="Check the model against this device's budget.")
 @SHAPE
+@ARG
 @TRUST_CODE
 @json_option
 def inspect(model: Path, profile_ref: str | None, shapes: tuple[str, ...],
-            trust_model_code: bool, as_json: bool) -> int:
+            arg_values: tuple[str, ...], trust_model_code: bool, as_json: bool) -> int:
     """Describe a model: inputs, outputs, params, MACs, size, ops, fit on a device.
 
     MODEL may be ONNX, TFLite, Keras (.keras/.h5), a SavedModel folder or a PyTorch
-    module (.pt/.pth, needs --shape); it is described as the reference ONNX edge converts from,
-    or, for a .tflite no converter turns into a faithful ONNX model, as the .tflite itself (read
-    with LiteRT, MACs not counted), with a warning naming what failed.
+    module (.pt/.pth, or TorchScript .jit; needs --shape, and --arg for a forward argument
+    that is not a tensor: its value is baked into the reference); it is described as the
+    reference ONNX edge converts from, or, for a .tflite no converter turns into a faithful
+    ONNX model, as the .tflite itself (read with LiteRT, MACs not counted), with a warning
+    naming what failed.
     MACs of inputs with symbolic dims (other than the batch) are a lower bound, with a
     warning: give --shape for the real count.
     A model that would run code from its file when read (a pickled PyTorch module, a Keras
@@ -43,6 +55,7 @@ def inspect(model: Path, profile_ref: str | None, shapes: tuple[str, ...],
     Example:
       edge inspect model.onnx --profile rpi4
       edge inspect face_detection.tflite
+      edge inspect silero_vad.jit --shape x=1,512 --arg sr=16000
     """
     from edge.cli.render import render_model
     from edge.core.intake import inspect_reference, reference_model
@@ -52,9 +65,10 @@ def inspect(model: Path, profile_ref: str | None, shapes: tuple[str, ...],
     profile = load_profile(profile_ref) if profile_ref else None
     model, _, _ = with_sample(model, None, None)
     pins, types = parse_shapes(shapes)
+    values = parse_args(arg_values)
     with stdout_to_stderr(as_json):
         _, reference = reference_model(model, shapes=pins, dtypes=types, tflite_fallback=True,
-                                       trust_code=trust_model_code)
+                                       trust_code=trust_model_code, args=values)
         info = inspect_reference(reference)
     fit = _fit(info, profile) if profile else None
     caveat = macs_caveat(info)
@@ -65,8 +79,9 @@ def inspect(model: Path, profile_ref: str | None, shapes: tuple[str, ...],
         log.warning("edge cannot optimize or run this model: %s", odd)
     document = (info.to_json() | {"precision": info.precision,
                                    "macs_lower_bound": caveat is not None}
-                | ({"fit": fit} if fit else {}))
-    emit(as_json, document, render_model(info, fit["summary"] if fit else None))
+                | ({"fit": fit} if fit else {}) | ({"args": values} if values else {}))
+    baked = "".join(f"\nbaked argument: {n}={v}" for n, v in values.items())
+    emit(as_json, document, render_model(info, fit["summary"] if fit else None) + baked)
     return int(ExitStatus.CHECK_FAILED) if fit and not fit["fits"] else 0
 
 

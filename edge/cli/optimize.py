@@ -72,7 +72,7 @@ def _print_plan(model: Path, profile: Any, options: Any, as_json: bool) -> int:
     with stdout_to_stderr(as_json):
         origin, reference = reference_model(model, shapes=options.shapes,
                                             dtypes=options.dtypes, tflite_fallback=True,
-                                            trust_code=options.trust_code)
+                                            trust_code=options.trust_code, args=options.args)
     info = inspect_reference(reference)
     refuse_if_unfit(profile, info)
     check_metrics(options.limits, [o.name for o in info.outputs])

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, cast
 import click
 
 from edge.cli.common import (
+    ARG,
     PATH,
     SHAPE,
     TRUST_CODE,
@@ -18,6 +19,7 @@ from edge.cli.common import (
     device_options,
     json_option,
     on_device_option,
+    parse_args,
     parse_shapes,
     report_option,
     with_sample,
@@ -59,13 +61,15 @@ _TOKEN_FILE = click.option("--token-file", type=PATH,
               help="Minimise latency, device energy per frame, or the slowest pipeline stage.")
 @device_options
 @SHAPE
+@ARG
 @TRUST_CODE
 @report_option
 @json_option
 def partition(model: Path, profile_ref: str, cloud_ref: str, bandwidth: float | None,
               rtt: float | None, out: Path | None, compress: str, calib: Path | None,
               measure: bool, on_device: bool, measure_on_device: bool, objective: str,
-              shapes: tuple[str, ...], trust_model_code: bool, report_file: Path | None,
+              shapes: tuple[str, ...], arg_values: tuple[str, ...], trust_model_code: bool,
+              report_file: Path | None,
               as_json: bool, **flags: Any) -> int:
     """Split a model between the edge device and the cloud at the optimal cut.
 
@@ -100,7 +104,8 @@ def partition(model: Path, profile_ref: str, cloud_ref: str, bandwidth: float | 
     measured_on = on_device or measure_on_device or bool(flags.get("host"))
     with stdout_to_stderr(as_json):
         report = run_partition(model, edge, cloud, where, PartitionOptions(
-            bandwidth_mbps=bandwidth, rtt_ms=rtt, shapes=pins or None, compression=compress,
+            bandwidth_mbps=bandwidth, rtt_ms=rtt, shapes=pins or None,
+            args=parse_args(arg_values) or None, compression=compress,
             samples=calib, measured=measure, objective=cast("ObjectiveName", objective),
             device=device(flags) if measured_on else None, trust_code=trust_model_code))
         html = (write_report(render_partition_report, where, report_file) if report_file

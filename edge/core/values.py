@@ -159,6 +159,8 @@ class Origin(JsonValue):
     path: str
     sha256: str
     format: str
+    #: forward's non-tensor argument values (--arg NAME=VALUE) baked into the reference
+    args: dict[str, str] = field(default_factory=dict)
 
 
 @pydantic_dataclass(frozen=True, kw_only=True, slots=True)

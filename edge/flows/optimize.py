@@ -79,6 +79,7 @@ class OptimizeOptions:
     measure: bool = True
     shapes: dict[str, tuple[int, ...]] | None = None
     dtypes: dict[str, str] | None = None
+    args: dict[str, str] | None = None  # a PyTorch forward's non-tensor values (--arg)
     prune: PruneOptions | None = None  # also try pruned and distilled candidates
     trust_code: bool = False  # read a model that runs code when loaded (--trust-model-code)
 
@@ -116,7 +117,7 @@ def optimize(model_path: Path, profile: Profile, out: Path, options: OptimizeOpt
     with progress.step(f"reading {model_path.name}"):
         origin, reference = reference_model(model_path, shapes=options.shapes,
                                             dtypes=options.dtypes, tflite_fallback=True,
-                                            trust_code=options.trust_code)
+                                            trust_code=options.trust_code, args=options.args)
         model = inspect_reference(reference)
     refuse_if_unfit(profile, model)
     check_metrics(options.limits, [o.name for o in model.outputs])

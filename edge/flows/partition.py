@@ -61,6 +61,7 @@ class PartitionOptions:
     rtt_ms: float | None = None  # default: the edge profile's RTT
     measured: bool = False  # per-node costs measured on this host instead of estimated
     shapes: dict[str, tuple[int, ...]] | None = None
+    args: dict[str, str] | None = None  # a PyTorch forward's non-tensor values (--arg)
     compression: str = "none"  # transfer compression of float cut tensors: none, fp16, int8
     samples: Path | None = None  # data for int8 scales and the fidelity check (--calib)
     objective: ObjectiveName = "latency"  # latency, energy (device mJ), throughput (slowest stage)
@@ -293,7 +294,7 @@ def _cut_summary(built: _Built) -> dict[str, Any]:
 def _named_reference(model_path: Path, options: PartitionOptions, out: Path) -> Path:
     """The reference ONNX with every node named (the split works by node name)."""
     _, reference = reference_model(model_path, shapes=options.shapes,
-                                   trust_code=options.trust_code)
+                                   trust_code=options.trust_code, args=options.args)
     reference = _pinned(reference, options.samples)
     _refuse_unrunnable(reference, model_path.name)
     out.mkdir(parents=True, exist_ok=True)

@@ -21,8 +21,9 @@ from edge.core.intake.reference import (
     to_reference,
 )
 from edge.core.intake.shapes import parse_shape_flags, parse_shapes
+from edge.core.intake.torchargs import parse_arg_flags
 
 __all__ = ["ACCEPTED", "OPSET", "NoOnnxReference", "check_model_file", "dropped_branches",
-           "dynamic_inputs",
-           "inspect_reference", "inspect_tflite", "is_tflite", "parse_shape_flags",
-           "parse_shapes", "pin_from_sample", "reference_model", "source_kind", "to_reference"]
+           "dynamic_inputs", "inspect_reference", "inspect_tflite", "is_tflite",
+           "parse_arg_flags", "parse_shape_flags", "parse_shapes", "pin_from_sample",
+           "reference_model", "source_kind", "to_reference"]

@@ -19,9 +19,9 @@ log = logging.getLogger("edge")
 
 #: File suffix -> source kind; a directory holding saved_model.pb is a SavedModel.
 SUFFIXES = {".onnx": "onnx", ".tflite": "tflite", ".keras": "keras", ".h5": "keras",
-            ".hdf5": "keras", ".pt": "torch", ".pth": "torch"}
+            ".hdf5": "keras", ".pt": "torch", ".pth": "torch", ".jit": "torch"}
 
-ACCEPTED = ".onnx, .tflite, .keras, .h5, .pt, .pth, or a SavedModel directory"
+ACCEPTED = ".onnx, .tflite, .keras, .h5, .pt, .pth, .jit (TorchScript), or a SavedModel directory"
 
 OPSET = 17
 
@@ -56,10 +56,12 @@ class NoOnnxReference(UsageError):
 
 
 def cached_path(source: Path, workdir: Path, kind: str, pins: Shapes,
-                 dtypes: Mapping[str, str]) -> Path:
-    """Where the reference for this source content and these options lives in workdir."""
+                 dtypes: Mapping[str, str], values: Mapping[str, str] | None = None) -> Path:
+    """Where the reference for this source content and these options (``values``: --arg)
+    lives in workdir."""
     digest = hashlib.sha256()
-    key = cache_key(kind, sorted(pins.items()), sorted(dtypes.items()), recipe=_VERSION,
+    extra = [sorted(values.items())] if values else []  # keys made without --arg stay valid
+    key = cache_key(kind, sorted(pins.items()), sorted(dtypes.items()), *extra, recipe=_VERSION,
                     converters=_CONVERTERS[kind])
     digest.update(key.encode())
     files = sorted(p for p in source.rglob("*") if p.is_file()) if source.is_dir() else [source]

@@ -23,20 +23,35 @@ from edge.core.errors import UsageError, first_line
 from edge.core.extras import require
 from edge.core.files import filled, scratch_file
 from edge.core.intake.common import OPSET, Shapes, example
+from edge.core.intake.torchargs import (
+    bake_inputs,
+    baked_args,
+    fold_baked_ifs,
+    int_not,
+    positional,
+    warn_state,
+)
 
 
 def from_torch(
     source: Path, out: Path, pins: Shapes, dtypes: Mapping[str, str], *, trust: bool = False,
+    arg_values: Mapping[str, str] | None = None,
 ) -> tuple[onnx.ModelProto, dict[str, np.ndarray], list[tuple[str, np.ndarray]]]:
     """Export a saved module with torch.onnx.export(dynamo=False) on example inputs from pins;
-    a pickled module is loaded only with ``trust`` (--trust-model-code)."""
+    a pickled module is loaded only with ``trust`` (--trust-model-code). ``arg_values`` (--arg)
+    gives forward's non-tensor arguments (int, float, bool): baked into the export."""
     require("pytorch", "torch", why=f"{source}: reading PyTorch models")
     import torch
 
     module = _load_torch(source, trust=trust)
-    names = _torch_inputs(module, pins, source)
+    baked = baked_args(module, dict(arg_values or {}), pins, source)
+    names = _torch_inputs(module, pins, source, baked)
     feeds = {n: example(pins[n], dtypes.get(n, "float32")) for n in names}
     args = tuple(torch.from_numpy(feeds[n]) for n in names)
+    inputs = names
+    if baked:
+        warn_state(module, source)
+        args, inputs = positional(module, {**dict(zip(names, args, strict=True)), **baked})
     with torch.no_grad():
         try:
             result = module(*args)
@@ -46,9 +61,22 @@ def from_torch(
     values = _flatten_torch(result)
     out_names = ["output"] if len(values) == 1 else [f"output_{i}" for i in range(len(values))]
     with scratch_file(out, ".export.onnx") as exported:  # never a half-export under ``out``
-        _export_torch(module, args, names, out_names, exported, source)
-        model = onnx.load(str(exported))
+        _export_torch(module, args, inputs, out_names, exported, source)
+        model = bake_inputs(onnx.load(str(exported)), baked)
+    model = fold_baked_ifs(model) if baked else model
+    _output_shapes(model, values)
     return model, feeds, list(zip(out_names, values, strict=True))
+
+
+def _output_shapes(model: onnx.ModelProto, values: list[np.ndarray]) -> None:
+    """Give a graph output the exporter left without a shape (one made by an If) the shape of
+    the module's result: every input is pinned, so it is static."""
+    for value, array in zip(model.graph.output, values, strict=True):
+        tensor = value.type.tensor_type
+        if not tensor.HasField("shape"):
+            tensor.shape.SetInParent()
+            for dim in array.shape:
+                tensor.shape.dim.add().dim_value = int(dim)
 
 
 #: Op namespaces TorchScript code may call (``torch.ops.<ns>``/``ops.<ns>``) and custom-class
@@ -137,6 +165,11 @@ def _dotted_names(text: str) -> Iterator[list[str]]:
         yield chain
 
 
+def is_torchscript(source: Path) -> bool:
+    """Whether ``source`` is a TorchScript archive (a zip holding constants.pkl)."""
+    return _scripted(source)
+
+
 def _scripted(source: Path) -> bool:
     """Whether ``source`` is a TorchScript archive (a zip holding constants.pkl)."""
     try:
@@ -187,9 +220,11 @@ def _unpickling_refusal(source: Path, exc: Exception) -> str:
             "module with --trust-model-code for a model you trust")
 
 
-def _torch_inputs(module: Any, pins: Shapes, source: Path) -> list[str]:
-    """Forward's argument names that get example inputs: the required ones plus pinned ones."""
-    params = _forward_params(module)
+def _torch_inputs(module: Any, pins: Shapes, source: Path,
+                  baked: Mapping[str, Any] | None = None) -> list[str]:
+    """Forward's argument names that get example inputs: the required ones plus pinned ones
+    (the ``baked`` non-tensor ones, --arg, get none)."""
+    params = [(n, req) for n, req in _forward_params(module) if n not in (baked or {})]
     unknown = [n for n in pins if n not in dict(params)]
     if unknown:
         raise UsageError(f"--shape {unknown[0]}=...: {source.name}'s forward() has no argument "
@@ -232,7 +267,7 @@ def _export_torch(module: Any, args: tuple[Any, ...], names: list[str], out_name
     """torch.onnx.export with the TorchScript exporter at OPSET; failures name the source."""
     import torch
 
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), int_not():
         warnings.simplefilter("ignore")
         try:
             torch.onnx.export(module, args, str(out), input_names=names, output_names=out_names,

@@ -25,7 +25,7 @@ from edge.core.intake.common import (
 from edge.core.intake.memory import remembered_failure
 from edge.core.intake.onnxfix import finish, fix_onnx, graph_inputs, input_dims
 from edge.core.intake.parity import check_parity
-from edge.core.intake.pytorch import from_torch
+from edge.core.intake.pytorch import from_torch, is_torchscript
 from edge.core.intake.tf import from_tf
 from edge.core.intake.trust import refuse_model_code
 from edge.core.model import inspect_model, save_onnx_atomic, sha256_file, unrunnable
@@ -53,6 +53,7 @@ def source_kind(source: Path) -> str:
 def to_reference(
     source: Path, workdir: Path, *, shapes: Mapping[str, Sequence[int]] | None = None,
     dtypes: Mapping[str, str] | None = None, trust_code: bool = False,
+    args: Mapping[str, str] | None = None,
 ) -> Path:
     """The reference ONNX for ``source``: the file itself, or a converted/fixed copy in workdir.
 
@@ -60,30 +61,37 @@ def to_reference(
     argument, and ``dtypes`` (default float32) for their non-float ones. Copies are cached in
     ``workdir`` by source content and options. A model that would run code from its file when
     read (a pickled module, a Keras Lambda, a SavedModel with file or Python ops) is refused
-    unless ``trust_code`` (--trust-model-code). Raises UsageError with a one-line reason.
+    unless ``trust_code`` (--trust-model-code). ``args`` (--arg NAME=VALUE) gives a PyTorch
+    forward's non-tensor arguments, baked into the reference. Raises UsageError with a
+    one-line reason.
     """
     source = Path(source)
     kind = source_kind(source)
     pins = {k: tuple(int(d) for d in v) for k, v in (shapes or {}).items()}
     types = dict(dtypes or {})
+    values = dict(args or {})
+    if values and kind != "torch":
+        raise UsageError(f"--arg {next(iter(values))}=...: --arg gives a PyTorch forward's "
+                         f"non-tensor arguments; {source.name} is a {kind} model (use --shape)")
     if kind == "onnx":
         return fix_onnx(source, workdir, pins)
     _sniff(source, kind)
     if not trust_code:
         refuse_model_code(source, kind)
-    out = cached_path(source, workdir, kind, pins, types)
+    out = cached_path(source, workdir, kind, pins, types, values)
     if usable_entry(out):
         return out
     with no_space_as(out):
         workdir.mkdir(parents=True, exist_ok=True)
-        return _convert(kind, source, out, pins, types, trust_code)
+        return _convert(kind, source, out, pins, types, trust_code, values)
 
 
 def _convert(kind: str, source: Path, out: Path, pins: Shapes,
-             types: dict[str, str], trust: bool) -> Path:
+             types: dict[str, str], trust: bool, values: dict[str, str]) -> Path:
     """Run the converter, finish the ONNX and check it reproduces the source."""
     if kind == "torch":
-        raw, feeds, expected = from_torch(source, out, pins, types, trust=trust)
+        raw, feeds, expected = from_torch(source, out, pins, types, trust=trust,
+                                               arg_values=values)
     else:
         # not remembered
         require("tflite", "tf2onnx", "tensorflow", why=f"{source}: reading {kind} models")
@@ -135,6 +143,9 @@ def check_model_file(source: Path, *, trust_code: bool = False) -> None:
 
 def _sniff(source: Path, kind: str) -> None:
     """Reject a file that is plainly not of its suffix's format before starting a converter."""
+    if source.suffix.lower() == ".jit" and not is_torchscript(source):
+        raise UsageError(f"{source}: a .jit file must be a TorchScript archive "
+                         "(torch.jit.save); this one is not (rename a pickled module to .pt)")
     if kind not in _MAGIC:
         return
     offset, magics = _MAGIC[kind]
@@ -147,18 +158,19 @@ def _sniff(source: Path, kind: str) -> None:
 
 def reference_model(source: Path, *, shapes: dict[str, tuple[int, ...]] | None = None,
                     dtypes: dict[str, str] | None = None,
-                    tflite_fallback: bool = False,
-                    trust_code: bool = False) -> tuple[Origin, Path]:
+                    tflite_fallback: bool = False, trust_code: bool = False,
+                    args: dict[str, str] | None = None) -> tuple[Origin, Path]:
     """The user's file and the reference ONNX every target converts from (cached).
 
     With ``tflite_fallback`` a .tflite no converter can turn into a faithful ONNX model is its
     own reference (run on LiteRT; only targets that read .tflite files take it), with a warning.
-    ``trust_code`` (--trust-model-code) reads a model that runs code (see ``to_reference``).
+    ``trust_code`` (--trust-model-code) reads a model that runs code (see ``to_reference``);
+    ``args`` (--arg) are a PyTorch forward's non-tensor values, recorded in the Origin.
     """
     kind = source_kind(source)
     try:
         reference = to_reference(source, cache_root() / "reference", shapes=shapes,
-                                 dtypes=dtypes, trust_code=trust_code)
+                                 dtypes=dtypes, trust_code=trust_code, args=args)
     except NoOnnxReference as exc:
         if not tflite_fallback or kind != "tflite":
             raise
@@ -166,4 +178,5 @@ def reference_model(source: Path, *, shapes: dict[str, tuple[int, ...]] | None =
                     "TFLite candidates made from it compete", exc)
         reference = source
     digest = sha256_file(source) if source.is_file() else "(folder)"
-    return Origin(path=str(source.resolve()), sha256=digest, format=kind), reference
+    return Origin(path=str(source.resolve()), sha256=digest, format=kind,
+                  args=dict(args or {})), reference
