@@ -63,7 +63,7 @@ def last_line(text: str) -> str:
 
 def intake(path: Path, entry: zoo.Entry) -> dict[str, Any]:
     """``edge inspect``: exit code, and the first line of trouble when it failed."""
-    shapes = [a for s in entry.shapes for a in ("--shape", s)]
+    shapes = entry.shape_flags
     start = time.monotonic()
     done = edge("inspect", str(path), *shapes, "--json", timeout=1200)
     took = time.monotonic() - start
@@ -84,7 +84,7 @@ def optimize(path: Path, entry: zoo.Entry, profile: str, work: Path, metrics: bo
     calib, held = zoo.write_data(entry, work)
     args = ["optimize", str(path), "--profile", profile, "--calib", str(calib), "--eval",
             str(held), "-o", str(work / "bundle"), "--json"]
-    args += [a for s in entry.shapes for a in ("--shape", s)]
+    args += entry.shape_flags
     if metrics:
         args += [a for s in entry.metrics for a in ("--metric", s)]
     start = time.monotonic()

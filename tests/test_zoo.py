@@ -59,7 +59,7 @@ def test_intake(entry: zoo.Entry, monkeypatch: pytest.MonkeyPatch) -> None:
     # intake results are content-addressed (source sha, converter versions): kept with the
     # wheels so that a rerun does not convert every TFLite and Keras model again
     monkeypatch.setenv("EDGE_CACHE_DIR", str(zoo.cache_dir() / "zoo" / "edge-cache"))
-    shapes = [a for s in entry.shapes for a in ("--shape", s)]
+    shapes = entry.shape_flags
     result = run_cli("inspect", str(zoo.model(entry)), *shapes, "--json")
     assert result.status == 0, result.stderr[-600:]
     described = result.json()
@@ -99,7 +99,7 @@ def test_small_model_optimized_and_every_output_keeps_its_task(name: str, tmp_pa
     calib, held_file = zoo.write_data(entry, tmp_path)
     profile = tmp_path / "x86-64-ort.yaml"
     profile.write_text(ORT_ONLY)
-    shapes = [a for s in entry.shapes for a in ("--shape", s)]
+    shapes = entry.shape_flags
     result = run_cli("optimize", str(path), "--profile", str(profile), "--calib", str(calib),
                      "--eval", str(held_file), "-o", str(tmp_path / "bundle"), "--json",
                      *shapes, *_metric_flags(entry))

@@ -49,6 +49,7 @@ class Entry:
     judge: Judge  # original outputs, candidate outputs -> per-output Score
     metrics: tuple[str, ...] = ()  # edge ``--metric`` values, OUTPUT=KIND
     shapes: tuple[str, ...] = ()  # edge ``--shape`` values
+    args: tuple[str, ...] = ()  # edge ``--arg`` values: a PyTorch forward's non-tensor arguments
     build: Callable[[Path, Path], None] | None = None  # (member file, out file): derive the model
     built_suffix: str = ""
     count: int = 150
@@ -60,6 +61,12 @@ class Entry:
     @property
     def spec(self) -> str:
         return f"{self.package}=={self.version}"
+
+    @property
+    def shape_flags(self) -> list[str]:
+        """The ``--shape`` and ``--arg`` flags edge is given for this model."""
+        return ([a for s in self.shapes for a in ("--shape", s)]
+                + [a for s in self.args for a in ("--arg", s)])
 
 
 def wheel(package: str, version: str) -> Path:
@@ -146,7 +153,9 @@ def split(entry: Entry, arrays: Arrays) -> tuple[Arrays, Arrays]:
 def write_data(entry: Entry, out_dir: Path) -> tuple[Path, Path]:
     """Calibration and held-out files for ``edge optimize``: one .npy for a single-input model
     (no input name to guess for a converted TFLite), else .npz keyed by input name."""
-    calib, held = split(entry, samples(entry))
+    baked = {a.partition("=")[0] for a in entry.args}  # given with --arg, not as data
+    calib, held = ({k: v for k, v in part.items() if k not in baked}
+                   for part in split(entry, samples(entry)))
     out_dir.mkdir(parents=True, exist_ok=True)
     suffix = ".npy" if len(calib) == 1 else ".npz"
     paths = out_dir / f"{entry.name}-calib{suffix}", out_dir / f"{entry.name}-eval{suffix}"

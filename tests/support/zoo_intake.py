@@ -30,11 +30,7 @@ SATURATING = frozenset({"fer-emotion-int8"})
 
 #: Zoo models edge's intake refuses today: each a bug reported to the coordinator (issue 29's
 #: "100 % intake"). tests/test_zoo.py expects the failure strictly, so the fix shows up there.
-INTAKE_FAILS: dict[str, str] = {
-    # a TorchScript archive named .jit: refused by its suffix; renamed .pt, forward's
-    # `sr: int` cannot be given (--shape makes tensors), the module fails on the example
-    "silero-vad-jit": "unknown model type '.jit'",
-}
+INTAKE_FAILS: dict[str, str] = {}
 
 
 def litert_reference(cpu_flags: set[str]) -> dict[str, str]:

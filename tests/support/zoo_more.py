@@ -173,9 +173,8 @@ SILERO_JIT = Entry(
     task="voice activity, the package's TorchScript (forward(x, sr: int), state kept inside)",
     covers=("audio", "torchscript", "recurrent state", "python int argument"),
     inputs=_silero_jit_inputs, judge=_judge(("speech prob", m.probs, (0,))),
-    metrics=("output=probs",), shapes=("x=1,512",),
-    note="edge's intake refuses it today: '.jit' is not an accepted suffix, and forward's "
-         "`sr: int` cannot be given by --shape (see tests/test_zoo.py INTAKE_FAILS)")
+    metrics=("output=probs",), shapes=("x=1,512",), args=("sr=16000",),
+    note="forward's `sr: int` is given with --arg sr=16000 (baked into the reference ONNX)")
 
 SILERO_HALF = Entry(
     name="silero-vad-half", package="silero-vad", version="5.1.2",
