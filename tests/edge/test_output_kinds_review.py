@@ -28,3 +28,19 @@ def test_time_first_two_class_frames_stay_a_sequence_not_ctc() -> None:
     (out,) = fid.outputs
     assert out.kind == "sequence", out.why
     assert out.drop is not None and out.drop > 0  # 4 of 200 frames changed
+
+
+def test_time_first_hidden_states_of_an_lstm_are_not_ctc() -> None:
+    """[T, 1, H] straight from an LSTM (PyTorch's time-first layout) whose first unit is the
+    largest on most frames: hidden states, judged as values, not CTC frames with a blank."""
+    rng = np.random.default_rng(1)
+    ref = []
+    for _ in range(3):
+        states = np.tanh(rng.normal(0, 0.3, (40, 1, 16)))
+        states[:30, 0, 0] = 0.95  # one unit saturated on most frames
+        ref.append(states.astype(np.float32))
+    spec = TensorSpec(name="hidden", shape=(40, 1, 16), dtype="float32", last_op="LSTM")
+    data = Dataset(feeds=tuple({"x": np.zeros(1, np.float32)} for _ in ref))
+    (out,) = measure([[r] for r in ref], [[r] for r in ref], data, Thresholds(), ["hidden"],
+                     declared=(spec,)).outputs
+    assert out.kind == "values", out.why

@@ -41,6 +41,8 @@ _BLANK_SHARE = 0.5  # a CTC blank is the arg-max on at least this share of frame
 #: majority class of a two-class frame classifier (speech/no speech), which CTC's decoded
 #: strings would judge far more loosely than its frames (a shifted boundary decodes the same)
 _CTC_CLASSES = 3
+#: ops whose [T, 1, H] outputs are hidden states, not class scores (a unit may dominate them)
+_RECURRENT = frozenset({"LSTM", "GRU", "RNN"})
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -132,7 +134,7 @@ def _sequence(seen: _Seen) -> Picked | None:
     rows = _distribution(seen.ref)
     blank, share = _blank([_ntc(r, layout) for r in seen.ref])
     named = "ctc" in seen.name.lower()
-    ctc = named or (blank is not None and layout == "tnc")
+    ctc = named or (blank is not None and layout == "tnc" and seen.last_op not in _RECURRENT)
     if not ctc and not rows:
         return None
     options = ({"blank": str(blank)} if ctc and blank is not None else {}) | (
