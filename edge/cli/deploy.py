@@ -100,7 +100,7 @@ def _deploy_one(request: Any, dry_run: bool, as_json: bool, report_file: Path | 
         outcome, bundle, bundle_dir = run_deploy_outcome(request)
     with stdout_to_stderr(as_json):
         html = write_report(bundle_report, bundle_dir, report_file) if report_file else None
-    text = render_bundle(bundle, str(bundle_dir)) + "\n\n" + render_deploy_outcome(outcome)
+    text = render_bundle(bundle, str(bundle_dir)) + "\n\n" + render_deploy_outcome(outcome, bundle)
     text += f"\nreport: {html}" if html else ""
     emit(as_json, outcome.to_json() | {"bundle": str(bundle_dir)}
          | ({"report": html} if html else {}), text)

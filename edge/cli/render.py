@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from edge.core.bundle import chosen_load_line
+from edge.core.bundle import chosen_load_line, load_line
 from edge.core.model import macs_caveat
 from edge.core.select import label
 from edge.core.tables import table
@@ -191,8 +191,9 @@ def _bench_metric_rows(b: BenchResult) -> list[tuple[str, str]]:
     return rows
 
 
-def render_deploy_outcome(outcome: DeployOutcome) -> str:
-    """The ``edge deploy`` summary with the release steps: transfer, health, rollback target."""
+def render_deploy_outcome(outcome: DeployOutcome, bundle: Bundle | None = None) -> str:
+    """The ``edge deploy`` summary with the release steps: transfer, health, rollback target;
+    with its ``bundle``, how to load the artifact deployed (not always the bundle's choice)."""
     t, h = outcome.transfer, outcome.health
     sent = (f"{t.files_sent} file(s), {size_text(t.bytes_sent)}" if t.files_sent
             else "nothing (0 B): the device already had this release")
@@ -205,6 +206,8 @@ def render_deploy_outcome(outcome: DeployOutcome) -> str:
         rows.append(("previous", f"{outcome.previous}  (edge rollback returns to it)"))
     if outcome.pruned:
         rows.append(("pruned", ", ".join(outcome.pruned)))
+    how = load_line(bundle, outcome.report.candidate) if bundle is not None else None
+    rows += [("to load it", how)] if how else []
     return render_deploy(outcome.report, rows)
 
 

@@ -19,7 +19,7 @@ from edge.core.profile import known_runtimes
 from edge.core.values import Artifact, Bundle, StoredFile
 
 __all__ = ["FORMAT", "LOAD", "MANIFEST", "check_writable", "chosen_load_line", "is_bundle",
-           "read_bundle", "write_bundle"]
+           "load_line", "read_bundle", "write_bundle"]
 
 MANIFEST = "manifest.json"
 #: How an artifact's note that says how to load it, outside edge, begins.
@@ -38,8 +38,14 @@ def is_bundle(path: Path) -> bool:
 
 def chosen_load_line(bundle: Bundle) -> str | None:
     """The chosen artifact's note on how to load it as edge verified it ("load: ..."), if any."""
-    chosen = bundle.chosen_result() if bundle.chosen is not None else None
-    notes = chosen.artifact.notes if chosen is not None and chosen.artifact is not None else ()
+    return load_line(bundle, bundle.chosen)
+
+
+def load_line(bundle: Bundle, candidate: str | None) -> str | None:
+    """``candidate``'s artifact note on how to load it as edge verified it, if any (a deploy
+    that measured on the device may activate another candidate than the bundle's choice)."""
+    found = next((r for r in bundle.candidates if r.candidate.id == candidate), None)
+    notes = found.artifact.notes if found is not None and found.artifact is not None else ()
     return next((n for n in notes if n.startswith(LOAD)), None)
 
 

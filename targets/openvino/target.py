@@ -38,7 +38,7 @@ from targets.openvino.serving import CONFIG, serving_files
 DEFAULT_SETTINGS = ConvertSettings()
 
 __all__ = ["BF16", "BF16_ISA", "COMPUTES", "OpenVINORunner", "OpenVINOTarget",
-           "is_transformer_like", "load_with_hint"]
+           "is_transformer_like", "load_with_hint", "plain_precision"]
 
 #: precision -> IR file; its weights sit beside it with the same stem and a .bin suffix.
 FILES: dict[str, str] = {"fp32": "model_fp32.xml", "fp16": "model_fp16.xml",
@@ -113,11 +113,12 @@ class OpenVINOTarget:
         """A CPU compiled model computing in the precision the IR records (``COMPUTES``);
         refused where OpenVINO would compute another one on this CPU (verifying it here would
         verify what the device does not run). On a CPU where a plain load computes less
-        (bf16 on AVX512-BF16/AMX), the plain load: what is verified then covers a user's own
-        ``compile_model(xml, "CPU")`` and a serving engine too, not only edge's loader."""
+        (bf16 on AVX512-BF16/AMX, f16 on ARM), the plain load: what is verified then covers a
+        user's own ``compile_model(xml, "CPU")`` and a serving engine too, not only edge's
+        loader."""
         ir = _core().read_model(str(_complete(Path(artifact))))
         hint = _recorded_hint(ir)
-        if hint == "f32" and _plain_computes_bf16():
+        if hint == "f32" and plain_precision() != "f32":
             return _compiled(ir, model, threads, None)
         runner = _compiled(ir, model, threads, hint)
         got = runner.compiled_model.get_property("INFERENCE_PRECISION_HINT").get_type_name()
@@ -127,10 +128,12 @@ class OpenVINOTarget:
         return runner
 
 
-def _plain_computes_bf16() -> bool:
-    """Whether a load without a precision hint computes bf16 on this host's CPU (OpenVINO's
-    default where the CPU has AVX512-BF16 or AMX)."""
-    return "BF16" in _core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+def plain_precision() -> str:
+    """What a load without a precision hint computes on this host's CPU ('f32', 'bf16' on
+    AVX512-BF16/AMX, 'f16' on ARM CPUs with fp16 arithmetic): the CPU plugin's default
+    INFERENCE_PRECISION_HINT, which its optimization capabilities alone do not tell (an ARM
+    CPU's f16 is not 'BF16')."""
+    return str(_core().get_property("CPU", "INFERENCE_PRECISION_HINT").get_type_name())
 
 
 def _recorded_hint(ir: Any) -> str:
@@ -268,11 +271,12 @@ LOAD_LINES: dict[str, str] = {
             "as verified (a plain load computes convolutions in bf16 on AVX512-BF16/AMX CPUs; "
             "the IR's precise marks keep only matrix products f32 there)",
     "fp16": "load: core.compile_model('{xml}', 'CPU', {{'INFERENCE_PRECISION_HINT': 'f32'}}) "
-            "as verified (a plain load computes bf16 on AVX512-BF16/AMX CPUs)",
+            "as verified (a plain load computes bf16 on AVX512-BF16/AMX CPUs, f16 on ARM CPUs)",
     "bf16": "load: core.compile_model('{xml}', 'CPU', {{'INFERENCE_PRECISION_HINT': 'bf16'}}) "
             "as verified, on an AVX512-BF16/AMX CPU (bf16 is also the plain load's default there)",
     "int8": "load: core.compile_model('{xml}', 'CPU', {{'INFERENCE_PRECISION_HINT': 'f32'}}) "
-            "as verified (a plain load computes the float ops in bf16 on AVX512-BF16/AMX CPUs)",
+            "as verified (a plain load computes the float ops in bf16 on AVX512-BF16/AMX CPUs, "
+            "f16 on ARM CPUs)",
 }
 
 

@@ -37,6 +37,12 @@ _LOGITS = re.compile(r"logit|class|pred", re.IGNORECASE)
 _PROBS = re.compile(r"prob|score|conf|sigmoid", re.IGNORECASE)
 _INDEX_OPS = frozenset({"ArgMax", "ArgMin", "TopK"})
 _BLANK_SHARE = 0.5  # a CTC blank is the arg-max on at least this share of frames
+#: a blank and at least two labels: with C = 2 "class 0 or C - 1 on most frames" is merely the
+#: majority class of a two-class frame classifier (speech/no speech), which CTC's decoded
+#: strings would judge far more loosely than its frames (a shifted boundary decodes the same)
+_CTC_CLASSES = 3
+#: ops whose [T, 1, H] outputs are hidden states, not class scores (a unit may dominate them)
+_RECURRENT = frozenset({"LSTM", "GRU", "RNN"})
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -128,7 +134,7 @@ def _sequence(seen: _Seen) -> Picked | None:
     rows = _distribution(seen.ref)
     blank, share = _blank([_ntc(r, layout) for r in seen.ref])
     named = "ctc" in seen.name.lower()
-    ctc = named or (blank is not None and layout == "tnc")
+    ctc = named or (blank is not None and layout == "tnc" and seen.last_op not in _RECURRENT)
     if not ctc and not rows:
         return None
     options = ({"blank": str(blank)} if ctc and blank is not None else {}) | (
@@ -170,12 +176,14 @@ def _ntc(array: np.ndarray, layout: str) -> np.ndarray:
 
 
 def _blank(frames: list[np.ndarray]) -> tuple[int | None, float]:
-    """The class (0 or C - 1) that is the arg-max on most frames, with its share, if any."""
+    """The class (0 or C - 1, C >= 3) that is the arg-max on most frames, with its share, if
+    any."""
     best = np.concatenate([f.reshape(-1, f.shape[-1]).argmax(-1) for f in frames])
     counts = np.bincount(best, minlength=frames[0].shape[-1])
     top = int(np.argmax(counts))
     share = float(counts[top]) / best.size
-    if share >= _BLANK_SHARE and top in (0, len(counts) - 1) and share < 1.0:
+    if (share >= _BLANK_SHARE and top in (0, len(counts) - 1) and share < 1.0
+            and len(counts) >= _CTC_CLASSES):
         return top, share
     return None, share
 

@@ -1,0 +1,46 @@
+"""Review of issue 29's output kinds: a two-class frame classifier is not CTC."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from edge.core.values import Dataset, TensorSpec
+from edge.core.verify import Thresholds, measure
+
+
+def test_time_first_two_class_frames_stay_a_sequence_not_ctc() -> None:
+    """[T, 1, 2] softmax frames (a voice-activity head: class 0 'silence' on most frames) are
+    judged frame by frame: as CTC a boundary moved by one frame decodes to the same string and
+    would pass unnoticed."""
+    rng = np.random.default_rng(0)
+    frames = np.zeros((4, 50), np.int64)
+    for sample, start in enumerate((10, 15, 20, 25)):
+        frames[sample, start:start + 12] = 1  # one speech segment per sample
+    ref = [np.eye(2)[f][:, None, :] * 0.8 + 0.1 for f in frames]
+    shifted = frames.copy()
+    shifted[:, [22, 27, 32, 37]] = 1  # each segment one frame longer: same decoded string
+    got = [np.eye(2)[f][:, None, :] * 0.8 + 0.1 + rng.normal(0, 1e-4, (50, 1, 2))
+           for f in shifted]
+    spec = TensorSpec(name="speech", shape=(50, 1, 2), dtype="float32", last_op="Softmax")
+    data = Dataset(feeds=tuple({"x": np.zeros(1, np.float32)} for _ in ref))
+    fid = measure([[r.astype(np.float32)] for r in ref], [[g.astype(np.float32)] for g in got],
+                  data, Thresholds(), ["speech"], declared=(spec,))
+    (out,) = fid.outputs
+    assert out.kind == "sequence", out.why
+    assert out.drop is not None and out.drop > 0  # 4 of 200 frames changed
+
+
+def test_time_first_hidden_states_of_an_lstm_are_not_ctc() -> None:
+    """[T, 1, H] straight from an LSTM (PyTorch's time-first layout) whose first unit is the
+    largest on most frames: hidden states, judged as values, not CTC frames with a blank."""
+    rng = np.random.default_rng(1)
+    ref = []
+    for _ in range(3):
+        states = np.tanh(rng.normal(0, 0.3, (40, 1, 16)))
+        states[:30, 0, 0] = 0.95  # one unit saturated on most frames
+        ref.append(states.astype(np.float32))
+    spec = TensorSpec(name="hidden", shape=(40, 1, 16), dtype="float32", last_op="LSTM")
+    data = Dataset(feeds=tuple({"x": np.zeros(1, np.float32)} for _ in ref))
+    (out,) = measure([[r] for r in ref], [[r] for r in ref], data, Thresholds(), ["hidden"],
+                     declared=(spec,)).outputs
+    assert out.kind == "values", out.why
