@@ -44,3 +44,21 @@ def test_time_first_hidden_states_of_an_lstm_are_not_ctc() -> None:
     (out,) = measure([[r] for r in ref], [[r] for r in ref], data, Thresholds(), ["hidden"],
                      declared=(spec,)).outputs
     assert out.kind == "values", out.why
+
+
+def test_integer_ids_not_from_an_argmax_must_stay_the_same() -> None:
+    """Class ids an integer output carries (a Cast, a Gather of labels: no ArgMax behind it) are
+    judged by exact match: one id in ten changed is a different answer, whatever the cosine."""
+    ref = [np.arange(10, dtype=np.int64) + 100 * i for i in range(4)]
+    got = [r.copy() for r in ref]
+    got[0][3] += 1  # one id of forty, near the others: cosine stays ~1
+    spec = TensorSpec(name="ids", shape=(10,), dtype="int64", last_op="Cast")
+    data = Dataset(feeds=tuple({"x": np.zeros(1, np.float32)} for _ in ref))
+    fid = measure([[r] for r in ref], [[g] for g in got], data, Thresholds(), ["ids"],
+                  declared=(spec,))
+    (out,) = fid.outputs
+    assert out.kind == "exact", out.why
+    assert "int64" in out.why
+    assert out.cosine is not None and out.cosine > 0.98  # as values it would have passed
+    assert out.rel_rms is not None and out.rel_rms < 0.1
+    assert not out.passed and "1 of 40 values differ" in out.reason

@@ -4,7 +4,8 @@ The observed fp32 outputs decide (their shape, dtype and values on the held-out 
 graph's declared shape and the op that computed the output (``TensorSpec.last_op``, read at
 intake) are hints. Auto-detection only picks a kind when that is sound:
 
-* integers from ArgMax/ArgMin/TopK are ``exact`` (every value must stay the same);
+* integers from ArgMax/ArgMin/TopK, and any integer or boolean output (ids, counts, masks),
+  are ``exact`` (every value must stay the same);
 * values in [0, 1] computed by a Sigmoid are ``probs`` (decisions at 0.5), whatever the shape;
 * time-first class scores [T, 1, C], as PyTorch's CTC writes them, are ``ctc`` (with
   ``layout=tnc``) when one class, 0 or C - 1, is the arg-max on most frames (the blank,
@@ -104,7 +105,7 @@ def _detect(name: str, ref: list[np.ndarray], labels_free: bool,
         return _unknown(name, "default (shapes vary or values not finite)")
     seen = _Seen(name=name, ref=ref, declared=hint.shape if hint else None,
                  last_op=hint.last_op if hint else "")
-    return (_indices(seen) or _sigmoid(seen) or _sequence(seen)
+    return (_indices(seen) or _integers(seen) or _sigmoid(seen) or _sequence(seen)
             or _classes(seen) or _scores(seen, labels_free))
 
 
@@ -114,6 +115,15 @@ def _indices(seen: _Seen) -> Picked | None:
         return None
     return Picked(spec=Spec(kind="exact"), why=f"{seen.text()}: integer indices, judged by "
                                                "exact match")
+
+
+def _integers(seen: _Seen) -> Picked | None:
+    """An integer or boolean output (ids, counts, masks): no cosine tells whether an id still
+    names the same thing, so its values must stay the same."""
+    if not all(r.dtype.kind in "iub" for r in seen.ref):
+        return None
+    return Picked(spec=Spec(kind="exact"), why=f"{seen.text()}: {seen.ref[0].dtype} values "
+                                               "(ids, counts or flags), judged by exact match")
 
 
 def _sigmoid(seen: _Seen) -> Picked | None:
