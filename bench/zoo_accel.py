@@ -287,12 +287,12 @@ def gather() -> list[dict[str, Any]]:
     return [json.loads(p.read_text()) for p in sorted(RESULTS.glob("*.json"))]
 
 
-def write_summary(pairs: int) -> None:
+def write_summary() -> None:
     results = gather()
     summary = {"provenance": provenance.record("bench/zoo_accel.py"),
                "note": "no device at hand: figures are vendor estimates or simulations as "
                        "each row's source says; nothing is timed on this host",
-               "pairs_asked": pairs, "results": results}
+               "profiles": {p: RUNTIMES[p][0] for p in PROFILES}, "results": results}
     SUMMARY.write_text(json.dumps(summary, indent=1, default=str) + "\n")
     print(table(results))
     print(f"wrote {SUMMARY.relative_to(ROOT)} ({len(results)} results)")
@@ -312,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
             result = run_one(zoo.entry(name), profile, Path(args.work), args.timeout)
             target.write_text(json.dumps(result, indent=1, default=str) + "\n")
             print(line(result), flush=True)
-    write_summary(len(pairs))
+    write_summary()
     return 0
 
 
