@@ -100,7 +100,8 @@ def fallbacks(candidate: dict[str, Any]) -> dict[str, Any]:
         return {"ops": [], "from": "the converted artifact (no CPU layer reported)"}
     predicted = PREDICTED.search(candidate.get("reason") or "")
     if predicted:
-        return {"ops": [op.strip() for op in predicted.group(1).split(",")],
+        ops = [op.strip() for op in predicted.group(1).split(",")]
+        return {"ops": [op for op in ops if op != "none"],
                 "from": "edge's prediction in the plan (not converted)"}
     return {"ops": None, "from": "not converted"}
 
