@@ -62,9 +62,10 @@ its runtime, as the device would run it. When the chosen artifact is the origina
 byte for byte (`original`, or `litert-fp32` when a .tflite is its own reference), its speed is
 1.00x by definition and is not timed; when it is `original` with its dynamic dims pinned (the
 user's graph, verified and timed at the calibration shape), it counts as 1.00x too and the
-measured ratio, noise, is shown beside it. For the rpi4 profile the host's speed is not the
-device's, only a sanity check. A summary rebuilt with `--gather` carries that command in its
-provenance; the numbers are those of the per-model files, written by the runs before it.
+measured ratio, noise, is shown beside it. The rpi4 profile's artifacts are not timed on this
+x86-64 host: its speed would not be the device's. A summary rebuilt with `--gather` carries
+that command in its provenance; the numbers are those of the per-model files, written by the
+runs before it.
 """
 
 
@@ -129,6 +130,8 @@ def _commits(results: list[dict[str, Any]]) -> str:
 
 
 def _speed(speed: dict[str, Any] | None, original: bool = False) -> str:
+    if speed and speed.get("not_timed"):
+        return "not timed here (the host is not the device's architecture)"
     if not speed or speed.get("speedup") is None:
         return "—"
     if speed.get("same_file"):
