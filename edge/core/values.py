@@ -156,6 +156,8 @@ _DYNAMIC_INT8 = frozenset({"ConvInteger", "MatMulInteger", "DynamicQuantizeLinea
 class Origin(JsonValue):
     """The file the user gave, before conversion to the reference ONNX."""
 
+    OMIT_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("args",)
+
     path: str
     sha256: str
     format: str
