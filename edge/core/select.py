@@ -185,6 +185,7 @@ def choose_candidate(results: Iterable[CandidateResult], runtimes: Sequence[str]
     copy = choice.id if choice.id in _copies(passed, original) else None
     if copy:  # the original file, byte for byte: only noise made it faster
         choice = replace(choice, id=ORIGINAL)
+        options = _copy_timed(options, copy)
     if choice.basis == "measured":
         done = _measured_reason(choice, options, where, tie, original)
         return replace(done, reason=done.reason + _copy_note(copy))
@@ -194,6 +195,14 @@ def choose_candidate(results: Iterable[CandidateResult], runtimes: Sequence[str]
     return Choice(id=choice.id, basis="order", reason=(
         f"first in the runtime order ({' > '.join(runtimes)}) at the lowest precision that "
         f"keeps fidelity{_order_vs_original(chosen, original)}{note}"))
+
+
+def _copy_timed(options: Sequence[Option], copy: str) -> list[Option]:
+    """The original's cost, where only its byte-for-byte copy was timed (a round of just the
+    contenders settling a choice leaves the original out)."""
+    cost = next(o.cost for o in options if o.id == copy)
+    return [replace(o, cost=cost) if o.id == ORIGINAL and o.cost is None else o
+            for o in options]
 
 
 def least_loss(results: Sequence[CandidateResult],

@@ -144,3 +144,14 @@ def test_a_byte_identical_copy_never_replaces_the_original() -> None:
     choice = choose_candidate([ORIG_TFLITE, copy, TFL_INT8], RPI4, ms=ms)
     assert choice.id == ORIGINAL and choice.basis == "measured"
     assert "litert-fp32 measured faster is the original file, byte for byte" in choice.reason
+
+
+def test_a_round_that_timed_only_the_originals_copy_still_chooses_the_original() -> None:
+    """A round of just the contenders (issue 29's extra rounds) can time onnxruntime-fp32, the
+    original byte for byte, without the original: the original is chosen at its copy's time
+    (a zoo run once stopped here with KeyError 'original', exit 4)."""
+    copy = _result("onnxruntime", "fp32", sha256=ORIG_ONNX.artifact.sha256)
+    ms = {"onnxruntime-fp32": 2.0, "tflite-int8": 2.5}
+    choice = choose_candidate([ORIG_ONNX, copy, TFL_INT8], RPI4, ms=ms)
+    assert choice.id == ORIGINAL and choice.basis == "measured"
+    assert "2.000 ms" in choice.reason
