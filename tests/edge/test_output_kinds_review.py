@@ -62,3 +62,27 @@ def test_integer_ids_not_from_an_argmax_must_stay_the_same() -> None:
     assert out.cosine is not None and out.cosine > 0.98  # as values it would have passed
     assert out.rel_rms is not None and out.rel_rms < 0.1
     assert not out.passed and "1 of 40 values differ" in out.reason
+
+
+def test_a_sparse_sigmoid_map_losing_its_events_is_rejected() -> None:
+    """A piano-roll-like map (one note in a hundred cells on): a candidate that loses half of
+    the notes flips only 0.5 % of the cells, but the F1 of its positive decisions is 0.67
+    (basic-pitch's notes through OpenVINO int8 lost this way while passing by flips)."""
+    rng = np.random.default_rng(2)
+    ref = [np.where(rng.random((1, 100, 88)) < 0.01, 0.9, 0.05).astype(np.float32)
+           for _ in range(4)]
+    got = []
+    for r in ref:
+        g = r.copy()
+        on = np.argwhere(g > 0.5)
+        for index in on[::2]:  # every other note falls below 0.5
+            g[tuple(index)] = 0.3
+        got.append(g)
+    spec = TensorSpec(name="notes", shape=(1, 100, 88), dtype="float32", last_op="Sigmoid")
+    data = Dataset(feeds=tuple({"x": np.zeros(1, np.float32)} for _ in ref))
+    (out,) = measure([[r] for r in ref], [[g] for g in got], data, Thresholds(), ["notes"],
+                     declared=(spec,)).outputs
+    assert out.kind == "probs", out.why
+    flips = sum(int(np.sum((r >= 0.5) != (g >= 0.5))) for r, g in zip(ref, got, strict=True))
+    assert flips / sum(r.size for r in ref) < 0.01  # by the share of flips it would pass
+    assert not out.passed and "F1 0.6" in out.reason, out.reason

@@ -167,8 +167,27 @@ def _probs(ref: Arrays, got: Arrays, spec: Spec, labels: Any) -> Measured:
     flips = sum(int(np.sum((r >= threshold) != (g >= threshold)))
                 for r, g in zip(ref, got, strict=True))
     total = sum(r.size for r in ref)
-    return Measured(drop=_percent(flips, total),
-                    detail=f"{flips} of {total} probabilities cross {threshold:g}")
+    detail = f"{flips} of {total} probabilities cross {threshold:g}"
+    if ref and ref[0].size > 1:  # a map: its decisions are the positives, however sparse
+        return _positives(ref, got, threshold, flips, total, detail)
+    return Measured(drop=_percent(flips, total), detail=detail)
+
+
+def _positives(ref: Arrays, got: Arrays, threshold: float, flips: int, total: int,
+               detail: str) -> Measured:
+    """A probability map (multi-label, per frame or pixel): the flips over all its cells, and
+    the F1 of its positive decisions against fp32's, since a sparse map (notes in a piano
+    roll) can lose most of its events in a small share of cells. The drop is the larger."""
+    hits = sum(int(np.sum((r >= threshold) & (g >= threshold)))
+               for r, g in zip(ref, got, strict=True))
+    positives = sum(int(np.sum(r >= threshold)) + int(np.sum(g >= threshold))
+                    for r, g in zip(ref, got, strict=True))
+    if positives == 0:
+        return Measured(drop=_percent(flips, total), detail=detail)
+    f1 = 2 * hits / positives
+    drop = max(_percent(flips, total), 100.0 * (1.0 - f1))
+    return Measured(drop=drop, detail=f"{detail}; positive decisions' F1 {f1:.3f}",
+                    numbers={"positives_f1": f1})
 
 
 def _exact(ref: Arrays, got: Arrays, spec: Spec, labels: Any) -> Measured:
