@@ -118,23 +118,12 @@ def detector(work: Path) -> None:
 
 def ctc_recognizer(work: Path) -> None:
     """``ctc.onnx`` (a CTC text recognizer: scores time first [T, 1, C], declared [1, seqlen])
-    and ``lines.npy`` (48 utterances), trained and exported as tests/edge/test_output_kinds.py's
+    and ``lines.npy`` (48 utterances): tests/support/ctc_model.py, as test_output_kinds.py's
     fixture does (a few seconds, one thread)."""
-    import torch
-
     sys.path.insert(0, str(ROOT))
-    from tests.edge.test_output_kinds import CLASSES, FEATURES, _export, _train, _utterance
+    from tests.support.ctc_model import build
 
-    rng = np.random.default_rng(0)
-    codes = rng.normal(size=(CLASSES, FEATURES)).astype(np.float32) * 2
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        net = _train(rng, codes)
-    finally:
-        torch.set_num_threads(threads)
-    _export(net, work / "ctc.onnx")
-    lines = [_utterance(rng, codes)[0] for _ in range(48)]
+    lines, _ = build(work / "ctc.onnx", 48)
     np.save(work / "lines.npy", np.stack(lines)[:, None])
 
 
