@@ -10,7 +10,6 @@ on held-out digits match the host's fp32 model. Emulation proves compatibility, 
 from __future__ import annotations
 
 import json
-import os
 import tomllib
 from pathlib import Path
 from types import SimpleNamespace
@@ -24,7 +23,6 @@ from devices.transport import Completed
 from edge.core.errors import DeviceError, UsageError
 from edge.core.model import sha256_file
 from targets.provision import provision_runtime, provisionable, runtime_for_bundle
-from tests.support.cli import run_edge
 from tests.support.digits import DigitsModel
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -230,33 +228,6 @@ print(json.dumps({"preds": preds, "machine": platform.machine(),
 
 
 
-@pytest.fixture(scope="module")
-def wheel_cache() -> Path:
-    """Host-side wheels kept across sessions next to the rootfs (pip download runs once)."""
-    from tests.support.arm_device import ARM_ROOT
-
-    return Path(os.environ.get("EDGE_TEST_WHEEL_CACHE", ARM_ROOT / "wheels"))
-
-
-@pytest.fixture(scope="module")
-def provisioned(transport, arm_device, wheel_cache: Path) -> ProvisionReport:
-    return provision_runtime(transport, device_python=arm_device.python, work_dir="~/.edge",
-                             runtime="onnxruntime", host_cache=wheel_cache)
-
-
-@pytest.fixture(scope="module")
-def bundle(digits: DigitsModel, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A digits bundle optimized by the real edge for an aarch64 profile (rpi4, onnxruntime)."""
-    root = tmp_path_factory.mktemp("arm-bundle")
-    profile = root / "rpi4-onnx.yaml"
-    profile.write_text("extends: rpi4\nid: rpi4-onnx\nruntimes: [onnxruntime]\n")
-    out = root / "digits-rpi4.bundle"
-    result = run_edge("optimize", str(digits.onnx), "--profile", str(profile), "--calib",
-                      str(digits.calib), "--eval", str(digits.eval), "-o", str(out), "--json")
-    assert result.status == 0, result.stderr
-    return out
-
-
 def _device_json(transport, argv: list[str], timeout: float = 600) -> dict:
     done = transport.run(argv, timeout=timeout)
     assert done.status == 0, done.stderr
@@ -322,7 +293,7 @@ def test_provisioning_again_sends_and_installs_nothing(
 
 @pytest.mark.slow
 def test_int8_artifact_runs_on_the_aarch64_device(
-    provisioned: ProvisionReport, bundle: Path, transport, arm_device, digits: DigitsModel
+    provisioned: ProvisionReport, arm_bundle: Path, transport, arm_device, digits: DigitsModel
 ) -> None:
     from devices.deploy import measure_on_device
     from devices.device import open_device
@@ -330,16 +301,16 @@ def test_int8_artifact_runs_on_the_aarch64_device(
     from edge.core.bundle import read_bundle
     from edge.core.profile import load_profile
 
-    manifest = read_bundle(bundle)
+    manifest = read_bundle(arm_bundle)
     result = next(c for c in manifest.candidates if c.candidate.id == "onnxruntime-int8")
     assert result.status in ("chosen", "passed") and result.artifact is not None
     artifact = result.artifact
-    assert _is_int8(bundle / artifact.file)
+    assert _is_int8(arm_bundle / artifact.file)
 
     device = open_device(transport, python=provisioned.python, work_dir="~/.edge")
     assert "onnxruntime" in device.runtimes
-    profile = load_profile(bundle.parent / "rpi4-onnx.yaml")  # the file the bundle was made for
-    report = measure_on_device(device, bundle, artifact, profile=profile,
+    profile = load_profile(arm_bundle.parent / "rpi4-onnx.yaml")  # the bundle's own profile
+    report = measure_on_device(device, arm_bundle, artifact, profile=profile,
                                rounds=Rounds(calls=5, warmup=1), threads=1, activate=True)
     assert report.active and report.candidate == "onnxruntime-int8"
     bench = report.bench
@@ -347,7 +318,7 @@ def test_int8_artifact_runs_on_the_aarch64_device(
     assert bench.device["machine"] == "aarch64" and bench.device["runtime_version"] == "1.31.1"
     release = f"/home/edgeuser/.edge/releases/{report.release}"
     assert arm_device.device_path(f"{release}/model.onnx").read_bytes() == \
-        (bundle / artifact.file).read_bytes()
+        (arm_bundle / artifact.file).read_bytes()
 
     # Its outputs are right: the held-out digits, predicted ON the aarch64 device.
     eval_remote = "/home/edgeuser/.edge/digits_eval.npz"
@@ -359,7 +330,7 @@ def test_int8_artifact_runs_on_the_aarch64_device(
     device_preds = np.array(predicted["preds"])
     device_accuracy = float(np.mean(device_preds == data["labels"]))
     host_fp32 = _host_predictions(digits.onnx, data)
-    host_int8 = _host_predictions(bundle / artifact.file, data)
+    host_int8 = _host_predictions(arm_bundle / artifact.file, data)
     fp32_accuracy = float(np.mean(host_fp32 == data["labels"]))
     assert fp32_accuracy == pytest.approx(digits.float_accuracy)
     assert abs(fp32_accuracy - device_accuracy) <= 0.02, (fp32_accuracy, device_accuracy)

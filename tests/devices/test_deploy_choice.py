@@ -9,14 +9,12 @@ checked on the sshd device only (on the emulated board it would be two more slow
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from edge.core.bundle import read_bundle
-from targets.provision import provision_runtime
 from tests.support.cli import run_edge
 from tests.support.digits import DigitsModel
 from tests.support.sshd import SSHDevice
@@ -55,29 +53,6 @@ def _opted_out(report: dict[str, Any], bundle: Path) -> None:
 # ---------------------------------------------------------------- the emulated aarch64 board
 
 
-@pytest.fixture(scope="module")
-def board_python(transport, arm_device) -> str:
-    from tests.support.arm_device import ARM_ROOT
-
-    cache = Path(os.environ.get("EDGE_TEST_WHEEL_CACHE", ARM_ROOT / "wheels"))
-    return provision_runtime(transport, device_python=arm_device.python, work_dir="~/.edge",
-                             runtime="onnxruntime", host_cache=cache).python
-
-
-@pytest.fixture(scope="module")
-def arm_bundle(digits: DigitsModel, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Digits for an aarch64 profile that runs ONNX Runtime (what the board has)."""
-    root = tmp_path_factory.mktemp("choice-arm")
-    profile = root / "rpi4-onnx.yaml"
-    profile.write_text("extends: rpi4\nid: rpi4-onnx\nruntimes: [onnxruntime]\n")
-    out = root / "digits-rpi4-onnx.bundle"
-    result = run_edge("optimize", str(digits.onnx), "--profile", str(profile), "--calib",
-                      str(digits.calib), "--eval", str(digits.eval), "-o", str(out), "--json")
-    assert result.status == 0, result.stderr
-    assert result.json()["reason"].startswith("first in the runtime order")  # off the device
-    return out
-
-
 def _board_deploy(bundle: Path, board: Any, python: str, *extra: str) -> Any:
     return run_edge("deploy", str(bundle), "--profile", str(bundle.parent / "rpi4-onnx.yaml"),
                     "--host", f"{board.user}@{board.host}:{board.port}", "--identity",
@@ -86,8 +61,9 @@ def _board_deploy(bundle: Path, board: Any, python: str, *extra: str) -> Any:
 
 
 def test_deploy_to_the_arm_board_measures_every_faithful_candidate_there(
-        arm_bundle: Path, arm_device, board_python: str) -> None:
-    result = _board_deploy(arm_bundle, arm_device, board_python, "--json")
+        arm_bundle: Path, arm_device, provisioned: Any) -> None:
+    assert read_bundle(arm_bundle).reason.startswith("first in the runtime order")  # not here
+    result = _board_deploy(arm_bundle, arm_device, provisioned.python, "--json")
     assert result.status == 0, result.stderr
     report = result.json()
     target = f"{arm_device.user}@{arm_device.host}:{arm_device.port}"

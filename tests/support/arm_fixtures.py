@@ -4,7 +4,9 @@ The board itself is tests/support/arm_device.py."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,3 +35,36 @@ def transport(arm_device: Any) -> Iterator[Any]:
     with SSHTransport(spec, identity=arm_device.identity, known_hosts=arm_device.known_hosts,
                       timeout=120) as ssh:
         yield ssh
+
+
+@pytest.fixture(scope="module")
+def wheel_cache() -> Path:
+    """Host-side wheels kept across sessions next to the rootfs (pip download runs once)."""
+    from tests.support.arm_device import ARM_ROOT
+
+    return Path(os.environ.get("EDGE_TEST_WHEEL_CACHE", ARM_ROOT / "wheels"))
+
+
+@pytest.fixture(scope="module")
+def provisioned(transport: Any, arm_device: Any, wheel_cache: Path) -> Any:
+    """ONNX Runtime provisioned on the board from the host's wheels (a ProvisionReport)."""
+    from targets.provision import provision_runtime
+
+    return provision_runtime(transport, device_python=arm_device.python, work_dir="~/.edge",
+                             runtime="onnxruntime", host_cache=wheel_cache)
+
+
+@pytest.fixture(scope="module")
+def arm_bundle(digits: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A digits bundle optimized by the real edge for an aarch64 profile that runs ONNX
+    Runtime (rpi4-onnx.yaml beside it), as the board has."""
+    from tests.support.cli import run_edge
+
+    root = tmp_path_factory.mktemp("arm-bundle")
+    profile = root / "rpi4-onnx.yaml"
+    profile.write_text("extends: rpi4\nid: rpi4-onnx\nruntimes: [onnxruntime]\n")
+    out = root / "digits-rpi4-onnx.bundle"
+    result = run_edge("optimize", str(digits.onnx), "--profile", str(profile), "--calib",
+                      str(digits.calib), "--eval", str(digits.eval), "-o", str(out), "--json")
+    assert result.status == 0, result.stderr
+    return out
