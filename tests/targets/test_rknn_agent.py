@@ -85,38 +85,17 @@ def test_the_inputs_come_from_the_models_own_description(rknn_file: Path,
 # ---------------------------------------------------------------- the emulated aarch64 board
 
 
-@pytest.fixture(scope="module")
-def board() -> Iterator[Any]:
-    from tests.support.arm_device import ArmDeviceError, prepare, running_arm_device
-
-    try:
-        prepare()
-    except ArmDeviceError as exc:  # a skip fails the run under EDGE_TEST_STRICT=1 (CI)
-        pytest.skip(f"no emulated aarch64 device: {str(exc).splitlines()[0]}")
-    with running_arm_device() as device:
-        yield device
-
-
-@pytest.fixture(scope="module")
-def transport(board: Any) -> Iterator[Any]:
-    from devices.ssh import HostSpec, SSHTransport
-
-    spec = HostSpec(user=board.user, host=board.host, port=board.port)
-    with SSHTransport(spec, identity=board.identity, known_hosts=board.known_hosts,
-                      timeout=120) as ssh:
-        yield ssh
+# (the board and its transport: tests/support/arm_fixtures.py)
 
 
 def test_on_the_emulated_board_rknnlite_is_provisioned_and_the_agent_refuses_without_the_npu(
-        board: Any, transport: Any, rknn_file: Path) -> None:
+        arm_device: Any, transport: Any, wheel_cache: Path, rknn_file: Path) -> None:
     from devices.device import open_device
     from edge.core.errors import DeviceError
     from targets.provision import provision_runtime
-    from tests.support.arm_device import ARM_ROOT
 
-    cache = Path(os.environ.get("EDGE_TEST_WHEEL_CACHE", ARM_ROOT / "wheels"))
-    report = provision_runtime(transport, device_python=board.python, work_dir="~/.edge",
-                               runtime="rknn", host_cache=cache)
+    report = provision_runtime(transport, device_python=arm_device.python, work_dir="~/.edge",
+                               runtime="rknn", host_cache=wheel_cache)
     assert report.runtime_version == "2.5.0" and report.platform.arch == "aarch64"
     assert any(w.startswith("rknn_toolkit_lite2-2.5.0-") and w.endswith("aarch64.whl")
                for w in report.wheels)
