@@ -129,13 +129,13 @@ def ctc_recognizer(work: Path) -> None:
 
 def cancelling(work: Path) -> None:
     """``cancel.onnx`` (an ill-conditioned MatMul pair: OpenVINO's fp32 is not exact) and
-    ``x.npy`` (40 inputs), as tests/edge/test_fp32_exact.py makes them."""
+    ``x.npy`` (40 inputs): tests/support/cancel_model.py, as test_fp32_exact.py's."""
     sys.path.insert(0, str(ROOT))
-    from tests.edge.test_fp32_exact import WIDE, _cancelling
+    from tests.support.cancel_model import cancelling as build
+    from tests.support.cancel_model import inputs
 
-    _cancelling(work / "cancel.onnx")
-    np.save(work / "x.npy", np.random.default_rng(3).normal(0, 1, (40, 1, WIDE))
-            .astype(np.float32))
+    build(work / "cancel.onnx")
+    np.save(work / "x.npy", inputs())
 
 
 def trunk(work: Path) -> None:

@@ -18,42 +18,23 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import numpy_helper
 
 from edge.core.values import CandidateResult, Fidelity, OutputFidelity
 from edge.core.verify.diverge import exactness, first_divergence
 from targets import get_target
+from tests.support.cancel_model import cancelling, inputs
 from tests.support.cli import run_cli
 
-WIDE = 500
 needs_openvino = pytest.mark.skipif(get_target("openvino").missing() is not None,
                                     reason="OpenVINO is not installed")
-
-
-def _cancelling(path: Path) -> Path:
-    """y = relu(x @ [B, B + S]) @ [I; -I] @ C: large B (std 300), small S (std 0.01)."""
-    rng = np.random.default_rng(0)
-    big, small = rng.normal(0, 300, (WIDE, 32)), rng.normal(0, 0.01, (WIDE, 32))
-    w1 = np.concatenate([big, big + small], 1).astype(np.float32)
-    w2 = (np.concatenate([np.eye(32), -np.eye(32)], 0) @ rng.normal(0, 1, (32, 8)))
-    nodes = [helper.make_node("MatMul", ["x", "W1"], ["h1"], name="wide"),
-             helper.make_node("Relu", ["h1"], ["h2"], name="relu"),
-             helper.make_node("MatMul", ["h2", "W2"], ["y"], name="diff")]
-    graph = helper.make_graph(
-        nodes, "cancelling", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, WIDE])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])],
-        [numpy_helper.from_array(w1, "W1"), numpy_helper.from_array(w2.astype(np.float32), "W2")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save(model, path)
-    return path
 
 
 @pytest.fixture(scope="module")
 def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("exact")
-    _cancelling(root / "cancel.onnx")
-    data = np.random.default_rng(3).normal(0, 1, (40, 1, WIDE)).astype(np.float32)
+    cancelling(root / "cancel.onnx")
+    data = inputs()
     np.save(root / "x.npy", data)
     (root / "ov.yaml").write_text("extends: x86-64\nid: exact-test\n"
                                   "runtimes: [openvino, onnxruntime]\n")
