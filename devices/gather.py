@@ -27,11 +27,13 @@ from edge.core.errors import DeviceError
 if TYPE_CHECKING:
     from devices.transport import Transport
 
-__all__ = ["CMD_TIMEOUT", "Facts", "gather", "second_round"]
+__all__ = ["CMD_TIMEOUT", "COMPATIBLE", "Facts", "gather", "second_round"]
 
 CMD_TIMEOUT = 30.0
 _CGROUP_FILES = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
 _LISTED_DIRS = ("/dev", "/dev/dri", "/dev/accel", "/sys/class/misc", "/sys/block")
+#: The SoC a device tree names ("rockchip,rk3588"): which NPU toolchain platform it is.
+COMPATIBLE = "/proc/device-tree/compatible"
 _RUNTIME_CHECK = (
     "import ctypes.util, importlib.util, json\n"
     "print(json.dumps({'tensorrt': importlib.util.find_spec('tensorrt') is not None,\n"
@@ -69,7 +71,7 @@ def gather(transport: Transport, *, python: str, work_dir: str) -> Facts:
     listing = parse_ls(_read(transport, ["ls", "-1", "--", *_LISTED_DIRS]) or "", _LISTED_DIRS)
     freq = [f"/sys/devices/system/cpu/cpu{i}/cpufreq/cpuinfo_max_freq"
             for i in range(min(int(cores), 512))]
-    files = _head(transport, [*freq, *MODEL_FILES, *_CGROUP_FILES, "/proc/net/route"])
+    files = _head(transport, [*freq, *MODEL_FILES, COMPATIBLE, *_CGROUP_FILES, "/proc/net/route"])
     files.update(_head(transport, second_round(listing, df, files)))
     dev = set(listing.get("/dev", []))
     return Facts(where=transport.label, python=device.python, work=device.work, probe=reply,

@@ -332,6 +332,7 @@ def test_fake_rk3588_big_little_with_mali_and_npu(monkeypatch: pytest.MonkeyPatc
         files={"/proc/cpuinfo": _arm_cpuinfo(["0xd05"] * 4 + ["0xd0b"] * 4, features),
                **_freq([1800000] * 4 + [2400000] * 4),
                "/proc/device-tree/model": "Radxa ROCK 5B\x00",
+               "/proc/device-tree/compatible": "radxa,rock-5b\x00rockchip,rk3588\x00",
                "/proc/net/route": ROUTE.format(iface="enP4p65s0"),
                "/sys/class/net/enP4p65s0/uevent": "INTERFACE=enP4p65s0",
                "/sys/class/net/enP4p65s0/device/uevent": "DRIVER=r8169",
@@ -345,12 +346,15 @@ def test_fake_rk3588_big_little_with_mali_and_npu(monkeypatch: pytest.MonkeyPatc
     assert compute.cpu == "4x Cortex-A76 + 4x Cortex-A55" and compute.clock_ghz == 2.4
     assert compute.isa == ("neon", "fp16", "dotprod")
     assert compute.peak_gops == load_profile("rock5b").compute.peak_gops  # same estimate rule
-    [gpu] = result.profile.accelerators
+    npu, gpu = result.profile.accelerators
+    # the RKNPU driver is the rknn runtime's NPU, built for the SoC the device tree names
+    assert (npu.kind, npu.runtime, dict(npu.options)) == ("npu", "rknn", {"platform": "rk3588"})
+    assert npu.name == "Rockchip RK3588 NPU" and npu.precisions == ("int8", "fp16")
     assert (gpu.kind, gpu.runtime, gpu.precisions) == ("gpu", "tflite", ("fp32", "fp16"))
-    # tflite reaches the Mali GPU but is not installed: listed first, and flagged.
-    assert result.profile.runtimes == ("tflite", "onnxruntime")
-    assert "not found" in result.assumed["runtimes"]
-    assert any("Rockchip NPU" in n for n in result.notes)
+    # rknn and tflite reach the NPU and GPU but are not installed: listed first, and flagged.
+    assert result.profile.runtimes == ("rknn", "tflite", "onnxruntime")
+    assert "rknn, tflite" in result.assumed["runtimes"]
+    assert not any("Rockchip NPU" in n for n in result.notes)
     assert result.profile.storage.kind == "nvme"
     assert result.profile.link.uplink_mbps == 2350.0  # 2.5 GbE x 0.94
     assert "an upper bound" in result.assumed["link.uplink_mbps"]
@@ -431,3 +435,23 @@ def test_fake_x86_server_with_intel_gpu(monkeypatch: pytest.MonkeyPatch) -> None
     assert profile.storage.kind == "hdd" and profile.storage.capacity_gb == 1000.2
     assert profile.link.uplink_mbps == 100.0  # a virtio NIC's speed says nothing: placeholder
     assert (profile.access.user, profile.access.host) == ("pi", "board.local")
+
+
+def test_rockchip_npu_without_a_named_soc_is_a_note_saying_what_to_add() -> None:
+    """An RKNPU driver whose device tree names no Rockchip SoC: rknn's platform is unknown, so
+    the NPU is not listed; the note says to add it with options.platform."""
+    from devices.gather import Facts
+    from edge.flows.probe_accel import accelerators
+    from edge.flows.probe_result import Ledger
+
+    ledger = Ledger()
+    facts = Facts(where="ssh://x", python="python3", work="/tmp/w", probe={},
+                  listing={"/dev": ["rknpu"]}, files={"/proc/device-tree/compatible": "acme,x"},
+                  extra_runtimes={})
+    assert accelerators(facts, None, ledger) == []
+    assert any("options.platform" in n for n in ledger.notes)
+    facts = Facts(where="ssh://x", python="python3", work="/tmp/w", probe={},
+                  listing={"/dev": ["rknpu"]}, extra_runtimes={},
+                  files={"/proc/device-tree/compatible": "xunlong,orangepi-5\x00rockchip,rk3588s"})
+    [npu] = accelerators(facts, None, Ledger())
+    assert npu["options"] == {"platform": "rk3588"} and npu["runtime"] == "rknn"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from devices.gather import Facts
+from devices.gather import COMPATIBLE, Facts
 from devices.readings import uevent
 from edge.core.profile import known_runtimes
 from edge.flows.probe_result import Ledger
@@ -35,11 +35,13 @@ class _Found:
         self.notes = ledger.notes
 
     def add(self, kind: str, name: str, precisions: list[str], runtime: str, where: str,
-            tops: float | None = None) -> None:
+            tops: float | None = None, options: dict[str, str] | None = None) -> None:
         entry: dict[str, Any] = {"kind": kind, "name": name}
         if tops:
             entry["tops"] = tops
         entry |= {"precisions": precisions, "runtime": runtime}
+        if options:
+            entry["options"] = options
         self.entries.append(entry)
         self.evidence.append(f"{where} ({kind} via {runtime})")
 
@@ -58,14 +60,14 @@ def accelerators(facts: Facts, board: str | None, ledger: Ledger) -> list[dict[s
     if any(n.startswith("fastrpc-cdsp") for n in dev):
         found.add("dsp", "Qualcomm Hexagon DSP (cDSP)", ["int8", "int16"], "qnn",
                   "/dev/fastrpc-cdsp*")
-    _notes(facts, dev, ledger)
+    _notes(facts, dev, ledger, found)
     if found.entries:
         ledger.read("accelerators", "device nodes " + ", ".join(found.evidence) + "; precisions "
                     "are conservative, tops left out unless a datasheet figure is known")
     else:
         ledger.read("accelerators", "no accelerator device nodes in /dev, /dev/dri, /dev/accel "
                     "(a USB accelerator such as a Coral USB stick is not detected)")
-    return found.entries
+    return sorted(found.entries, key=lambda entry: entry["kind"] not in ("npu", "tpu"))
 
 
 def _nvidia_and_tpu(facts: Facts, dev: list[str], board: str | None, found: _Found) -> None:
@@ -93,8 +95,7 @@ def _render_node(node: str, files: dict[str, str], found: _Found) -> None:
     elif low in ("nvidia", "tegra", "nvgpu") and found.entries:
         return  # already listed from /dev/nvhost-* or /dev/nvidiaN
     elif low == "rknpu":
-        found.notes.append(f"Rockchip NPU at {where}: reached only by Rockchip's RKNN "
-                           "runtime, not one of edge's runtimes; not listed")
+        _rockchip_npu(facts_files=files, where=where, found=found)
     else:
         found.notes.append(f"{where}: {_UNREACHED_GPUS.get(low, 'a GPU')} that no edge runtime "
                            "reaches; not listed")
@@ -111,11 +112,27 @@ def _accel_nodes(facts: Facts, found: _Found) -> None:
                                "accelerator edge has no runtime mapping for; not listed")
 
 
-def _notes(facts: Facts, dev: list[str], ledger: Ledger) -> None:
+def _rockchip_npu(*, facts_files: dict[str, str], where: str, found: _Found) -> None:
+    """The RKNPU driver: an NPU for the rknn runtime, built for the SoC the device tree names
+    (RK3588S builds as rk3588); a SoC edge cannot name is a note."""
+    if any(e["runtime"] == "rknn" for e in found.entries):
+        return
+    soc = re.search(r"rockchip,(r[kv]\d{4}[a-z]?)", facts_files.get(COMPATIBLE, ""))
+    platform = soc.group(1).rstrip("s") if soc else None
+    if platform is None:
+        found.notes.append(f"Rockchip NPU at {where}: the device tree names no Rockchip SoC, "
+                           "so rknn's platform is unknown; add the NPU with options.platform "
+                           "(e.g. rk3588) by hand; not listed")
+        return
+    found.add("npu", f"Rockchip {platform.upper()} NPU", ["int8", "fp16"], "rknn", where,
+              options={"platform": platform})
+
+
+def _notes(facts: Facts, dev: list[str], ledger: Ledger, found: _Found) -> None:
     misc = set(facts.listing.get("/sys/class/misc", []))
-    if ("rknpu" in dev or "rknpu" in misc) and not any("RKNN" in n for n in ledger.notes):
-        ledger.notes.append("Rockchip NPU (rknpu): reached only by Rockchip's RKNN runtime, not "
-                            "one of edge's runtimes; not listed")
+    if "rknpu" in dev or "rknpu" in misc:
+        node = "/dev/rknpu" if "rknpu" in dev else "/sys/class/misc/rknpu"
+        _rockchip_npu(facts_files=facts.files, where=f"{node} (driver rknpu)", found=found)
     for node, what in _NOTED_NODES:
         if node in dev:
             ledger.notes.append(f"/dev/{node}: {what}; not listed")
