@@ -71,6 +71,9 @@ class Runtime:
     label: str  # how reports name it
     colour: str  # its colour in report plots
     note: str = ""  # what a measurement of its artifacts on this host stands for (reports)
+    # companions named with more than one suffix part (".npu.bin": the weights a plain
+    # read_model of "model.npu.xml" looks for), kept whole on the device as the main file is
+    companions: tuple[str, ...] = ()
 
 
 class ConversionError(Exception):

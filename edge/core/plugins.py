@@ -128,7 +128,7 @@ def compound_suffixes() -> tuple[str, ...]:
     """The declared suffixes of more than one part (".vela.tflite"), longest first: an
     accelerator's artifact that is a .tflite or .onnx underneath, owned by its own runtime."""
     found = {s for r in declared().values()
-             for s in (*r.suffixes, *getattr(r, "companions", ())) if s.count(".") > 1}
+             for s in (*r.suffixes, *r.companions) if s.count(".") > 1}
     return tuple(sorted(found, key=lambda s: (-len(s), s)))
 
 

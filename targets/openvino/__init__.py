@@ -25,6 +25,7 @@ RUNTIME = Runtime(
              ("openvino-npu", "targets.openvino.accel:OpenVINONPUTarget"),
              ("openvino-gpu", "targets.openvino.accel:OpenVINOGPUTarget")),
     suffixes=(".xml", ".npu.xml", ".gpu.xml"),
+    companions=(".npu.bin", ".gpu.bin"),
     agent="targets.openvino.agent",
     profiler="targets.openvino.layers:measure",
     provision=None,

@@ -68,9 +68,15 @@ def _caps(unit: Unit) -> Capabilities:
     base = OpenVINOTarget.caps
     return Capabilities(
         runtime="openvino", precisions=unit.precisions, suffix=unit.suffix,
-        companions=(".bin", ".json"), converts_with="openvino", archs=("x86_64",),
+        companions=(weights_suffix(unit), ".json"), converts_with="openvino", archs=("x86_64",),
         modules=base.modules, extra=base.extra, converters=base.converters, recipe=1,
         accelerator=unit.words, host_runs="cpu")
+
+
+def weights_suffix(unit: Unit) -> str:
+    """The weights' suffix for ``unit``'s IR (".npu.bin" beside ".npu.xml"): the name a plain
+    ``read_model("model.npu.xml")`` looks for."""
+    return unit.suffix.removesuffix(".xml") + ".bin"
 
 
 def device_spec(unit: Unit, precision: str, options: dict[str, str]) -> dict[str, Any]:
@@ -130,7 +136,7 @@ class _UnitTarget:
         spec = device_spec(self.unit, precision, dict(settings.accelerator))
         ir, notes = OpenVINOTarget().convert(model, precision, calib=calib, workdir=workdir,
                                              settings=settings)
-        base = f"{ir.stem}_{self.unit.device.lower()}"  # companions: base + .bin, .json
+        base = f"{ir.stem}_{self.unit.device.lower()}"  # companions: base + .npu.bin, .json
         out = ir.with_name(base + self.unit.suffix)
         with no_space_as(out), workdir_lock(Path(workdir)):
             _write(ir, out, base, spec)
@@ -155,10 +161,11 @@ def _cpu_compiled(ir: Any, threads: int, computes: str) -> Any:
 
 
 def _write(ir: Path, out: Path, base: str, spec: dict[str, Any]) -> None:
-    """``out``'s JSON and weights (``base`` .json, .bin), then ``out`` itself (its presence
+    """``out``'s JSON and weights (``base`` .json, .npu.bin), then ``out`` itself (its presence
     means complete)."""
     record = {SPEC_KEY: spec, "made_from": ir.name}
-    parts = [(ir.with_suffix(".bin"), out.with_name(base + ".bin")), (ir, out)]
+    weights = out.name.removesuffix(".xml") + ".bin"
+    parts = [(ir.with_suffix(".bin"), out.with_name(weights)), (ir, out)]
     tmp = out.with_name(f".{out.name}.{os.getpid()}.partial")
     try:
         out.unlink(missing_ok=True)

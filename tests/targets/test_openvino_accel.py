@@ -15,6 +15,7 @@ from devices.agent import runtimes
 from devices.agent.errors import AgentError
 from edge.core.data import load_dataset
 from edge.core.model import inspect_model
+from edge.core.plugins import full_suffix
 from targets.base import ConversionError, ConvertSettings
 from targets.openvino import RUNTIME
 from targets.openvino import agent as ov_agent
@@ -69,7 +70,8 @@ def test_the_runtime_declares_both_units() -> None:
     assert {".npu.xml", ".gpu.xml"} <= set(RUNTIME.suffixes) == set(ov_agent.SUFFIXES)
     assert NPU.caps.precisions == ("int8", "fp16") and GPU.caps.precisions[0] == "fp16"
     assert NPU.caps.converts_with == GPU.caps.converts_with == "openvino"
-    assert NPU.caps.companions == (".bin", ".json")
+    assert NPU.caps.companions == (".npu.bin", ".json") and GPU.caps.companions[0] == ".gpu.bin"
+    assert set(RUNTIME.companions) == {".npu.bin", ".gpu.bin"}  # kept whole in a release
     assert (NPU.caps.host_runs, NPU.caps.accelerator) == ("cpu", "Intel NPU")
     assert (GPU.caps.host_runs, GPU.caps.accelerator) == ("cpu", "Intel GPU")
 
@@ -102,7 +104,12 @@ def test_the_ir_carries_its_device_and_verifies_on_the_cpu(
     out, notes = _convert(target, data, precision, workdir)
     base = f"model_{precision}_{target.unit.device.lower()}"
     assert out.name == base + target.unit.suffix
-    assert (workdir / f"{base}.bin").stat().st_size > 0  # companions: the name's base + suffix
+    weights = base + target.unit.suffix.replace(".xml", ".bin")  # model_fp16_npu.npu.bin
+    assert (workdir / weights).stat().st_size > 0  # companions: the name's base + suffix
+    assert target.caps.companions == (target.unit.suffix.replace(".xml", ".bin"), ".json")
+    import openvino as ov
+
+    assert ov.Core().read_model(str(out)).outputs  # a plain load finds its weights
     spec = json.loads((workdir / f"{base}.json").read_text())["edge_accelerator"]
     assert spec["device"] == target.unit.device
     assert spec["computes"] == ("f32" if precision == "fp32" else "f16")
@@ -132,12 +139,16 @@ def test_the_agent_refuses_a_unit_openvino_does_not_see(data: dict[str, Any],
 def test_a_priority_list_runs_on_what_openvino_sees(data: dict[str, Any],
                                                     workdir: Path, tmp_path: Path) -> None:
     out, _ = _convert(GPU, data, "fp16", workdir, device="AUTO:GPU,CPU")
-    release = tmp_path / "release"  # as a release names the files: model.xml, .bin, .json
+    release = tmp_path / "release"  # as a release names them: model.gpu.xml, .gpu.bin, .json
     release.mkdir()
     base = out.name[:-len(".gpu.xml")]
-    for src, name in ((out, "model.gpu.xml"), (out.with_name(base + ".bin"), "model.bin"),
-                      (out.with_name(base + ".json"), "model.json")):
-        (release / name).write_bytes(src.read_bytes())
+    for src in (out, out.with_name(base + ".gpu.bin"), out.with_name(base + ".json")):
+        (release / f"model{full_suffix(src.name)}").write_bytes(src.read_bytes())
+    assert sorted(p.name for p in release.iterdir()) == ["model.gpu.bin", "model.gpu.xml",
+                                                         "model.json"]
+    import openvino as ov
+
+    assert ov.Core().read_model(str(release / "model.gpu.xml")).outputs
     spec = ov_agent.accelerator_spec(str(release / "model.gpu.xml"))
     assert spec["device"] == "AUTO:GPU,CPU"
     run, version = runtimes.load(str(release / "model.gpu.xml"), 1)
