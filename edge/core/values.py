@@ -236,6 +236,8 @@ class OutputFidelity(JsonValue):
     (RMS error over the output's spread across samples) against --min-cosine.
     """
 
+    OMIT_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("rel_max",)
+
     name: str
     kind: str  # values | classes | probs | sequence | ctc | yolo | ssd | regression | custom
     why: str  # why this kind: the --metric flag, or what auto-detection saw
@@ -244,6 +246,7 @@ class OutputFidelity(JsonValue):
     cosine: float | None = None
     rel_rms: float | None = None
     max_abs: float | None = None
+    rel_max: float | None = None  # max_abs over the output's spread (the same scale as rel_rms)
     nonfinite: int = 0  # NaN/Inf values in the candidate's output
     error: str = ""  # why it could not be compared at all (NaN/Inf, another shape): a failure
     drop: float | None = None

@@ -139,3 +139,22 @@ def test_exact_within_round_off_only() -> None:
     assert exactness(fid(3e-7)) == "exact"
     assert exactness(fid(0.058)) == "not exact: max error 0.5, RMS 0.058 of spread"
     assert CandidateResult.OMIT_WHEN_EMPTY[-1] == "exactness"
+
+
+def test_one_element_far_off_is_not_exact_however_small_the_rms() -> None:
+    """A large output with one element changed: its RMS stays within round-off, its largest
+    error does not (measured by verify's own rule on real arrays)."""
+    from edge.core.verify.kinds import common
+
+    rng = np.random.default_rng(0)
+    ref = [rng.standard_normal(200_000).astype(np.float32) for _ in range(4)]
+    got = [r.copy() for r in ref]
+    got[2][12345] += 0.05  # one value of 800,000, 5 % of the spread off
+    shared = common(ref, got)
+    assert shared.rel_rms < 1e-4 < 1e-3 < shared.rel_max
+    out = OutputFidelity(name="y", kind="values", why="", passed=True, reason="", cosine=1.0,
+                         rel_rms=shared.rel_rms, max_abs=shared.max_abs, rel_max=shared.rel_max)
+    label = exactness(Fidelity(samples=4, cosine=1.0, max_abs=0.05, outputs=(out,)))
+    assert label.startswith("not exact: max error 0.05, largest 0.05"), label
+    assert "rel_max" not in OutputFidelity(name="y", kind="values", why="", passed=True,
+                                           reason="").to_json()  # old manifests round-trip

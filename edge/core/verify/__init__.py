@@ -189,7 +189,8 @@ def _one(index: int, names: Sequence[str], picked: Picked, pair: tuple[Outputs, 
         bad = sum(int(np.sum(~np.isfinite(g))) for g in got)
         return replace(base, nonfinite=bad, error=broken, reason=broken)
     shared = common(ref, got)
-    base = replace(base, cosine=shared.cosine, rel_rms=shared.rel_rms, max_abs=shared.max_abs)
+    base = replace(base, cosine=shared.cosine, rel_rms=shared.rel_rms, max_abs=shared.max_abs,
+                   rel_max=shared.rel_max)
     ref, got = _paired(picked.spec, names, pair, ref, got)
     try:
         found = measure_kind(picked.spec, ref, got, labels)

@@ -26,10 +26,14 @@ import numpy as np
 
 from edge.core.values import CandidateResult, Fidelity, OutputFidelity
 
-__all__ = ["EXACT_REL_RMS", "LARGE_REL_RMS", "exactness", "first_divergence", "labelled"]
+__all__ = ["EXACT_REL_MAX", "EXACT_REL_RMS", "LARGE_REL_RMS", "exactness", "first_divergence", "labelled"]
 
 #: RMS error over the output's spread within which an fp32 is float round-off (see above)
 EXACT_REL_RMS = 1e-4
+#: the largest error over the spread an exact fp32 may have: round-off's largest element is a
+#: few times its RMS; one element this far off is a changed computation, however large the
+#: output (its RMS alone would hide it)
+EXACT_REL_MAX = 1e-3
 #: beyond this (1 % of the spread) a not-exact fp32 gets its cause searched, as a rejected one
 LARGE_REL_RMS = 1e-2
 #: a target's runner of every node of an artifact: (artifact, feeds) -> tensor name -> values
@@ -47,16 +51,23 @@ def exactness(fid: Fidelity | None) -> str:
     broken = next((o for o in outs if o.error or o.nonfinite), None)
     if broken is not None:
         return f"not exact: output '{broken.name}' {broken.error or 'has NaN/Inf'}"
-    worst = max(outs, key=lambda o: o.rel_rms or 0.0)
-    if (worst.rel_rms or 0.0) <= EXACT_REL_RMS:
+    worst = max(outs, key=_excess)
+    if _excess(worst) <= 1.0:
         return "exact"
     return "not exact: " + _error(worst, len(outs) > 1)
+
+
+def _excess(out: OutputFidelity) -> float:
+    """How far past round-off an output's error is (<= 1: within it), by its RMS and by its
+    largest element (unknown for documents written before it was kept)."""
+    return max((out.rel_rms or 0.0) / EXACT_REL_RMS, (out.rel_max or 0.0) / EXACT_REL_MAX)
 
 
 def _error(out: OutputFidelity, named: bool) -> str:
     where = f" (output '{out.name}')" if named else ""
     max_abs = "" if out.max_abs is None else f"max error {out.max_abs:.3g}, "
-    return f"{max_abs}RMS {out.rel_rms:.3g} of spread{where}"
+    largest = "" if out.rel_max is None else f"largest {out.rel_max:.3g} of spread, "
+    return f"{max_abs}{largest}RMS {out.rel_rms:.3g} of spread{where}"
 
 
 def _large(result: CandidateResult, exact: str) -> bool:

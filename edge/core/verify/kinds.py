@@ -35,11 +35,13 @@ class Measured:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Common:
-    """What every output gets: its own cosine, RMS error over its spread, largest error."""
+    """What every output gets: its own cosine, RMS error over its spread, largest error (also
+    over the spread: one element far off in a large output hardly moves the RMS)."""
 
     cosine: float
     rel_rms: float
     max_abs: float
+    rel_max: float
 
 
 def common(ref: Arrays, got: Arrays) -> Common:
@@ -56,9 +58,10 @@ def common(ref: Arrays, got: Arrays) -> Common:
     if ref and all(r.size == 1 for r in ref):  # one number's cosine is only its sign
         cosines = [_cosine(np.array([r.ravel()[0] for r in ref], np.float64),
                            np.array([g.ravel()[0] for g in got], np.float64))]
+    scale = spread(ref)
     return Common(cosine=float(np.mean(cosines)) if cosines else 1.0,
-                  rel_rms=_relative(float(np.mean(err2)) if err2 else 0.0, spread(ref)),
-                  max_abs=max_abs)
+                  rel_rms=_relative(float(np.mean(err2)) if err2 else 0.0, scale),
+                  max_abs=max_abs, rel_max=_relative(max_abs * max_abs, scale))
 
 
 def _f64(array: np.ndarray) -> np.ndarray:
