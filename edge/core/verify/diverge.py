@@ -26,7 +26,8 @@ import numpy as np
 
 from edge.core.values import CandidateResult, Fidelity, OutputFidelity
 
-__all__ = ["EXACT_REL_MAX", "EXACT_REL_RMS", "LARGE_REL_RMS", "exactness", "first_divergence", "labelled"]
+__all__ = ["EXACT_REL_MAX", "EXACT_REL_RMS", "LARGE_REL_RMS", "exactness", "first_divergence",
+           "labelled"]
 
 #: RMS error over the output's spread within which an fp32 is float round-off (see above)
 EXACT_REL_RMS = 1e-4
