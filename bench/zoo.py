@@ -109,9 +109,17 @@ def ident(candidate: dict[str, Any]) -> str:
 
 
 def candidates(report: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each candidate's id, status and reason (edge's own judgement)."""
+    """Each candidate's id, status and reason (edge's own judgement), and its median where
+    edge timed it (``timed``: where, e.g. "host" — this host only)."""
     return [{"id": ident(c), "status": c["status"], "reason": c.get("reason"),
-             "edge_fidelity": c.get("fidelity")} for c in report["candidates"]]
+             "edge_fidelity": c.get("fidelity"), **_timing(c.get("bench"))}
+            for c in report["candidates"]]
+
+
+def _timing(bench: dict[str, Any] | None) -> dict[str, Any]:
+    if not bench or bench.get("p50_ms") is None:
+        return {}
+    return {"p50_ms": bench["p50_ms"], "timed": bench.get("source") or "host"}
 
 
 def own_checks(entry: zoo.Entry, path: Path, report: dict[str, Any], work: Path,

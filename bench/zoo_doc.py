@@ -91,8 +91,57 @@ def render(summary: dict[str, Any]) -> str:
             seen.add(r["model"])
             lines.append(f"| {r['model']} | {r['package']} | `{r['file'].split('/')[-1]}` | "
                          f"{r['task']} | {', '.join(r['covers'])} |")
+    lines += runtime_table(results)
     lines += ["", "## Candidates", ""] + [c for r in results for c in candidate_lines(r)]
     return "\n".join(lines) + "\n"
+
+
+def runtime_table(results: list[dict[str, Any]]) -> list[str]:
+    """Per model on x86-64: each runtime's fastest candidate that keeps fidelity, its median as
+    edge timed it on this host (interleaved rounds) over the chosen one's; "—" none passed."""
+    timed = [r for r in results if r["profile"] == "x86-64" and _fastest(r)]
+    if not timed:
+        return []
+    runtimes = sorted({rt for r in timed for rt in _fastest(r)})
+    lines = ["", "## Runtimes side by side (x86-64, this host only)", "",
+             "Each runtime's fastest candidate that keeps fidelity, as `edge optimize` timed it "
+             "on this host in one run (interleaved rounds, medians): its median over the "
+             "chosen artifact's (1.00 = as fast, lower is faster; — : no candidate of it "
+             "passed, or it was not planned).", "",
+             "| model | " + " | ".join(runtimes) + " |", "|---|" + "---|" * len(runtimes)]
+    for r in timed:
+        best = _fastest(r)
+        chosen = next((c["p50_ms"] for c in r["optimize"]["candidates"]
+                       if c.get("status") == "chosen" and c.get("p50_ms")),
+                      min(ms for _, ms in best.values()))
+        cells = [_ratio(best.get(rt), chosen) for rt in runtimes]
+        lines.append(f"| {r['model']} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _ratio(best: tuple[str, float] | None, chosen: float) -> str:
+    if best is None:
+        return "—"
+    return f"{best[1] / chosen:.2f}" + (f" ({best[0]})" if best[0] else "")
+
+
+def _fastest(r: dict[str, Any]) -> dict[str, tuple[str, float]]:
+    """Runtime -> (precision, median ms) of its fastest kept candidate timed on this host."""
+    best: dict[str, tuple[str, float]] = {}
+    for c in r.get("optimize", {}).get("candidates") or ():
+        if c.get("status") in ("chosen", "passed") and c.get("timed") == "host":
+            runtime, precision = _split_id(c["id"])
+            if runtime not in best or c["p50_ms"] < best[runtime][1]:
+                best[runtime] = (precision, c["p50_ms"])
+    return best
+
+
+def _split_id(ident: str) -> tuple[str, str]:
+    """("ncnn-vulkan", "fp16") from "ncnn-vulkan-fp16": the precision is the known tail."""
+    for tail in ("int8-dynamic", "fp32", "fp16", "bf16", "int8", "int16"):
+        if ident.endswith("-" + tail):
+            return ident[:-len(tail) - 1], tail
+    return ident, ""
 
 
 def row(r: dict[str, Any]) -> str:
