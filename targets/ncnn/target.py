@@ -139,6 +139,7 @@ def _convert(model: ModelInfo, precision: str, vulkan: bool, scratch: Path) -> t
     _pnnx(source, model.inputs, precision, scratch)
     settings = settings_for(model, precision, vulkan)
     _check_blobs(scratch / "model.ncnn.param", settings)
+    _check_layers(scratch / "model.ncnn.param")
     (scratch / "model.json").write_text(json.dumps(settings, indent=1))
     return _notes(precision, vulkan)
 
@@ -216,6 +217,17 @@ def _check_blobs(param: Path, settings: dict[str, Any]) -> None:
     if absent:
         raise ConversionError(f"pnnx's NCNN graph lacks blob(s) {', '.join(absent)}: its "
                               "inputs or outputs differ from the model's")
+
+
+def _check_layers(param: Path) -> None:
+    """ConversionError naming the layers pnnx wrote that this NCNN has no kernel for (an
+    operator pnnx could not lower, such as ``Tensor.slice``)."""
+    lines = param.read_text().splitlines()[2:]  # the magic number, then the counts
+    kinds = {line.split()[0] for line in lines if line.split()}
+    unknown = sorted(k for k in kinds if _ncnn().layer_to_index(k) < 0)
+    if unknown:
+        raise ConversionError(f"pnnx left operator(s) NCNN cannot run: {', '.join(unknown)}; "
+                              "the other runtimes' candidates compete")
 
 
 def _notes(precision: str, vulkan: bool) -> tuple[str, ...]:
