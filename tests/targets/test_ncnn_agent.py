@@ -3,8 +3,9 @@ aarch64 board (tests/support/arm_device.py: Debian arm64 under qemu-user): provi
 the ncnn aarch64 wheel from host-fetched wheels, the agent finds its loader by the compound
 suffix ``.ncnn.param``, ``bench`` loads and runs the digits CNN (fp32 and fp16, with their
 weights and settings under the release's names), and the agent's own loader, run on the board
-with the held-out digits, matches the reference ONNX model here. Fidelity only: no timing
-claims from emulation."""
+with the held-out digits, matches the reference ONNX model here: fp16 computed in fp16 there
+(qemu's CPU has ARMv8.2's fp16 arithmetic, which this x86-64 host has not). Fidelity only: no
+timing claims from emulation."""
 
 from __future__ import annotations
 
@@ -34,8 +35,9 @@ ncnn = loader.runtimes.import_module("ncnn")
 settings = loader.read_settings(sys.argv[2])
 net = loader.open_net(ncnn, sys.argv[2], settings, 1)
 x = np.load(sys.argv[3])
-print(json.dumps([loader.run_net(np, ncnn, net, settings, [x[i:i + 1]])[0].tolist()
-                  for i in range(len(x))]))
+print(json.dumps({"fp16_arithmetic": bool(ncnn.cpu_support_arm_asimdhp()),
+                  "outputs": [loader.run_net(np, ncnn, net, settings, [x[i:i + 1]])[0].tolist()
+                              for i in range(len(x))]}))
 """
 pytestmark = pytest.mark.slow
 
@@ -68,7 +70,8 @@ def test_on_the_emulated_board_ncnn_runs_the_digits_cnn_like_the_reference(
     reference = OrtRunner(digits.onnx, threads=1)
     want = np.concatenate([reference.run({"input": inputs[i:i + 1]})[0]
                            for i in range(SAMPLES)])
-    for precision, bound in (("fp32", 1e-4), ("fp16", 5e-2)):
+    scale = float(np.abs(want).max())
+    for precision, bound in (("fp32", 1e-5), ("fp16", 1e-2)):  # of the largest logit
         file, _ = NcnnTarget().convert(model, precision, calib=Dataset(feeds=()),
                                        workdir=tmp_path / "convert")
         remote = _put(transport, file, f"{WORK}/ncnn-{precision}")
@@ -77,8 +80,10 @@ def test_on_the_emulated_board_ncnn_runs_the_digits_cnn_like_the_reference(
         done = transport.run([report.python, f"{WORK}/ncnn-run.py", device.agent, remote,
                               f"{WORK}/ncnn-x.npy"], timeout=600)
         assert done.status == 0, done.stderr
-        got = np.array(json.loads(done.stdout.strip().splitlines()[-1]))[:, 0, :]
-        assert np.abs(got - want).max() < bound, (precision, np.abs(got - want).max())
+        answer = json.loads(done.stdout.strip().splitlines()[-1])
+        assert answer["fp16_arithmetic"]  # qemu's CPU has ARMv8.2's fp16: NCNN computes in it
+        got = np.array(answer["outputs"])[:, 0, :]
+        assert np.abs(got - want).max() < bound * scale, (precision, np.abs(got - want).max())
         assert (got.argmax(1) == want.argmax(1)).all(), precision
 
 
