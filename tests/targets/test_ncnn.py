@@ -15,6 +15,7 @@ import pytest
 
 from edge.core.data import load_dataset
 from edge.core.model import inspect_model
+from edge.core.plugins import full_suffix
 from edge.core.profile import load_profile
 from edge.core.values import Dataset, ModelInfo
 from edge.flows.optimize import OptimizeOptions, optimize
@@ -144,3 +145,6 @@ def test_optimize_gives_verified_ncnn_candidates(base: str, digits: DigitsModel,
         files = [artifact.file, *(c.file for c in artifact.companions)]
         assert [Path(f).suffix for f in files[1:]] == [".bin", ".json"]
         assert all((tmp_path / "b" / f).is_file() for f in files)
+        released = [f"model{full_suffix(f)}" for f in files]  # as a release names them
+        assert released[1:] == ["model.bin", "model.json"]
+        assert agent.stem_of(released[0]) == "model"  # where the loader looks for them
