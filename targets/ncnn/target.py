@@ -36,6 +36,7 @@ from edge.core.capabilities import Capabilities
 from edge.core.files import no_space_as
 from edge.core.values import BenchResult, Dataset, ModelInfo, TensorSpec
 from targets.base import ConversionError, ConvertSettings, check_precision, missing_modules
+from targets.ncnn import agent
 from targets.ncnn.agent import SETTINGS, SUFFIXES, WEIGHTS
 
 __all__ = ["NcnnRunner", "NcnnTarget", "NcnnVulkanTarget", "settings_for"]
@@ -56,16 +57,12 @@ class NcnnRunner:
     """An NCNN net on this host, fed and answering with the reference's names and layouts."""
 
     def __init__(self, artifact: Path, *, threads: int) -> None:
-        from targets.ncnn import agent
-
         self._ncnn = _ncnn()
         self._settings = agent.read_settings(str(artifact))
         self._net = agent.open_net(self._ncnn, str(artifact), self._settings, threads)
 
     def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         """Outputs in the reference model's order."""
-        from targets.ncnn import agent
-
         ordered = [feeds[spec["name"]] for spec in self._settings["inputs"]]
         return agent.run_net(np, self._ncnn, self._net, self._settings, ordered)
 
