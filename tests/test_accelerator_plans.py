@@ -22,13 +22,24 @@ EXPECTED = {"rock5b": "rknn", "orangepi5": "rknn", "radxa-zero3w": "rknn",
             "jetson-orin-nano": "tensorrt", "jetson-nano": "tensorrt", "cloud-t4": "tensorrt",
             "imx93": "ethos-u", "corstone-300": "ethos-u", "imx8mp": "tflite-delegate",
             "intel-nuc": "openvino-npu", "coral-dev-board": "edgetpu", "pixel-8": "nnapi"}
+#: Devices whose only unit is a Vulkan GPU for NCNN (issue 30): its runtime is appended after
+#: the CPU runtimes the profile listed before, so it is planned, not first.
+APPENDED = {"rpi4": "ncnn-vulkan", "rpi5": "ncnn-vulkan"}
 
 
 def test_the_catalog_lists_the_issues_devices_with_their_units() -> None:
-    assert set(EXPECTED) == set(WITH_UNITS)
+    assert set(EXPECTED) | set(APPENDED) == set(WITH_UNITS)
 
 
-@pytest.mark.parametrize("profile", WITH_UNITS)
+@pytest.mark.parametrize("profile", sorted(APPENDED))
+def test_a_vulkan_gpu_appended_for_ncnn_is_planned_on_its_unit(profile: str) -> None:
+    plan = plan_for(load_profile(profile), inspect_model(DIGITS), "onnx")
+    kept = [p for p in plan if p.candidate.target == APPENDED[profile] and p.keep]
+    assert [p.candidate.precision for p in kept] == ["fp32"]  # what the VideoCore computes
+    assert all("on the Vulkan GPU" in p.reason for p in kept)
+
+
+@pytest.mark.parametrize("profile", sorted(EXPECTED))
 def test_a_device_with_an_accelerator_plans_a_candidate_for_it_first(profile: str) -> None:
     plan = [p for p in plan_for(load_profile(profile), inspect_model(DIGITS), "onnx")
             if p.candidate.target != "original"]
