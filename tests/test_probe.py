@@ -319,8 +319,12 @@ def test_fake_raspberry_pi_4(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) ->
     assert "catalog profile rpi4" in result.assumed["power.max_w"]
     assert result.profile.storage.kind == "microsd"
     assert result.profile.link.kind == "wifi"
-    assert result.profile.accelerators == () and result.profile.runtimes == ("tflite",)
-    assert any("vchiq" in n for n in result.notes) and any("v3d" in n for n in result.notes)
+    [gpu] = result.profile.accelerators  # the v3d GPU: NCNN's Vulkan candidates reach it
+    assert (gpu.kind, gpu.runtime, gpu.precisions) == ("gpu", "ncnn-vulkan", ("fp32",))
+    assert result.profile.runtimes == ("ncnn-vulkan", "tflite")
+    assert "ncnn-vulkan listed for the accelerator found, but not found" in result.assumed[
+        "runtimes"]  # the device python has no ncnn
+    assert any("vchiq" in n for n in result.notes)
     loaded = load_profile(write_profile(result, tmp_path / "pi.yaml"))
     assert loaded == result.profile
 
@@ -430,8 +434,10 @@ def test_fake_x86_server_with_intel_gpu(monkeypatch: pytest.MonkeyPatch) -> None
     assert profile.compute.peak_gops == {"fp32": 307.2, "int8": 1228.8}  # 2 physical cores
     assert (profile.power.idle_w, profile.power.max_w) == (15.0, 27.0)  # +6 W per core
     [gpu] = profile.accelerators
-    assert (gpu.name, gpu.runtime) == ("Intel GPU (i915)", "openvino")
-    assert profile.runtimes == ("openvino", "onnxruntime")
+    # the GPU's target, as the plan names it; OpenVINO installed reaches it
+    assert (gpu.name, gpu.runtime) == ("Intel GPU (i915)", "openvino-gpu")
+    assert profile.runtimes == ("openvino-gpu", "onnxruntime", "openvino")
+    assert "runtimes" not in result.assumed
     assert profile.storage.kind == "hdd" and profile.storage.capacity_gb == 1000.2
     assert profile.link.uplink_mbps == 100.0  # a virtio NIC's speed says nothing: placeholder
     assert (profile.access.user, profile.access.host) == ("pi", "board.local")

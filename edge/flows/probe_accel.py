@@ -15,7 +15,7 @@ __all__ = ["accelerators", "runtimes"]
 
 
 #: Render-node drivers no edge runtime reaches -> what they are (for a note).
-_UNREACHED_GPUS = {"v3d": "the Raspberry Pi VideoCore GPU", "vc4": "the Raspberry Pi VideoCore GPU",
+_UNREACHED_GPUS = {"vc4": "the Raspberry Pi VideoCore GPU (no Vulkan before the Pi 4's v3d)",
                    "amdgpu": "an AMD GPU", "etnaviv": "a Vivante GPU",
                    "virtio_gpu": "a virtual GPU"}
 #: /dev nodes worth a note, though edge lists no accelerator for them.
@@ -87,7 +87,10 @@ def _render_node(node: str, files: dict[str, str], found: _Found) -> None:
     where = f"/dev/dri/{node} (driver {driver or 'unknown'})"
     low = driver.lower()
     if low in ("i915", "xe"):
-        found.add("gpu", f"Intel GPU ({driver})", ["fp32", "fp16", "int8"], "openvino", where)
+        found.add("gpu", f"Intel GPU ({driver})", ["fp16", "int8", "fp32"], "openvino-gpu", where)
+    elif low == "v3d":
+        found.add("gpu", "Broadcom VideoCore GPU (v3d; Vulkan through Mesa v3dv)", ["fp32"],
+                  "ncnn-vulkan", where)
     elif low in ("panfrost", "panthor", "mali", "mali_kbase"):
         found.add("gpu", f"Arm Mali GPU ({driver})", ["fp32", "fp16"], "tflite", where)
     elif low in ("msm", "msm_drm"):
@@ -106,7 +109,7 @@ def _accel_nodes(facts: Facts, found: _Found) -> None:
         driver = uevent(facts.files.get(f"/sys/class/accel/{node}/device/uevent")).get(
             "DRIVER", "")
         if driver == "intel_vpu":
-            found.add("npu", "Intel NPU", ["fp16", "int8"], "openvino", f"/dev/accel/{node}")
+            found.add("npu", "Intel NPU", ["int8", "fp16"], "openvino-npu", f"/dev/accel/{node}")
         else:
             found.notes.append(f"/dev/accel/{node} (driver {driver or 'unknown'}): an "
                                "accelerator edge has no runtime mapping for; not listed")
@@ -138,12 +141,19 @@ def _notes(facts: Facts, dev: list[str], ledger: Ledger, found: _Found) -> None:
             ledger.notes.append(f"/dev/{node}: {what}; not listed")
 
 
+def _unit_targets() -> dict[str, str]:
+    """An accelerator's target the profile names (openvino-npu) -> the runtime the device's
+    agent reports for it (openvino), for the targets this probe lists."""
+    return {"openvino-npu": "openvino", "openvino-gpu": "openvino", "ncnn-vulkan": "ncnn"}
+
+
 def runtimes(facts: Facts, arch: str, accelerators: list[dict[str, Any]],
              ledger: Ledger) -> list[str]:
     """The runtimes to list: each accelerator's first, then the CPU ones installed."""
     known = known_runtimes()
     installed = {k: v for k, v in (facts.probe.get("runtimes") or {}).items() if k in known}
     installed |= {k: "found" for k, ok in facts.extra_runtimes.items() if ok and k in known}
+    installed |= {t: installed[r] for t, r in _unit_targets().items() if r in installed}
     cpu_order = (("onnxruntime", "openvino", "tflite") if arch == "x86_64"
                  else ("tflite", "onnxruntime", "openvino"))
     order: list[str] = []
@@ -155,7 +165,7 @@ def runtimes(facts: Facts, arch: str, accelerators: list[dict[str, Any]],
             if runtime not in installed:
                 missing.append(runtime)
     order += [r for r in cpu_order if r in installed and r not in order]
-    order += [r for r in installed if r not in order]
+    order += [r for r in installed if r not in order and r not in _unit_targets()]
     python = f"{facts.python} (python {facts.probe.get('device', {}).get('python', '?')})"
     if installed:
         found = ", ".join(f"{k} {v}" for k, v in installed.items())
