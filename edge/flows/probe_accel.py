@@ -10,6 +10,7 @@ from devices.gather import COMPATIBLE, Facts
 from devices.readings import uevent
 from edge.core.profile import known_runtimes
 from edge.flows.probe_result import Ledger
+from targets import runtimes as runtimes_declared
 
 __all__ = ["accelerators", "runtimes"]
 
@@ -142,9 +143,10 @@ def _notes(facts: Facts, dev: list[str], ledger: Ledger, found: _Found) -> None:
 
 
 def _unit_targets() -> dict[str, str]:
-    """An accelerator's target the profile names (openvino-npu) -> the runtime the device's
-    agent reports for it (openvino), for the targets this probe lists."""
-    return {"openvino-npu": "openvino", "openvino-gpu": "openvino", "ncnn-vulkan": "ncnn"}
+    """Each registered target named otherwise than its runtime (openvino-npu) -> the runtime
+    the device's agent reports for it (openvino), from the runtimes' declarations."""
+    return {target: r.name for r in runtimes_declared().values() for target, _ in r.targets
+            if target != r.name}
 
 
 def runtimes(facts: Facts, arch: str, accelerators: list[dict[str, Any]],
@@ -153,7 +155,8 @@ def runtimes(facts: Facts, arch: str, accelerators: list[dict[str, Any]],
     known = known_runtimes()
     installed = {k: v for k, v in (facts.probe.get("runtimes") or {}).items() if k in known}
     installed |= {k: "found" for k, ok in facts.extra_runtimes.items() if ok and k in known}
-    installed |= {t: installed[r] for t, r in _unit_targets().items() if r in installed}
+    units = _unit_targets()
+    installed |= {t: installed[r] for t, r in units.items() if r in installed}
     cpu_order = (("onnxruntime", "openvino", "tflite") if arch == "x86_64"
                  else ("tflite", "onnxruntime", "openvino"))
     order: list[str] = []
@@ -165,7 +168,7 @@ def runtimes(facts: Facts, arch: str, accelerators: list[dict[str, Any]],
             if runtime not in installed:
                 missing.append(runtime)
     order += [r for r in cpu_order if r in installed and r not in order]
-    order += [r for r in installed if r not in order and r not in _unit_targets()]
+    order += [r for r in installed if r not in order and r not in units]
     python = f"{facts.python} (python {facts.probe.get('device', {}).get('python', '?')})"
     if installed:
         found = ", ".join(f"{k} {v}" for k, v in installed.items())
