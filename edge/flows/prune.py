@@ -2,11 +2,11 @@
 competes through the normal convert -> verify -> measure -> select path.
 
 The reference ONNX model is read into PyTorch (``edge.core.torch_graph``), torch-pruning
-removes whole output channels (filters) of the convolution and linear layers by group magnitude, leaving
-whole the layers whose channels a model output or a fixed reshape depends on, the student is
-distilled from the reference on the calibration data (``prune_distill``), and exported to
-ONNX. Its candidates are verified against the ORIGINAL reference's outputs like any other.
-Results are cached by the model, the calibration data and the options.
+removes whole output channels (filters) of the convolution and linear layers by group
+magnitude, leaving whole the layers whose channels a model output or a fixed reshape depends
+on, the student is distilled from the reference on the calibration data (``prune_distill``),
+and exported to ONNX. Its candidates are verified against the ORIGINAL reference's outputs like
+any other. Results are cached by the model, the calibration data and the options.
 """
 
 from __future__ import annotations
@@ -121,8 +121,8 @@ def _source_digest() -> str:
 def _prune_and_distill(model: ModelInfo, calib: Dataset, options: PruneOptions,
                        out: Path) -> Pruning:
     """Prune, distill and export to ``out``; what was done."""
-    from edge.flows.prune_distill import distill
     from edge.core.torch_graph import to_torch
+    from edge.flows.prune_distill import distill
 
     proto = onnx.load(model.path)
     teacher, student = to_torch(proto), to_torch(proto)
