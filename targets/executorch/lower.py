@@ -85,7 +85,13 @@ def _example(model: ModelInfo, calib: Dataset) -> tuple[torch.Tensor, ...]:
 
 def _tensors(model: ModelInfo, feed: dict[str, np.ndarray]) -> tuple[torch.Tensor, ...]:
     """A feed as the module's positional inputs, in the reference's input order."""
-    return tuple(torch.from_numpy(np.ascontiguousarray(feed[spec.name])) for spec in model.inputs)
+    return tuple(torch.from_numpy(_plain(feed[spec.name])) for spec in model.inputs)
+
+
+def _plain(array: np.ndarray) -> np.ndarray:
+    """A fresh C-ordered copy: a sample sliced from a batch may carry a 0 stride on its batch
+    dim, which ExecuTorch's memory planning refuses."""
+    return np.array(array, order="C", copy=True)
 
 
 def _quantized(module: Any, model: ModelInfo, calib: Dataset) -> Any:

@@ -43,7 +43,9 @@ class ExecuTorchRunner:
 
     def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         """Outputs in the reference's order."""
-        inputs = [self._torch.from_numpy(np.ascontiguousarray(feeds[n])) for n in self._names]
+        # fresh copies: a sample sliced from a batch may carry a 0 stride, which ExecuTorch refuses
+        inputs = [self._torch.from_numpy(np.array(feeds[n], order="C", copy=True))
+                  for n in self._names]
         return [np.asarray(out.numpy()) for out in self._method.execute(inputs)]
 
 
