@@ -69,7 +69,7 @@ def lower(model: ModelInfo, precision: str, calib: Dataset) -> Lowered:
 def _module(model: ModelInfo) -> torch.nn.Module:
     """The reference ONNX as a PyTorch module, or ConversionError naming what it cannot read."""
     try:
-        return to_torch(onnx.load(model.path)).eval()
+        return to_torch(onnx.load(model.path), fold_shapes=True).eval()
     except PruneError as exc:
         raise ConversionError(f"executorch needs the model in PyTorch, and edge's "
                               f"ONNX-to-PyTorch reader cannot read this one: {exc}") from None
