@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,13 +35,15 @@ class ExecuTorchRunner:
     """A ``.pte`` program's ``forward`` on ExecuTorch's runtime (XNNPACK and portable kernels)."""
 
     def __init__(self, path: Path, model: ModelInfo, *, threads: int) -> None:
-        import torch
-        from executorch.runtime import Runtime
+        with _quiet_loggers():
+            import torch
+            from executorch.runtime import Runtime
 
         self._torch = torch
         self._names = [spec.name for spec in model.inputs]
         program = Runtime.get().load_program(Path(path))
-        self._method = program.load_method("forward")
+        with _quiet_stderr():  # XNNPACK's cpuinfo reports the sysfs files it missed
+            self._method = program.load_method("forward")
 
     def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         """Outputs in the reference's order."""
@@ -72,7 +76,8 @@ class ExecuTorchTarget:
         notes = _cached_notes(out)
         if notes is not None:
             return out, notes
-        from targets.executorch.lower import lower  # torch and executorch: only to convert
+        with _quiet_loggers():  # torch and executorch: only to convert
+            from targets.executorch.lower import lower
 
         lowered = lower(model, precision, calib)
         notes = _notes(precision, lowered, len(calib), settings)
@@ -111,6 +116,41 @@ def _outside(outside: dict[str, int]) -> str:
         return "outside the XNNPACK delegate: none (every operator is delegated)"
     listed = ", ".join(f"{op} x{count}" for op, count in outside.items())
     return f"outside the XNNPACK delegate (portable kernels): {listed}"
+
+
+# ---------------------------------------------------------------- quiet imports and loads
+
+#: Loggers that warn when torch, torchao and executorch import: torchao's CUDA kernels missing
+#: beside a CPU torch, a deprecated pytree registration.
+_NOISY = ("torchao", "torch.utils._pytree")
+
+
+@contextlib.contextmanager
+def _quiet_loggers() -> Iterator[None]:
+    """The import-time warnings of ``_NOISY`` stay out of edge's output."""
+    loggers = [logging.getLogger(name) for name in _NOISY]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """File descriptor 2 to /dev/null: what the runtime's C++ writes there is not edge's."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 # ---------------------------------------------------------------- cache (atomic, with notes)
