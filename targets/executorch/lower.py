@@ -72,7 +72,8 @@ def _module(model: ModelInfo) -> torch.nn.Module:
         return to_torch(onnx.load(model.path), fold_shapes=True).eval()
     except PruneError as exc:
         raise ConversionError(f"executorch needs the model in PyTorch, and edge's "
-                              f"ONNX-to-PyTorch reader cannot read this one: {exc}") from None
+                              f"ONNX-to-PyTorch reader cannot read this one: {exc}; the other "
+                              "runtimes' candidates convert the ONNX model itself") from None
 
 
 def _example(model: ModelInfo, calib: Dataset) -> tuple[torch.Tensor, ...]:

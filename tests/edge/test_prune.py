@@ -95,8 +95,8 @@ def test_the_reader_reproduces_the_reference_on_a_batch() -> None:
 
 
 def test_only_channels_another_layer_reads_are_pruned() -> None:
-    from edge.flows.prune import prunable_layers
     from edge.core.torch_graph import to_torch
+    from edge.flows.prune import prunable_layers
 
     digits = to_torch(onnx.load(str(DIGITS)))
     kinds = {n.layer: n.op for n in digits.nodes if n.layer}
@@ -146,8 +146,8 @@ def _saved(tmp_path: Path, nodes: list, inits: list, x: list[int], y: list[int])
 
 def test_a_pad_that_adds_channels_is_refused_by_name(tmp_path: Path) -> None:
     """MediaPipe's blocks widen a residual with a channel Pad: torch-pruning cannot follow."""
-    from edge.flows.prune import PruneOptions, prune_model
     from edge.core.torch_graph import PruneError
+    from edge.flows.prune import PruneOptions, prune_model
 
     rng = np.random.default_rng(0)
     inits = [numpy_helper.from_array(rng.normal(size=s).astype(np.float32), n)
