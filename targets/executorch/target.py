@@ -20,7 +20,7 @@ import numpy as np
 from edge.core.capabilities import Capabilities
 from edge.core.errors import first_line
 from edge.core.files import no_space_as
-from edge.core.values import Dataset, ModelInfo
+from edge.core.values import Dataset, ModelInfo, Origin
 from targets.base import ConversionError, ConvertSettings, check_precision, missing_modules
 
 __all__ = ["FILES", "ExecuTorchRunner", "ExecuTorchTarget"]
@@ -60,7 +60,14 @@ class ExecuTorchTarget:
     caps: ClassVar[Capabilities] = Capabilities(
         runtime="executorch", precisions=("fp32", "int8"), suffix=".pte",
         modules=("executorch", "torch", "torchao"), extra="executorch",
-        converters=("executorch", "torch", "torchao"), recipe=1)
+        converters=("executorch", "torch", "torchao"), recipe=2, origin_formats=("torch",))
+
+    def __init__(self, origin: Origin | None = None) -> None:
+        self._origin = origin  # the user's PyTorch file, converted itself when it exports
+
+    def for_origin(self, origin: Origin) -> ExecuTorchTarget:
+        """This target converting the user's PyTorch file (``Origin.format`` "torch")."""
+        return ExecuTorchTarget(origin)
 
     def missing(self) -> str | None:
         """executorch, torch and torchao come with the ``executorch`` extra."""
@@ -79,7 +86,7 @@ class ExecuTorchTarget:
         with _quiet_loggers():  # torch and executorch: only to convert
             from targets.executorch.lower import lower
 
-        lowered = lower(model, precision, calib)
+        lowered = lower(model, precision, calib, self._origin)
         notes = _notes(precision, lowered, len(calib), settings)
         with no_space_as(out), _scratch(Path(workdir)) as scratch:
             partial = scratch / out.name
@@ -104,6 +111,7 @@ def _notes(precision: str, lowered: Any, samples: int,
            f"{samples} samples)")
     notes = [f"{how} .pte lowered to the XNNPACK delegate (ExecuTorch); "
              f"{lowered.delegated} operator(s) inside the delegate",
+             f"made from {lowered.source}",
              _outside(lowered.outside)]
     if settings.keep_float:
         notes.append("keep_float is not honoured by the executorch target")

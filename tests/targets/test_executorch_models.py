@@ -12,7 +12,7 @@ calibration and 24 held-out samples, as the RKNN model tests do, since lowering 
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -138,6 +138,25 @@ def test_a_dry_run_for_rpi4_plans_executorch_candidates() -> None:
     planned = {p.candidate.id: p for p in plan if p.candidate.target == "executorch"}
     assert set(planned) == {"executorch-fp32", "executorch-int8"}
     assert all(p.keep for p in planned.values()), [p.reason for p in planned.values()]
+
+
+def test_a_torchscript_module_the_reader_cannot_read_is_lowered_from_itself(
+        tmp_path: Path) -> None:
+    """ELU has no reading in edge's ONNX-to-PyTorch reader: the user's TorchScript module is
+    exported itself (torch's TorchScript converter), and ELU stays outside the delegate."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ELU(), nn.MaxPool2d(2), nn.Flatten(),
+                        nn.Linear(128, 10)).eval()
+    torch.jit.save(torch.jit.script(net), str(tmp_path / "elu.pt"))
+    case = replace(_digits(tmp_path), model=tmp_path / "elu.pt", shapes=("input=1,1,8,8",))
+    for precision, result in _made(_optimize(case, "rpi4", tmp_path)).items():
+        assert result.status in ("passed", "chosen"), (precision, result.reason)
+        notes = result.artifact.notes  # type: ignore[union-attr]
+        assert "made from the original TorchScript elu.pt (op Elu" in notes[1]
+        assert "aten.elu x1" in notes[2]
 
 
 def test_a_model_the_reader_cannot_read_fails_in_one_line_naming_the_op(tmp_path: Path) -> None:
