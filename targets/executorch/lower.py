@@ -103,10 +103,6 @@ class _Unreadable(Exception):
         self.op = op
 
 
-class _NotDirect(Exception):
-    """Why the original module is not exported itself (the reference is)."""
-
-
 def _from_origin(origin: Origin, example: tuple[torch.Tensor, ...],
                  unreadable: _Unreadable) -> Any:
     """The user's TorchScript module as an ExportedProgram (torch's TorchScript converter). A
