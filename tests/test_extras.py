@@ -38,6 +38,7 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (folder / "images" / "a.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(16))
     (folder / "ov.yaml").write_text("extends: x86-64\nid: ov-only\nruntimes: [openvino]\n")
     (folder / "nnapi.yaml").write_text("extends: pixel-8\nid: nnapi-only\nruntimes: [nnapi]\n")
+    (folder / "et.yaml").write_text("extends: rpi4\nid: et-only\nruntimes: [executorch]\n")
     (folder / "hosts.yaml").write_text("all:\n  hosts:\n    pi1:\n      ansible_host: 127.0.0.1\n"
                                        "      ansible_port: 9\n      ansible_user: pi\n"
                                        "      edge_profile: x86-64\n")
@@ -64,6 +65,7 @@ CASES = [
     ("tflite", "deploy sample:digits --profile coral-dev-board"),
     ("tflite", "optimize sample:digits --profile {m}/nnapi.yaml --dry-run"),
     ("openvino", "optimize sample:digits --profile {m}/ov.yaml"),
+    ("executorch", "optimize sample:digits --profile {m}/et.yaml"),
     ("report", "optimize sample:digits --profile rpi4 --report {m}/r.html -o {m}/rb"),
     ("report", "report {b} -o {m}/r.html"),
     ("ssh", "deploy {b} --host pi@127.0.0.1:9"),
