@@ -10,7 +10,8 @@ dependencies on this host, where executorch 1.5.1's x86-64-only requirement (cor
 no aarch64 wheel) is taken as the device's, and its other requirements (torchao, hydra, the
 tokenizers, pandas) are converter tools a device does not need; what a device needs is
 ``executorch==1.5.1`` and ``torch==2.13.0`` installed without dependencies beside numpy.
-No per-layer profiler yet: ETDump needs a runtime built with the devtools (docs/executorch.md).
+No per-layer profiler yet: ETDump's events need the lowering's ETRecord to name layers
+(docs/executorch.md).
 """
 
 from targets.base import Runtime
