@@ -14,11 +14,11 @@ from typing import ClassVar, Literal, Protocol
 import numpy as np
 
 from edge.core.capabilities import Capabilities
-from edge.core.values import BenchResult, Dataset, ModelInfo
+from edge.core.values import BenchResult, Dataset, ModelInfo, Origin
 
 __all__ = ["PRECISIONS", "AcceleratorTarget", "ConversionError", "ConvertSettings", "Provision",
-           "NodeOutputsTarget", "Runner", "ServingTarget", "Runtime", "Target", "Capabilities",
-           "check_precision", "missing_modules", "workdir_lock"]
+           "NodeOutputsTarget", "OriginTarget", "Runner", "ServingTarget", "Runtime", "Target",
+           "Capabilities", "check_precision", "missing_modules", "workdir_lock"]
 
 #: Precision names shared by every target. ``int8``: weights and activations int8 (static,
 #: calibrated); ``int8-dynamic``: int8 weights, activations quantized at run time; ``bf16``:
@@ -177,4 +177,13 @@ class ServingTarget(Target, Protocol):
 
     def serving_files(self, artifact: Path, precision: str) -> dict[str, Path]:
         """Bundle-relative name -> file: the config and the artifact laid out for the engine."""
+        ...
+
+
+class OriginTarget(Target, Protocol):
+    """A target (``caps.origin_formats`` declared) that converts the user's original file of
+    those formats itself (a PyTorch module), the reference ONNX being its fallback."""
+
+    def for_origin(self, origin: Origin) -> Target:
+        """This target converting from ``origin`` (the user's file, as intake read it)."""
         ...

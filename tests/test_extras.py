@@ -39,6 +39,7 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (folder / "ov.yaml").write_text("extends: x86-64\nid: ov-only\nruntimes: [openvino]\n")
     (folder / "ncnn.yaml").write_text("extends: rpi5\nid: ncnn-only\nruntimes: [ncnn]\n")
     (folder / "nnapi.yaml").write_text("extends: pixel-8\nid: nnapi-only\nruntimes: [nnapi]\n")
+    (folder / "et.yaml").write_text("extends: rpi4\nid: et-only\nruntimes: [executorch]\n")
     (folder / "hosts.yaml").write_text("all:\n  hosts:\n    pi1:\n      ansible_host: 127.0.0.1\n"
                                        "      ansible_port: 9\n      ansible_user: pi\n"
                                        "      edge_profile: x86-64\n")
@@ -66,6 +67,7 @@ CASES = [
     ("tflite", "optimize sample:digits --profile {m}/nnapi.yaml --dry-run"),
     ("openvino", "optimize sample:digits --profile {m}/ov.yaml"),
     ("ncnn", "optimize sample:digits --profile {m}/ncnn.yaml"),
+    ("executorch", "optimize sample:digits --profile {m}/et.yaml"),
     ("report", "optimize sample:digits --profile rpi4 --report {m}/r.html -o {m}/rb"),
     ("report", "report {b} -o {m}/r.html"),
     ("ssh", "deploy {b} --host pi@127.0.0.1:9"),

@@ -63,6 +63,10 @@ class Capabilities:
     #: offers ``serving_files`` (``targets.base.ServingTarget``): a serving engine's config for
     #: its artifact, with the settings edge verified it under, written into the bundle
     serving: bool = False
+    #: formats of the user's original file (``Origin.format``: "torch") the target converts
+    #: itself when there is one (``targets.base.OriginTarget.for_origin``); it converts the
+    #: reference ONNX otherwise
+    origin_formats: tuple[str, ...] = ()
 
     def runs_on(self, arch: str) -> bool:
         """Whether its runtime runs on a device of this architecture."""

@@ -57,7 +57,7 @@ from edge.flows.planning import plan_for, tflite_readers
 from edge.flows.prune import PruneOptions, prune_model
 from edge.flows.recover import recover
 from targets import get_target, workdir_name
-from targets.base import ConversionError, ConvertSettings, ServingTarget
+from targets.base import ConversionError, ConvertSettings, OriginTarget, ServingTarget
 from targets.onnxruntime import OrtRunner
 from targets.original import original_target
 
@@ -420,10 +420,14 @@ def _workdir(ctx: _Context, target: str, settings: Any) -> Path:
 
 
 def _target(name: str, ctx: _Context) -> Any:
-    """The registered target ``name``, or the user's own file for ``original``."""
+    """The registered target ``name`` (given the user's file when it converts that itself), or
+    the user's own file for ``original``."""
     if name == ORIGINAL and ctx.origin is not None:
         return original_target(ctx.origin, ctx.model)
-    return get_target(name)
+    target = get_target(name)
+    if ctx.origin is not None and ctx.origin.format in target.caps.origin_formats:
+        return cast(OriginTarget, target).for_origin(ctx.origin)  # converts the user's file
+    return target
 
 
 def _doing(cand: Any, calib: int) -> str:

@@ -1,12 +1,12 @@
 """Structured pruning with distillation: a smaller model made from the reference, which then
 competes through the normal convert -> verify -> measure -> select path.
 
-The reference ONNX model is read into PyTorch (``prune_graph``), torch-pruning removes whole
-output channels (filters) of the convolution and linear layers by group magnitude, leaving
-whole the layers whose channels a model output or a fixed reshape depends on, the student is
-distilled from the reference on the calibration data (``prune_distill``), and exported to
-ONNX. Its candidates are verified against the ORIGINAL reference's outputs like any other.
-Results are cached by the model, the calibration data and the options.
+The reference ONNX model is read into PyTorch (``edge.core.torch_graph``), torch-pruning
+removes whole output channels (filters) of the convolution and linear layers by group
+magnitude, leaving whole the layers whose channels a model output or a fixed reshape depends
+on, the student is distilled from the reference on the calibration data (``prune_distill``),
+and exported to ONNX. Its candidates are verified against the ORIGINAL reference's outputs like
+any other. Results are cached by the model, the calibration data and the options.
 """
 
 from __future__ import annotations
@@ -111,16 +111,18 @@ def _key(model: ModelInfo, calib: Dataset, options: PruneOptions) -> str:
 def _source_digest() -> str:
     """sha256 (16 hex) of the pruning modules' code: an edit never reuses an old result."""
     digest = hashlib.sha256()
-    for name in ("prune.py", "prune_graph.py", "prune_distill.py"):
-        digest.update((Path(__file__).parent / name).read_bytes())
+    here = Path(__file__).parent
+    for path in (here / "prune.py", here.parent / "core" / "torch_graph.py",
+                 here / "prune_distill.py"):
+        digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 
 
 def _prune_and_distill(model: ModelInfo, calib: Dataset, options: PruneOptions,
                        out: Path) -> Pruning:
     """Prune, distill and export to ``out``; what was done."""
+    from edge.core.torch_graph import to_torch
     from edge.flows.prune_distill import distill
-    from edge.flows.prune_graph import to_torch
 
     proto = onnx.load(model.path)
     teacher, student = to_torch(proto), to_torch(proto)

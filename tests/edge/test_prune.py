@@ -83,7 +83,7 @@ def test_a_pruned_candidate_round_trips_without_changing_older_manifests() -> No
 def test_the_reader_reproduces_the_reference_on_a_batch() -> None:
     import onnxruntime as ort
 
-    from edge.flows.prune_graph import to_torch
+    from edge.core.torch_graph import to_torch
 
     module = to_torch(onnx.load(str(DIGITS))).eval()
     x = np.load(SAMPLES / "digits_calib.npy")[:4].astype(np.float32)
@@ -95,8 +95,8 @@ def test_the_reader_reproduces_the_reference_on_a_batch() -> None:
 
 
 def test_only_channels_another_layer_reads_are_pruned() -> None:
+    from edge.core.torch_graph import to_torch
     from edge.flows.prune import prunable_layers
-    from edge.flows.prune_graph import to_torch
 
     digits = to_torch(onnx.load(str(DIGITS)))
     kinds = {n.layer: n.op for n in digits.nodes if n.layer}
@@ -122,7 +122,7 @@ def _conv_then_transpose() -> onnx.ModelProto:
 
 
 def test_an_unknown_op_is_refused_by_name() -> None:
-    from edge.flows.prune_graph import PruneError, to_torch
+    from edge.core.torch_graph import PruneError, to_torch
 
     model = _conv_then_transpose()
     model.graph.node[1].op_type = "Celu"
@@ -146,8 +146,8 @@ def _saved(tmp_path: Path, nodes: list, inits: list, x: list[int], y: list[int])
 
 def test_a_pad_that_adds_channels_is_refused_by_name(tmp_path: Path) -> None:
     """MediaPipe's blocks widen a residual with a channel Pad: torch-pruning cannot follow."""
+    from edge.core.torch_graph import PruneError
     from edge.flows.prune import PruneOptions, prune_model
-    from edge.flows.prune_graph import PruneError
 
     rng = np.random.default_rng(0)
     inits = [numpy_helper.from_array(rng.normal(size=s).astype(np.float32), n)

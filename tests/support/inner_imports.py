@@ -2,7 +2,7 @@
 
 Allowed: a heavy framework (a package of an optional extra a user installs, pyproject's
 ``[project.optional-dependencies]`` less ``test``/``dev``) loaded when it is needed, or a
-module of the tree whose module-level imports load one (edge.flows.prune_graph: torch); in the
+module of the tree whose module-level imports load one (edge.core.torch_graph: torch); in the
 device agent, a device runtime (the agent runs on Python 3.8 devices where numpy and each
 runtime are optional); and in a module that ``edge --help`` loads, a module that would bring a
 package ``edge --help`` does not load (a CLI command loading its flow, for one). Everything else

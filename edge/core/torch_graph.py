@@ -53,10 +53,62 @@ def constants(model: onnx.ModelProto) -> dict[str, np.ndarray]:
     return found
 
 
-def to_torch(model: onnx.ModelProto) -> OnnxModule:
-    """The model as an ``OnnxModule`` (weights copied; float32)."""
+def to_torch(model: onnx.ModelProto, *, fold_shapes: bool = False) -> OnnxModule:
+    """The model as an ``OnnxModule`` (weights copied; float32). ``fold_shapes`` computes the
+    shape arithmetic of a model whose shapes are all static once, here (Shape nodes and what
+    only constants feed): the module then runs at those shapes only (``torch.export``)."""
     inferred = onnx.shape_inference.infer_shapes(model)
-    return OnnxModule(inferred, constants(model), value_shapes(inferred))
+    consts = constants(model)
+    if fold_shapes:
+        consts = _folded(inferred, consts)
+    return OnnxModule(inferred, consts, value_shapes(inferred))
+
+
+def _folded(model: onnx.ModelProto, consts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``consts`` with the outputs of Shape nodes of static inputs and of the nodes only
+    constants feed (but weighted layers), computed."""
+    static = _static_shapes(model)
+    found = dict(consts)
+    for proto in model.graph.node:
+        if proto.op_type == "Shape" and proto.input[0] in static:
+            start, end = _shape_range(proto)
+            found[proto.output[0]] = np.array(static[proto.input[0]][start:end], np.int64)
+        elif proto.op_type in _RUN and proto.op_type not in LAYER_OPS and all(
+                not name or name in found for name in proto.input):
+            found.update(_run_once(proto, found))
+    return found
+
+
+def _static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
+    """The values whose every dim is a known number."""
+    graph = model.graph
+    return {v.name: tuple(d.dim_value for d in v.type.tensor_type.shape.dim)
+            for v in (*graph.value_info, *graph.input, *graph.output)
+            if v.type.tensor_type.HasField("shape")
+            and all(d.HasField("dim_value") and d.dim_value > 0
+                    for d in v.type.tensor_type.shape.dim)}
+
+
+def _shape_range(proto: onnx.NodeProto) -> tuple[int | None, int | None]:
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in proto.attribute}
+    return attrs.get("start", 0), attrs.get("end")
+
+
+def _run_once(proto: onnx.NodeProto, found: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A node of constant inputs run now: its outputs by name."""
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in proto.attribute}
+    node = Node(proto.op_type, tuple(proto.input), tuple(proto.output), attrs)
+    args = [torch.from_numpy(np.array(found[name])) if name else None for name in proto.input]
+    run = _plain_reshape if proto.op_type == "Reshape" else _RUN[proto.op_type]
+    with torch.no_grad():
+        result = run(node, args)
+    return {proto.output[0]: result.numpy()}
+
+
+def _plain_reshape(node: Node, args: list[Any]) -> torch.Tensor:
+    """Reshape as ONNX says (a constant has no batch to keep)."""
+    x, shape = args[0], _ints(args[1])
+    return x.reshape([x.shape[i] if d == 0 else d for i, d in enumerate(shape)])
 
 
 class OnnxModule(nn.Module):
@@ -73,7 +125,7 @@ class OnnxModule(nn.Module):
         self.logits = False
         self.nodes: list[Node] = []
         for index, proto in enumerate(model.graph.node):
-            if proto.op_type != "Constant":
+            if proto.op_type != "Constant" and proto.output[0] not in consts:
                 self.nodes.append(self._node(index, proto, consts, shapes))
 
     def _node(self, index: int, proto: onnx.NodeProto, consts: dict[str, np.ndarray],
@@ -119,7 +171,7 @@ def _layer(node: Node, consts: dict[str, np.ndarray],
     if node.op == "Gemm" and not node.attrs.get("transA", 0) and weight.ndim == 2:
         return _gemm(node, weight, consts)
     if node.op == "MatMul" and weight.ndim == 2:
-        return _linear(weight, None)
+        return _linear(weight.T, None)  # x @ weight, weight: [in, out]
     if node.op == "BatchNormalization":
         return _batchnorm(node, consts)
     if node.op == "PRelu" and weight.size > 1:
@@ -329,6 +381,58 @@ def _softmax(node: Node, args: list[Any]) -> torch.Tensor:
     return torch.softmax(args[0], dim=int(node.attrs.get("axis", -1)))
 
 
+def _slice(node: Node, args: list[Any]) -> torch.Tensor:
+    """Slice with constant starts, ends, axes and positive steps (opset 10+ inputs)."""
+    x, starts, ends = args[0], _ints(args[1]), _ints(args[2])
+    axes = _ints(args[3]) if len(args) > 3 and args[3] is not None else range(len(starts))
+    steps = _ints(args[4]) if len(args) > 4 and args[4] is not None else [1] * len(starts)
+    if any(step < 1 for step in steps):
+        raise PruneError(f"Slice {node.outputs[0]}: only positive steps are read")
+    index = [slice(None)] * x.dim()
+    for start, end, axis, step in zip(starts, ends, axes, steps, strict=True):
+        size = x.shape[axis]
+        index[axis] = slice(max(-size, min(start, size)), max(-size, min(end, size)), step)
+    return x[tuple(index)]
+
+
+def _cast(node: Node, args: list[Any]) -> torch.Tensor:
+    to = _DTYPES.get(int(node.attrs["to"]))
+    if to is None:
+        raise PruneError(f"Cast {node.outputs[0]}: to ONNX type {node.attrs['to']} is not read")
+    return args[0].to(to)
+
+
+#: ONNX TensorProto element types -> torch dtypes (what Cast may produce).
+_DTYPES = {1: torch.float32, 6: torch.int32, 7: torch.int64, 9: torch.bool, 10: torch.float16,
+           11: torch.float64}
+
+
+def _resize(node: Node, args: list[Any]) -> torch.Tensor:
+    """Resize of an NCHW tensor: nearest with whole scales, or (bi)linear without ``roi``."""
+    x = args[0]
+    mode = _text(node.attrs.get("mode", b"nearest"))
+    where = _text(node.attrs.get("coordinate_transformation_mode", b"half_pixel"))
+    scales = args[2] if len(args) > 2 and args[2] is not None and args[2].numel() else None
+    sizes = _ints(args[3])[2:] if len(args) > 3 and args[3] is not None else None
+    if scales is not None:
+        factors = [float(f) for f in scales.tolist()[2:]]
+        sizes = [int(n * f) for n, f in zip(x.shape[2:], factors, strict=True)]
+    if sizes is None or mode not in ("nearest", "linear"):
+        raise PruneError(f"Resize {node.outputs[0]}: mode {mode} is not read")
+    if mode == "nearest":
+        if any(out % n for out, n in zip(sizes, x.shape[2:], strict=True)):
+            raise PruneError(f"Resize {node.outputs[0]}: nearest by a fraction is not read")
+        return F.interpolate(x, size=sizes, mode="nearest")
+    if where not in ("half_pixel", "pytorch_half_pixel", "align_corners"):
+        raise PruneError(f"Resize {node.outputs[0]}: coordinates {where} are not read")
+    return F.interpolate(x, size=sizes, mode="bilinear" if x.dim() == 4 else "linear",
+                         align_corners=where == "align_corners")
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 def _gemm_fn(node: Node, args: list[Any]) -> torch.Tensor:
     a, b = args[0], args[1]
     a = a.transpose(-1, -2) if node.attrs.get("transA", 0) else a
@@ -369,5 +473,9 @@ _RUN: dict[str, Callable[[Node, list[Any]], Any]] = {
     "Softmax": _softmax,
     "Pad": _pad,
     "Identity": lambda n, a: a[0],
+    "Shape": lambda n, a: torch.tensor(a[0].shape, dtype=torch.int64),
+    "Slice": _slice,
+    "Cast": _cast,
+    "Resize": _resize,
     "Dropout": lambda n, a: a[0],
 }
