@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from edge.core.values import Candidate
+from targets import artifact_suffixes
 from tests.support.cli import run_cli
 
 pytestmark = pytest.mark.slow
@@ -162,20 +163,22 @@ def test_measure_on_device_times_every_candidate_in_one_interleaved_bench(
     assert result.status == 0, result.stderr
     report = result.json()
     bundle = Bundle.from_json(json.loads((out / "manifest.json").read_text()))
+    # every faithful artifact the local device's agent runs (this host: all but NNAPI's)
     runnable = {c.candidate.id for c in bundle.candidates if c.status in ("chosen", "passed")
-                and c.artifact and c.artifact.runtime in ("onnxruntime", "tflite", "openvino")}
+                and c.artifact and c.artifact.runtime != "nnapi"}
     compared = {c["candidate"]: c["bench"] for c in report["compared"]}
     assert len(runnable) >= 4 and set(compared) == runnable
     # ONE agent bench over all of them (interleaved), more rounds of just the contenders while
     # the winner was not clear, then the chosen one's own bench
     together, *extra, alone = benches
-    models = [a for a in together[1:] if a.endswith((".onnx", ".tflite", ".xml"))]
+    suffixes = artifact_suffixes()
+    models = [a for a in together[1:] if a.endswith(suffixes)]
     assert len(models) == len(runnable) and "--rounds" in together
-    assert len([a for a in alone[1:] if a.endswith((".onnx", ".tflite", ".xml"))]) == 1
+    assert len([a for a in alone[1:] if a.endswith(suffixes)]) == 1
     contest = report["contest"]
     assert bool(extra) == bool(contest["extra_rounds"]) and len(extra) <= 2
     for more in extra:
-        assert len([a for a in more[1:] if a.endswith((".onnx", ".tflite", ".xml"))]) <= len(
+        assert len([a for a in more[1:] if a.endswith(suffixes)]) <= len(
             contest["contenders"]) < len(runnable)
     assert {b["runs"] for b in compared.values()} == {6}
     assert all(b["device"]["interleaved_rounds"] == 5 and b["peak_rss_mb"] is None
