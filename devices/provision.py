@@ -247,29 +247,33 @@ class _Wheelset:
 
 
 def fetch_wheels(platform: DevicePlatform, requirements: Iterable[str], *,
-                 cache: Path | None = None) -> tuple[Path, dict[str, str], bool]:
+                 cache: Path | None = None,
+                 no_deps: bool = False) -> tuple[Path, dict[str, str], bool]:
     """Wheels for ``requirements`` (and their dependencies) for the device's platform, in
     ``cache/<tag>/``: (folder, {file name: sha256}, whether pip downloaded them now).
 
     A manifest per requirement set makes a repeat call offline: the cached files are only
     re-hashed. Otherwise ``pip download --only-binary=:all:`` runs on this host, resolving
-    for the device (--platform/--python-version/--implementation/--abi).
+    for the device (--platform/--python-version/--implementation/--abi); with ``no_deps``
+    only the listed wheels (``--no-deps``: the list names every dependency itself).
     """
-    got = _fetch(platform, tuple(requirements), cache or default_cache())
+    got = _fetch(platform, tuple(requirements), cache or default_cache(), no_deps)
     return got.folder, got.wheels, got.downloaded
 
 
-def _fetch(platform: DevicePlatform, requirements: tuple[str, ...], cache: Path) -> _Wheelset:
+def _fetch(platform: DevicePlatform, requirements: tuple[str, ...], cache: Path,
+           no_deps: bool = False) -> _Wheelset:
     folder = cache / platform.tag
     folder.mkdir(parents=True, exist_ok=True)
-    key = hashlib.sha256("\n".join(sorted(requirements)).encode()).hexdigest()[:16]
+    listed = sorted(requirements) + (["--no-deps"] if no_deps else [])
+    key = hashlib.sha256("\n".join(listed).encode()).hexdigest()[:16]
     manifest = folder / f"manifest-{key}.json"
     with _host_lock(folder / ".lock"):
-        wheels = _cached(folder, manifest, requirements)
+        wheels = _cached(folder, manifest, requirements, no_deps)
         if wheels is not None:
             return _Wheelset(folder=folder, wheels=wheels, downloaded=False)
         with tempfile.TemporaryDirectory(dir=folder, prefix=".download-") as tmp:
-            _pip_download(platform, requirements, Path(tmp))
+            _pip_download(platform, requirements, Path(tmp), no_deps)
             wheels = {}
             for path in sorted(Path(tmp).glob("*.whl")):
                 wheels[path.name] = sha256_file(path)
@@ -277,19 +281,21 @@ def _fetch(platform: DevicePlatform, requirements: tuple[str, ...], cache: Path)
         if not wheels:
             raise DeviceError(f"pip download fetched no wheels for {platform.tag}")
         manifest.write_text(json.dumps({"requirements": sorted(requirements), "tag": platform.tag,
-                                        "platforms": platform.platforms(), "wheels": wheels},
-                                       indent=1) + "\n")
+                                        "platforms": platform.platforms(), "no_deps": no_deps,
+                                        "wheels": wheels}, indent=1) + "\n")
     return _Wheelset(folder=folder, wheels=wheels, downloaded=True)
 
 
-def _cached(folder: Path, manifest: Path, requirements: tuple[str, ...]) -> dict[str, str] | None:
+def _cached(folder: Path, manifest: Path, requirements: tuple[str, ...],
+            no_deps: bool = False) -> dict[str, str] | None:
     """The manifest's wheels if every file is there with its sha256, else None."""
     try:
         doc = json.loads(manifest.read_text())
         wheels = {str(k): str(v) for k, v in doc["wheels"].items()}
     except (OSError, ValueError, KeyError, AttributeError):
         return None
-    if sorted(doc.get("requirements", ())) != sorted(requirements) or not wheels:
+    if sorted(doc.get("requirements", ())) != sorted(requirements) or not wheels or \
+            bool(doc.get("no_deps", False)) != no_deps:
         return None
     for name, sha in wheels.items():
         path = folder / name
@@ -298,9 +304,11 @@ def _cached(folder: Path, manifest: Path, requirements: tuple[str, ...]) -> dict
     return wheels
 
 
-def _pip_download(platform: DevicePlatform, requirements: tuple[str, ...], dest: Path) -> None:
+def _pip_download(platform: DevicePlatform, requirements: tuple[str, ...], dest: Path,
+                  no_deps: bool = False) -> None:
     cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check",
-           "--no-input", "--only-binary=:all:", "--dest", str(dest),
+           "--no-input", "--only-binary=:all:", *(["--no-deps"] if no_deps else []),
+           "--dest", str(dest),
            "--python-version", platform.python_version, "--implementation", "cp",
            "--abi", platform.python_tag]
     for tag in platform.platforms():
@@ -363,12 +371,14 @@ class ProvisionReport:
 def install_runtime(
     transport: Transport, *, device_python: str, work_dir: str, runtime: str,
     requirements: tuple[str, ...], module: str, distribution: str,
-    host_cache: Path | None = None,
+    host_cache: Path | None = None, no_deps: bool = False,
 ) -> ProvisionReport:
     """Install ``runtime`` (its pinned ``requirements``; ``module`` imported and
     ``distribution``'s version read to check it) and numpy into ``WORK/venv`` on the device
     from wheels fetched on this host; the device needs python3 with venv, no internet. Which
-    runtimes can be installed, and how, their folders declare (``targets.provision``).
+    runtimes can be installed, and how, their folders declare (``targets.provision``); with
+    ``no_deps`` the wheels are fetched and installed without their dependencies (the
+    requirements name every one the runtime needs on the device).
 
     Idempotent: wheels already on the device (by sha256) are not sent again, and pip does not
     run when the venv already holds exactly this set. Errors are one-line DeviceErrors
@@ -384,7 +394,7 @@ def install_runtime(
     python = expand_home(device_python, home)
     platform, _ = probe_platform(transport, python)
     wanted = (*requirements, PIP)
-    got = _fetch(platform, wanted, host_cache or default_cache())
+    got = _fetch(platform, wanted, host_cache or default_cache(), no_deps)
     pip_wheel = next((n for n in got.wheels if n.lower().startswith("pip-")), None)
     if pip_wheel is None:
         raise DeviceError(f"no pip wheel among the fetched wheels in {got.folder}")
@@ -398,13 +408,17 @@ def install_runtime(
     created = _ensure_venv(transport, python, venv, venv_python, platform)
     marker_path = f"{venv}/{MARKER}"
     marker = _json_run(transport, [venv_python, "-c", _READ, marker_path], "read the venv marker")
-    entry = {"requirements": sorted(requirements), "wheels": dict(sorted(got.wheels.items()))}
+    entry: dict[str, Any] = {"requirements": sorted(requirements),
+                             "wheels": dict(sorted(got.wheels.items()))}
+    if no_deps:
+        entry["no_deps"] = True
     installed = False
     check = None
     if not created and marker.get("runtimes", {}).get(runtime) == entry:
         check = _try_check(transport, venv_python, module, dist)
     if check is None:
-        _pip_install(transport, venv_python, f"{wheels_dir}/{pip_wheel}", wheels_dir, wanted)
+        _pip_install(transport, venv_python, f"{wheels_dir}/{pip_wheel}", wheels_dir, wanted,
+                     no_deps)
         installed = True
         check = _try_check(transport, venv_python, module, dist, raise_error=True)
         assert check is not None
@@ -470,10 +484,11 @@ def _ensure_venv(transport: Transport, python: str, venv: str, venv_python: str,
 
 
 def _pip_install(transport: Transport, venv_python: str, pip_wheel: str, wheels_dir: str,
-                 requirements: tuple[str, ...]) -> None:
+                 requirements: tuple[str, ...], no_deps: bool = False) -> None:
     """pip (from its uploaded wheel) installs into the venv from WORK/wheels only."""
     argv = [venv_python, "-c", _PIP, pip_wheel, "install", "--no-index", "--find-links",
             wheels_dir, "--only-binary=:all:", "--no-cache-dir", "--no-compile",
+            *(["--no-deps"] if no_deps else []),
             "--disable-pip-version-check", "--no-input", "--quiet", *requirements]
     done = transport.run(argv, timeout=3600)
     if done.status != 0:

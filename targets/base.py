@@ -54,6 +54,11 @@ class Provision:
     requirements: tuple[str, ...]  # pinned as the host verified it: "onnxruntime==1.31.1"
     module: str  # imported on the device to check the install: "ai_edge_litert.interpreter"
     distribution: str  # whose version the device reports: "ai-edge-litert"
+    # True: the requirements are installed without their dependencies (fetched with pip
+    # download --no-deps, installed with pip install --no-deps), so they list every wheel the
+    # runtime needs on the device (numpy excepted: edge's pin); for a runtime whose declared
+    # dependencies are its host tools, or carry markers the host would evaluate for itself
+    no_deps: bool = False
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -32,7 +32,8 @@ def provision_runtime(transport: Transport, *, device_python: str, work_dir: str
     spec = specs[runtime]
     return install_runtime(transport, device_python=device_python, work_dir=work_dir,
                            runtime=runtime, requirements=spec.requirements, module=spec.module,
-                           distribution=spec.distribution, host_cache=host_cache)
+                           distribution=spec.distribution, host_cache=host_cache,
+                           no_deps=spec.no_deps)
 
 
 def runtime_for_bundle(bundle: Any, runtimes: Iterable[str] = ()) -> str:

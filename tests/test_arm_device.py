@@ -108,9 +108,37 @@ def test_wheels_are_uploaded_checked_and_installed_without_an_index(tmp_path: Pa
     assert pip[0] == report.python and pip[2] == provision._PIP
     assert pip[3] == "/home/pi/.edge/wheels/pip-26.3-py3-none-any.whl"
     assert "--no-index" in pip and pip[pip.index("--find-links") + 1] == "/home/pi/.edge/wheels"
+    assert "--no-deps" not in pip  # a runtime's dependencies come with it unless it says no
     assert not any(a.startswith(("http:", "https:", "--index-url")) for a in pip)
     every_argv = [a for argv in device.runs for a in argv]
     assert not any(a in ("sh", "bash", "/bin/sh") for a in every_argv)  # no shell, ever
+
+
+def test_a_no_deps_set_is_cached_apart_and_installed_without_dependencies(
+        tmp_path: Path) -> None:
+    cache = _fake_cache(tmp_path, "onnxruntime", no_deps=True)
+    device = _FakeDevice()
+    report = provision.install_runtime(
+        device, device_python="/usr/bin/python3", work_dir="~/.edge", runtime="onnxruntime",
+        requirements=provisionable()["onnxruntime"].requirements, module="onnxruntime",
+        distribution="onnxruntime", host_cache=cache, no_deps=True)
+    assert report.downloaded is False and report.installed  # from the no-deps manifest
+    pip = next(argv for argv in device.runs if "install" in argv)
+    assert "--no-deps" in pip and "--no-index" in pip
+
+
+@pytest.mark.slow
+def test_a_no_deps_fetch_gets_only_the_listed_wheels(tmp_path: Path) -> None:
+    """A real pip download (the index, as the board's provisioning uses) for the Pi's
+    platform: requests alone, none of its dependencies."""
+    folder, wheels, downloaded = provision.fetch_wheels(
+        parse_platform(PI_FACTS), ["requests==2.34.2"], cache=tmp_path, no_deps=True)
+    assert downloaded and list(wheels) == ["requests-2.34.2-py3-none-any.whl"]
+    (manifest,) = folder.glob("manifest-*.json")
+    assert json.loads(manifest.read_text())["no_deps"] is True
+    again = provision.fetch_wheels(parse_platform(PI_FACTS), ["requests==2.34.2"],
+                                   cache=tmp_path, no_deps=True)
+    assert again[2] is False  # cached: the manifest answers
 
 
 def test_runtime_for_bundle_prefers_the_chosen_provisionable_runtime() -> None:
@@ -128,7 +156,7 @@ def test_runtime_for_bundle_prefers_the_chosen_provisionable_runtime() -> None:
     assert runtime_for_bundle(bundle, runtimes={"onnxruntime"}) == "onnxruntime"
 
 
-def _fake_cache(root: Path, runtime: str) -> Path:
+def _fake_cache(root: Path, runtime: str, *, no_deps: bool = False) -> Path:
     """A host cache whose manifest already lists (fake) wheels: no pip download."""
     platform = parse_platform(PI_FACTS)
     folder = root / platform.tag
@@ -140,9 +168,10 @@ def _fake_cache(root: Path, runtime: str) -> Path:
         (folder / name).write_bytes(name.encode())
         wheels[name] = sha256_file(folder / name)
     requirements = (*_requirements(runtime), PIP)
-    key = provision.hashlib.sha256("\n".join(sorted(requirements)).encode()).hexdigest()[:16]
+    listed = sorted(requirements) + (["--no-deps"] if no_deps else [])
+    key = provision.hashlib.sha256("\n".join(listed).encode()).hexdigest()[:16]
     (folder / f"manifest-{key}.json").write_text(json.dumps(
-        {"requirements": sorted(requirements), "wheels": wheels}))
+        {"requirements": sorted(requirements), "wheels": wheels, "no_deps": no_deps}))
     return root
 
 

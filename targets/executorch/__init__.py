@@ -5,11 +5,13 @@ PT2E with the XNNPACK quantizer) and reports the operators left outside the dele
 device (executorch's bindings load libtorch: torch's wheel must be there too); its label and
 colour are declared below (``RUNTIME``).
 
-Not provisioned by edge (``provision=None``): edge's provisioning resolves a runtime's
-dependencies on this host, where executorch 1.5.1's x86-64-only requirement (coremltools 9.0,
-no aarch64 wheel) is taken as the device's, and its other requirements (torchao, hydra, the
-tokenizers, pandas) are converter tools a device does not need; what a device needs is
-``executorch==1.5.1`` and ``torch==2.13.0`` installed without dependencies beside numpy.
+Not provisioned by edge (``provision=None``): executorch's bindings link libtorch, and PyPI's
+aarch64 torch 2.13.0 is a CUDA 13 build (libtorch.so needs libtorch_cuda.so, which needs
+cudart, cuBLAS, cuDNN, NCCL and cuFile from NVIDIA's wheels, gigabytes no board wants and
+this host's index lacks); a CPU-only aarch64 torch comes from download.pytorch.org only.
+On a device with that torch, executorch 1.5.1 installs without dependencies beside the
+modules its runtime imports (docs/executorch.md; ``Provision(no_deps=True)`` is the way to
+declare such a set once the wheels can be fetched).
 No per-layer profiler yet: ETDump's events need the lowering's ETRecord to name layers
 (docs/executorch.md).
 """

@@ -3,10 +3,9 @@ real ``.pte`` (the digits CNN lowered to XNNPACK at int8 by the executorch targe
 run by the loader, and through the zipped agent's own ``bench`` on this host's Python (which
 has executorch), as a device with executorch and torch installed runs it.
 
-Not on the emulated aarch64 board: ExecuTorch's Python bindings link libtorch, so a device
-needs torch's aarch64 wheel (427 MB for 2.13.0) beside executorch's, and edge's provisioning
-resolves dependencies on this host, where executorch's x86-64-only requirement (coremltools
-9.0, no aarch64 wheel) applies: see docs/executorch.md.
+Not on the emulated aarch64 board: ExecuTorch's Python bindings link libtorch, and PyPI's
+aarch64 torch 2.13.0 is a CUDA build whose libtorch needs NVIDIA's CUDA libraries (gigabytes
+of wheels this project's index lacks for aarch64); see docs/executorch.md.
 """
 
 from __future__ import annotations
