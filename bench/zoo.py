@@ -228,7 +228,8 @@ def main(argv: list[str] | None = None) -> int:
 def write_summary(args: argparse.Namespace, total: int) -> None:
     results = gather()
     summary = {"provenance": provenance.record("bench/zoo.py"), "entries": total,
-               "complete": len(results) == total * len(args.profile), "results": results}
+               "complete": len(results) == total * len(args.profile),
+               "runtimes_x86": zoo_doc.runtime_summary(results), "results": results}
     (ROOT / "bench" / "results" / "zoo.json").write_text(json.dumps(summary, indent=1) + "\n")
     (ROOT / "docs" / "zoo.md").write_text(zoo_doc.render(summary))
     print(f"wrote bench/results/zoo.json and docs/zoo.md ({len(results)} results)")

@@ -91,38 +91,52 @@ def render(summary: dict[str, Any]) -> str:
             seen.add(r["model"])
             lines.append(f"| {r['model']} | {r['package']} | `{r['file'].split('/')[-1]}` | "
                          f"{r['task']} | {', '.join(r['covers'])} |")
-    lines += runtime_table(results)
+    lines += runtime_table(summary.get("runtimes_x86") or runtime_summary(results))
     lines += ["", "## Candidates", ""] + [c for r in results for c in candidate_lines(r)]
     return "\n".join(lines) + "\n"
 
 
-def runtime_table(results: list[dict[str, Any]]) -> list[str]:
+def runtime_summary(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per model on x86-64: each runtime's fastest candidate that keeps fidelity, its median as
-    edge timed it on this host (interleaved rounds) over the chosen one's; "—" none passed."""
-    timed = [r for r in results if r["profile"] == "x86-64" and _fastest(r)]
-    if not timed:
-        return []
-    runtimes = sorted({rt for r in timed for rt in _fastest(r)})
-    lines = ["", "## Runtimes side by side (x86-64, this host only)", "",
-             "Each runtime's fastest candidate that keeps fidelity, as `edge optimize` timed it "
-             "on this host in one run (interleaved rounds, medians): its median over the "
-             "chosen artifact's (1.00 = as fast, lower is faster; — : no candidate of it "
-             "passed, or it was not planned).", "",
-             "| model | " + " | ".join(runtimes) + " |", "|---|" + "---|" * len(runtimes)]
-    for r in timed:
-        best = _fastest(r)
+    edge timed it on this host (interleaved rounds), and that over the chosen one's."""
+    rows = []
+    for r in results:
+        best = _fastest(r) if r["profile"] == "x86-64" else {}
+        if not best:
+            continue
         chosen = next((c["p50_ms"] for c in r["optimize"]["candidates"]
                        if c.get("status") == "chosen" and c.get("p50_ms")),
                       min(ms for _, ms in best.values()))
-        cells = [_ratio(best.get(rt), chosen) for rt in runtimes]
+        rows.append({"model": r["model"], "chosen": r["optimize"].get("chosen"),
+                     "chosen_ms": chosen,
+                     "runtimes": {rt: {"precision": prec, "p50_ms": ms,
+                                       "over_chosen": round(ms / chosen, 2)}
+                                  for rt, (prec, ms) in best.items()}})
+    return rows
+
+
+def runtime_table(rows: list[dict[str, Any]]) -> list[str]:
+    """``runtime_summary``'s rows as a table: each runtime's median over the chosen one's."""
+    if not rows:
+        return []
+    runtimes = sorted({rt for r in rows for rt in r["runtimes"]})
+    lines = ["", "## Runtimes side by side (x86-64, this host only)", "",
+             "Each runtime's fastest candidate that keeps fidelity, as `edge optimize` timed it "
+             "on this host in one run (interleaved rounds, medians; `runtimes_x86` in "
+             "bench/results/zoo.json): its median over the chosen artifact's (1.00: the "
+             "chosen one or as fast; above 1 slower; — : no candidate of it passed, or it was "
+             "not planned).", "",
+             "| model | " + " | ".join(runtimes) + " |", "|---|" + "---|" * len(runtimes)]
+    for r in rows:
+        cells = [_ratio(r["runtimes"].get(rt)) for rt in runtimes]
         lines.append(f"| {r['model']} | " + " | ".join(cells) + " |")
     return lines
 
 
-def _ratio(best: tuple[str, float] | None, chosen: float) -> str:
+def _ratio(best: dict[str, Any] | None) -> str:
     if best is None:
         return "—"
-    return f"{best[1] / chosen:.2f}" + (f" ({best[0]})" if best[0] else "")
+    return f"{best['over_chosen']:.2f}" + (f" ({best['precision']})" if best["precision"] else "")
 
 
 def _fastest(r: dict[str, Any]) -> dict[str, tuple[str, float]]:
