@@ -25,7 +25,9 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -38,8 +40,9 @@ from edge.core.values import BenchResult, Dataset, ModelInfo, TensorSpec
 from targets.base import ConversionError, ConvertSettings, check_precision, missing_modules
 from targets.ncnn import agent
 from targets.ncnn.agent import SETTINGS, SUFFIXES, WEIGHTS
+from targets.ncnn.child import read_frame, write_frame
 
-__all__ = ["NcnnRunner", "NcnnTarget", "NcnnVulkanTarget", "settings_for"]
+__all__ = ["NcnnRunner", "NcnnTarget", "NcnnVulkanTarget", "VulkanRunner", "settings_for"]
 
 DEFAULT_SETTINGS = ConvertSettings()
 VULKAN_SUFFIX, CPU_SUFFIX = SUFFIXES
@@ -65,6 +68,42 @@ class NcnnRunner:
         """Outputs in the reference model's order."""
         ordered = [feeds[spec["name"]] for spec in self._settings["inputs"]]
         return agent.run_net(np, self._ncnn, self._net, self._settings, ordered)
+
+
+class VulkanRunner:
+    """An NCNN net on this host's Vulkan device, held by a child process (targets/ncnn/child.py:
+    a Vulkan instance must never live in edge's own process)."""
+
+    def __init__(self, artifact: Path, *, threads: int) -> None:
+        self._settings = agent.read_settings(str(artifact))
+        self._child = subprocess.Popen(
+            [sys.executable, "-m", "targets.ncnn.child", str(artifact), str(int(threads))],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        weakref.finalize(self, _stop, self._child)
+
+    def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """Outputs in the reference model's order, computed by the child."""
+        ordered = [np.ascontiguousarray(feeds[spec["name"]]) for spec in self._settings["inputs"]]
+        try:
+            write_frame(self._child.stdin, ordered)  # type: ignore[arg-type]
+            got = read_frame(self._child.stdout)  # type: ignore[arg-type]
+        except (OSError, ValueError):
+            got = None
+        if got is None:
+            raise RuntimeError(f"NCNN's Vulkan child stopped (exit {self._child.poll()}): run "
+                               "python -m targets.ncnn.child ARTIFACT 1 to see why")
+        return got
+
+
+def _stop(child: subprocess.Popen[bytes]) -> None:
+    for stream in (child.stdin, child.stdout):
+        if stream is not None:
+            stream.close()
+    try:
+        child.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
 
 
 class NcnnTarget:
@@ -96,8 +135,11 @@ class NcnnTarget:
                 _publish(scratch, Path(workdir), stem, self.caps.suffix, cached)
         return out, (*cached, *_keep_float_note(settings))
 
-    def load(self, artifact: Path, model: ModelInfo, *, threads: int) -> NcnnRunner:
-        """The net on this host's CPU (or its Vulkan device for ``ncnn-vulkan``)."""
+    def load(self, artifact: Path, model: ModelInfo, *,
+             threads: int) -> NcnnRunner | VulkanRunner:
+        """The net on this host's CPU (or its Vulkan device for ``ncnn-vulkan``, in a child)."""
+        if self.vulkan:
+            return VulkanRunner(artifact, threads=threads)
         return NcnnRunner(artifact, threads=threads)
 
 
@@ -294,21 +336,12 @@ def _ncnn() -> Any:
 
 @functools.cache
 def _vulkan_here() -> bool:
-    """Whether NCNN sees a Vulkan device on this host (its probe's chatter on stderr hidden)."""
+    """Whether NCNN sees a Vulkan device on this host, asked of a child (see child.py)."""
     if importlib.util.find_spec("ncnn") is None:
         return False
-    with _quiet_stderr():
-        return bool(_ncnn().get_gpu_count() > 0)
-
-
-@contextlib.contextmanager
-def _quiet_stderr() -> Iterator[None]:
-    """File descriptor 2 to /dev/null for the block (NCNN's C++ prints its GPU probe there)."""
-    saved = os.dup(2)
     try:
-        with open(os.devnull, "w") as null:
-            os.dup2(null.fileno(), 2)
-            yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
+        done = subprocess.run([sys.executable, "-m", "targets.ncnn.child", "--count"],
+                              capture_output=True, text=True, timeout=120, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0 and done.stdout.strip().isdigit() and int(done.stdout) > 0

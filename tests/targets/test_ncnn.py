@@ -21,7 +21,7 @@ from edge.core.values import Dataset, ModelInfo
 from edge.flows.optimize import OptimizeOptions, optimize
 from targets.base import ConversionError
 from targets.ncnn import agent
-from targets.ncnn.target import NcnnRunner, NcnnTarget, NcnnVulkanTarget
+from targets.ncnn.target import NcnnTarget, NcnnVulkanTarget
 from targets.onnxruntime import OrtRunner
 from tests.support.cli import run_edge
 from tests.support.digits import DigitsModel
@@ -52,9 +52,10 @@ def _vulkan() -> None:
         pytest.skip(reason)
 
 
-def _max_error(file: Path, reference: Path, data: Dataset) -> tuple[float, float]:
+def _max_error(target: NcnnTarget, file: Path, reference: Path, model: ModelInfo,
+               data: Dataset) -> tuple[float, float]:
     """(largest absolute difference from ONNX Runtime's fp32, top-1 agreement)."""
-    runner, ref = NcnnRunner(file, threads=1), OrtRunner(reference, threads=1)
+    runner, ref = target.load(file, model, threads=1), OrtRunner(reference, threads=1)
     got = [runner.run(f)[0] for f in data.feeds]
     want = [ref.run(f)[0] for f in data.feeds]
     error = max(float(np.abs(g - w).max()) for g, w in zip(got, want, strict=True))
@@ -74,9 +75,9 @@ def test_the_digits_cnn_matches_the_reference(target: NcnnTarget, precision: str
     assert file.name.endswith(target.caps.suffix) and notes[0].startswith("pnnx to NCNN")
     for companion in target.caps.companions:
         assert file.with_name(file.name[: -len(target.caps.suffix)] + companion).is_file()
-    error, agree = _max_error(file, digits.onnx, held_out)
+    error, agree = _max_error(target, file, digits.onnx, model, held_out)
     assert error < bound and agree >= 0.98, (error, agree)
-    out = NcnnRunner(file, threads=1).run(held_out.feeds[0])
+    out = target.load(file, model, threads=1).run(held_out.feeds[0])
     assert [(o.shape, o.dtype) for o in out] == [((1, 10), np.float32)]
 
 
@@ -148,3 +149,25 @@ def test_optimize_gives_verified_ncnn_candidates(base: str, digits: DigitsModel,
         released = [f"model{full_suffix(f)}" for f in files]  # as a release names them
         assert released[1:] == ["model.bin", "model.json"]
         assert agent.stem_of(released[0]) == "model"  # where the loader looks for them
+
+
+def test_vulkan_never_starts_in_edges_own_process(model: ModelInfo, workdir: Path) -> None:
+    """A Vulkan instance (lavapipe's LLVM) in a process that loaded TensorFlow aborts it at exit:
+    the probe and the ncnn-vulkan runner live in child processes, so an optimize that read a
+    Keras model and verified ncnn-vulkan still exits 0."""
+    import subprocess
+    import sys
+
+    _vulkan()
+    file, _ = VULKAN.convert(model, "fp32", calib=Dataset(feeds=()), workdir=workdir / "vk")
+    program = ("import sys, numpy as np, tensorflow\n"
+               "from targets.ncnn.target import NcnnVulkanTarget, _vulkan_here\n"
+               "from edge.core.model import inspect_model\n"
+               "assert _vulkan_here()\n"
+               "runner = NcnnVulkanTarget().load(sys.argv[1], inspect_model(sys.argv[2]), "
+               "threads=1)\n"
+               "print(runner.run({'input': np.zeros((1, 1, 8, 8), np.float32)})[0].shape)\n")
+    done = subprocess.run([sys.executable, "-c", program, str(file), model.path],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().endswith("(1, 10)")
