@@ -43,11 +43,7 @@ def _auc(bundle: Path, manifest: dict, result: dict, images: np.ndarray,
 def test_every_allowed_target_competes(face_bundle) -> None:
     _, manifest = face_bundle
     tried = {c["candidate"]["target"] for c in manifest["candidates"] if c["artifact"]}
-    assert tried == {"original", "onnxruntime", "openvino", "tflite", "executorch"}
-    # NCNN cannot run the detector's channel Pad: its candidate fails saying so, the rest compete
-    [ncnn] = [c for c in manifest["candidates"] if c["candidate"]["target"] == "ncnn"
-              and c["candidate"]["precision"] == "fp32"]
-    assert ncnn["status"] == "failed" and "Pad" in ncnn["reason"], ncnn
+    assert tried == {"original", "onnxruntime", "openvino", "tflite"}
     assert manifest["origin"]["format"] == "tflite"
 
 
