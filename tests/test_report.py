@@ -122,6 +122,7 @@ def _layer_panels(text: str) -> dict[str, int]:
     svg = text[start:text.index("</svg>", start)]
     panels = {}
     for body in re.split(r'<g id="axes_\d+">', svg)[1:]:
+        body = body.split('<g id="legend_')[0]  # the figure's legend follows the last axes
         title = re.search(r">([^<>]+ \u2014 [^<>]+)</text>", body)
         if title:  # bars are patches; so are an axes' background and its four spines
             panels[title.group(1)] = len(re.findall(r'<g id="patch_\d+">', body)) - 5
