@@ -6,6 +6,9 @@ import contextlib
 import fcntl
 import hashlib
 import importlib.util
+import json
+import shutil
+import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,6 +95,34 @@ def missing_modules(caps: Capabilities) -> str | None:
     if not absent:
         return None
     return f"{', '.join(absent)} not installed (pip install 'edge[{caps.extra}]')"
+
+
+#: The file beside a converted artifact holding its notes, written last: its completion mark.
+NOTES_SUFFIX = ".notes.json"
+
+
+def cached_notes(out: Path) -> tuple[str, ...] | None:
+    """The notes of a finished artifact (its notes file is written last), else None."""
+    try:
+        notes = json.loads(out.with_name(out.name + NOTES_SUFFIX).read_text())
+    except (OSError, ValueError):
+        return None
+    return tuple(notes) if out.is_file() else None
+
+
+@contextlib.contextmanager
+def scratch_dir(workdir: Path, prefix: str) -> Iterator[Path]:
+    """A private scratch directory inside ``workdir`` (same file system: renames are atomic),
+    removed afterwards."""
+    try:
+        workdir.mkdir(parents=True, exist_ok=True)
+        path = Path(tempfile.mkdtemp(prefix=prefix, dir=workdir))
+    except OSError as exc:
+        raise ConversionError(f"cannot use workdir {workdir}: {exc}") from None
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @contextlib.contextmanager

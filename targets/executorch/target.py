@@ -8,9 +8,7 @@ import contextlib
 import json
 import logging
 import os
-import shutil
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -21,7 +19,14 @@ from edge.core.capabilities import Capabilities
 from edge.core.errors import first_line
 from edge.core.files import no_space_as
 from edge.core.values import Dataset, ModelInfo, Origin
-from targets.base import ConversionError, ConvertSettings, check_precision, missing_modules
+from targets.base import (
+    ConversionError,
+    ConvertSettings,
+    cached_notes,
+    check_precision,
+    missing_modules,
+    scratch_dir,
+)
 
 __all__ = ["FILES", "ExecuTorchRunner", "ExecuTorchTarget"]
 
@@ -80,7 +85,7 @@ class ExecuTorchTarget:
         """Write (or reuse) this precision's ``.pte`` in ``workdir``; return (file, notes)."""
         check_precision(self, precision)
         out = Path(workdir) / FILES[precision]
-        notes = _cached_notes(out)
+        notes = cached_notes(out)
         if notes is not None:
             return out, notes
         with _quiet_loggers():  # torch and executorch: only to convert
@@ -88,7 +93,7 @@ class ExecuTorchTarget:
 
         lowered = lower(model, precision, calib, self._origin)
         notes = _notes(precision, lowered, len(calib), settings)
-        with no_space_as(out), _scratch(Path(workdir)) as scratch:
+        with no_space_as(out), scratch_dir(Path(workdir), ".executorch-") as scratch:
             partial = scratch / out.name
             partial.write_bytes(lowered.buffer)
             _publish(partial, out, notes)
@@ -164,15 +169,6 @@ def _quiet_stderr() -> Iterator[None]:
 # ---------------------------------------------------------------- cache (atomic, with notes)
 
 
-def _cached_notes(out: Path) -> tuple[str, ...] | None:
-    """The notes of a finished artifact (its notes file is written last), else None."""
-    try:
-        notes = json.loads(out.with_name(out.name + _NOTES_SUFFIX).read_text())
-    except (OSError, ValueError):
-        return None
-    return tuple(notes) if out.is_file() else None
-
-
 def _publish(partial: Path, out: Path, notes: tuple[str, ...]) -> None:
     """Rename the finished artifact into place, then its notes (the completion marker)."""
     tmp_notes = partial.with_name(partial.name + _NOTES_SUFFIX)
@@ -181,15 +177,3 @@ def _publish(partial: Path, out: Path, notes: tuple[str, ...]) -> None:
     os.replace(tmp_notes, out.with_name(out.name + _NOTES_SUFFIX))
 
 
-@contextlib.contextmanager
-def _scratch(workdir: Path) -> Iterator[Path]:
-    """A private scratch directory inside ``workdir`` (same file system: renames are atomic)."""
-    try:
-        workdir.mkdir(parents=True, exist_ok=True)
-        path = Path(tempfile.mkdtemp(prefix=".executorch-", dir=workdir))
-    except OSError as exc:
-        raise ConversionError(f"cannot use workdir {workdir}: {exc}") from None
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)

@@ -18,17 +18,13 @@ ncnn nor the pnnx wheel, nor in Debian's archive.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import importlib.util
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import weakref
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -37,7 +33,14 @@ import numpy as np
 from edge.core.capabilities import Capabilities
 from edge.core.files import no_space_as
 from edge.core.values import BenchResult, Dataset, ModelInfo, TensorSpec
-from targets.base import ConversionError, ConvertSettings, check_precision, missing_modules
+from targets.base import (
+    ConversionError,
+    ConvertSettings,
+    cached_notes,
+    check_precision,
+    missing_modules,
+    scratch_dir,
+)
 from targets.ncnn import agent
 from targets.ncnn.agent import SETTINGS, SUFFIXES, WEIGHTS
 from targets.ncnn.child import read_frame, write_frame
@@ -128,9 +131,9 @@ class NcnnTarget:
         check_precision(self, precision)
         stem = f"model_{precision}{'_vk' if self.vulkan else ''}"
         out = Path(workdir) / f"{stem}{self.caps.suffix}"
-        cached = _cached_notes(out)
+        cached = cached_notes(out)
         if cached is None:
-            with no_space_as(out), _scratch(Path(workdir)) as scratch:
+            with no_space_as(out), scratch_dir(Path(workdir), ".ncnn-") as scratch:
                 cached = _convert(model, precision, self.vulkan, scratch)
                 _publish(scratch, Path(workdir), stem, self.caps.suffix, cached)
         return out, (*cached, *_keep_float_note(settings))
@@ -290,15 +293,6 @@ def _keep_float_note(settings: ConvertSettings) -> tuple[str, ...]:
 # ---------------------------------------------------------------- cache (atomic, with notes)
 
 
-def _cached_notes(out: Path) -> tuple[str, ...] | None:
-    """The notes of a finished artifact (its notes file is written last), else None."""
-    try:
-        notes = json.loads(out.with_name(out.name + _NOTES).read_text())
-    except (OSError, ValueError):
-        return None
-    return tuple(notes) if out.is_file() else None
-
-
 def _publish(scratch: Path, workdir: Path, stem: str, suffix: str,
              notes: tuple[str, ...]) -> None:
     """Move the weights and settings, then the param, then its notes (the completion mark)."""
@@ -310,18 +304,6 @@ def _publish(scratch: Path, workdir: Path, stem: str, suffix: str,
     os.replace(marker, workdir / f"{stem}{suffix}{_NOTES}")
 
 
-@contextlib.contextmanager
-def _scratch(workdir: Path) -> Iterator[Path]:
-    """A private scratch directory inside ``workdir`` (same file system: renames are atomic)."""
-    try:
-        workdir.mkdir(parents=True, exist_ok=True)
-        path = Path(tempfile.mkdtemp(prefix=".ncnn-", dir=workdir))
-    except OSError as exc:
-        raise ConversionError(f"cannot use workdir {workdir}: {exc}") from None
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 # ---------------------------------------------------------------- the ncnn module

@@ -7,9 +7,8 @@ import io
 import json
 import os
 import shutil
-import tempfile
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -27,7 +26,14 @@ from edge.core.capabilities import Capabilities
 from edge.core.errors import first_line
 from edge.core.files import no_space_as
 from edge.core.values import Dataset, ModelInfo
-from targets.base import ConversionError, ConvertSettings, check_precision, missing_modules
+from targets.base import (
+    ConversionError,
+    ConvertSettings,
+    cached_notes,
+    check_precision,
+    missing_modules,
+    scratch_dir,
+)
 
 DEFAULT_SETTINGS = ConvertSettings()
 
@@ -91,10 +97,11 @@ class OnnxRuntimeTarget:
         """Write (or reuse) this precision's artifact in ``workdir``; return (file, notes)."""
         check_precision(self, precision)
         out = Path(workdir) / FILES[precision]
-        notes = _cached_notes(out)
+        notes = cached_notes(out)
         if notes is not None:
             return out, notes
-        with no_space_as(out), _scratch(Path(workdir)) as scratch:  # full: one line naming out
+        # a full disk: one line naming out
+        with no_space_as(out), scratch_dir(Path(workdir), ".ort-") as scratch:
             partial = scratch / out.name
             notes = _BUILDERS[precision](model, calib, settings, partial, scratch)
             _publish(partial, out, notes)
@@ -108,15 +115,6 @@ class OnnxRuntimeTarget:
 # ---------------------------------------------------------------- cache (atomic, with notes)
 
 
-def _cached_notes(out: Path) -> tuple[str, ...] | None:
-    """The notes of a finished artifact (its notes file is written last), else None."""
-    try:
-        notes = json.loads(out.with_name(out.name + _NOTES_SUFFIX).read_text())
-    except (OSError, ValueError):
-        return None
-    return tuple(notes) if out.is_file() else None
-
-
 def _publish(partial: Path, out: Path, notes: tuple[str, ...]) -> None:
     """Rename the finished artifact into place, then its notes (the completion marker)."""
     notes_file = out.with_name(out.name + _NOTES_SUFFIX)
@@ -126,18 +124,6 @@ def _publish(partial: Path, out: Path, notes: tuple[str, ...]) -> None:
     os.replace(tmp_notes, notes_file)
 
 
-@contextlib.contextmanager
-def _scratch(workdir: Path) -> Iterator[Path]:
-    """A private scratch directory inside ``workdir`` (same file system: renames are atomic)."""
-    try:
-        workdir.mkdir(parents=True, exist_ok=True)
-        path = Path(tempfile.mkdtemp(prefix=".ort-", dir=workdir))
-    except OSError as exc:
-        raise ConversionError(f"cannot use workdir {workdir}: {exc}") from None
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 # ---------------------------------------------------------------- builders, one per precision

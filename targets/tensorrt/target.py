@@ -25,9 +25,7 @@ import io
 import json
 import os
 import shutil
-import tempfile
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -41,7 +39,13 @@ from edge.core.capabilities import Capabilities
 from edge.core.errors import first_line
 from edge.core.files import no_space_as
 from edge.core.values import BenchResult, Dataset, ModelInfo
-from targets.base import ConversionError, ConvertSettings, check_precision, missing_modules
+from targets.base import (
+    ConversionError,
+    ConvertSettings,
+    check_precision,
+    missing_modules,
+    scratch_dir,
+)
 from targets.onnxruntime import OrtRunner, constants_to_initializers, name_nodes
 from targets.tensorrt.agent import COMPANION, SUFFIXES, agreement
 
@@ -111,7 +115,7 @@ class TensorRTTarget:
         if notes is not None:
             return out, notes
         options = dict(settings.accelerator)
-        with no_space_as(out), _scratch(Path(workdir)) as scratch:
+        with no_space_as(out), scratch_dir(Path(workdir), ".trt-") as scratch:
             partial = scratch / out.name
             method = CALIBRATION.get(settings.calibration, "")
             notes = _build(model, precision, calib, partial, scratch, method)
@@ -303,15 +307,3 @@ def _publish(partial: Path, out: Path, notes: tuple[str, ...]) -> None:
     os.replace(tmp_notes, out.with_name(out.name + _NOTES))
 
 
-@contextlib.contextmanager
-def _scratch(workdir: Path) -> Iterator[Path]:
-    """A private scratch directory inside ``workdir`` (renames stay atomic)."""
-    try:
-        workdir.mkdir(parents=True, exist_ok=True)
-        path = Path(tempfile.mkdtemp(prefix=".trt-", dir=workdir))
-    except OSError as exc:
-        raise ConversionError(f"cannot use workdir {workdir}: {exc}") from None
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
