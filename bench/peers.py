@@ -2,7 +2,8 @@
 """Benchmark edge's choice against peers' one-command defaults, on one model, in one run.
 
     python bench/peers.py [--model cnn|digits|fer|hand|oww] [--threads N] [--rounds R]
-                          [--prune [RATIO]] [--prune-budget S] [--out FILE]
+                          [--prune [RATIO]] [--prune-budget S] [--runtimes A,B,...]
+                          [--out FILE]
 
 Rows: edge's choice (``edge optimize --profile x86-64`` run as a subprocess on the file a user
 would pass, with the model's ``--metric``/``--shape`` flags and any ``--prune`` flags; its
@@ -61,11 +62,15 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                     help="passed to edge optimize (0.5 when bare)")
     ap.add_argument("--prune-budget", type=float, metavar="S",
                     help="passed to edge optimize (its default when not given)")
+    ap.add_argument("--runtimes", type=lambda s: tuple(s.split(",")), default=(),
+                    help="edge's candidate runtimes instead of the x86-64 profile's, e.g. "
+                    "onnxruntime,openvino,tflite,ncnn,executorch")
     ap.add_argument("--out", type=Path, help="JSON results (default "
-                    "bench/results/peers-<model>[-<N>t].json)")
+                    "bench/results/peers-<model>[-<N>t][-runtimes].json)")
     args = ap.parse_args(argv)
     if args.out is None:
-        suffix = "" if args.threads == 1 else f"-{args.threads}t"
+        suffix = ("" if args.threads == 1 else f"-{args.threads}t") + (
+            "-runtimes" if args.runtimes else "")
         args.out = ROOT / "bench" / "results" / f"peers-{args.model}{suffix}.json"
     return args
 
@@ -97,8 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     extra = prune_flags(args)
     log(f"{info['params']:,} params, {info['macs']:,} MACs; running edge optimize "
         f"{' '.join(edge_flags(files, extra))}")
-    bundle_dir = CACHE / "bundles" / (args.model + ("-prune" if extra else ""))
-    edge = run_edge(files, bundle_dir, extra, args.threads)
+    bundle_dir = CACHE / "bundles" / (args.model + ("-prune" if extra else "")
+                                      + "".join(f"-{r}" for r in args.runtimes))
+    edge = run_edge(files, bundle_dir, extra, args.threads, runtimes=args.runtimes)
     log(f"edge chose {edge['manifest']['chosen']} in {edge['seconds']} s; roofline GEMMs")
     peaks = in_child(roofline, args.threads)
     rows = edge_rows(edge, bundle_dir, args.threads) + peer_rows(files, args.threads)
@@ -110,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     results = summarize(rows, info["macs"], best)
     report = {
         "model": args.model, "threads": args.threads, "rounds": args.rounds,
+        "edge_runtimes": list(args.runtimes) or "the x86-64 profile's",
         "command": provenance.record("bench/peers.py", argv)["command"],
         "machine": host, "edge_source_digest": edge_digest(), "params": info["params"],
         "macs": info["macs"], "files": _files(files), "edge_flags": edge_flags(files, extra),

@@ -151,13 +151,15 @@ def edge_flags(files: dict[str, Any], extra: list[str]) -> list[str]:
 
 
 def run_edge(files: dict[str, Any], out: Path, extra: list[str],
-             threads: int, profile: Path | None = None) -> dict[str, Any]:
+             threads: int, profile: Path | None = None,
+             runtimes: tuple[str, ...] = ()) -> dict[str, Any]:
     """``edge optimize`` on the original file, as a user runs it, on a profile of this host at
     the thread count every row is timed at (edge measures and chooses at its profile's
-    threads; ``profile`` instead when given); its manifest and wall time."""
+    threads; ``profile`` instead when given; ``runtimes`` replacing the profile's list when
+    given); its manifest and wall time."""
     env = dict(os.environ, EDGE_CACHE_DIR=str(CACHE / "edge"))
     cmd = [str(BIN / "edge"), "optimize", files["source"], "--profile",
-           str(profile or _profile(out.parent, threads)), "--calib",
+           str(profile or _profile(out.parent, threads, runtimes)), "--calib",
            files["calib"], "--eval", files["eval"], "-o", str(out), "--json",
            *edge_flags(files, extra)]
     start = time.perf_counter()
@@ -170,12 +172,15 @@ def run_edge(files: dict[str, Any], out: Path, extra: list[str],
             "command": " ".join(cmd[1:]).replace(str(ROOT) + "/", "")}
 
 
-def _profile(folder: Path, threads: int) -> Path:
-    """``PROFILE`` with ``compute.threads`` set to ``threads``."""
+def _profile(folder: Path, threads: int, runtimes: tuple[str, ...] = ()) -> Path:
+    """``PROFILE`` with ``compute.threads`` set to ``threads`` (and its ``runtimes`` list
+    replaced by ``runtimes`` when given)."""
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{PROFILE}-{threads}t.yaml"
-    path.write_text(f"extends: {PROFILE}\nid: {PROFILE}-{threads}t\n"
-                    f"compute: {{threads: {threads}}}\n")
+    name = f"{PROFILE}-{threads}t" + "".join(f"-{r}" for r in runtimes)
+    path = folder / f"{name}.yaml"
+    listed = f"runtimes: [{', '.join(runtimes)}]\n" if runtimes else ""
+    path.write_text(f"extends: {PROFILE}\nid: {name}\ncompute: {{threads: {threads}}}\n"
+                    + listed)
     return path
 
 
