@@ -1,8 +1,10 @@
 """ExecuTorch on the device, for edge's agent: loading a ``.pte`` program (XNNPACK delegate and
-portable kernels) with ``executorch.runtime`` on random inputs.
+portable kernels) with ExecuTorch's C++ runtime bindings on random inputs.
 
-ExecuTorch's Python bindings load libtorch (``executorch.extension.pybindings.portable_lib``
-imports torch first), so the device needs the torch wheel beside executorch's.
+The bindings (``executorch.extension.pybindings._C``) are imported directly: the documented
+``executorch.runtime`` imports them through ``executorch.exir`` (the whole export toolchain,
+about 10 s on this host before any program loads), which running a program never needs. They
+take and give torch tensors, so the device needs the torch wheel beside executorch's.
 
 Zipped into the agent as ``edge_agent/runtime_executorch.py`` (devices/agentfile.py): Python
 3.8, the standard library, numpy and executorch (with torch) only. Edge imports it on its host
@@ -21,7 +23,7 @@ except ImportError:  # on edge's host
 
 NAME = "executorch"
 SUFFIXES = (".pte",)
-MODULES = ("executorch.runtime",)
+MODULES = ("executorch.extension.pybindings._C",)
 DISTRIBUTIONS = ("executorch",)
 #: ExecuTorch's ScalarType codes (runtime/core/portable_type/scalar_type.h) -> numpy dtypes.
 DTYPES = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float16",
@@ -31,17 +33,17 @@ DTYPES = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float16
 def load(path, threads):
     """The program's ``forward`` and a closure running it on random inputs (``threads`` does
     not apply: XNNPACK's thread pool is sized by ExecuTorch)."""
-    method, version = _method(path)
+    program, version = open_program(path)
     np = runtimes.numpy()
     torch = runtimes.import_module("torch")
     feeds = [torch.from_numpy(runtimes.random_input(np, shape, dtype))
-             for shape, dtype in inputs(method)]
-    return (lambda: method.execute(feeds)), version
+             for shape, dtype in inputs(program)]
+    return (lambda: program.forward(feeds)), version
 
 
-def inputs(method):
-    """(shape, numpy dtype) of each of a method's inputs, from its metadata."""
-    meta = method.metadata
+def inputs(program):
+    """(shape, numpy dtype) of each input of a program's ``forward``, from its metadata."""
+    meta = program.method_meta("forward")
     found = []
     for index in range(meta.num_inputs()):
         info = meta.input_tensor_meta(index)
@@ -52,17 +54,18 @@ def inputs(method):
     return found
 
 
-def _method(path):
-    """(forward of the program at ``path``, executorch's version); one line when it fails."""
+def open_program(path):
+    """(the program at ``path`` with its ``forward`` loaded, executorch's version); one line
+    when it fails."""
     if not os.path.isfile(path):
         raise AgentError(f"model {path} not found", status=2)
-    module = runtimes.import_module(*MODULES)
+    bindings = runtimes.import_module(*MODULES)
     try:
-        program = module.Runtime.get().load_program(path)
-        method = program.load_method("forward")
+        program = bindings._load_for_executorch(path)
+        program.method_meta("forward")
     except Exception as exc:  # the bindings raise RuntimeError and others
         raise AgentError(f"executorch cannot load {path}: {one_line(exc)}") from None
-    return method, _version()
+    return program, _version()
 
 
 def _version():

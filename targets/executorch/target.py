@@ -1,6 +1,6 @@
 """ExecuTorch: ``.pte`` programs lowered to the XNNPACK delegate, fp32 and int8 (PT2E), made from
 the reference ONNX read into PyTorch (``targets.executorch.lower``), and run here with
-ExecuTorch's own runtime (``executorch.runtime``), as the device does."""
+ExecuTorch's own runtime (its C++ bindings), as the device does."""
 
 from __future__ import annotations
 
@@ -42,20 +42,23 @@ class ExecuTorchRunner:
     def __init__(self, path: Path, model: ModelInfo, *, threads: int) -> None:
         with _quiet_loggers():
             import torch
-            from executorch.runtime import Runtime
+
+            # the C++ bindings alone: executorch.runtime imports them through executorch.exir,
+            # the export toolchain (~10 s), which running a program never needs
+            from executorch.extension.pybindings import _C
 
         self._torch = torch
         self._names = [spec.name for spec in model.inputs]
-        program = Runtime.get().load_program(Path(path))
         with _quiet_stderr():  # XNNPACK's cpuinfo reports the sysfs files it missed
-            self._method = program.load_method("forward")
+            self._program = _C._load_for_executorch(str(path))
+            self._program.method_meta("forward")
 
     def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         """Outputs in the reference's order."""
         # fresh copies: a sample sliced from a batch may carry a 0 stride, which ExecuTorch refuses
         inputs = [self._torch.from_numpy(np.array(feeds[n], order="C", copy=True))
                   for n in self._names]
-        return [np.asarray(out.numpy()) for out in self._method.execute(inputs)]
+        return [np.asarray(out.numpy()) for out in self._program.forward(inputs)]
 
 
 class ExecuTorchTarget:

@@ -41,7 +41,7 @@ def pte(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_loader_declares_its_runtime_in_python_38_syntax() -> None:
     assert (agent.NAME, agent.SUFFIXES, agent.MODULES) == ("executorch", (".pte",),
-                                                           ("executorch.runtime",))
+                                                           ("executorch.extension.pybindings._C",))
     ast.parse(Path(agent.__file__).read_text(), feature_version=(3, 8))
 
 
