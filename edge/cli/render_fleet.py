@@ -42,7 +42,8 @@ def _row(h: HostResult) -> tuple:
 
 
 def _staged_row(h: HostResult) -> tuple:
-    return (h.host, h.stage or "", h.outcome, h.current or "?", h.target, h.profile,
+    now = h.current or ("(untouched)" if h.status == "not reached" else "?")
+    return (h.host, h.stage or "", h.outcome, now, h.target, h.profile,
             h.candidate, h.release, _ms(h), f"{h.seconds:.1f}", h.error or "")
 
 
