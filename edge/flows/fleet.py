@@ -366,13 +366,13 @@ def _roll_back(request: FleetRequest, stage: tuple[_Job, ...], got: tuple[HostRe
     """The stage's hosts switched by this run back on their previous release, in parallel."""
     jobs = {j.host.name: j for j in stage}
     switched = [h for h in got if h.outcome == "deployed" and h.previous is not None]
-    if not switched:
-        return got
-    with ThreadPoolExecutor(max_workers=min(request.forks, len(switched)),
-                            thread_name_prefix="edge-fleet-rollback") as pool:
-        back = dict(zip((h.host for h in switched), pool.map(
-            lambda h: _roll_back_one(request, jobs[h.host], h, pythons.get(h.host)), switched),
-            strict=True))
+    back: dict[str, HostResult] = {}
+    if switched:
+        with ThreadPoolExecutor(max_workers=min(request.forks, len(switched)),
+                                thread_name_prefix="edge-fleet-rollback") as pool:
+            back = dict(zip((h.host for h in switched), pool.map(
+                lambda h: _roll_back_one(request, jobs[h.host], h, pythons.get(h.host)),
+                switched), strict=True))
     return tuple(back.get(h.host, _first_release(h)) for h in got)
 
 
@@ -394,10 +394,12 @@ def _roll_back_one(request: FleetRequest, job: _Job, host: HostResult,
         with open_transport(_reach(request, job)) as transport:
             done = rollback(transport, python=python or job.python, work_dir=job.work_dir,
                             to=host.previous)
-    except EdgeError as exc:
-        log.warning("%s: rollback FAILED: %s", job.host.name, first_line(exc))
+    except Exception as exc:  # noqa: BLE001 - one host's failure must not stop the others'
+        why = first_line(exc) if isinstance(exc, EdgeError) else (
+            f"internal error: {type(exc).__name__}: {first_line(exc)}")
+        log.warning("%s: rollback FAILED: %s", job.host.name, why)
         return replace(host, error=f"its stage halted; rollback to {host.previous} failed, "
-                                   f"so it stays on this release: {first_line(exc)}")
+                                   f"so it stays on this release: {why}")
     return replace(host, status="rolled back", current=done.release,
                    error=f"rolled back to {done.release}: its stage went over --max-fail")
 
