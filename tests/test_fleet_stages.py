@@ -34,7 +34,15 @@ from edge.flows.fleet import (
     describe_fleet,
     run_fleet,
 )
-from edge.flows.fleet_stages import Share, Staging, over_budget, parse_share, stage_names, stages
+from edge.flows.fleet_stages import (
+    Share,
+    Staging,
+    ansible_serial,
+    over_budget,
+    parse_share,
+    stage_names,
+    stages,
+)
 from tests.support.cli import run_cli
 from tests.test_deploy_faults import Release, make_release
 
@@ -56,6 +64,13 @@ STAGED = Staging(canary=1, batch=Share(count=3))  # dev0 | dev1-3 | dev4-6 | dev
 def test_stages_cut_hosts_in_inventory_order(canary, batch, expected) -> None:
     assert stages(range(8), canary, batch) == expected
     assert stages((), canary, batch) == ()
+
+
+def test_the_same_stages_as_an_ansible_serial_list() -> None:
+    assert ansible_serial(STAGED) == [1, 3]
+    assert ansible_serial(Staging(batch=Share(percent=25))) == ["25%"]
+    assert ansible_serial(Staging(canary=2)) == [2, "100%"]
+    assert ansible_serial(Staging(max_fail=Share(count=1))) == ["100%"]
 
 
 def test_stage_names() -> None:

@@ -21,8 +21,8 @@ from typing import TypeVar
 
 from edge.core.errors import UsageError
 
-__all__ = ["NO_FAILURES", "Share", "Staging", "over_budget", "parse_share", "stage_names",
-           "stages"]
+__all__ = ["NO_FAILURES", "Share", "Staging", "ansible_serial", "over_budget", "parse_share",
+           "stage_names", "stages"]
 
 T = TypeVar("T")
 _SHARE = re.compile(r"(\d+)(%?)")
@@ -113,3 +113,13 @@ def over_budget(failed: int, size: int, budget: Share | None) -> bool:
     if budget.percent is not None:
         return failed * 100 > budget.percent * size
     return failed > (budget.count or 0)
+
+
+def ansible_serial(staging: Staging) -> list[int | str]:
+    """The same stages as an Ansible play's ``serial`` list (its last entry repeats): the
+    canary's size, then the batch (N or "P%"); no batch: the rest in one ("100%")."""
+    sizes: list[int | str] = [staging.canary] if staging.canary else []
+    batch = staging.batch
+    if batch is None:
+        return [*sizes, "100%"]
+    return [*sizes, f"{batch.percent}%" if batch.percent is not None else batch.of(0)]
