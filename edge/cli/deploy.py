@@ -44,6 +44,15 @@ __all__ = ["deploy"]
 @click.option("--limit", help="Inventory hosts or groups: web,db / !db / rpi* (like Ansible).")
 @click.option("--forks", type=click.IntRange(1, 256), default=5, show_default=True,
               help="Hosts deployed at once with --inventory.")
+@click.option("--canary", type=click.IntRange(1, None), metavar="N",
+              help="With --inventory: the first N selected hosts go first, as their own stage.")
+@click.option("--batch", metavar="N|P%",
+              help="With --inventory: the other hosts then go in stages of N hosts (or P% of "
+                   "the selected hosts, at least 1), one stage after another.")
+@click.option("--max-fail", metavar="N|P%",
+              help="With --inventory: failed hosts a stage may have; one more halts the "
+                   "rollout and rolls that stage back to its previous release [default: 0 "
+                   "with --canary or --batch].")
 @optimize_options
 @click.option("--dry-run", is_flag=True, help="Say what would be done; touch nothing.")
 @click.option("--report", "report_file", type=PATH, metavar="FILE",
@@ -52,7 +61,8 @@ __all__ = ["deploy"]
 @json_option
 def deploy(source: Path, profile_ref: str | None, on_device: bool | None,
            measure_on_device: bool,
-           keep: int, inventory: Path | None, limit: str | None, forks: int, out: Path | None,
+           keep: int, inventory: Path | None, limit: str | None, forks: int,
+           canary: int | None, batch: str | None, max_fail: str | None, out: Path | None,
            dry_run: bool, report_file: Path | None, as_json: bool, **opts: Any) -> int:
     """Optimize (if given a model), push to the device, benchmark ON the device, report.
 
@@ -67,20 +77,28 @@ def deploy(source: Path, profile_ref: str | None, on_device: bool | None,
       edge deploy model.onnx --profile rpi4          # the embedded local device
       edge deploy rpi4.bundle --host pi@raspberrypi.local --no-on-device  # as chosen
       edge deploy sample:digits --profile rpi4 --report deploy.html
+      edge deploy rpi4.bundle --inventory hosts.yml --canary 1 --batch 25%
     """
     source, opts["calib"], opts["eval_"] = with_sample(source, opts["calib"], opts["eval_"])
     if not dry_run:
         check_report_file(report_file)
     if inventory is None and limit is not None:
         raise UsageError("--limit selects inventory hosts: give --inventory too")
+    staged = {"--canary": canary, "--batch": batch, "--max-fail": max_fail}
+    if inventory is None and any(v is not None for v in staged.values()):
+        flag = next(k for k, v in staged.items() if v is not None)
+        raise UsageError(f"{flag} stages a fleet rollout: give --inventory too")
     fields = {"source": source, "profile": profile_ref, "device": device(opts),
               "options": optimize_settings(opts), "keep": keep,
               "measure_on_device": True if measure_on_device else on_device}
     if inventory is not None:
         from edge.flows.fleet import FleetRequest
+        from edge.flows.fleet_stages import Staging, parse_share
 
+        staging = Staging(canary=canary, batch=parse_share(batch, "--batch", least=1),
+                          max_fail=parse_share(max_fail, "--max-fail"))
         request = FleetRequest(inventory=inventory, limit=limit, forks=forks, out_dir=out,
-                               **fields)
+                               staging=staging, **fields)
         return _deploy_fleet(request, dry_run, as_json, report_file)
     from edge.flows.deploy import DeployRequest
 

@@ -1,6 +1,8 @@
 """``edge deploy --inventory``: one model or bundle to a fleet of devices named in an Ansible
 inventory (devices.inventory), deployed in parallel with bounded concurrency; one host failing
-never stops the others.
+never stops the others -- unless the rollout is staged (--canary/--batch/--max-fail,
+edge.flows.fleet_stages): then the stages go one after another, and a stage whose failures
+exceed the budget halts the rollout, its switched hosts rolled back to their previous release.
 
 Per host, lowest precedence first: the profile's ``access`` keys, the command-line device flags
 (--identity, --device-python), then the inventory's vars -- as in Ansible, inventory connection
@@ -15,15 +17,18 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from devices.connect import Reach, open_transport
+from devices.deploy import DeployOutcome
+from devices.device import prepare
 from devices.inventory import FleetHost, Inventory, load_inventory
 from devices.measure import Rounds
+from devices.release import rollback
 from devices.ssh import HostSpec
 from edge.core import progress as bars
 from edge.core.bundle import is_bundle
@@ -34,12 +39,19 @@ from edge.core.model import load_onnx
 from edge.core.results import keep as keep_result
 from edge.core.values import Bundle, DeployReport
 from edge.flows.deploy import DeployRequest, build_bundle, deploy, resolve_profile
-from edge.flows.fleet_values import FleetBundle, FleetReport, FleetRequest, HostResult
+from edge.flows.fleet_stages import over_budget, stage_names, stages
+from edge.flows.fleet_values import (
+    FleetBundle,
+    FleetReport,
+    FleetRequest,
+    HostResult,
+    StageResult,
+)
 from edge.flows.optimize import latency_budget
 from targets.provision import provision_runtime, runtime_for_bundle
 
-__all__ = ["FleetBundle", "FleetReport", "FleetRequest", "HostResult", "describe_fleet",
-           "run_fleet"]
+__all__ = ["FleetBundle", "FleetReport", "FleetRequest", "HostResult", "StageResult",
+           "describe_fleet", "run_fleet"]
 
 log = logging.getLogger("edge")
 
@@ -79,14 +91,14 @@ def run_fleet(request: FleetRequest) -> FleetReport:
         built.append(FleetBundle(profile=profile_id, hosts=len(profile_jobs),
                                  **(_bundle_fields(outcome))))
     deploying = time.monotonic()
-    results = _deploy_all(request, jobs, bundles)
+    results, staged, stopped = _rollout(request, jobs, bundles)
     for host in results:  # each host's measurement joins its history, as a deploy's does
         if host.report is not None:
             keep_result(host.report)
     done = time.monotonic()
     return FleetReport(inventory=str(inventory.path), limit=request.limit, forks=request.forks,
                        bundles=tuple(built), hosts=results, seconds=done - started,
-                       deploy_seconds=done - deploying)
+                       deploy_seconds=done - deploying, stages=staged, stopped=stopped)
 
 
 def describe_fleet(request: FleetRequest) -> dict[str, Any]:
@@ -109,9 +121,32 @@ def describe_fleet(request: FleetRequest) -> dict[str, Any]:
             "those timings" if request.measure_on_device is not False
             else "benchmark on the device, switch its current release (--no-on-device)")
     steps += [f"deploy to {len(jobs)} host(s), at most {request.forks} at once: push, {what}; "
-              f"keep {request.keep} releases per host", "print a per-host table"]
+              f"keep {request.keep} releases per host", *_stage_steps(request, jobs),
+              "print a per-host table"]
     return {"inventory": str(inventory.path), "limit": request.limit, "forks": request.forks,
-            "hosts": hosts, "steps": steps}
+            "hosts": hosts, "stages": _stage_plan(request, jobs), "steps": steps}
+
+
+def _stage_plan(request: FleetRequest, jobs: list[_Job]) -> list[dict[str, Any]]:
+    """The stages of a staged rollout, by name, with their hosts (not staged: none)."""
+    staging = request.staging
+    if not staging.staged:
+        return []
+    cut = stages(jobs, staging.canary, staging.batch)
+    return [{"name": name, "hosts": [j.host.name for j in stage]}
+            for name, stage in zip(stage_names(len(cut), staging.canary), cut, strict=True)]
+
+
+def _stage_steps(request: FleetRequest, jobs: list[_Job]) -> list[str]:
+    """The dry run's lines for the stages, one per stage, and the failure budget."""
+    plan = _stage_plan(request, jobs)
+    if not plan:
+        return []
+    budget = request.staging.budget
+    return [f"in {len(plan)} stage(s), one after another; a stage with more than {budget} "
+            "failed host(s) halts the rollout and rolls its switched hosts back to their "
+            "previous release (later stages are not contacted)",
+            *(f"  {s['name']}: {', '.join(s['hosts'])}" for s in plan)]
 
 
 def _plan(request: FleetRequest) -> tuple[Inventory, list[_Job]]:
@@ -275,8 +310,103 @@ class _Progress:
 _KNOWN_HOSTS_LOCK = threading.Lock()
 
 
+def _rollout(request: FleetRequest, jobs: list[_Job],
+             bundles: dict[str, tuple[Bundle, Path] | str]
+             ) -> tuple[tuple[HostResult, ...], tuple[StageResult, ...], str | None]:
+    """Every host's result in inventory order, the stages and where the rollout halted. Not
+    staged: every host at once, each failure its own."""
+    staging = request.staging
+    if not staging.staged:
+        return _deploy_all(request, jobs, bundles), (), None
+    cut = stages(jobs, staging.canary, staging.batch)
+    budget = str(staging.budget)
+    results: dict[str, HostResult] = {}
+    done: list[StageResult] = []
+    stopped: str | None = None
+    for name, stage in zip(stage_names(len(cut), staging.canary), cut, strict=True):
+        names = tuple(j.host.name for j in stage)
+        if stopped is not None:
+            results |= {j.host.name: _not_reached(j, name) for j in stage}
+            done.append(StageResult(name=name, hosts=names, budget=budget))
+            continue
+        got, failed, halted = _run_stage(request, stage, bundles, name)
+        results |= {h.host: h for h in got}
+        stopped = name if halted else None
+        done.append(StageResult(name=name, hosts=names, failed=failed, budget=budget,
+                                result="halted" if halted else "done"))
+    return tuple(results[j.host.name] for j in jobs), tuple(done), stopped
+
+
+def _run_stage(request: FleetRequest, stage: tuple[_Job, ...],
+               bundles: dict[str, tuple[Bundle, Path] | str],
+               name: str) -> tuple[tuple[HostResult, ...], int, bool]:
+    """One stage deployed (at most --forks at once); over its budget, its switched hosts rolled
+    back. Its results, how many failed, and whether it halts the rollout."""
+    log.info("stage %s: %s", name, ", ".join(j.host.name for j in stage))
+    pythons: dict[str, str] = {}
+    got = tuple(replace(h, stage=name) for h in _deploy_all(request, list(stage), bundles,
+                                                               pythons))
+    failed = sum(not h.ok for h in got)
+    if not over_budget(failed, len(stage), request.staging.budget):
+        return got, failed, False
+    log.warning("stage %s: %d of %d host(s) failed, more than --max-fail %s: halting the "
+                "rollout; rolling back the hosts it switched", name, failed, len(stage),
+                request.staging.budget)
+    return _roll_back(request, stage, got, pythons), failed, True
+
+
+def _not_reached(job: _Job, stage: str) -> HostResult:
+    return HostResult(host=job.host.name, target=job.target, profile=job.profile.id,
+                      status="not reached", stage=stage,
+                      error=f"not reached: the rollout halted before stage {stage}")
+
+
+def _roll_back(request: FleetRequest, stage: tuple[_Job, ...], got: tuple[HostResult, ...],
+               pythons: dict[str, str]) -> tuple[HostResult, ...]:
+    """The stage's hosts switched by this run back on their previous release, in parallel."""
+    jobs = {j.host.name: j for j in stage}
+    switched = [h for h in got if h.outcome == "deployed" and h.previous is not None]
+    back: dict[str, HostResult] = {}
+    if switched:
+        with ThreadPoolExecutor(max_workers=min(request.forks, len(switched)),
+                                thread_name_prefix="edge-fleet-rollback") as pool:
+            back = dict(zip((h.host for h in switched), pool.map(
+                lambda h: _roll_back_one(request, jobs[h.host], h, pythons.get(h.host)),
+                switched), strict=True))
+    return tuple(back.get(h.host, _first_release(h)) for h in got)
+
+
+def _first_release(host: HostResult) -> HostResult:
+    """A host of a halted stage kept as it is; switched with no release before: it stays on
+    the new one (a whole release), saying so."""
+    if host.outcome != "deployed":
+        return host
+    return replace(host, error="its stage halted, but it had no previous release to roll "
+                               "back to: it stays on this one")
+
+
+def _roll_back_one(request: FleetRequest, job: _Job, host: HostResult,
+                   python: str | None) -> HostResult:
+    """One host back on ``host.previous`` (a failure: it stays on the new release)."""
+    assert host.previous is not None
+    log.info("%s: rolling back to release %s", job.host.name, host.previous)
+    try:
+        with open_transport(_reach(request, job)) as transport:
+            done = rollback(transport, python=python or job.python, work_dir=job.work_dir,
+                            to=host.previous)
+    except Exception as exc:  # noqa: BLE001 - one host's failure must not stop the others'
+        why = first_line(exc) if isinstance(exc, EdgeError) else (
+            f"internal error: {type(exc).__name__}: {first_line(exc)}")
+        log.warning("%s: rollback FAILED: %s", job.host.name, why)
+        return replace(host, error=f"its stage halted; rollback to {host.previous} failed, "
+                                   f"so it stays on this release: {why}")
+    return replace(host, status="rolled back", current=done.release,
+                   error=f"rolled back to {done.release}: its stage went over --max-fail")
+
+
 def _deploy_all(request: FleetRequest, jobs: list[_Job],
-                bundles: dict[str, tuple[Bundle, Path] | str]) -> tuple[HostResult, ...]:
+                bundles: dict[str, tuple[Bundle, Path] | str],
+                pythons: dict[str, str] | None = None) -> tuple[HostResult, ...]:
     if not jobs:
         return ()
     results: dict[str, HostResult] = {}
@@ -288,7 +418,7 @@ def _deploy_all(request: FleetRequest, jobs: list[_Job],
         pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="edge-fleet")
         try:
             futures = {pool.submit(_deploy_one, request, job, bundles[job.profile.id],
-                                   progress): job for job in jobs}
+                                   progress, pythons): job for job in jobs}
             for future in as_completed(futures):
                 result = future.result()  # _deploy_one never raises an Exception
                 results[result.host] = result
@@ -300,57 +430,97 @@ def _deploy_all(request: FleetRequest, jobs: list[_Job],
     return tuple(results[job.host.name] for job in jobs)
 
 
+class _Say:
+    """One host's progress callback, and what its deploy learned on the way: the release it
+    ran before (``previous``; after a failure, ``current``) and the python it used."""
+
+    def __init__(self, progress: _Progress, job: _Job) -> None:
+        self.progress, self.job = progress, job
+        self.previous: str | None = None
+        self.current: str | None = None
+        self.python = job.python
+
+    def __call__(self, text: str) -> None:
+        self.progress.say(self.job, text)
+
+
 def _deploy_one(request: FleetRequest, job: _Job, bundle: tuple[Bundle, Path] | str,
-                progress: _Progress) -> HostResult:
+                progress: _Progress, pythons: dict[str, str] | None = None) -> HostResult:
     started = time.monotonic()
+    say = _Say(progress, job)
 
     def failed(error: str) -> HostResult:
         return HostResult(host=job.host.name, target=job.target, profile=job.profile.id,
-                          status="failed", error=" ".join(error.split()),
+                          status="failed", error=" ".join(error.split()), current=say.current,
                           seconds=time.monotonic() - started)
 
     if isinstance(bundle, str):
         return failed(bundle)
     try:
         with progress.host(job):
-            report = _deploy_to(request, job, bundle, lambda text: progress.say(job, text))
+            report = _deploy_to(request, job, bundle, say)
     except EdgeError as exc:
         return failed(first_line(exc))
     except Exception as exc:  # noqa: BLE001 - one host's bug must not stop the others
         return failed(f"internal error: {type(exc).__name__}: {first_line(exc)}")
+    if pythons is not None:
+        pythons[job.host.name] = say.python
     return HostResult(host=job.host.name, target=job.target, profile=job.profile.id,
                       status="ok", candidate=report.candidate, release=report.release,
                       p50_ms=report.bench.p50_ms, seconds=time.monotonic() - started,
-                      report=report)
+                      report=report, previous=say.previous, current=report.release)
+
+
+def _reach(request: FleetRequest, job: _Job) -> Reach:
+    device = request.device
+    return Reach(kind="ssh", host=HostSpec(user=job.user, host=job.host.address, port=job.port),
+                 identity=job.identity, known_hosts=device.known_hosts,
+                 trust_new_host=device.trust_new_host)
 
 
 def _deploy_to(request: FleetRequest, job: _Job, bundle: tuple[Bundle, Path],
-               say: Callable[[str], None]) -> DeployReport:
+               say: _Say) -> DeployReport:
     device = request.device
-    reach = Reach(kind="ssh", host=HostSpec(user=job.user, host=job.host.address, port=job.port),
-                  identity=job.identity, known_hosts=device.known_hosts,
-                  trust_new_host=device.trust_new_host)
     say(f"connecting to {job.target}")
-    with open_transport(reach) as transport:
+    with open_transport(_reach(request, job)) as transport:
         if device.trust_new_host:
             with _KNOWN_HOSTS_LOCK:
                 transport.home()
         else:
             transport.home()  # connect and authenticate before any work
         manifest, bundle_dir = bundle
-        python = job.python
         if device.provision:
             say("provisioning the runtime from wheels fetched on this host")
-            python = _provision(transport, job, manifest)
+            say.python = _provision(transport, job, manifest)
         say("pushing the artifact and benchmarking it on the device")
-        return deploy(bundle_dir, manifest, transport, profile=job.profile, python=python,
-                      work_dir=job.work_dir,
-                      rounds=Rounds(calls=device.runs, warmup=device.warmup),
-                      threads=job.threads, keep=request.keep,
-                      fastest=request.measure_on_device is not False,
-                      budget=latency_budget(request.options, job.profile)
-                      if request.measure_on_device is not False else None,
-                      opted_out=request.measure_on_device is False).report
+        try:
+            outcome = _deploy_bundle(request, job, bundle_dir, manifest, transport, say.python)
+        except EdgeError:
+            say.current = _active_release(transport, job, say.python)
+            raise
+    say.previous = outcome.previous
+    return outcome.report
+
+
+def _deploy_bundle(request: FleetRequest, job: _Job, bundle_dir: Path, manifest: Bundle,
+                   transport: Any, python: str) -> DeployOutcome:
+    device = request.device
+    return deploy(bundle_dir, manifest, transport, profile=job.profile, python=python,
+                  work_dir=job.work_dir, rounds=Rounds(calls=device.runs, warmup=device.warmup),
+                  threads=job.threads, keep=request.keep,
+                  fastest=request.measure_on_device is not False,
+                  budget=latency_budget(request.options, job.profile)
+                  if request.measure_on_device is not False else None,
+                  opted_out=request.measure_on_device is False)
+
+
+def _active_release(transport: Any, job: _Job, python: str) -> str | None:
+    """After a failed deploy: the release the host runs (None when it cannot be asked)."""
+    try:
+        device = prepare(transport, python, job.work_dir)
+        return device.call("releases", device.work).get("active")
+    except Exception:  # noqa: BLE001 - only a better table: the deploy's error is the news
+        return None
 
 
 def _provision(transport: Any, job: _Job, manifest: Bundle) -> str:

@@ -1,6 +1,7 @@
 """The values of a fleet deploy (``edge deploy --inventory``): what was asked (FleetRequest) and
-what happened, host by host (HostResult), per profile's bundle (FleetBundle) and overall
-(FleetReport, with its exit status)."""
+what happened, host by host (HostResult), stage by stage (StageResult, with --canary/--batch/
+--max-fail), per profile's bundle (FleetBundle) and overall (FleetReport, with its exit
+status)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from typing import Any
 from devices.connect import DeviceTarget
 from edge.core.errors import ExitStatus
 from edge.core.values import DeployReport
+from edge.flows.fleet_stages import Staging
 from edge.flows.optimize import OptimizeOptions
 
-__all__ = ["FleetBundle", "FleetReport", "FleetRequest", "HostResult"]
+__all__ = ["FleetBundle", "FleetReport", "FleetRequest", "HostResult", "StageResult"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -39,34 +41,71 @@ class FleetRequest:
     #: timings; None: the default, yes (every inventory host is a device at hand, over SSH)
     measure_on_device: bool | None = None
     keep: int = 3  # releases kept on each host (devices.deploy.DEFAULT_KEEP)
+    #: --canary/--batch/--max-fail (none: every host at once, each failure its own)
+    staging: Staging = Staging()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class HostResult:
-    """One host's outcome."""
+    """One host's outcome.
+
+    ``status``: ok (it runs ``release`` now), failed (it was not switched to it), rolled back
+    (switched, then back to ``previous`` as its stage went over the failure budget) or not
+    reached (a staged rollout halted before its stage: never contacted). ``current``: the
+    release it runs now, when known; ``previous``: what it ran before this deploy.
+    """
 
     host: str
     target: str  # ssh://user@address:port
     profile: str
-    status: str  # ok | failed
+    status: str  # ok | failed | rolled back | not reached
     candidate: str | None = None
     release: str | None = None
     p50_ms: float | None = None
     error: str | None = None  # one line, when failed
     seconds: float = 0.0
     report: DeployReport | None = None
+    stage: str | None = None  # canary, batch 1, ... (a staged rollout)
+    previous: str | None = None
+    current: str | None = None
 
     @property
     def ok(self) -> bool:
         """Whether the host runs the release now."""
         return self.status == "ok"
 
+    @property
+    def outcome(self) -> str:
+        """deployed, unchanged (it ran the release already), or the status."""
+        if not self.ok:
+            return self.status
+        same = self.release is not None and self.previous == self.release
+        return "unchanged" if same else "deployed"
+
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         return {"host": self.host, "target": self.target, "profile": self.profile,
-                "status": self.status, "candidate": self.candidate, "release": self.release,
+                "status": self.status, "outcome": self.outcome, "stage": self.stage,
+                "candidate": self.candidate, "release": self.release,
+                "previous": self.previous, "current": self.current,
                 "p50_ms": self.p50_ms, "error": self.error, "seconds": round(self.seconds, 3),
                 "report": self.report.to_json() if self.report else None}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StageResult:
+    """One stage of a staged rollout: its hosts, failures, budget and how it ended."""
+
+    name: str  # canary, batch 1, ...
+    hosts: tuple[str, ...]
+    failed: int = 0
+    budget: str = "0"  # --max-fail: N hosts or P%
+    result: str = "not reached"  # done | halted | not reached
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {"name": self.name, "hosts": list(self.hosts), "failed": self.failed,
+                "max_fail": self.budget, "result": self.result}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -96,6 +135,8 @@ class FleetReport:
     hosts: tuple[HostResult, ...]
     seconds: float  # the whole run, bundles included
     deploy_seconds: float = 0.0  # wall time of the parallel deploy phase alone
+    stages: tuple[StageResult, ...] = ()  # a staged rollout's stages, in order
+    stopped: str | None = None  # the stage that went over its failure budget (halted there)
 
     @property
     def ok(self) -> tuple[HostResult, ...]:
@@ -109,7 +150,9 @@ class FleetReport:
 
     @property
     def exit_status(self) -> int:
-        """0 when every host is ok, 3 (ExitStatus.DEVICE) when any failed."""
+        """0 when every host is ok, 3 (ExitStatus.DEVICE) when any is not: a host's failures
+        are the device's or its connection's (a failed health check included), and a halted
+        rollout's rolled-back and unreached hosts do not run the release."""
         return int(ExitStatus.DEVICE) if self.failed else int(ExitStatus.OK)
 
     def to_json(self) -> dict[str, Any]:
@@ -119,4 +162,5 @@ class FleetReport:
                 "seconds": round(self.seconds, 3),
                 "deploy_seconds": round(self.deploy_seconds, 3),
                 "bundles": [b.to_json() for b in self.bundles],
+                "stages": [s.to_json() for s in self.stages], "stopped": self.stopped,
                 "hosts": [h.to_json() for h in self.hosts]}
