@@ -16,7 +16,7 @@ import pytest
 
 from devices.mender import MODULE
 from tests.support.cli import run_cli, run_edge
-from tests.support.mender_client import MenderDevice, StateRun
+from tests.support.mender_client import MenderDevice, StateRun, payload_tree
 from tests.support.sshd import SSHDevice
 
 pytestmark = pytest.mark.slow
@@ -195,3 +195,26 @@ def test_a_failed_install_leaves_the_previous_release(client: MenderDevice,
     assert _current(client.device) == first["release"] and _whole(client.device, first)
     assert _healthy(client)["healthy"]
     assert not list((client.device.home / ".edge" / "incoming").glob("*.partial"))
+
+
+def test_as_root_the_release_stays_the_work_dir_owners(bundle: Path, client: MenderDevice,
+                                                       tmp_path: Path) -> None:
+    """The Mender client runs as root: the module, run as root on the device's machine against
+    the device user's work dir, leaves every file there that user's (edge deploy as them goes
+    on working); the agent runs as them."""
+    device = client.device
+    work = device.home / "as-root" / ".edge"  # new: made by the module, in the user's home
+    artifact = run_cli("export", "mender", str(bundle), "--device-type", DEVICE_TYPE, "-o",
+                       str(tmp_path / "root.mender"), "--candidate", FIRST, "--work-dir",
+                       str(work), "--device-python", device.python, "--json")
+    assert artifact.status == 0, artifact.stderr
+    tree = tmp_path / "tree"
+    payload_tree(tmp_path / "root.mender", tree, device_type=DEVICE_TYPE)
+    for state in ("Download", "ArtifactInstall", "ArtifactCommit", "Cleanup"):
+        done = subprocess.run(["/usr/bin/python3", str(MODULE), state, str(tree)],
+                              capture_output=True, text=True, check=False)
+        assert done.returncode == 0, (state, done.stderr)
+    assert (work / "current").resolve().name == artifact.json()["release"]
+    assert (work / "current" / "model.onnx").is_file() and (work / "history.json").is_file()
+    owners = {p.owner() for p in [work.parent, work, *work.rglob("*")]}
+    assert owners == {device.user}, owners

@@ -53,7 +53,7 @@ def main(argv):
     try:
         STATES.get(state, _nothing)(files_dir)
     except ModuleError as exc:
-        sys.stderr.write("edge-release %s: %s\n" % (state, exc))
+        sys.stderr.write(f"edge-release {state}: {exc}\n")
         return 1
     return 0
 
@@ -95,7 +95,7 @@ def commit(files_dir):
     try:
         agent.call("prune", conf["work"], "--keep", str(conf["keep"]))
     except ModuleError as exc:
-        sys.stderr.write("edge-release ArtifactCommit: warning: could not prune: %s\n" % exc)
+        sys.stderr.write(f"edge-release ArtifactCommit: warning: could not prune: {exc}\n")
 
 
 def rollback(files_dir):
@@ -126,7 +126,7 @@ def _settings(files_dir):
     merged = dict(DEFAULTS, **{k: v for k, v in meta.items() if k in DEFAULTS})
     keep = merged["edge_keep"]
     if not isinstance(keep, int) or isinstance(keep, bool) or keep < 1:
-        raise ModuleError("meta-data edge_keep must be an integer >= 1, not %r" % (keep,))
+        raise ModuleError(f"meta-data edge_keep must be an integer >= 1, not {keep!r}")
     work = os.path.abspath(os.path.expanduser(str(merged["edge_work_dir"])))
     return {"work": work, "python": os.path.expanduser(str(merged["edge_python"])),
             "keep": keep}
@@ -136,8 +136,8 @@ def _manifest(files_dir):
     """The payload's edge-release.json: release, candidate, files and the agent."""
     data = _read_json(os.path.join(files_dir, "files", MANIFEST), None)
     if not isinstance(data, dict) or data.get("format") != 1:
-        raise ModuleError("the payload has no %s of format 1: not an artifact of "
-                          "edge export mender" % MANIFEST)
+        raise ModuleError(f"the payload has no {MANIFEST} of format 1: not an artifact of "
+                          "edge export mender")
     return data
 
 
@@ -148,11 +148,11 @@ def _read_json(path, missing):
     except FileNotFoundError:
         return missing
     except OSError as exc:
-        raise ModuleError("cannot read %s: %s" % (path, exc.strerror)) from None
+        raise ModuleError(f"cannot read {path}: {exc.strerror}") from None
     try:
         return json.loads(text) if text.strip() else missing
     except ValueError:
-        raise ModuleError("%s is not JSON" % path) from None
+        raise ModuleError(f"{path} is not JSON") from None
 
 
 def _state(files_dir):
@@ -193,28 +193,39 @@ def _check_payload(payload, manifest):
     for name, sha in sorted(wanted.items()):
         path = os.path.join(payload, name)
         if os.path.basename(name) != name or not os.path.isfile(path):
-            raise ModuleError("payload file %s is missing" % name)
+            raise ModuleError(f"payload file {name} is missing")
         actual = sha256_file(path)
         if actual != sha:
-            raise ModuleError("payload file %s does not match its sha256 (got %s, want %s); "
-                              "nothing was changed" % (name, actual, sha))
+            raise ModuleError(f"payload file {name} does not match its sha256 (got {actual}, "
+                              f"want {sha}); nothing was changed")
 
 
 def _install_agent(conf, payload, agent):
     """The agent under WORK/agent/ (by content, as edge deploy puts it); its path."""
     work = conf["work"]
-    for sub in ("agent", "incoming", "releases"):
-        os.makedirs(os.path.join(work, sub), exist_ok=True)
-    owner = _owner(work)
-    for sub in ("", "agent", "incoming", "releases"):
-        _chown(os.path.join(work, sub), owner)
+    owner = _make_work_dir(work)
     final = os.path.join(work, "agent", agent["file"])
     if not (os.path.isfile(final) and sha256_file(final) == agent["sha256"]):
-        tmp = "%s.%d.partial" % (os.path.join(work, "incoming", agent["file"]), os.getpid())
+        tmp = os.path.join(work, "incoming", f"{agent['file']}.{os.getpid()}.partial")
         shutil.copyfile(os.path.join(payload, agent["file"]), tmp)
         _chown(tmp, owner)
         os.replace(tmp, final)
     return final
+
+
+def _make_work_dir(work):
+    """The work dir and its agent/, incoming/, releases/; new folders go to the owner of the
+    nearest existing one (a work dir made in a user's home is theirs); that owner."""
+    made, path = [], work
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        made.append(path)
+        path = os.path.dirname(path)
+    owner = _owner(path)
+    for sub in ("agent", "incoming", "releases"):
+        os.makedirs(os.path.join(work, sub), exist_ok=True)
+    for folder in made + [os.path.join(work, s) for s in ("agent", "incoming", "releases")]:
+        _chown(folder, owner)
+    return _owner(work)
 
 
 def _install_release(agent, work, payload, manifest):
@@ -226,8 +237,8 @@ def _install_release(agent, work, payload, manifest):
     missing = set(reply.get("missing", ()))
     new = sorted(missing - set(reply.get("names", ())))
     if reply.get("complete") and new:
-        raise ModuleError("release %s is installed with other files than %s; an installed "
-                          "release is never changed" % (release, ", ".join(new)))
+        raise ModuleError(f"release {release} is installed with other files than "
+                          f"{', '.join(new)}; an installed release is never changed")
     folder = os.path.join(work, "releases", release)
     for name in sorted(missing, key=lambda n: (n == main, n)):
         _install_file(agent, work, os.path.join(payload, name), files[name],
@@ -237,7 +248,7 @@ def _install_release(agent, work, payload, manifest):
 
 def _install_file(agent, work, source, sha, final):
     """Copy into incoming/ under a fresh name, then the agent checks the sha256 and renames."""
-    tmp = os.path.join(work, "incoming", "%s.%s.partial" % (sha[:16], os.urandom(4).hex()))
+    tmp = os.path.join(work, "incoming", f"{sha[:16]}.{os.urandom(4).hex()}.partial")
     try:
         shutil.copyfile(source, tmp)
         _chown(tmp, agent.owner)
@@ -282,11 +293,10 @@ class Agent:
     def call(self, *args):
         """One agent command; its JSON reply (an error reply: ModuleError)."""
         try:
-            done = subprocess.run(self._command(args), stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, universal_newlines=True,
+            done = subprocess.run(self._command(args), capture_output=True, text=True, cwd="/",
                                   timeout=AGENT_TIMEOUT_S, preexec_fn=self._as_owner())
         except (OSError, subprocess.TimeoutExpired) as exc:
-            raise ModuleError("agent %s: %s" % (args[0], exc)) from None
+            raise ModuleError(f"agent {args[0]}: {exc}") from None
         return self._reply(args[0], done.returncode, done.stdout, done.stderr)
 
     def deploy_lock(self, what):
@@ -317,9 +327,9 @@ class Agent:
             reply = None
         if not isinstance(reply, dict):
             detail = (stderr.strip().splitlines() or ["no answer"])[-1]
-            raise ModuleError("agent %s failed (exit %d): %s" % (command, status, detail))
+            raise ModuleError(f"agent {command} failed (exit {status}): {detail}")
         if status != 0 or "error" in reply:
-            raise ModuleError("agent %s: %s" % (command, reply.get("error", "exit %d" % status)))
+            raise ModuleError(f"agent {command}: {reply.get('error', f'exit {status}')}")
         return reply
 
 
@@ -332,9 +342,9 @@ class _Held:
     def __enter__(self):
         work = self.agent.conf["work"]
         self.process = subprocess.Popen(
-            self.agent._command(("hold", work, "--by", "mender edge-release pid %d" % os.getpid(),
+            self.agent._command(("hold", work, "--by", f"mender edge-release pid {os.getpid()}",
                                  "--what", self.what)),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, universal_newlines=True,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/",
             preexec_fn=self.agent._as_owner())
         line = self.process.stdout.readline()
         try:
@@ -343,7 +353,7 @@ class _Held:
             reply = {"error": line.strip() or "no answer"}
         if "held" not in reply:
             self.__exit__()
-            raise ModuleError("cannot take the deploy lock: %s" % reply.get("error"))
+            raise ModuleError(f"cannot take the deploy lock: {reply.get('error')}")
         return self
 
     def __exit__(self, *exc):
