@@ -58,6 +58,11 @@ def main(argv):
     return 0
 
 
+def _say(text):
+    """One line for the client's deployment log (it keeps the module's stderr)."""
+    sys.stderr.write(f"edge-release: {text}\n")
+
+
 def _nothing(files_dir):
     """A state this module has no work in."""
 
@@ -84,8 +89,11 @@ def install(files_dir):
         release = manifest["release"]
         _save_state(files_dir, {"previous": previous, "release": release})
         model = _install_release(agent, conf["work"], payload, manifest)
-        agent.call("health", "--model", model)
+        health = agent.call("health", "--model", model)
         agent.call("activate", conf["work"], release, "--artifact", manifest["candidate"])
+    _say(f"release {release} ({manifest['candidate']}) installed in {conf['work']}, healthy "
+         f"({health.get('runtime')}: load {health.get('load_ms', 0):.0f} ms), current "
+         f"{previous or 'none'} -> {release}")
 
 
 def commit(files_dir):
@@ -93,9 +101,11 @@ def commit(files_dir):
     conf = _settings(files_dir)
     agent = Agent(conf, _state(files_dir).get("agent"))
     try:
-        agent.call("prune", conf["work"], "--keep", str(conf["keep"]))
+        pruned = agent.call("prune", conf["work"], "--keep", str(conf["keep"]))
     except ModuleError as exc:
-        sys.stderr.write(f"edge-release ArtifactCommit: warning: could not prune: {exc}\n")
+        _say(f"warning: could not prune old releases: {exc}")
+        return
+    _say(f"committed; pruned {', '.join(pruned.get('removed', ())) or 'nothing'}")
 
 
 def rollback(files_dir):
@@ -113,6 +123,7 @@ def rollback(files_dir):
             _remove_current(conf["work"])
         else:
             agent.call("rollback", conf["work"], "--to", state["previous"])
+    _say(f"current {active or 'none'} -> {state['previous'] or 'none'} (rolled back)")
 
 
 # ---------------------------------------------------------------- settings and state
