@@ -169,18 +169,28 @@ def _corrupt_model(tree: Path) -> None:
 
 
 def _garbage_model(tree: Path) -> None:
-    """A model that is no model, its sha256 written into the manifest: it passes the checks
-    and fails the health check."""
+    """A model that is no model, its sha256 and release id written into the manifest: it
+    passes the checks and fails the health check."""
     model, manifest = tree / "files" / "model.onnx", tree / "files" / "edge-release.json"
     model.write_bytes(b"not an onnx model")
+    sha = hashlib.sha256(model.read_bytes()).hexdigest()
     data = json.loads(manifest.read_text())
-    data["files"]["model.onnx"] = hashlib.sha256(model.read_bytes()).hexdigest()
+    data["files"]["model.onnx"], data["release"] = sha, sha[:16]
+    manifest.write_text(json.dumps(data))
+
+
+def _other_release(tree: Path) -> None:
+    """A manifest whose release id is not its files' (it would change an installed release)."""
+    manifest = tree / "files" / "edge-release.json"
+    data = json.loads(manifest.read_text())
+    data["release"] = "0123456789abcdef"
     manifest.write_text(json.dumps(data))
 
 
 @pytest.mark.parametrize(("edit", "needle"), [
     (_corrupt_model, "payload file model.onnx does not match its sha256"),
     (_garbage_model, "agent health"),
+    (_other_release, "names release 0123456789abcdef for files of release"),
 ])
 def test_a_failed_install_leaves_the_previous_release(client: MenderDevice,
                                                       artifacts: dict[str, dict], tmp_path: Path,

@@ -82,6 +82,7 @@ def install(files_dir):
     conf, manifest = _settings(files_dir), _manifest(files_dir)
     payload = os.path.join(files_dir, "files")
     _check_payload(payload, manifest)
+    _check_release_id(manifest)
     agent = Agent(conf, _install_agent(conf, payload, manifest["agent"]))
     _save_state(files_dir, {"agent": agent.path})
     with agent.deploy_lock("mender install"):
@@ -209,6 +210,17 @@ def _check_payload(payload, manifest):
         if actual != sha:
             raise ModuleError(f"payload file {name} does not match its sha256 (got {actual}, "
                               f"want {sha}); nothing was changed")
+
+
+def _check_release_id(manifest):
+    """The release id is the content's (as edge names releases): a manifest naming files of
+    other content than its release's would change an installed release, which never changes."""
+    main = manifest["files"][manifest["model"]]
+    shas = [main] + [manifest["files"][name] for name in manifest.get("companions", [])]
+    content = main if len(shas) == 1 else hashlib.sha256("\n".join(shas).encode()).hexdigest()
+    if content[:len(manifest["release"])] != manifest["release"]:
+        raise ModuleError(f"edge-release.json names release {manifest['release']} for files "
+                          f"of release {content[:16]}; nothing was changed")
 
 
 def _install_agent(conf, payload, agent):

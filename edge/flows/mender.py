@@ -180,6 +180,7 @@ def _payload(scratch: Path, bundle_dir: Path, artifact: Artifact,
     manifest = {"format": 1, "release": artifact.release_id[:16],
                 "candidate": artifact.candidate.id, "chosen": chosen, "runtime": artifact.runtime,
                 "model": f"model{full_suffix(artifact.file)}", "files": files,
+                "companions": [f"model{full_suffix(c.file)}" for c in artifact.companions],
                 "agent": {"file": agent.name, "sha256": sha256_file(agent)}}
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     return [folder / MANIFEST, folder / agent.name, *(folder / n for n in sorted(files))]
