@@ -6,9 +6,11 @@ its health check) leaving the device on its previous whole release."""
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -228,3 +230,25 @@ def test_as_root_the_release_stays_the_work_dir_owners(bundle: Path, client: Men
     assert (work / "current" / "model.onnx").is_file() and (work / "history.json").is_file()
     owners = {p.owner() for p in [work.parent, work, *work.rglob("*")]}
     assert owners == {device.user}, owners
+
+
+def test_the_module_is_standard_library_python_38_and_ignores_other_states(
+        tmp_path: Path) -> None:
+    """It runs under any device's python3 (>= 3.8) with nothing installed; a state it has no
+    work in (a newer client's) is exit 0 and no output; a bad call is exit 2."""
+    tree = ast.parse(MODULE.read_text(), feature_version=(3, 8))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [
+                node.module or ""]
+            assert all(n.split(".")[0] in sys.stdlib_module_names for n in names), ast.dump(node)
+        if isinstance(node, ast.Attribute):
+            assert node.attr not in {"removeprefix", "removesuffix", "cache"}, node.lineno
+        assert not isinstance(node, ast.Match)
+    for state in ("Download", "ArtifactVerifyReboot", "ProvidePayloadFileSizes", "Cleanup"):
+        done = subprocess.run(["/usr/bin/python3", str(MODULE), state, str(tmp_path)],
+                              capture_output=True, text=True, check=False)
+        assert (done.returncode, done.stdout, done.stderr) == (0, "", ""), state
+    done = subprocess.run(["/usr/bin/python3", str(MODULE)], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 2 and "usage: edge-release STATE FILES_DIR" in done.stderr
