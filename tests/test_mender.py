@@ -93,11 +93,15 @@ def _whole(device: SSHDevice, artifact: dict) -> bool:
         (folder / "model.onnx").read_bytes()).hexdigest().startswith(artifact["release"])
 
 
+def _agent(client: MenderDevice) -> str:
+    """The agent on the device, as the shell there runs it (from the user's home)."""
+    agents = sorted((client.device.home / ".edge" / "agent").glob("edge_agent-*.pyz"))
+    return f"{client.device.python} .edge/agent/{agents[-1].name}"
+
+
 def _healthy(client: MenderDevice) -> dict:
     """The agent's health check of the current release, on the device."""
-    agents = sorted((client.device.home / ".edge" / "agent").glob("edge_agent-*.pyz"))
-    done = client.ssh(f"{client.device.python} .edge/agent/{agents[-1].name} health "
-                      "--model .edge/current/model.onnx")
+    done = client.ssh(f"{_agent(client)} health --model .edge/current/model.onnx")
     assert done.status == 0, done.stdout + done.stderr
     return json.loads(done.stdout)
 
@@ -252,3 +256,28 @@ def test_the_module_is_standard_library_python_38_and_ignores_other_states(
     done = subprocess.run(["/usr/bin/python3", str(MODULE)], capture_output=True, text=True,
                           check=False)
     assert done.returncode == 2 and "usage: edge-release STATE FILES_DIR" in done.stderr
+    written = run_cli("export", "mender-module", "-o", str(tmp_path), "--json")
+    assert written.status == 0 and written.json()["out"] == str(tmp_path / "edge-release")
+    assert (tmp_path / "edge-release").stat().st_mode & 0o777 == 0o755
+
+
+def test_an_install_while_edge_deploy_holds_the_device_changes_nothing(
+        client: MenderDevice, artifacts: dict[str, dict], tmp_path: Path) -> None:
+    """The module takes edge deploy's device lock: while a deploy holds it (here: the agent's
+    ``hold``, as edge deploy runs it over SSH), ArtifactInstall fails at once, naming the
+    holder, and the client's rollback finds nothing to undo."""
+    first, second = artifacts[FIRST], artifacts[SECOND]
+    _deploy(client, first, tmp_path)
+    holder = subprocess.Popen(client.ssh_argv(f"{_agent(client)} hold .edge --by 'pi@laptop "
+                                              "pid 42' --what deploy"),
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert "held" in json.loads(holder.stdout.readline())  # type: ignore[union-attr]
+        client.receive(Path(second["out"]), tmp_path / "second", DEVICE_TYPE)
+        installed = client.install()
+    finally:
+        holder.communicate(timeout=60)
+    assert installed[-1].state == "ArtifactInstall" and installed[-1].status == 1
+    assert "device busy" in installed[-1].stderr and "pi@laptop pid 42" in installed[-1].stderr
+    _ok(client.fail())
+    assert _current(client.device) == first["release"] and _whole(client.device, first)

@@ -94,14 +94,17 @@ class MenderDevice:
         self.ssh(f"mkdir -p {MODULES} && cat > {MODULES}/edge-release && "
                  f"chmod 755 {MODULES}/edge-release", stdin=module.read_bytes())
 
+    def ssh_argv(self, command: str) -> list[str]:
+        """The ssh command line that runs ``command`` on the device as its user."""
+        d = self.device
+        return ["ssh", "-i", str(d.identity), "-p", str(d.port), "-o", "BatchMode=yes",
+                "-o", f"UserKnownHostsFile={d.known_hosts}", "-o", "StrictHostKeyChecking=yes",
+                f"{d.user}@{d.host}", command]
+
     def ssh(self, command: str, stdin: bytes = b"", timeout: float = 300) -> StateRun:
         """Run a shell command on the device as its user (from its home)."""
-        d = self.device
-        done = subprocess.run(
-            ["ssh", "-i", str(d.identity), "-p", str(d.port), "-o", "BatchMode=yes",
-             "-o", f"UserKnownHostsFile={d.known_hosts}", "-o", "StrictHostKeyChecking=yes",
-             f"{d.user}@{d.host}", command], input=stdin, capture_output=True,
-            timeout=timeout, check=False)
+        done = subprocess.run(self.ssh_argv(command), input=stdin, capture_output=True,
+                              timeout=timeout, check=False)
         return StateRun(command, done.returncode, done.stdout.decode(), done.stderr.decode())
 
     def receive(self, artifact: Path, local_tree: Path, device_type: str,
