@@ -316,8 +316,8 @@ class Agent:
     def call(self, *args):
         """One agent command; its JSON reply (an error reply: ModuleError)."""
         try:
-            done = subprocess.run(self._command(args), capture_output=True, text=True, cwd="/",
-                                  timeout=AGENT_TIMEOUT_S, preexec_fn=self._as_owner())
+            done = subprocess.run(self.argv(args), capture_output=True, text=True, cwd="/",
+                                  timeout=AGENT_TIMEOUT_S, preexec_fn=self.drop_root())
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise ModuleError(f"agent {args[0]}: {exc}") from None
         return self._reply(args[0], done.returncode, done.stdout, done.stderr)
@@ -326,10 +326,11 @@ class Agent:
         """The device's deploy lock (edge deploy's), held for a ``with`` block."""
         return _Held(self, what)
 
-    def _command(self, args):
+    def argv(self, args):
+        """The command line of one agent command."""
         return [self.conf["python"], self.path] + [str(a) for a in args]
 
-    def _as_owner(self):
+    def drop_root(self):
         """A pre-exec that drops root to the work dir's owner (None when not root)."""
         uid, gid = self.owner
         if os.geteuid() != 0 or uid == 0:
@@ -365,18 +366,19 @@ class _Held:
     def __enter__(self):
         work = self.agent.conf["work"]
         self.process = subprocess.Popen(
-            self.agent._command(("hold", work, "--by", f"mender edge-release pid {os.getpid()}",
-                                 "--what", self.what)),
+            self.agent.argv(("hold", work, "--by", f"mender edge-release pid {os.getpid()}",
+                             "--what", self.what)),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/",
-            preexec_fn=self.agent._as_owner())
+            preexec_fn=self.agent.drop_root())
         line = self.process.stdout.readline()
         try:
             reply = json.loads(line)
         except ValueError:
-            reply = {"error": line.strip() or "no answer"}
-        if "held" not in reply:
+            reply = None
+        if not isinstance(reply, dict) or "held" not in reply:
             self.__exit__()
-            raise ModuleError(f"cannot take the deploy lock: {reply.get('error')}")
+            why = reply.get("error") if isinstance(reply, dict) else line.strip() or "no answer"
+            raise ModuleError(f"cannot take the deploy lock: {why}")
         return self
 
     def __exit__(self, *exc):
