@@ -24,6 +24,7 @@ from edge.cli import (
     bench,
     deploy,
     devices,
+    export,
     inspect,
     optimize,
     output,
@@ -175,5 +176,5 @@ def cli(traceback: bool) -> None:
 for _command in (profiles.profiles, inspect.inspect, optimize.optimize, deploy.deploy,
                  bench.bench, releases.releases, releases.rollback, devices.devices,
                  partition.partition, partition.serve_cloud, partition.run_split,
-                 report.report, toolchains.toolchains):
+                 report.report, toolchains.toolchains, export.export):
     cli.add_command(_command)
