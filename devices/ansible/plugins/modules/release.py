@@ -171,7 +171,7 @@ def has(path, sha):
     return os.path.isfile(path) and not os.path.islink(path) and sha256_file(path) == sha
 
 
-class Agent(object):
+class Agent:
     """edge's agent on this device: one command per call, one JSON reply."""
 
     def __init__(self, python, path, work):
@@ -179,30 +179,30 @@ class Agent(object):
         self.holder = None
 
     def call(self, *args):
-        done = subprocess.run([self.python, self.path] + list(args), stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, universal_newlines=True, check=False)
+        done = subprocess.run([self.python, self.path, *args], capture_output=True, text=True,
+                              check=False)
         lines = done.stdout.strip().splitlines()
         try:
             reply = json.loads(lines[-1])
         except (IndexError, ValueError):
             tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            raise Failed("agent %s failed (exit %d): %s" % (args[0], done.returncode, tail))
+            raise Failed(f"agent {args[0]} failed (exit {done.returncode}): {tail}") from None
         if done.returncode != 0 or "error" in reply:
-            raise Failed(str(reply.get("error", "agent %s failed" % args[0])))
+            raise Failed(str(reply.get("error", f"agent {args[0]} failed")))
         return reply
 
     def lock(self, what):
         """Take the device's deploy lock (busy: Failed, naming the holder)."""
-        by = "ansible@%s pid %d" % (socket.gethostname(), os.getpid())
+        by = f"ansible@{socket.gethostname()} pid {os.getpid()}"
         self.holder = subprocess.Popen(
             [self.python, self.path, "hold", self.work, "--by", by, "--what", what],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, universal_newlines=True)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         line = self.holder.stdout.readline()
         try:
             reply = json.loads(line)
         except ValueError:
-            reply = {"error": "the agent could not take the deploy lock (%s)"
-                     % (line.strip() or "no answer")}
+            reply = {"error": "the agent could not take the deploy lock "
+                     f"({line.strip() or 'no answer'})"}
         if "error" in reply:
             self.unlock()
             raise Failed(str(reply["error"]))
@@ -216,11 +216,11 @@ class Agent(object):
 
 def place(src, sha, dest, incoming):
     """Copy an upload into incoming/ (beside its destination), check it, rename it there."""
-    tmp = os.path.join(incoming, "%s.%s.partial" % (os.path.basename(dest), os.urandom(4).hex()))
+    tmp = os.path.join(incoming, f"{os.path.basename(dest)}.{os.urandom(4).hex()}.partial")
     shutil.copyfile(src, tmp)
     if sha256_file(tmp) != sha:
         os.unlink(tmp)
-        raise Failed("checksum mismatch for %s" % os.path.basename(dest))
+        raise Failed(f"checksum mismatch for {os.path.basename(dest)}")
     os.replace(tmp, dest)
 
 
@@ -254,8 +254,8 @@ def deploy(params, agent):
     for entry in params["_files"]:
         dest = os.path.join(folder, entry["name"])
         if entry.get("src"):
-            tmp = os.path.join(work, "incoming", "%s.%s.partial" % (entry["sha256"][:16],
-                                                                    os.urandom(4).hex()))
+            name = f"{entry['sha256'][:16]}.{os.urandom(4).hex()}.partial"
+            tmp = os.path.join(work, "incoming", name)
             shutil.copyfile(entry["src"], tmp)
             agent.call("install", tmp, dest, "--sha256", entry["sha256"])
             sent += 1
@@ -267,7 +267,7 @@ def deploy(params, agent):
                        str(params["warmup"]), "--threads", str(params["threads"]))
     entry = bench["results"][0]
     if "error" in entry:
-        raise Failed("release %s could not be benchmarked: %s" % (release, entry["error"]))
+        raise Failed(f"release {release} could not be benchmarked: {entry['error']}")
     previous = agent.call("activate", work, release, "--artifact", params["_artifact"])
     return dict(release=release, previous=previous.get("previous"), candidate=params["_artifact"],
                 health=checked, bench=bench, p50_ms=entry.get("p50_ms"),
@@ -279,8 +279,8 @@ def health(agent, model, release):
     try:
         return agent.call("health", "--model", model)
     except Failed as exc:
-        raise Failed("release %s failed its health check and was not activated; the current "
-                     "release is unchanged (%s)" % (release, exc))
+        raise Failed(f"release {release} failed its health check and was not activated; the "
+                     f"current release is unchanged ({exc})") from None
 
 
 def prune(agent, keep):
@@ -295,10 +295,10 @@ def rollback(params, agent, check):
     state = agent.call("releases", agent.work)
     now, target = state.get("active"), params["to"] or state.get("previous")
     if target is None:
-        raise Failed("no previous release to roll back to (active: %s)" % (now or "none"))
+        raise Failed(f"no previous release to roll back to (active: {now or 'none'})")
     found = [r for r in state["releases"] if r["release"].startswith(target) and r["complete"]]
     if len(found) != 1:
-        raise Failed("release %s is not installed (or is ambiguous)" % target)
+        raise Failed(f"release {target} is not installed (or is ambiguous)")
     target = found[0]["release"]
     result = dict(release=target, previous=now, changed=target != now, pruned=[])
     if check or target == now:
