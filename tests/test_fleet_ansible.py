@@ -215,3 +215,41 @@ def test_check_mode_diff_rollback_and_prune(emulated, fleet_dir: Path) -> None:
     assert current(device) == before and pruned["release"] == before
     left = {p.name for p in (device.home / ".edge" / "releases").iterdir()}
     assert before in left and len(left) <= 2  # the active one and its rollback target
+
+
+@pytest.mark.slow
+def test_both_engines_give_the_same_table_exit_status_and_history(emulated,
+                                                                   fleet_dir: Path) -> None:
+    """`edge deploy --inventory` with the built-in engine, then `--engine ansible`, the same
+    inventory and the same fault (dev2's health check): the same hosts ok and failed, the same
+    exit status, and both engines' measurements in the results store."""
+    from edge.core.results import kept_results
+    from tests.support.cli import run_cli
+
+    faulty = next(d for d in emulated.devices if d.name == FAULTY)
+    common = ("--inventory", str(fleet_dir / "hosts.yml"), "--no-on-device", "--known-hosts",
+              str(emulated.known_hosts), "--runs", "3", "--warmup", "1", "--forks", "8",
+              "--json")
+    before = sum(len(v) for v in kept_results().values())
+    (faulty.home / ".edge-fault").write_text("")
+    try:
+        builtin = run_cli("deploy", str(fleet_dir / "a.bundle"), *common)
+        ansible = run_cli("deploy", str(fleet_dir / "b.bundle"), *common, "--engine", "ansible")
+    finally:
+        (faulty.home / ".edge-fault").unlink()
+    assert builtin.status == ansible.status == 3, ansible.stderr[-3000:]
+    assert ansible.stdout, ansible.stderr[-3000:]
+    tables = [[(h["host"], h["status"]) for h in r.json()["hosts"]] for r in (builtin, ansible)]
+    assert tables[0] == tables[1] == [(d.name, "failed" if d.name == FAULTY else "ok")
+                                      for d in emulated.devices], ansible.stdout[-3000:]
+    for result in (builtin, ansible):
+        (bad,) = [h for h in result.json()["hosts"] if h["status"] == "failed"]
+        assert "failed its health check" in bad["error"] and "injected fault" in bad["error"]
+    b = release_of(fleet_dir / "b.bundle")
+    assert {d.name: current(d) for d in emulated.devices if d.name != FAULTY} == {
+        d.name: b for d in emulated.devices if d.name != FAULTY}
+    hosts = ansible.json()["hosts"]
+    assert all(h["p50_ms"] > 0 and h["report"]["release"] == b
+               for h in hosts if h["status"] == "ok")
+    after = sum(len(v) for v in kept_results().values())
+    assert after - before == 2 * (FLEET_SIZE - 1)  # every ok host, by each engine
