@@ -26,7 +26,6 @@ from typing import Any
 import yaml
 
 import devices
-import edge
 from devices.measure import bench_result
 from edge.core.errors import DeviceError, UsageError
 from edge.core.extras import require
@@ -151,7 +150,7 @@ def _env(folder: Path, request: FleetRequest) -> dict[str, str]:
         ssh.append(f"-o UserKnownHostsFile={known.expanduser().resolve()}")
     if request.device.trust_new_host:
         ssh.append("-o StrictHostKeyChecking=accept-new")
-    path = [str(Path(edge.__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]
+    path = [str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")]
     return {"ANSIBLE_COLLECTIONS_PATH": str(folder / "collections"),
             "ANSIBLE_PIPELINING": "True", "ANSIBLE_SSH_ARGS": " ".join(ssh),
             "ANSIBLE_SSH_CONTROL_PATH_DIR": str(folder / "cp"),
