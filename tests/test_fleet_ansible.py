@@ -258,3 +258,29 @@ def test_both_engines_give_the_same_table_exit_status_and_history(emulated,
                for h in hosts if h["status"] == "ok")
     after = sum(len(v) for v in kept_results().values())
     assert after - before == 2 * (FLEET_SIZE - 1)  # every ok host, by each engine
+
+
+@pytest.mark.slow
+def test_a_host_that_is_down_fails_its_batch_which_is_rolled_back(emulated, fleet_dir: Path,
+                                                                  tmp_path: Path) -> None:
+    """dev4 and dev5 in one batch, dev5 unreachable (a closed port): dev4, which switched, goes
+    back to its previous release; the play fails."""
+    dev4, dev5 = emulated.devices[4], emulated.devices[5]
+    inventory = emulated.write_inventory(tmp_path / "hosts.yml", devices=(dev4, dev5),
+                                         host_vars={dev5.name: {"ansible_port": 2222}})
+    shutil.copy(inventory, fleet_dir / "down.yml")
+    first = playbook(fleet_dir, emulated, "a.bundle", "--limit", dev4.name)
+    assert first.returncode == 0, first.stdout[-3000:]
+    before, bundle = current(dev4), "b.bundle"
+    done = subprocess.run(
+        [str(BIN / "ansible-playbook"), "-i", str(fleet_dir / "down.yml"),
+         "edge.fleet.staged_rollout", "-e", f"rollout_bundle={fleet_dir / bundle}",
+         "-e", "rollout_runs=3", "-e", "rollout_warmup=1", "-e", '{"rollout_serial": ["100%"]}'],
+        capture_output=True, text=True, env=ansible_env(fleet_dir, emulated.known_hosts),
+        timeout=600, check=False)
+    assert done.returncode != 0, done.stdout[-3000:]
+    rows = recap(done.stdout)
+    assert rows[dev5.name]["failed"] == rows[dev4.name]["failed"] == 1, rows
+    assert f"fatal: [{dev5.name}]: UNREACHABLE!" in done.stdout
+    assert current(dev4) == before == release_of(fleet_dir / "a.bundle"), done.stdout[-3000:]
+    assert f"rolled back to {before}: {dev5.name} of this batch failed" in done.stdout
