@@ -284,3 +284,28 @@ def test_a_host_that_is_down_fails_its_batch_which_is_rolled_back(emulated, flee
     assert f"fatal: [{dev5.name}]: UNREACHABLE!" in done.stdout
     assert current(dev4) == before == release_of(fleet_dir / "a.bundle"), done.stdout[-3000:]
     assert f"rolled back to {before}: {dev5.name} of this batch failed" in done.stdout
+
+
+@pytest.mark.slow
+def test_a_deploy_holding_the_device_lock_makes_the_task_fail_at_once(emulated,
+                                                                      fleet_dir: Path) -> None:
+    """While an edge deploy holds dev6's deploy lock, the playbook's task there fails at once
+    naming the holder, and dev6 keeps its release."""
+    from devices.connect import Reach, open_transport
+    from devices.device import prepare
+    from devices.lock import deploy_lock
+    from devices.ssh import HostSpec
+
+    device = emulated.devices[6]
+    first = playbook(fleet_dir, emulated, "a.bundle", "--limit", device.name)
+    assert first.returncode == 0, first.stdout[-3000:]
+    before = current(device)
+    reach = Reach(kind="ssh", host=HostSpec(user=emulated.user, host=device.address,
+                                            port=device.port),
+                  identity=emulated.identity, known_hosts=emulated.known_hosts)
+    with open_transport(reach) as transport:
+        with deploy_lock(prepare(transport, emulated.python, "~/.edge"), "deploy"):
+            busy = playbook(fleet_dir, emulated, "b.bundle", "--limit", device.name)
+    assert busy.returncode != 0 and "device busy: another deploy" in busy.stdout, \
+        busy.stdout[-3000:]
+    assert current(device) == before
