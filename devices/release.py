@@ -29,7 +29,7 @@ from edge.core.values import Artifact, JsonValue
 
 __all__ = ["DEFAULT_KEEP", "HealthCheck", "ReleaseInfo", "ReleasesReport", "RollbackReport",
            "Transfer", "activate_release", "check_keep", "health", "install_artifact", "is_active",
-           "list_releases", "prune_quietly", "prune_releases", "rollback"]
+           "list_releases", "prune_quietly", "prune_releases", "release_files", "rollback"]
 
 DEFAULT_KEEP = 3  # releases kept on the device after a deploy (active and previous always)
 SPACE_MARGIN = 1_000_000  # bytes left free on the device beyond the files sent
@@ -110,10 +110,8 @@ def install_artifact(device: Device, bundle_dir: Path, artifact: Artifact) -> tu
     the main file goes last, so its presence means the release is complete. Returns the main
     model's path on the device and what was sent."""
     folder = f"{device.work}/releases/{artifact.release_id[:16]}"
-    files = [(bundle_dir / c.file, c.sha256, f"model{full_suffix(c.file)}")
-             for c in artifact.companions]
-    main = f"model{full_suffix(artifact.file)}"
-    files.append((bundle_dir / artifact.file, artifact.sha256, main))
+    files = release_files(bundle_dir, artifact)
+    main = files[-1][2]
     reply = device.call("verify", device.work, artifact.release_id[:16],
                         *[arg for _, sha, name in files for arg in ("--file", f"{name}={sha}")])
     missing = set(reply.get("missing", ()))
@@ -129,6 +127,17 @@ def install_artifact(device: Device, bundle_dir: Path, artifact: Artifact) -> tu
         else:
             transfer += Transfer(files_reused=1, bytes_reused=size)
     return f"{folder}/{main}", transfer
+
+
+def release_files(bundle_dir: Path, artifact: Artifact) -> list[tuple[Path, str, str]]:
+    """(file in the bundle, its sha256, its name in the release) for each of the artifact's
+    files, the main model file last (``model.<ext>``: its presence means the release is
+    complete)."""
+    files = [(bundle_dir / c.file, c.sha256, f"model{full_suffix(c.file)}")
+             for c in artifact.companions]
+    main = f"model{full_suffix(artifact.file)}"
+    files.append((bundle_dir / artifact.file, artifact.sha256, main))
+    return files
 
 
 def _check_unchanged(device: Device, release: str, reply: dict, missing: set[str]) -> None:

@@ -76,6 +76,7 @@ CASES = [
     ("ssh", "rollback --host pi@127.0.0.1:9"),
     ("ssh", "devices probe pi@127.0.0.1:9"),
     ("ssh", "deploy {b} --inventory {m}/hosts.yaml"),
+    ("fleet", "deploy {b} --inventory {m}/hosts.yaml --engine ansible"),
     ("cloud", "serve-cloud {s}"),
     ("cloud", "run-split {s} --url http://127.0.0.1:9 --protocol grpc"),
     ("images", "optimize sample:digits --profile rpi4 --calib {m}/images -o {m}/ib"),

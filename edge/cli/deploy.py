@@ -53,6 +53,10 @@ __all__ = ["deploy"]
               help="With --inventory: failed hosts a stage may have; one more halts the "
                    "rollout and rolls that stage back to its previous release [default: 0 "
                    "with --canary or --batch].")
+@click.option("--engine", type=click.Choice(["edge", "ansible"]), default="edge",
+              show_default=True,
+              help="Who drives an --inventory deploy: edge itself, or ansible-playbook with "
+                   "the edge.fleet collection (edge[fleet]; the bundle's choice on each host).")
 @optimize_options
 @click.option("--dry-run", is_flag=True, help="Say what would be done; touch nothing.")
 @click.option("--report", "report_file", type=PATH, metavar="FILE",
@@ -62,7 +66,8 @@ __all__ = ["deploy"]
 def deploy(source: Path, profile_ref: str | None, on_device: bool | None,
            measure_on_device: bool,
            keep: int, inventory: Path | None, limit: str | None, forks: int,
-           canary: int | None, batch: str | None, max_fail: str | None, out: Path | None,
+           canary: int | None, batch: str | None, max_fail: str | None, engine: str,
+           out: Path | None,
            dry_run: bool, report_file: Path | None, as_json: bool, **opts: Any) -> int:
     """Optimize (if given a model), push to the device, benchmark ON the device, report.
 
@@ -88,6 +93,8 @@ def deploy(source: Path, profile_ref: str | None, on_device: bool | None,
     if inventory is None and any(v is not None for v in staged.values()):
         flag = next(k for k, v in staged.items() if v is not None)
         raise UsageError(f"{flag} stages a fleet rollout: give --inventory too")
+    if inventory is None and engine != "edge":
+        raise UsageError(f"--engine {engine} deploys to a fleet: give --inventory too")
     fields = {"source": source, "profile": profile_ref, "device": device(opts),
               "options": optimize_settings(opts), "keep": keep,
               "measure_on_device": True if measure_on_device else on_device}
@@ -99,7 +106,7 @@ def deploy(source: Path, profile_ref: str | None, on_device: bool | None,
                           max_fail=parse_share(max_fail, "--max-fail"))
         request = FleetRequest(inventory=inventory, limit=limit, forks=forks, out_dir=out,
                                staging=staging, **fields)
-        return _deploy_fleet(request, dry_run, as_json, report_file)
+        return _deploy_fleet(request, dry_run, as_json, report_file, engine)
     from edge.flows.deploy import DeployRequest
 
     return _deploy_one(DeployRequest(out=out, **fields), dry_run, as_json, report_file)
@@ -125,16 +132,18 @@ def _deploy_one(request: Any, dry_run: bool, as_json: bool, report_file: Path | 
     return 0
 
 
-def _deploy_fleet(request: Any, dry_run: bool, as_json: bool, report_file: Path | None) -> int:
+def _deploy_fleet(request: Any, dry_run: bool, as_json: bool, report_file: Path | None,
+                  engine: str = "edge") -> int:
     """``edge deploy --inventory``: one bundle per profile, then every host in parallel."""
     from edge.flows.fleet import describe_fleet, run_fleet
+    from edge.flows.fleet_ansible import run_fleet_ansible
 
     if dry_run:
         plan = describe_fleet(request)
         emit(as_json, plan, "\n".join(plan["steps"]))
         return 0
     with stdout_to_stderr(as_json):
-        report = run_fleet(request)
+        report = (run_fleet_ansible if engine == "ansible" else run_fleet)(request)
     with stdout_to_stderr(as_json):
         html = _fleet_reports(report, report_file) if report_file else []
     emit(as_json, report.to_json() | ({"reports": html} if report_file else {}),

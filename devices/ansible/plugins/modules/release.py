@@ -1,0 +1,360 @@
+#!/usr/bin/python
+"""edge.fleet.release, the device half: runs on the device with its python, drives edge's agent
+(the .pyz the action plugin pushed) under the device's deploy lock. Python 3.8, stdlib only."""
+
+DOCUMENTATION = r"""
+---
+module: release
+short_description: Install, check, benchmark and activate an edge release on a device
+description:
+  - Installs the chosen artifact of an edge bundle with edge's on-device agent. Only the files
+    the device lacks are sent, each checked by sha256 on the device.
+  - The release is health-checked (loaded and run once) and benchmarked on the device, then
+    C(current) is switched to it atomically; any failure before the switch leaves the current
+    release as it was.
+  - C(state=rolled_back) switches back to the previous release (or O(to)) after its health
+    check; C(state=pruned) removes old releases beyond O(keep).
+  - Every change holds the device's deploy lock, so a concurrent C(edge deploy) fails at once
+    instead of interleaving.
+  - The controller half (an action plugin) reads the bundle, so edge must be installed beside
+    ansible-core (C(pip install edge[fleet])).
+version_added: "0.1.0"
+author: edge
+options:
+  state:
+    description: What to make true on the device.
+    type: str
+    choices: [present, rolled_back, pruned]
+    default: present
+  bundle:
+    description: The edge bundle directory on the controller (O(state=present)).
+    type: path
+  work_dir:
+    description: edge's work directory on the device.
+    type: str
+    default: "~/.edge"
+  python:
+    description: The device python that runs edge's agent (default the module's own).
+    type: str
+  runs:
+    description: Timed calls of the benchmark on the device.
+    type: int
+    default: 10
+  warmup:
+    description: Untimed calls before each timed block.
+    type: int
+    default: 2
+  threads:
+    description: Inference threads (0 all cores).
+    type: int
+    default: 0
+  keep:
+    description: Releases kept after a switch, or by O(state=pruned) (the active one and the
+      rollback target are never removed).
+    type: int
+    default: 3
+  to:
+    description: The release to roll back to (O(state=rolled_back)); default the previous one.
+    type: str
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+"""
+
+EXAMPLES = r"""
+- name: Deploy the bundle's chosen artifact
+  edge.fleet.release:
+    bundle: /srv/bundles/digits-rpi4.bundle
+    runs: 20
+
+- name: Roll back to the previous release
+  edge.fleet.release:
+    state: rolled_back
+
+- name: Keep two releases
+  edge.fleet.release:
+    state: pruned
+    keep: 2
+"""
+
+RETURN = r"""
+release:
+  description: The release current on the device now.
+  returned: always
+  type: str
+previous:
+  description: The release current before this task.
+  returned: always
+  type: str
+candidate:
+  description: The candidate (runtime and precision) the release holds.
+  returned: state=present
+  type: str
+p50_ms:
+  description: The median latency the device measured.
+  returned: when the release was installed and benchmarked
+  type: float
+health:
+  description: The health check (load_ms, run_ms, runtime).
+  returned: when a release was health-checked
+  type: dict
+bench:
+  description: The agent's benchmark reply (per-model results, device, metrics).
+  returned: when the release was benchmarked
+  type: dict
+transfer:
+  description: Files sent and reused (files_sent, bytes_sent, files_reused, bytes_reused).
+  returned: state=present
+  type: dict
+pruned:
+  description: Releases removed.
+  returned: always
+  type: list
+  elements: str
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+
+from ansible.module_utils.basic import AnsibleModule
+
+ARGS = dict(
+    state=dict(type="str", default="present", choices=["present", "rolled_back", "pruned"]),
+    bundle=dict(type="path"),
+    work_dir=dict(type="str", default="~/.edge"),
+    python=dict(type="str"),
+    runs=dict(type="int", default=10),
+    warmup=dict(type="int", default=2),
+    threads=dict(type="int", default=0),
+    keep=dict(type="int", default=3),
+    to=dict(type="str"),
+    _phase=dict(type="str", default="probe", choices=["probe", "apply"]),
+    _release=dict(type="str"),
+    _artifact=dict(type="str"),
+    _main=dict(type="str"),
+    _files=dict(type="list", elements="dict", default=[]),
+    _agent_name=dict(type="str"),
+    _agent_sha256=dict(type="str"),
+    _agent_src=dict(type="str"),
+)
+
+
+class Failed(Exception):
+    """A device step failed: the module fails with this message."""
+
+
+def sha256_file(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def active(work):
+    """The release ``current`` points to, or None."""
+    try:
+        target = os.readlink(os.path.join(work, "current"))
+    except OSError:
+        return None
+    return os.path.basename(target.rstrip("/")) or None
+
+
+def has(path, sha):
+    return os.path.isfile(path) and not os.path.islink(path) and sha256_file(path) == sha
+
+
+class Agent:
+    """edge's agent on this device: one command per call, one JSON reply."""
+
+    def __init__(self, python, path, work):
+        self.python, self.path, self.work = python, path, work
+        self.holder = None
+
+    def call(self, *args):
+        done = subprocess.run([self.python, self.path, *args], capture_output=True, text=True,
+                              check=False)
+        lines = done.stdout.strip().splitlines()
+        try:
+            reply = json.loads(lines[-1])
+        except (IndexError, ValueError):
+            tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            raise Failed(f"agent {args[0]} failed (exit {done.returncode}): {tail}") from None
+        if done.returncode != 0 or "error" in reply:
+            raise Failed(str(reply.get("error", f"agent {args[0]} failed")))
+        return reply
+
+    def lock(self, what):
+        """Take the device's deploy lock (busy: Failed, naming the holder)."""
+        by = f"ansible@{socket.gethostname()} pid {os.getpid()}"
+        self.holder = subprocess.Popen(
+            [self.python, self.path, "hold", self.work, "--by", by, "--what", what],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        line = self.holder.stdout.readline()
+        try:
+            reply = json.loads(line)
+        except ValueError:
+            reply = {"error": "the agent could not take the deploy lock "
+                     f"({line.strip() or 'no answer'})"}
+        if "error" in reply:
+            self.unlock()
+            raise Failed(str(reply["error"]))
+
+    def unlock(self):
+        if self.holder is not None:
+            self.holder.stdin.close()
+            self.holder.wait()
+            self.holder = None
+
+
+def place(src, sha, dest, incoming):
+    """Copy an upload into incoming/ (beside its destination), check it, rename it there."""
+    tmp = os.path.join(incoming, f"{os.path.basename(dest)}.{os.urandom(4).hex()}.partial")
+    shutil.copyfile(src, tmp)
+    if sha256_file(tmp) != sha:
+        os.unlink(tmp)
+        raise Failed(f"checksum mismatch for {os.path.basename(dest)}")
+    os.replace(tmp, dest)
+
+
+def probe(params, work):
+    """What the device holds: current release, the agent, which release files it lacks."""
+    folder = os.path.join(work, "releases", params["_release"] or "none")
+    missing = [f["name"] for f in params["_files"]
+               if not has(os.path.join(folder, f["name"]), f["sha256"])]
+    agent = os.path.join(work, "agent", params["_agent_name"] or "none")
+    return dict(work=work, current=active(work), missing=missing,
+                agent_present=os.path.isfile(agent), changed=False)
+
+
+def prepare(params, work):
+    """Work dirs made and the agent in place (sent by the controller when missing)."""
+    for sub in ("agent", "incoming", "releases"):
+        path = os.path.join(work, sub)
+        if not os.path.isdir(path):
+            os.makedirs(path)
+    path = os.path.join(work, "agent", params["_agent_name"])
+    if params["_agent_src"]:
+        place(params["_agent_src"], params["_agent_sha256"], path, os.path.join(work, "incoming"))
+    return Agent(params["python"] or sys.executable, path, work)
+
+
+def deploy(params, agent):
+    """Install the files sent, health-check, benchmark, activate, prune."""
+    release, work = params["_release"], agent.work
+    folder = os.path.join(work, "releases", release)
+    sent = reused = 0
+    for entry in params["_files"]:
+        dest = os.path.join(folder, entry["name"])
+        if entry.get("src"):
+            name = f"{entry['sha256'][:16]}.{os.urandom(4).hex()}.partial"
+            tmp = os.path.join(work, "incoming", name)
+            shutil.copyfile(entry["src"], tmp)
+            agent.call("install", tmp, dest, "--sha256", entry["sha256"])
+            sent += 1
+        else:
+            reused += 1
+    model = os.path.join(folder, params["_main"])
+    checked = health(agent, model, release)
+    bench = agent.call("bench", model, "--runs", str(params["runs"]), "--warmup",
+                       str(params["warmup"]), "--threads", str(params["threads"]))
+    entry = bench["results"][0]
+    if "error" in entry:
+        raise Failed(f"release {release} could not be benchmarked: {entry['error']}")
+    previous = agent.call("activate", work, release, "--artifact", params["_artifact"])
+    return dict(release=release, previous=previous.get("previous"), candidate=params["_artifact"],
+                health=checked, bench=bench, p50_ms=entry.get("p50_ms"),
+                transfer=dict(files_sent=sent, files_reused=reused),
+                pruned=prune(agent, params["keep"]), changed=True)
+
+
+def health(agent, model, release):
+    try:
+        return agent.call("health", "--model", model)
+    except Failed as exc:
+        raise Failed(f"release {release} failed its health check and was not activated; the "
+                     f"current release is unchanged ({exc})") from None
+
+
+def prune(agent, keep):
+    try:
+        return agent.call("prune", agent.work, "--keep", str(keep))["removed"]
+    except Failed:
+        return []
+
+
+def rollback(params, agent, check):
+    """Back to the previous release (or ``to``), after its health check."""
+    state = agent.call("releases", agent.work)
+    now, target = state.get("active"), params["to"] or state.get("previous")
+    if target is None:
+        raise Failed(f"no previous release to roll back to (active: {now or 'none'})")
+    found = [r for r in state["releases"] if r["release"].startswith(target) and r["complete"]]
+    if len(found) != 1:
+        raise Failed(f"release {target} is not installed (or is ambiguous)")
+    target = found[0]["release"]
+    result = dict(release=target, previous=now, changed=target != now, pruned=[])
+    if check or target == now:
+        return result
+    result["health"] = health(agent, found[0]["model"], target)
+    agent.call("rollback", agent.work, "--to", target)
+    return result
+
+
+def pruned(params, agent, check):
+    """Old releases beyond ``keep`` removed (never the active one or the rollback target)."""
+    if check:
+        state = agent.call("releases", agent.work)
+        keep = {state.get("active"), state.get("previous")} - {None}
+        names = [r["release"] for r in state["releases"]]
+        extra = [n for n in names if n not in keep]
+        gone = extra[max(0, params["keep"] - len(keep)):]
+        return dict(release=state.get("active"), previous=state.get("active"),
+                    pruned=gone, changed=bool(gone))
+    removed = agent.call("prune", agent.work, "--keep", str(params["keep"]))["removed"]
+    now = active(agent.work)
+    return dict(release=now, previous=now, pruned=removed, changed=bool(removed))
+
+
+def apply(params, work, check):
+    """One state made true under the deploy lock (check mode: only said)."""
+    agent = prepare(params, work) if not check else Agent(
+        params["python"] or sys.executable,
+        os.path.join(work, "agent", params["_agent_name"]), work)
+    if params["state"] == "present":
+        what = "deploy"
+    else:
+        what = "rollback" if params["state"] == "rolled_back" else "prune"
+    if not check:
+        agent.lock(what)
+    try:
+        if params["state"] == "present":
+            return deploy(params, agent)
+        if params["state"] == "rolled_back":
+            return rollback(params, agent, check)
+        return pruned(params, agent, check)
+    finally:
+        agent.unlock()
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGS, supports_check_mode=True)
+    params = module.params
+    work = os.path.expanduser(params["work_dir"])
+    try:
+        if params["_phase"] == "probe":
+            module.exit_json(**probe(params, work))
+        module.exit_json(**apply(params, work, module.check_mode))
+    except (Failed, OSError) as exc:
+        module.fail_json(msg=str(exc))
+
+
+if __name__ == "__main__":
+    main()
