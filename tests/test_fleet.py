@@ -146,9 +146,9 @@ def test_parallel_deploy_is_bounded_and_isolates_failures(tmp_path: Path,
             with lock:
                 running[0] -= 1
 
-    monkeypatch.setattr(fleet_module, "_build_bundle", lambda request, profile, hosts: (
+    monkeypatch.setattr(fleet_module, "build_fleet_bundle", lambda request, profile, hosts: (
         None, tmp_path))
-    monkeypatch.setattr(fleet_module, "_bundle_fields", lambda outcome: {"bundle": "b"})
+    monkeypatch.setattr(fleet_module, "bundle_fields", lambda outcome: {"bundle": "b"})
     monkeypatch.setattr(fleet_module, "_deploy_to", fake_deploy)
     report = run_fleet(FleetRequest(source=SAMPLE, inventory=inv, forks=3))
     assert peak[0] == 3  # never more than --forks at once, and it did run in parallel
@@ -171,10 +171,10 @@ def test_a_profile_without_a_bundle_fails_only_its_hosts(tmp_path: Path,
             pi1: {edge_profile: rpi4}
             box1: {edge_profile: x86-64}
         """)
-    monkeypatch.setattr(fleet_module, "_build_bundle", lambda request, profile, hosts: (
+    monkeypatch.setattr(fleet_module, "build_fleet_bundle", lambda request, profile, hosts: (
         "no bundle for rpi4: no candidate kept fidelity" if profile.id == "rpi4"
         else (None, tmp_path)))
-    monkeypatch.setattr(fleet_module, "_bundle_fields", lambda outcome: (
+    monkeypatch.setattr(fleet_module, "bundle_fields", lambda outcome: (
         {"error": outcome} if isinstance(outcome, str) else {"bundle": "b"}))
     monkeypatch.setattr(fleet_module, "_deploy_to",
                         lambda request, job, bundle, say: _fake_report(job.target))

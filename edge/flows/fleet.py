@@ -50,15 +50,16 @@ from edge.flows.fleet_values import (
 from edge.flows.optimize import latency_budget
 from targets.provision import provision_runtime, runtime_for_bundle
 
-__all__ = ["FleetBundle", "FleetReport", "FleetRequest", "HostResult", "StageResult",
-           "describe_fleet", "run_fleet"]
+__all__ = ["FleetBundle", "FleetJob", "FleetReport", "FleetRequest", "HostResult", "StageResult",
+           "build_fleet_bundle", "bundle_fields", "describe_fleet", "jobs_by_profile",
+           "plan_fleet", "run_fleet"]
 
 log = logging.getLogger("edge")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class _Job:
-    """One host, resolved: where and how to deploy."""
+class FleetJob:
+    """One host, resolved: where and how to deploy (plan_fleet makes them)."""
 
     host: FleetHost
     profile: Any  # edge.core.profile.Profile
@@ -81,15 +82,15 @@ def run_fleet(request: FleetRequest) -> FleetReport:
     history (``edge.core.results``). A host's failure is recorded, never raised; bad input
     (inventory, --limit, profiles, the source) raises UsageError before any work."""
     started = time.monotonic()
-    inventory, jobs = _plan(request)
+    inventory, jobs = plan_fleet(request)
     require("ssh", "paramiko", why="a fleet deploy (SSH to every host)")
     bundles: dict[str, tuple[Bundle, Path] | str] = {}
     built = []
-    for profile_id, profile_jobs in _by_profile(jobs).items():
-        outcome = _build_bundle(request, profile_jobs[0].profile, len(profile_jobs))
+    for profile_id, profile_jobs in jobs_by_profile(jobs).items():
+        outcome = build_fleet_bundle(request, profile_jobs[0].profile, len(profile_jobs))
         bundles[profile_id] = outcome
         built.append(FleetBundle(profile=profile_id, hosts=len(profile_jobs),
-                                 **(_bundle_fields(outcome))))
+                                 **(bundle_fields(outcome))))
     deploying = time.monotonic()
     results, staged, stopped = _rollout(request, jobs, bundles)
     for host in results:  # each host's measurement joins its history, as a deploy's does
@@ -103,11 +104,11 @@ def run_fleet(request: FleetRequest) -> FleetReport:
 
 def describe_fleet(request: FleetRequest) -> dict[str, Any]:
     """What run_fleet would do (hosts, targets, profiles), touching nothing."""
-    inventory, jobs = _plan(request)
+    inventory, jobs = plan_fleet(request)
     hosts = [{"host": j.host.name, "target": j.target, "profile": j.profile.id,
               "python": j.python, "work_dir": j.work_dir} for j in jobs]
     steps = []
-    for profile_id, profile_jobs in _by_profile(jobs).items():
+    for profile_id, profile_jobs in jobs_by_profile(jobs).items():
         if _is_bundle(request.source):
             steps.append(f"use bundle {request.source} for {len(profile_jobs)} {profile_id} "
                          "host(s)")
@@ -127,7 +128,7 @@ def describe_fleet(request: FleetRequest) -> dict[str, Any]:
             "hosts": hosts, "stages": _stage_plan(request, jobs), "steps": steps}
 
 
-def _stage_plan(request: FleetRequest, jobs: list[_Job]) -> list[dict[str, Any]]:
+def _stage_plan(request: FleetRequest, jobs: list[FleetJob]) -> list[dict[str, Any]]:
     """The stages of a staged rollout, by name, with their hosts (not staged: none)."""
     staging = request.staging
     if not staging.staged:
@@ -137,7 +138,7 @@ def _stage_plan(request: FleetRequest, jobs: list[_Job]) -> list[dict[str, Any]]
             for name, stage in zip(stage_names(len(cut), staging.canary), cut, strict=True)]
 
 
-def _stage_steps(request: FleetRequest, jobs: list[_Job]) -> list[str]:
+def _stage_steps(request: FleetRequest, jobs: list[FleetJob]) -> list[str]:
     """The dry run's lines for the stages, one per stage, and the failure budget."""
     plan = _stage_plan(request, jobs)
     if not plan:
@@ -149,7 +150,9 @@ def _stage_steps(request: FleetRequest, jobs: list[_Job]) -> list[str]:
             *(f"  {s['name']}: {', '.join(s['hosts'])}" for s in plan)]
 
 
-def _plan(request: FleetRequest) -> tuple[Inventory, list[_Job]]:
+def plan_fleet(request: FleetRequest) -> tuple[Inventory, list[FleetJob]]:
+    """The inventory and its selected hosts, resolved (UsageError on bad input, before any
+    work). Shared with the Ansible engine (edge.flows.fleet_ansible), as the next three."""
     if request.device.host is not None:
         raise UsageError("--host and --inventory exclude each other: the inventory names the "
                          "hosts (use --limit to pick some)")
@@ -181,7 +184,7 @@ def _is_bundle(path: Path) -> bool:
 
 
 def _job(request: FleetRequest, inventory: Inventory, host: FleetHost,
-         profiles: dict[str, Any]) -> _Job:
+         profiles: dict[str, Any]) -> FleetJob:
     where = f"inventory {inventory.path}: host {host.name}"
     profile = _host_profile(request, inventory, host, profiles, where)
     access = profile.access
@@ -193,10 +196,11 @@ def _job(request: FleetRequest, inventory: Inventory, host: FleetHost,
     if identity is not None and not identity.expanduser().is_file():
         raise UsageError(f"{where}: private key {identity}: no such file")
     threads = request.device.threads
-    return _Job(host=host, profile=profile, user=user, port=host.port or access.port,
-                identity=identity, python=host.python or request.device.python or access.python,
-                work_dir=host.work_dir or access.work_dir,
-                threads=profile.compute.default_threads if threads is None else threads)
+    return FleetJob(host=host, profile=profile, user=user, port=host.port or access.port,
+                    identity=identity,
+                    python=host.python or request.device.python or access.python,
+                    work_dir=host.work_dir or access.work_dir,
+                    threads=profile.compute.default_threads if threads is None else threads)
 
 
 def _host_profile(request: FleetRequest, inventory: Inventory, host: FleetHost,
@@ -229,8 +233,9 @@ def _load_profile(source: Path, ref: str | None) -> Any:
     return resolve_profile(DeployRequest(source=source, profile=ref))
 
 
-def _by_profile(jobs: Iterable[_Job]) -> dict[str, list[_Job]]:
-    grouped: dict[str, list[_Job]] = {}
+def jobs_by_profile(jobs: Iterable[FleetJob]) -> dict[str, list[FleetJob]]:
+    """The jobs grouped by their profile's id, in inventory order."""
+    grouped: dict[str, list[FleetJob]] = {}
     for job in jobs:
         grouped.setdefault(job.profile.id, []).append(job)
     return grouped
@@ -240,7 +245,8 @@ def _bundle_out(request: FleetRequest, profile_id: str) -> Path:
     return (request.out_dir or Path(".")) / f"{request.source.stem}-{profile_id}.bundle"
 
 
-def _build_bundle(request: FleetRequest, profile: Any, hosts: int) -> tuple[Bundle, Path] | str:
+def build_fleet_bundle(request: FleetRequest, profile: Any,
+                       hosts: int) -> tuple[Bundle, Path] | str:
     """(bundle, dir) for this profile's hosts, or the one-line reason there is none."""
     if not _is_bundle(request.source):
         log.info("optimizing %s for %s (%d host%s)", request.source, profile.id, hosts,
@@ -253,7 +259,8 @@ def _build_bundle(request: FleetRequest, profile: Any, hosts: int) -> tuple[Bund
         return f"no bundle for {profile.id}: {first_line(exc)}"
 
 
-def _bundle_fields(outcome: tuple[Bundle, Path] | str) -> dict[str, Any]:
+def bundle_fields(outcome: tuple[Bundle, Path] | str) -> dict[str, Any]:
+    """A FleetBundle's bundle/chosen (or error) fields from build_fleet_bundle's outcome."""
     if isinstance(outcome, str):
         return {"error": outcome}
     bundle, where = outcome
@@ -273,7 +280,7 @@ class _Progress:
         self.lines: dict[str, bars.Step] = {}
 
     @contextlib.contextmanager
-    def host(self, job: _Job) -> Iterator[None]:
+    def host(self, job: FleetJob) -> Iterator[None]:
         """A status line for this host while it deploys."""
         with bars.step(f"{job.host.name}: starting") as line:
             with self.lock:
@@ -284,7 +291,7 @@ class _Progress:
                 with self.lock:
                     self.lines.pop(job.host.name, None)
 
-    def say(self, job: _Job, text: str) -> None:
+    def say(self, job: FleetJob, text: str) -> None:
         log.info("%s: %s", job.host.name, text)
         with self.lock:
             line = self.lines.get(job.host.name)
@@ -310,7 +317,7 @@ class _Progress:
 _KNOWN_HOSTS_LOCK = threading.Lock()
 
 
-def _rollout(request: FleetRequest, jobs: list[_Job],
+def _rollout(request: FleetRequest, jobs: list[FleetJob],
              bundles: dict[str, tuple[Bundle, Path] | str]
              ) -> tuple[tuple[HostResult, ...], tuple[StageResult, ...], str | None]:
     """Every host's result in inventory order, the stages and where the rollout halted. Not
@@ -337,7 +344,7 @@ def _rollout(request: FleetRequest, jobs: list[_Job],
     return tuple(results[j.host.name] for j in jobs), tuple(done), stopped
 
 
-def _run_stage(request: FleetRequest, stage: tuple[_Job, ...],
+def _run_stage(request: FleetRequest, stage: tuple[FleetJob, ...],
                bundles: dict[str, tuple[Bundle, Path] | str],
                name: str) -> tuple[tuple[HostResult, ...], int, bool]:
     """One stage deployed (at most --forks at once); over its budget, its switched hosts rolled
@@ -355,13 +362,13 @@ def _run_stage(request: FleetRequest, stage: tuple[_Job, ...],
     return _roll_back(request, stage, got, pythons), failed, True
 
 
-def _not_reached(job: _Job, stage: str) -> HostResult:
+def _not_reached(job: FleetJob, stage: str) -> HostResult:
     return HostResult(host=job.host.name, target=job.target, profile=job.profile.id,
                       status="not reached", stage=stage,
                       error=f"not reached: the rollout halted before stage {stage}")
 
 
-def _roll_back(request: FleetRequest, stage: tuple[_Job, ...], got: tuple[HostResult, ...],
+def _roll_back(request: FleetRequest, stage: tuple[FleetJob, ...], got: tuple[HostResult, ...],
                pythons: dict[str, str]) -> tuple[HostResult, ...]:
     """The stage's hosts switched by this run back on their previous release, in parallel."""
     jobs = {j.host.name: j for j in stage}
@@ -385,7 +392,7 @@ def _first_release(host: HostResult) -> HostResult:
                                "back to: it stays on this one")
 
 
-def _roll_back_one(request: FleetRequest, job: _Job, host: HostResult,
+def _roll_back_one(request: FleetRequest, job: FleetJob, host: HostResult,
                    python: str | None) -> HostResult:
     """One host back on ``host.previous`` (a failure: it stays on the new release)."""
     assert host.previous is not None
@@ -404,7 +411,7 @@ def _roll_back_one(request: FleetRequest, job: _Job, host: HostResult,
                    error=f"rolled back to {done.release}: its stage went over --max-fail")
 
 
-def _deploy_all(request: FleetRequest, jobs: list[_Job],
+def _deploy_all(request: FleetRequest, jobs: list[FleetJob],
                 bundles: dict[str, tuple[Bundle, Path] | str],
                 pythons: dict[str, str] | None = None) -> tuple[HostResult, ...]:
     if not jobs:
@@ -434,7 +441,7 @@ class _Say:
     """One host's progress callback, and what its deploy learned on the way: the release it
     ran before (``previous``; after a failure, ``current``) and the python it used."""
 
-    def __init__(self, progress: _Progress, job: _Job) -> None:
+    def __init__(self, progress: _Progress, job: FleetJob) -> None:
         self.progress, self.job = progress, job
         self.previous: str | None = None
         self.current: str | None = None
@@ -444,7 +451,7 @@ class _Say:
         self.progress.say(self.job, text)
 
 
-def _deploy_one(request: FleetRequest, job: _Job, bundle: tuple[Bundle, Path] | str,
+def _deploy_one(request: FleetRequest, job: FleetJob, bundle: tuple[Bundle, Path] | str,
                 progress: _Progress, pythons: dict[str, str] | None = None) -> HostResult:
     started = time.monotonic()
     say = _Say(progress, job)
@@ -471,14 +478,14 @@ def _deploy_one(request: FleetRequest, job: _Job, bundle: tuple[Bundle, Path] | 
                       report=report, previous=say.previous, current=report.release)
 
 
-def _reach(request: FleetRequest, job: _Job) -> Reach:
+def _reach(request: FleetRequest, job: FleetJob) -> Reach:
     device = request.device
     return Reach(kind="ssh", host=HostSpec(user=job.user, host=job.host.address, port=job.port),
                  identity=job.identity, known_hosts=device.known_hosts,
                  trust_new_host=device.trust_new_host)
 
 
-def _deploy_to(request: FleetRequest, job: _Job, bundle: tuple[Bundle, Path],
+def _deploy_to(request: FleetRequest, job: FleetJob, bundle: tuple[Bundle, Path],
                say: _Say) -> DeployReport:
     device = request.device
     say(f"connecting to {job.target}")
@@ -502,7 +509,7 @@ def _deploy_to(request: FleetRequest, job: _Job, bundle: tuple[Bundle, Path],
     return outcome.report
 
 
-def _deploy_bundle(request: FleetRequest, job: _Job, bundle_dir: Path, manifest: Bundle,
+def _deploy_bundle(request: FleetRequest, job: FleetJob, bundle_dir: Path, manifest: Bundle,
                    transport: Any, python: str) -> DeployOutcome:
     device = request.device
     return deploy(bundle_dir, manifest, transport, profile=job.profile, python=python,
@@ -514,7 +521,7 @@ def _deploy_bundle(request: FleetRequest, job: _Job, bundle_dir: Path, manifest:
                   opted_out=request.measure_on_device is False)
 
 
-def _active_release(transport: Any, job: _Job, python: str) -> str | None:
+def _active_release(transport: Any, job: FleetJob, python: str) -> str | None:
     """After a failed deploy: the release the host runs (None when it cannot be asked)."""
     try:
         device = prepare(transport, python, job.work_dir)
@@ -523,7 +530,7 @@ def _active_release(transport: Any, job: _Job, python: str) -> str | None:
         return None
 
 
-def _provision(transport: Any, job: _Job, manifest: Bundle) -> str:
+def _provision(transport: Any, job: FleetJob, manifest: Bundle) -> str:
     """--provision on one host: the bundle's runtime into WORK/venv; its python from then on."""
     return provision_runtime(transport, device_python=job.python, work_dir=job.work_dir,
                              runtime=runtime_for_bundle(manifest)).python

@@ -31,7 +31,13 @@ from edge.core.errors import DeviceError, UsageError
 from edge.core.extras import require
 from edge.core.results import keep as keep_result
 from edge.core.values import Bundle, DeployReport
-from edge.flows.fleet import _build_bundle, _bundle_fields, _by_profile, _Job, _plan
+from edge.flows.fleet import (
+    FleetJob,
+    build_fleet_bundle,
+    bundle_fields,
+    jobs_by_profile,
+    plan_fleet,
+)
 from edge.flows.fleet_values import FleetBundle, FleetReport, FleetRequest, HostResult
 
 __all__ = ["COLLECTION", "run_fleet_ansible"]
@@ -48,14 +54,15 @@ def run_fleet_ansible(request: FleetRequest) -> FleetReport:
     """The fleet deploy of ``request`` run by ansible-playbook through ansible-runner."""
     started = time.monotonic()
     _check(request)
-    inventory, jobs = _plan(request)
+    inventory, jobs = plan_fleet(request)
     require("fleet", "ansible_runner", "ansible", why="--engine ansible")
     bundles: dict[str, tuple[Bundle, Path] | str] = {}
     built = []
-    for profile_id, profile_jobs in _by_profile(jobs).items():
-        bundles[profile_id] = _build_bundle(request, profile_jobs[0].profile, len(profile_jobs))
+    for profile_id, profile_jobs in jobs_by_profile(jobs).items():
+        bundles[profile_id] = build_fleet_bundle(request, profile_jobs[0].profile,
+                                                 len(profile_jobs))
         built.append(FleetBundle(profile=profile_id, hosts=len(profile_jobs),
-                                 **_bundle_fields(bundles[profile_id])))
+                                 **bundle_fields(bundles[profile_id])))
     deploying = time.monotonic()
     outcomes = _run(request, [j for j in jobs if not isinstance(bundles[j.profile.id], str)],
                     bundles)
@@ -79,7 +86,7 @@ def _check(request: FleetRequest) -> None:
                          "the bundle's chosen candidate (--no-on-device)")
 
 
-def _run(request: FleetRequest, jobs: list[_Job],
+def _run(request: FleetRequest, jobs: list[FleetJob],
          bundles: dict[str, tuple[Bundle, Path] | str]) -> dict[str, dict[str, Any]]:
     """Each host's release-task event (host -> event data), streamed as they come."""
     if not jobs:
@@ -106,7 +113,7 @@ def _run(request: FleetRequest, jobs: list[_Job],
     return outcomes
 
 
-def _write(folder: Path, request: FleetRequest, jobs: list[_Job],
+def _write(folder: Path, request: FleetRequest, jobs: list[FleetJob],
            bundles: dict[str, tuple[Bundle, Path] | str]) -> tuple[Path, Path]:
     """The playbook (one play per profile's bundle) and the inventory of resolved hosts."""
     link = folder / "collections" / "ansible_collections" / "edge" / "fleet"
@@ -114,7 +121,7 @@ def _write(folder: Path, request: FleetRequest, jobs: list[_Job],
     link.symlink_to(COLLECTION, target_is_directory=True)
     groups: dict[str, Any] = {}
     plays = []
-    for index, (profile_id, profile_jobs) in enumerate(_by_profile(jobs).items()):
+    for index, (profile_id, profile_jobs) in enumerate(jobs_by_profile(jobs).items()):
         bundle = bundles[profile_id]
         assert not isinstance(bundle, str)
         group = f"edge_{index}"
@@ -132,7 +139,7 @@ def _write(folder: Path, request: FleetRequest, jobs: list[_Job],
     return playbook, hosts
 
 
-def _host_vars(job: _Job) -> dict[str, Any]:
+def _host_vars(job: FleetJob) -> dict[str, Any]:
     """How to reach the host, as the built-in engine resolved it."""
     found = {"ansible_host": job.host.address, "ansible_user": job.user,
              "ansible_port": job.port, "ansible_python_interpreter": job.python,
@@ -183,7 +190,7 @@ def _line(message: object) -> str:
     return (str(message or "failed").strip().splitlines() or ["failed"])[0]
 
 
-def _result(job: _Job, bundle: tuple[Bundle, Path] | str,
+def _result(job: FleetJob, bundle: tuple[Bundle, Path] | str,
             outcome: dict[str, Any] | None) -> HostResult:
     """One host's HostResult from its release-task outcome."""
     base = {"host": job.host.name, "target": job.target, "profile": job.profile.id}
@@ -202,7 +209,7 @@ def _result(job: _Job, bundle: tuple[Bundle, Path] | str,
                       report=report, **base)
 
 
-def _report(job: _Job, bundle: Bundle, res: dict[str, Any]) -> DeployReport | None:
+def _report(job: FleetJob, bundle: Bundle, res: dict[str, Any]) -> DeployReport | None:
     """The device's measurement as a DeployReport (None: already current, nothing measured)."""
     reply = res.get("bench")
     chosen = bundle.chosen_result()
