@@ -309,3 +309,110 @@ def test_a_deploy_holding_the_device_lock_makes_the_task_fail_at_once(emulated,
     assert busy.returncode != 0 and "device busy: another deploy" in busy.stdout, \
         busy.stdout[-3000:]
     assert current(device) == before
+
+
+def releases_of(fleet_dir: Path) -> dict[str, Path]:
+    """A bundle per candidate the digits bundle kept (release id -> bundle dir), made once."""
+    manifest = json.loads((fleet_dir / "a.bundle" / "manifest.json").read_text())
+    found = {}
+    for entry in manifest["candidates"]:
+        cand = entry["candidate"]
+        name = "-".join([cand["target"], cand["precision"], *([cand["variant"]]
+                                                             if cand.get("variant") else [])])
+        out = fleet_dir / f"r-{name}.bundle"
+        if entry["status"] in ("chosen", "passed") and entry.get("artifact"):
+            if not out.exists():
+                rechosen(fleet_dir / "a.bundle", out, name)
+            found[release_of(out)] = out
+    return found
+
+
+def whole(device, bundles: dict[str, Path]) -> bool:
+    """``current`` points to a complete release: every file as the bundle made it (sha256)."""
+    import hashlib
+
+    from devices.release import release_files
+    from edge.core.bundle import read_bundle
+
+    release = current(device)
+    if release is None or release not in bundles:
+        return False
+    chosen = read_bundle(bundles[release]).chosen_result()
+    assert chosen is not None and chosen.artifact is not None
+    folder = device.home / ".edge" / "current"
+    return all((folder / name).is_file() and hashlib.sha256((folder / name).read_bytes())
+               .hexdigest() == sha for _, sha, name in release_files(bundles[release],
+                                                                    chosen.artifact))
+
+
+@pytest.mark.slow
+def test_both_engines_halt_a_staged_rollout_the_same_way(emulated, fleet_dir: Path) -> None:
+    """--canary 1 --batch 3, dev2's health check failing (stage "batch 1"): with each engine,
+    dev0 deployed, dev1/dev3 rolled back, dev2 failed, the rest not reached; exit 3."""
+    from tests.support.cli import run_cli
+
+    bundles = releases_of(fleet_dir)
+    first4 = emulated.devices[:4]
+    if any(current(d) is None for d in first4):  # each has a release to go back to
+        done = playbook(fleet_dir, emulated, "a.bundle", "--limit", "dev0,dev1,dev2,dev3")
+        assert done.returncode == 0, done.stdout[-3000:]
+    fresh = [r for r in bundles if all(current(d) != r for d in first4)]
+    assert len(fresh) >= 2, (list(bundles), [current(d) for d in first4])
+    common = ("--inventory", str(fleet_dir / "hosts.yml"), "--no-on-device", "--known-hosts",
+              str(emulated.known_hosts), "--runs", "3", "--warmup", "1", "--forks", "8",
+              "--canary", "1", "--batch", "3", "--json")
+    faulty = next(d for d in emulated.devices if d.name == FAULTY)
+    (faulty.home / ".edge-fault").write_text("")
+    try:
+        ansible = run_cli("deploy", str(bundles[fresh[0]]), *common, "--engine", "ansible")
+        builtin = run_cli("deploy", str(bundles[fresh[1]]), *common)
+    finally:
+        (faulty.home / ".edge-fault").unlink()
+    rows = [[(h["host"], h["stage"], h["outcome"]) for h in r.json()["hosts"]]
+            for r in (builtin, ansible)]
+    assert rows[0] == rows[1], ansible.stdout[-4000:] + ansible.stderr[-2000:]
+    assert [o for _, _, o in rows[1]] == ["deployed", "rolled back", "failed", "rolled back"
+                                          ] + ["not reached"] * 4
+    assert builtin.status == ansible.status == 3
+    for result in (builtin, ansible):
+        report = result.json()
+        assert report["stopped"] == "batch 1"
+        assert [s["result"] for s in report["stages"]] == ["done", "halted"] + ["not reached"] * 2
+        bad = report["hosts"][2]
+        assert bad["error"].startswith(f"{bad['target']}: release "), bad["error"]
+    assert current(emulated.devices[0]) == fresh[1]
+    assert all(whole(d, bundles) for d in emulated.devices[:4])
+
+
+@pytest.mark.slow
+def test_sigint_mid_batch_leaves_whole_releases_and_a_rerun_finishes(emulated,
+                                                                     fleet_dir: Path) -> None:
+    """Ctrl-C (SIGINT to ansible-playbook's process group) while batch 2 installs: every
+    device on a whole release; a rerun of the playbook finishes with all on the release."""
+    import signal
+    import time
+
+    bundles = releases_of(fleet_dir)
+    target = next(r for r in bundles if all(current(d) != r for d in emulated.devices[1:3]))
+    known = dict(bundles)
+    proc = subprocess.Popen(
+        [str(BIN / "ansible-playbook"), "-i", str(fleet_dir / "hosts.yml"),
+         "edge.fleet.staged_rollout", "-e", f"rollout_bundle={bundles[target]}",
+         "-e", "rollout_runs=3", "-e", "rollout_warmup=1"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        env=ansible_env(fleet_dir, emulated.known_hosts))
+    batch_2 = [d.home / ".edge" / "releases" / target for d in emulated.devices[1:3]]
+    deadline = time.monotonic() + 120
+    while not any(p.exists() for p in batch_2) and proc.poll() is None:
+        assert time.monotonic() < deadline, "batch 2 never started"
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode != 0, out[-3000:]
+    assert all(whole(d, known) for d in emulated.devices), (
+        {d.name: current(d) for d in emulated.devices}, out[-3000:])
+    assert current(emulated.devices[0]) == target
+    rerun = playbook(fleet_dir, emulated, bundles[target].name)
+    assert rerun.returncode == 0, rerun.stdout[-4000:]
+    assert {current(d) for d in emulated.devices} == {target}
+    assert all(whole(d, known) for d in emulated.devices)

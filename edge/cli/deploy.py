@@ -136,10 +136,10 @@ def _deploy_fleet(request: Any, dry_run: bool, as_json: bool, report_file: Path 
                   engine: str = "edge") -> int:
     """``edge deploy --inventory``: one bundle per profile, then every host in parallel."""
     from edge.flows.fleet import describe_fleet, run_fleet
-    from edge.flows.fleet_ansible import run_fleet_ansible
+    from edge.flows.fleet_ansible import describe_fleet_ansible, run_fleet_ansible
 
     if dry_run:
-        plan = describe_fleet(request)
+        plan = (describe_fleet_ansible if engine == "ansible" else describe_fleet)(request)
         emit(as_json, plan, "\n".join(plan["steps"]))
         return 0
     with stdout_to_stderr(as_json):

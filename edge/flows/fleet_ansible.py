@@ -7,9 +7,14 @@ private temp dir and run with ansible-runner (``edge[fleet]``, imported lazily).
 outcome of the release task streams into the same HostResult values and per-host table, and
 each measurement joins the device's history (edge.core.results), as the built-in engine's do.
 
-Every host deploys on its own (no staging, as the built-in engine's default): the role's batch
-rollback is off and the play has no serial; each host installs the bundle's chosen candidate
-(as ``--no-on-device``).
+One play over every host, in inventory order; each host installs the bundle's chosen candidate
+(as ``--no-on-device``). Not staged: every host on its own (the role's batch rollback off, no
+serial), as the built-in engine's default. Staged (--canary/--batch/--max-fail,
+edge.flows.fleet_stages): the play's ``serial`` cuts the same stages, its
+``max_fail_percentage`` and the role's ``rollout_max_fail_percentage`` are the budget, and the
+role rolls a stage over it back to its previous release; then Ansible stops the play. A budget
+that is a count (``--max-fail N``, N > 0) has no exact Ansible form (a percentage of each batch,
+and the batches differ in size): refused.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +44,16 @@ from edge.flows.fleet import (
     jobs_by_profile,
     plan_fleet,
 )
-from edge.flows.fleet_values import FleetBundle, FleetReport, FleetRequest, HostResult
+from edge.flows.fleet_stages import Staging, ansible_serial, over_budget, stage_names, stages
+from edge.flows.fleet_values import (
+    FleetBundle,
+    FleetReport,
+    FleetRequest,
+    HostResult,
+    StageResult,
+)
 
-__all__ = ["COLLECTION", "run_fleet_ansible"]
+__all__ = ["COLLECTION", "describe_fleet_ansible", "run_fleet_ansible"]
 
 log = logging.getLogger("edge")
 
@@ -48,6 +61,8 @@ log = logging.getLogger("edge")
 COLLECTION = Path(devices.__file__).parent / "ansible"
 #: The role's first task: the one whose outcome is the host's.
 RELEASE_TASK = "Install, health-check, benchmark and activate the release"
+#: The role's task that rolls a host back when its batch went over the failure budget.
+ROLLBACK_TASK = "Roll this host back to its previous release (its batch failed)"
 
 
 def run_fleet_ansible(request: FleetRequest) -> FleetReport:
@@ -71,10 +86,55 @@ def run_fleet_ansible(request: FleetRequest) -> FleetReport:
     for host in results:
         if host.report is not None:
             keep_result(host.report)
+    results, staged, stopped = _staged(request.staging, jobs, results)
     done = time.monotonic()
     return FleetReport(inventory=str(inventory.path), limit=request.limit, forks=request.forks,
                        bundles=tuple(built), hosts=results, seconds=done - started,
-                       deploy_seconds=done - deploying)
+                       deploy_seconds=done - deploying, stages=staged, stopped=stopped)
+
+
+def describe_fleet_ansible(request: FleetRequest) -> dict[str, Any]:
+    """What run_fleet_ansible would do (describe_fleet's plan, then the play), touching
+    nothing."""
+    from edge.flows.fleet import describe_fleet
+
+    _check(request)
+    plan = describe_fleet(request)
+    play = _play(request.staging)
+    text = (f"run it as one ansible-playbook play of role edge.fleet.rollout (ansible-runner, "
+            f"forks {request.forks}): serial {play.get('serial', 'none (every host at once)')}"
+            f", max_fail_percentage {play.get('max_fail_percentage', 'none')}, "
+            f"rollout_rollback_batch {_staging_vars(request.staging)['rollout_rollback_batch']}")
+    return plan | {"engine": "ansible", "play": play, "steps": [*plan["steps"][:-1], text,
+                                                               plan["steps"][-1]]}
+
+
+def _staged(staging: Staging, jobs: list[FleetJob], results: tuple[HostResult, ...]
+            ) -> tuple[tuple[HostResult, ...], tuple[StageResult, ...], str | None]:
+    """The hosts with their stage, the stages, where the rollout halted (not staged: as is)."""
+    if not staging.staged:
+        return results, (), None
+    cut = stages(list(range(len(jobs))), staging.canary, staging.batch)
+    hosts, done, stopped = list(results), [], None
+    for name, stage in zip(stage_names(len(cut), staging.canary), cut, strict=True):
+        names = tuple(jobs[i].host.name for i in stage)
+        if stopped is not None:
+            hosts = [_unreached(h, name) if i in stage else h for i, h in enumerate(hosts)]
+            done.append(StageResult(name=name, hosts=names, budget=str(staging.budget)))
+            continue
+        failed = sum(hosts[i].status == "failed" for i in stage)
+        halted = over_budget(failed, len(stage), staging.budget)
+        hosts = [replace(h, stage=name) if i in stage else h for i, h in enumerate(hosts)]
+        stopped = name if halted else None
+        done.append(StageResult(name=name, hosts=names, failed=failed, budget=str(staging.budget),
+                                result="halted" if halted else "done"))
+    return tuple(hosts), tuple(done), stopped
+
+
+def _unreached(host: HostResult, stage: str) -> HostResult:
+    """A host of a stage after the halt: never contacted (as the built-in engine says)."""
+    return replace(host, status="not reached", stage=stage, error="not reached: the rollout "
+                   f"halted before stage {stage}", report=None)
 
 
 def _check(request: FleetRequest) -> None:
@@ -84,6 +144,11 @@ def _check(request: FleetRequest) -> None:
     if request.measure_on_device:
         raise UsageError("--on-device is not supported with --engine ansible: each host gets "
                          "the bundle's chosen candidate (--no-on-device)")
+    budget = request.staging.max_fail
+    if budget is not None and budget.percent is None and budget.count:
+        raise UsageError(f"--max-fail {budget} is a count, which --engine ansible cannot "
+                         "express (max_fail_percentage is a share of each batch): give a "
+                         "percentage (--max-fail 34%) or 0")
 
 
 def _run(request: FleetRequest, jobs: list[FleetJob],
@@ -115,28 +180,42 @@ def _run(request: FleetRequest, jobs: list[FleetJob],
 
 def _write(folder: Path, request: FleetRequest, jobs: list[FleetJob],
            bundles: dict[str, tuple[Bundle, Path] | str]) -> tuple[Path, Path]:
-    """The playbook (one play per profile's bundle) and the inventory of resolved hosts."""
+    """The playbook (one play, every host in inventory order) and the inventory of resolved
+    hosts, each with its profile's bundle."""
     link = folder / "collections" / "ansible_collections" / "edge" / "fleet"
     link.parent.mkdir(parents=True)
     link.symlink_to(COLLECTION, target_is_directory=True)
-    groups: dict[str, Any] = {}
-    plays = []
-    for index, (profile_id, profile_jobs) in enumerate(jobs_by_profile(jobs).items()):
-        bundle = bundles[profile_id]
+    hosts = {}
+    for job in jobs:
+        bundle = bundles[job.profile.id]
         assert not isinstance(bundle, str)
-        group = f"edge_{index}"
-        groups[group] = {"hosts": {j.host.name: _host_vars(j) for j in profile_jobs},
-                         "vars": {"rollout_bundle": str(bundle[1].resolve()),
-                                  "rollout_runs": request.device.runs,
-                                  "rollout_warmup": request.device.warmup,
-                                  "rollout_keep": request.keep,
-                                  "rollout_rollback_batch": False}}
-        plays.append({"name": f"edge deploy: {profile_id}", "hosts": group,
-                      "gather_facts": False, "roles": [{"role": "edge.fleet.rollout"}]})
-    playbook, hosts = folder / "deploy.yml", folder / "hosts.yml"
-    playbook.write_text(yaml.safe_dump(plays, sort_keys=False))
-    hosts.write_text(yaml.safe_dump({"all": {"children": groups}}, sort_keys=False))
-    return playbook, hosts
+        hosts[job.host.name] = _host_vars(job) | {"rollout_bundle": str(bundle[1].resolve())}
+    group = {"hosts": hosts, "vars": {"rollout_runs": request.device.runs,
+                                      "rollout_warmup": request.device.warmup,
+                                      "rollout_keep": request.keep,
+                                      **_staging_vars(request.staging)}}
+    playbook, inventory = folder / "deploy.yml", folder / "hosts.yml"
+    playbook.write_text(yaml.safe_dump([_play(request.staging)], sort_keys=False))
+    inventory.write_text(yaml.safe_dump({"all": {"children": {"edge": group}}},
+                                        sort_keys=False))
+    return playbook, inventory
+
+
+def _play(staging: Staging) -> dict[str, Any]:
+    """The play: staged, with the stages as ``serial`` and the budget as
+    ``max_fail_percentage``."""
+    play: dict[str, Any] = {"name": "edge deploy", "hosts": "edge", "gather_facts": False}
+    if staging.staged:
+        play |= {"serial": ansible_serial(staging),
+                 "max_fail_percentage": _staging_vars(staging)["rollout_max_fail_percentage"]}
+    return play | {"roles": [{"role": "edge.fleet.rollout"}]}
+
+
+def _staging_vars(staging: Staging) -> dict[str, Any]:
+    """The role's budget vars: staged, a stage over budget is rolled back together."""
+    budget = staging.budget
+    percent = 0 if budget is None else (budget.percent or 0)  # a count here is 0 (_check)
+    return {"rollout_rollback_batch": staging.staged, "rollout_max_fail_percentage": percent}
 
 
 def _host_vars(job: FleetJob) -> dict[str, Any]:
@@ -173,13 +252,19 @@ def _event(event: dict[str, Any], outcomes: dict[str, dict[str, Any]]) -> bool:
     """Keep each host's release-task outcome; say it as it comes."""
     data = event.get("event_data") or {}
     kind = event.get("event", "")
-    if data.get("task") != RELEASE_TASK or kind not in (
+    if data.get("task") not in (RELEASE_TASK, ROLLBACK_TASK) or kind not in (
             "runner_on_ok", "runner_on_failed", "runner_on_unreachable"):
         return True
     host = data.get("host", "")
     res = data.get("res") or {}
+    if data.get("task") == ROLLBACK_TASK:
+        outcomes.setdefault(host, {})["rollback"] = {"ok": kind == "runner_on_ok", "res": res}
+        log.info("%s: %s", host, f"rolled back to {res.get('release')}" if kind == "runner_on_ok"
+                 else f"rollback FAILED: {_line(res.get('msg'))}")
+        return True
     failed = kind != "runner_on_ok" or bool(res.get("unreachable"))
-    outcomes[host] = {"failed": failed, "res": res, "seconds": float(data.get("duration") or 0)}
+    outcomes[host] = {"failed": failed, "res": res, "seconds": float(data.get("duration") or 0),
+                      **outcomes.get(host, {})}
     log.info("%s: %s", host, f"FAILED: {_line(res.get('msg'))}" if failed
              else f"ok: release {res.get('release')}")
     return True
@@ -192,21 +277,36 @@ def _line(message: object) -> str:
 
 def _result(job: FleetJob, bundle: tuple[Bundle, Path] | str,
             outcome: dict[str, Any] | None) -> HostResult:
-    """One host's HostResult from its release-task outcome."""
+    """One host's HostResult from its release task's (and rollback's) outcome."""
     base = {"host": job.host.name, "target": job.target, "profile": job.profile.id}
     if isinstance(bundle, str):
         return HostResult(status="failed", error=bundle, **base)
-    if outcome is None:
+    if outcome is None or "res" not in outcome:
         return HostResult(status="failed", error="not reached: the playbook stopped first",
                           **base)
     res, seconds = outcome["res"], outcome["seconds"]
     if outcome["failed"]:
         error = " ".join(_line(res.get("msg")).split())
-        return HostResult(status="failed", error=error, seconds=seconds, **base)
+        prefixed = error if error.startswith("ssh://") else f"{job.target}: {error}"
+        return HostResult(status="failed", error=prefixed, seconds=seconds, **base)
     report = _report(job, bundle[0], res)
-    return HostResult(status="ok", candidate=res.get("candidate"), release=res.get("release"),
+    done = HostResult(status="ok", candidate=res.get("candidate"), release=res.get("release"),
                       p50_ms=report.bench.p50_ms if report else None, seconds=seconds,
-                      report=report, **base)
+                      report=report, previous=res.get("previous"), current=res.get("release"),
+                      **base)
+    return _rolled_back(done, outcome.get("rollback"))
+
+
+def _rolled_back(host: HostResult, rollback: dict[str, Any] | None) -> HostResult:
+    """The host after its batch's rollback (none: as it is), as the built-in engine says it."""
+    if rollback is None:
+        return host
+    res = rollback["res"]
+    if not rollback["ok"]:
+        return replace(host, error=f"its stage halted; rollback to {host.previous} failed, so "
+                                   f"it stays on this release: {_line(res.get('msg'))}")
+    return replace(host, status="rolled back", current=res.get("release"),
+                   error=f"rolled back to {res.get('release')}: its stage went over --max-fail")
 
 
 def _report(job: FleetJob, bundle: Bundle, res: dict[str, Any]) -> DeployReport | None:
