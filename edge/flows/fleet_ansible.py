@@ -41,6 +41,7 @@ from edge.flows.fleet import (
     FleetJob,
     build_fleet_bundle,
     bundle_fields,
+    describe_fleet,
     jobs_by_profile,
     plan_fleet,
 )
@@ -96,15 +97,13 @@ def run_fleet_ansible(request: FleetRequest) -> FleetReport:
 def describe_fleet_ansible(request: FleetRequest) -> dict[str, Any]:
     """What run_fleet_ansible would do (describe_fleet's plan, then the play), touching
     nothing."""
-    from edge.flows.fleet import describe_fleet
-
     _check(request)
-    plan = describe_fleet(request)
+    plan = describe_fleet(replace(request, measure_on_device=False))  # the chosen candidate
     play = _play(request.staging)
     text = (f"run it as one ansible-playbook play of role edge.fleet.rollout (ansible-runner, "
             f"forks {request.forks}): serial {play.get('serial', 'none (every host at once)')}"
             f", max_fail_percentage {play.get('max_fail_percentage', 'none')}, "
-            f"rollout_rollback_batch {_staging_vars(request.staging)['rollout_rollback_batch']}")
+            f"rollout_rollback_batch {str(request.staging.staged).lower()}")
     return plan | {"engine": "ansible", "play": play, "steps": [*plan["steps"][:-1], text,
                                                                plan["steps"][-1]]}
 
