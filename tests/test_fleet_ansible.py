@@ -372,10 +372,10 @@ def test_both_engines_halt_a_staged_rollout_the_same_way(emulated, fleet_dir: Pa
         builtin = run_cli("deploy", str(bundles[fresh[1]]), *common)
     finally:
         (faulty.home / ".edge-fault").unlink()
-    rows = [[(h["host"], h["stage"], h["outcome"]) for h in r.json()["hosts"]]
+    rows = [[(h["host"], h["stage"], h["outcome"], h["current"] is None) for h in r.json()["hosts"]]
             for r in (builtin, ansible)]
     assert rows[0] == rows[1], ansible.stdout[-4000:] + ansible.stderr[-2000:]
-    assert [o for _, _, o in rows[1]] == ["deployed", "rolled back", "failed", "rolled back"
+    assert [row[2] for row in rows[1]] == ["deployed", "rolled back", "failed", "rolled back"
                                           ] + ["not reached"] * 4
     assert builtin.status == ansible.status == 3
     for result in (builtin, ansible):

@@ -287,7 +287,8 @@ def _result(job: FleetJob, bundle: tuple[Bundle, Path] | str,
     if outcome["failed"]:
         error = " ".join(_line(res.get("msg")).split())
         prefixed = error if error.startswith("ssh://") else f"{job.target}: {error}"
-        return HostResult(status="failed", error=prefixed, seconds=seconds, **base)
+        return HostResult(status="failed", error=prefixed, seconds=seconds,
+                          current=res.get("current"), **base)
     report = _report(job, bundle[0], res)
     done = HostResult(status="ok", candidate=res.get("candidate"), release=res.get("release"),
                       p50_ms=report.bench.p50_ms if report else None, seconds=seconds,

@@ -92,9 +92,10 @@ class ActionModule(ActionBase):
         if not probe["agent_present"]:
             args["_agent_src"] = self._send(str(agent), agent_sha, agent.name, [agent.name])["src"]
         applied = self._module({**args, "_phase": "apply"}, task_vars)
-        if not applied.get("failed"):
-            applied["ansible_facts"] = {"edge_release": _facts(applied)}
-            applied["diff"] = summary["diff"] if applied.get("changed") else {}
+        if applied.get("failed"):  # it fails before the switch: still on the release it ran
+            return {**applied, "current": probe["current"]}
+        applied["ansible_facts"] = {"edge_release": _facts(applied)}
+        applied["diff"] = summary["diff"] if applied.get("changed") else {}
         return applied
 
     def _send(self, local: str, sha: str, name: str, missing: list[str]) -> dict[str, Any]:
