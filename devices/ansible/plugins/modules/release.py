@@ -88,6 +88,10 @@ previous:
   description: The release current before this task.
   returned: always
   type: str
+current:
+  description: The release the device still runs after a failed install (it was not switched).
+  returned: failed state=present
+  type: str
 candidate:
   description: The candidate (runtime and precision) the release holds.
   returned: state=present
