@@ -29,6 +29,7 @@ import pytest
 from devices.ssh import SSHTransport, parse_host
 from edge.core.errors import DeviceError
 from edge.flows.deploy import deploy
+from tests.support.cli import as_in_a_terminal
 from tests.support.sshd import SSHDevice, _user_pids
 from tests.test_deploy_faults import (
     PROFILE,
@@ -90,7 +91,9 @@ def start_edge(device: SSHDevice, release: Release, folder: Path, *, python: str
          "--profile", str(_profile(device, folder)), "--identity", str(device.identity),
          "--known-hosts", str(device.known_hosts), "--device-python", python,
          "--runs", "3", "--warmup", "1", "--threads", "1", "--keep", str(keep)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=as_in_a_terminal)
+
 
 
 def pause_python(device: SSHDevice, step: str) -> tuple[str, Path]:
@@ -153,7 +156,8 @@ def finish(proc: subprocess.Popen[str], sig: int) -> tuple[int, str, float]:
     except subprocess.TimeoutExpired:
         proc.kill()
         _, err = proc.communicate()
-        pytest.fail(f"edge deploy still running 30 s after signal {sig}")
+        pytest.fail(f"edge deploy still running 30 s after signal {sig} (this pytest's own "
+                    f"SIGINT handler: {signal.getsignal(signal.SIGINT)!r})")
     return proc.returncode, err, time.monotonic() - sent
 
 

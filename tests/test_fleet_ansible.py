@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from edge.core.errors import UsageError
+from tests.support.cli import as_in_a_terminal
 from tests.support.digits import DigitsModel
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -240,9 +242,12 @@ def test_both_engines_give_the_same_table_exit_status_and_history(emulated,
     (faulty.home / ".edge-fault").write_text("")
     try:
         builtin = run_cli("deploy", str(fleet_dir / other), *common)
+        handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
         ansible = run_cli("deploy", str(fleet_dir / fresh), *common, "--engine", "ansible")
     finally:
         (faulty.home / ".edge-fault").unlink()
+    # ansible-runner's own SIGINT/SIGTERM handlers do not outlive the run: Ctrl-C still stops edge
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers
     assert builtin.status == ansible.status == 3, ansible.stderr[-3000:]
     assert ansible.stdout, ansible.stderr[-3000:]
     tables = [[(h["host"], h["status"]) for h in r.json()["hosts"]] for r in (builtin, ansible)]
@@ -393,7 +398,6 @@ def test_sigint_mid_batch_leaves_whole_releases_and_a_rerun_finishes(emulated,
                                                                      fleet_dir: Path) -> None:
     """Ctrl-C (SIGINT to ansible-playbook's process group) while batch 2 installs: every
     device on a whole release; a rerun of the playbook finishes with all on the release."""
-    import signal
     import time
 
     bundles = releases_of(fleet_dir)
@@ -407,7 +411,7 @@ def test_sigint_mid_batch_leaves_whole_releases_and_a_rerun_finishes(emulated,
          "edge.fleet.staged_rollout", "-e", f"rollout_bundle={bundles[target]}",
          "-e", "rollout_runs=3", "-e", "rollout_warmup=1"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-        env=ansible_env(fleet_dir, emulated.known_hosts))
+        env=ansible_env(fleet_dir, emulated.known_hosts), preexec_fn=as_in_a_terminal)
     folders = [d.home / ".edge" / "releases" / target for d in batch_2]
     deadline = time.monotonic() + 120
     while not any(p.exists() for p in folders) and proc.poll() is None:

@@ -43,7 +43,7 @@ from edge.flows.fleet_stages import (
     stage_names,
     stages,
 )
-from tests.support.cli import run_cli
+from tests.support.cli import as_in_a_terminal, run_cli
 from tests.test_deploy_faults import Release, make_release
 
 SAMPLE = Path(__file__).resolve().parents[1] / "edge" / "samples" / "digits.onnx"
@@ -246,8 +246,12 @@ def _crashing_python(emulated, device) -> str:
 @pytest.mark.slow
 def test_a_failed_health_check_in_batch_2_halts_and_a_rerun_finishes(
         emulated, releases: dict[str, Release], on_a: Path, tmp_path: Path) -> None:
-    a, b = releases["A"].id, releases["B"].id
+    b = releases["B"].id
     bad = emulated.devices[4]  # batch 2: dev4, dev5, dev6
+    _rollout(emulated, releases["A"], on_a, Staging())  # A everywhere, whatever ran before
+    before = _on(emulated)
+    untouched = emulated.devices[7].home / WORK / "releases"
+    kept = {p.name for p in untouched.iterdir()}
     broken = emulated.write_inventory(tmp_path / "broken.yml", host_vars={
         bad.name: {"ansible_python_interpreter": _crashing_python(emulated, bad)}})
     halted = _rollout(emulated, releases["B"], broken)
@@ -258,12 +262,12 @@ def test_a_failed_health_check_in_batch_2_halts_and_a_rerun_finishes(
         ("batch 3", "not reached", 0)]
     assert _outcomes(halted) == {
         "dev0": ("deployed", b), "dev1": ("deployed", b), "dev2": ("deployed", b),
-        "dev3": ("deployed", b), "dev4": ("failed", a), "dev5": ("rolled back", a),
-        "dev6": ("rolled back", a), "dev7": ("not reached", None)}, text
+        "dev3": ("deployed", b), "dev4": ("failed", before["dev4"]),
+        "dev5": ("rolled back", before["dev5"]), "dev6": ("rolled back", before["dev6"]),
+        "dev7": ("not reached", None)}, text
     assert "failed its health check" in str(halted.hosts[4].error)
-    assert _on(emulated) == {f"dev{i}": b if i < 4 else a for i in range(8)}
-    untouched = emulated.devices[7].home / WORK / "releases"
-    assert {p.name for p in untouched.iterdir()} == {a}  # batch 3 was never contacted
+    assert _on(emulated) == {f"dev{i}": b if i < 4 else before[f"dev{i}"] for i in range(8)}
+    assert {p.name for p in untouched.iterdir()} == kept  # batch 3 was never contacted
     assert "HALTED at stage batch 2" in text
     rerun = _rollout(emulated, releases["B"], on_a)  # the fault fixed
     assert rerun.exit_status == 0 and rerun.stopped is None, render_fleet(rerun)
@@ -303,7 +307,8 @@ def test_sigint_mid_stage_leaves_whole_releases_and_a_rerun_finishes(
             "--runs", "3", "--warmup", "1", "--threads", "1",
             "--known-hosts", str(emulated.known_hosts), "--json"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=os.environ | {"PYTHONPATH": str(Path(__file__).parents[1])})
+                            env=os.environ | {"PYTHONPATH": str(Path(__file__).parents[1])},
+                            preexec_fn=as_in_a_terminal)
     batch_1 = [device.home / WORK / "releases" / d.id for device in emulated.devices[1:4]]
     deadline = time.monotonic() + 120
     while not any(p.exists() for p in batch_1) and proc.poll() is None:

@@ -19,12 +19,16 @@ and the batches differ in size): refused.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -164,10 +168,11 @@ def _run(request: FleetRequest, jobs: list[FleetJob],
         (folder / "runner").mkdir()
         log.info("deploying to %d host%s with ansible-playbook, %d at a time", len(jobs),
                  "" if len(jobs) == 1 else "s", request.forks)
-        runner = ansible_runner.run(
-            private_data_dir=str(folder / "runner"), playbook=str(playbook),
-            inventory=str(hosts), envvars=_env(folder, request), forks=request.forks,
-            quiet=True, event_handler=lambda event: _event(event, outcomes))
+        with _own_signal_handlers():  # ansible-runner takes SIGINT/SIGTERM for itself
+            runner = ansible_runner.run(
+                private_data_dir=str(folder / "runner"), playbook=str(playbook),
+                inventory=str(hosts), envvars=_env(folder, request), forks=request.forks,
+                quiet=True, event_handler=lambda event: _event(event, outcomes))
         if not outcomes:  # ansible-playbook itself failed (the collection, edge, a setting)
             tail = runner.stdout.read().strip().splitlines()[-3:] if runner.stdout else []
             raise DeviceError(f"ansible-playbook failed (exit {runner.rc}, {runner.status}): "
@@ -175,6 +180,20 @@ def _run(request: FleetRequest, jobs: list[FleetJob],
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return outcomes
+
+
+@contextlib.contextmanager
+def _own_signal_handlers() -> Iterator[None]:
+    """SIGINT and SIGTERM back to this process's handlers afterwards: ansible-runner's run()
+    replaces them with its own (a flag that cancels the playbook) and never restores them, so a
+    later Ctrl-C would only set that flag."""
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        if threading.current_thread() is threading.main_thread():
+            for sig, handler in saved.items():
+                signal.signal(sig, handler)
 
 
 def _write(folder: Path, request: FleetRequest, jobs: list[FleetJob],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -44,3 +45,12 @@ def run_edge(*args: str, timeout: float = 600) -> Result:
     done = subprocess.run([sys.executable, "-m", "edge", *args], capture_output=True,
                           text=True, timeout=timeout, check=False)
     return Result(done.returncode, done.stdout, done.stderr)
+
+
+def as_in_a_terminal() -> None:
+    """``preexec_fn`` for a child that a test interrupts with SIGINT, as Ctrl-C does to a
+    terminal's foreground process: SIGINT at its default, unblocked. A child inherits an ignored
+    or blocked SIGINT from its parent (a shell's background job: a CI launcher), and a program
+    rightly keeps ignoring it then; these tests are about the foreground user."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
