@@ -32,16 +32,9 @@ FAULTY = "dev2"  # batch 2 of serial [1, "25%", "100%"] over 8 hosts: dev1, dev2
 
 @pytest.fixture(scope="module")
 def emulated() -> Iterator:
-    from tests.support.fleet_devices import FleetUnavailable, running_fleet, unavailable
+    from tests.support.fleet_devices import fleet_or_skip
 
-    reason = unavailable()
-    if reason is not None:
-        pytest.skip(f"emulated devices unavailable: {reason}")
-    try:
-        with running_fleet(FLEET_SIZE, cpus=1.0, memory_mb=1024) as fleet:
-            yield fleet
-    except FleetUnavailable as exc:
-        pytest.skip(f"emulated devices unavailable: {exc}")
+    yield from fleet_or_skip(FLEET_SIZE)
 
 
 def _profile(where: Path, fleet) -> Path:

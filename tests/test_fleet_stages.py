@@ -178,17 +178,9 @@ WORK = ".edge"  # the bundles' profile (x86-64): access.work_dir ~/.edge
 
 @pytest.fixture(scope="module")
 def emulated() -> Iterator:
-    from tests.support.fleet_devices import FleetUnavailable, running_fleet, unavailable
+    from tests.support.fleet_devices import fleet_or_skip
 
-    reason = unavailable()
-    if reason is not None:
-        pytest.skip(f"emulated devices unavailable: {reason}")
-    try:
-        with running_fleet(FLEET_SIZE, cpus=1.0, memory_mb=1024) as fleet:
-            fleet.wipe()
-            yield fleet
-    except FleetUnavailable as exc:
-        pytest.skip(f"emulated devices unavailable: {exc}")
+    yield from fleet_or_skip(FLEET_SIZE, wipe=True)
 
 
 @pytest.fixture(scope="module")

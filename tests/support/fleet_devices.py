@@ -398,3 +398,20 @@ def running_fleet(count: int = 8, *, cpus: float = 1.0, memory_mb: int = 1024,
             errors = builder.teardown()
             if errors:
                 print("warning: fleet teardown: " + "; ".join(errors), file=sys.stderr)
+
+
+def fleet_or_skip(count: int, *, wipe: bool = False) -> Iterator[Any]:
+    """A test module's fleet of ``count`` devices (1 CPU, 1 GB each), yielded by a fixture;
+    a pytest skip naming why when this machine cannot run one (CI fails on any skip)."""
+    import pytest
+
+    reason = unavailable()
+    if reason is not None:
+        pytest.skip(f"emulated devices unavailable: {reason}")
+    try:
+        with running_fleet(count, cpus=1.0, memory_mb=1024) as fleet:
+            if wipe:
+                fleet.wipe()
+            yield fleet
+    except FleetUnavailable as exc:
+        pytest.skip(f"emulated devices unavailable: {exc}")
