@@ -5,8 +5,9 @@ state outside the session. So each test module gets a device and an edge home of
 
 * ``EDGE_LOCAL_DEVICE``: a fresh embedded local device directory per module;
 * ``EDGE_CACHE_DIR``: per module, with its own ``results/`` (what ``edge bench --baseline
-  last`` reads) and the session's content-addressed caches (``convert/``, ``reference/``,
-  ``wheels/``) linked in, so a conversion is still done once per session;
+  last`` reads) and the content-addressed caches (``convert/``, ``reference/``, ``wheels/``)
+  linked in, kept between runs in the test data cache (tests.support.kept), so a conversion
+  is done once, not once per run;
 * ``ssh_device``: the session's sshd, with edgeuser's home emptied for each module.
 
 Module-scoped fixtures of a test module (a deployed bundle, say) are shared by its tests in any
@@ -22,10 +23,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.digits import DigitsModel, train_digits
+from tests.support.digits import DigitsModel, kept_digits
+from tests.support.kept import data_root, keeping
 from tests.support.sshd import SSHDevice, empty_home, running_device
 
-pytest_plugins = ["pytester", "tests.support.ci", "tests.support.arm_fixtures"]
+pytest_plugins = ["pytester", "tests.support.ci", "tests.support.arm_fixtures", "tests.support.tiers"]
 
 SHARED_CACHES = ("convert", "reference", "wheels")  # content-addressed: safe to share
 ISOLATED_VARIABLES = ("EDGE_CACHE_DIR", "EDGE_LOCAL_DEVICE")
@@ -33,10 +35,18 @@ ISOLATED_VARIABLES = ("EDGE_CACHE_DIR", "EDGE_LOCAL_DEVICE")
 
 @pytest.fixture(scope="session")
 def edge_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """This session's temp dir for edge: the shared caches, then one folder per module."""
+    """This session's temp dir for edge: the shared caches, then one folder per module.
+
+    The shared caches are kept between runs in the test data cache (their keys cover the
+    content, the recipe, the converters' versions and the code that converts); with
+    ``EDGE_TEST_KEEP=0`` they start empty in this session's temp dir (a cold run)."""
     root = tmp_path_factory.mktemp("edge-home")
+    kept = keeping()
     for name in SHARED_CACHES:
-        (root / "shared" / name).mkdir(parents=True)
+        where = data_root() / "edge-cache" / name if kept else root / "cold" / name
+        where.mkdir(parents=True, exist_ok=True)
+        (root / "shared").mkdir(exist_ok=True)
+        (root / "shared" / name).symlink_to(where, target_is_directory=True)
     return root
 
 
@@ -75,8 +85,9 @@ def ssh_device(ssh_server: SSHDevice) -> SSHDevice:
 
 @pytest.fixture(scope="session")
 def digits_model(tmp_path_factory: pytest.TempPathFactory) -> DigitsModel:
-    """A CNN trained in this session on scikit-learn's digits, exported to ONNX."""
-    return train_digits(tmp_path_factory.mktemp("digits"))
+    """A CNN trained on scikit-learn's digits, exported to ONNX: once, kept in the test data
+    cache (tests.support.kept) and copied here."""
+    return kept_digits(tmp_path_factory.mktemp("digits"))
 
 
 @pytest.fixture(scope="session")

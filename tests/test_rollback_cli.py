@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import run_cli
-from tests.support.digits import DigitsModel, train_digits
+from tests.support.digits import DigitsModel, kept_digits
 
 pytestmark = pytest.mark.slow
 
@@ -22,7 +22,7 @@ def _deploy(profile: str, out: Path, *model: str) -> dict:
 @pytest.fixture(scope="module")
 def other_digits(tmp_path_factory: pytest.TempPathFactory) -> DigitsModel:
     """A digits CNN trained here with another seed than the shipped sample: other weights."""
-    return train_digits(tmp_path_factory.mktemp("other-digits"), seed=1)
+    return kept_digits(tmp_path_factory.mktemp("other-digits"), seed=1)
 
 
 def test_releases_and_rollback(tmp_path: Path, other_digits: DigitsModel) -> None:

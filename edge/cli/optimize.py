@@ -20,6 +20,7 @@ from edge.cli.common import (
 )
 from edge.cli.output import emit, stdout_to_stderr
 from edge.core.errors import ExitStatus
+from edge.core.extras import not_installed
 from edge.core.tables import table
 
 __all__ = ["optimize"]
@@ -77,8 +78,10 @@ def _print_plan(model: Path, profile: Any, options: Any, as_json: bool) -> int:
     refuse_if_unfit(profile, info)
     check_metrics(options.limits, [o.name for o in info.outputs])
     plan = plan_for(profile, info, origin.format, options.prune)
-    rows = [(p.candidate.id, "try" if p.keep else "skip", p.reason) for p in plan]
+    reasons, extras = not_installed([p.reason for p in plan])
+    rows = [(p.candidate.id, "try" if p.keep else "skip", why)
+            for p, why in zip(plan, reasons, strict=True)]
     listed = [{"candidate": p.candidate.id, "keep": p.keep, "reason": p.reason} for p in plan]
     emit(as_json, {"profile": profile.id, "plan": listed},
-         table(("candidate", "plan", "reason"), rows))
+         table(("candidate", "plan", "reason"), rows) + (f"\n{extras}" if extras else ""))
     return 0

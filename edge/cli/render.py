@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from edge.core.bundle import chosen_load_line, load_line
+from edge.core.extras import not_installed
 from edge.core.model import macs_caveat
 from edge.core.select import label
 from edge.core.tables import table
@@ -71,8 +72,10 @@ def render_bundle(bundle: Bundle, where: str) -> str:
     """The ``edge optimize`` summary."""
     mixed = any(r.bench is not None and r.bench.source not in (None, "host")
                 for r in bundle.candidates)
+    reasons, extras = not_installed([r.reason for r in bundle.candidates])
     rows = [(label(r), r.status, size_text(r.artifact.total_bytes) if r.artifact else "",
-             _fidelity(r), _p50(r, mixed), r.reason) for r in bundle.candidates]
+             _fidelity(r), _p50(r, mixed), why) for r, why in zip(bundle.candidates, reasons,
+                                                                   strict=True)]
     ref = next((r.fidelity.reference_accuracy for r in bundle.candidates
                 if r.fidelity and r.fidelity.reference_accuracy is not None), None)
     head = [f"profile {bundle.profile}   calibration: {bundle.calibration}",
@@ -84,7 +87,8 @@ def render_bundle(bundle: Bundle, where: str) -> str:
             f"bundle: {where}"]
     headers = ("candidate", "status", "size", "fidelity", "p50 ms" if mixed else "p50 ms (host)",
                "reason")
-    return "\n".join(head + ["", table(headers, rows), ""] + _per_output(bundle) + tail)
+    lines = ["", table(headers, rows), *([extras] if extras else []), ""]
+    return "\n".join(head + lines + _per_output(bundle) + tail)
 
 
 def _p50(result: CandidateResult, labelled: bool) -> str:

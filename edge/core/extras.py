@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import importlib.util
+import re
+from collections.abc import Sequence
 
 from edge.core.errors import UsageError
 
-__all__ = ["hint", "missing", "require"]
+__all__ = ["hint", "missing", "not_installed", "require"]
+
+#: A plan reason naming a missing extra (``targets.base.missing_modules``).
+_HINT = re.compile(r"^cannot convert on this host: .* not installed \(pip install 'edge\[(\w+)\]'\)$")
 
 
 def missing(*modules: str) -> list[str]:
@@ -25,3 +30,23 @@ def require(extra: str, *modules: str, why: str) -> None:
     absent = missing(*modules)
     if absent:
         raise UsageError(f"{why} needs {', '.join(absent)}: {hint(extra)}")
+
+
+def not_installed(reasons: Sequence[str]) -> tuple[list[str], str | None]:
+    """Reasons as a table shows them, each missing extra said once: a candidate skipped because
+    its extra is not installed reads ``edge[EXTRA] not installed``, and one line after the table
+    names every such extra with the pip command (None when none is missing)."""
+    extras: list[str] = []
+    shown = []
+    for reason in reasons:
+        found = _HINT.match(reason)
+        if found is None:
+            shown.append(reason)
+            continue
+        extras.append(found.group(1))
+        shown.append(f"edge[{found.group(1)}] not installed here (see below)")
+    if not extras:
+        return shown, None
+    names = ",".join(dict.fromkeys(extras))
+    return shown, (f"not installed here, so not tried (not a failure; the other runtimes "
+                   f"compete): pip install 'edge[{names}]' adds them")

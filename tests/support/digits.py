@@ -6,10 +6,14 @@ The split is fixed: calibration samples, and held-out samples never seen in trai
 
 from __future__ import annotations
 
+import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from tests.support.kept import key_of, kept_folder
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -69,3 +73,21 @@ def train_digits(out_dir: Path, *, epochs: int = 12, seed: int = 0) -> DigitsMod
     np.savez(evaluation, input=x_eval, labels=y_eval)
     return DigitsModel(onnx=onnx_path, calib=calib, eval=evaluation,
                        float_accuracy=float((pred == y_eval).mean()))
+
+
+def kept_digits(out_dir: Path, *, seed: int = 0) -> DigitsModel:
+    """The digits model trained once and kept in the test data cache (keyed by this file and
+    the versions of what trains it), copied into ``out_dir`` for this session."""
+    key = key_of(seed, sources=[Path(__file__)], dists=("torch", "scikit-learn", "numpy", "onnx"))
+
+    def build(folder: Path) -> None:
+        model = train_digits(folder, seed=seed)
+        (folder / "accuracy.json").write_text(json.dumps(model.float_accuracy))
+
+    def read(folder: Path) -> DigitsModel:
+        shutil.copytree(folder, out_dir, dirs_exist_ok=True)
+        return DigitsModel(onnx=out_dir / "digits.onnx", calib=out_dir / "digits_calib.npy",
+                           eval=out_dir / "digits_eval.npz",
+                           float_accuracy=json.loads((out_dir / "accuracy.json").read_text()))
+
+    return kept_folder("digits", key, build, read)

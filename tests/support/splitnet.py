@@ -7,10 +7,14 @@ partition runtime tests and bench/split_link.py.
 
 from __future__ import annotations
 
+import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from tests.support.kept import key_of, kept_folder
 
 SIZE = 96
 
@@ -74,3 +78,21 @@ def train_splitnet(out_dir: Path, *, width: int = 128, depth: int = 6, epochs: i
     samples = out_dir / "splitnet_frames.npy"
     np.save(samples, x[160:])
     return SplitNet(onnx=onnx_path, samples=samples, accuracy=float((pred == y[160:]).mean()))
+
+
+def kept_splitnet(out_dir: Path) -> SplitNet:
+    """The split-friendly CNN trained once and kept in the test data cache (keyed by this file
+    and the versions of what trains it), copied into ``out_dir`` for this session."""
+    key = key_of(sources=[Path(__file__)],
+                 dists=("torch", "scikit-image", "numpy", "onnx"))
+
+    def build(folder: Path) -> None:
+        model = train_splitnet(folder)
+        (folder / "accuracy.json").write_text(json.dumps(model.accuracy))
+
+    def read(folder: Path) -> SplitNet:
+        shutil.copytree(folder, out_dir, dirs_exist_ok=True)
+        return SplitNet(onnx=out_dir / "splitnet.onnx", samples=out_dir / "splitnet_frames.npy",
+                        accuracy=json.loads((out_dir / "accuracy.json").read_text()))
+
+    return kept_folder("splitnet", key, build, read)
