@@ -27,7 +27,8 @@ from tests.support.digits import DigitsModel, kept_digits
 from tests.support.kept import data_root, keeping
 from tests.support.sshd import SSHDevice, empty_home, running_device
 
-pytest_plugins = ["pytester", "tests.support.ci", "tests.support.arm_fixtures", "tests.support.tiers"]
+pytest_plugins = ["pytester", "tests.support.ci", "tests.support.arm_fixtures",
+                  "tests.support.tiers"]
 
 SHARED_CACHES = ("convert", "reference", "wheels")  # content-addressed: safe to share
 ISOLATED_VARIABLES = ("EDGE_CACHE_DIR", "EDGE_LOCAL_DEVICE")

@@ -11,7 +11,8 @@ from edge.core.errors import UsageError
 __all__ = ["hint", "missing", "not_installed", "require"]
 
 #: A plan reason naming a missing extra (``targets.base.missing_modules``).
-_HINT = re.compile(r"^cannot convert on this host: .* not installed \(pip install 'edge\[(\w+)\]'\)$")
+_HINT = re.compile(r"^cannot convert on this host: .* not installed "
+                   r"\(pip install 'edge\[(\w+)\]'\)$")
 
 
 def missing(*modules: str) -> list[str]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tests.support.kept import key_of, kept_folder
+from tests.support.kept import kept_folder, key_of
 
 SIZE = 96
 
