@@ -170,6 +170,12 @@ optimize_options = with_options([
                       "judged by the same fidelity gates."),
     click.option("--prune-budget", type=Finite(0), default=180.0, show_default=True,
                  metavar="SECONDS", help="Time budget of --prune's distillation."),
+    click.option("--exhaustive", is_flag=True,
+                 help="Convert and verify every candidate, also those that cannot be chosen "
+                      "(by default they are skipped, each with the reason)."),
+    click.option("--time-budget", type=Finite(min=0, min_open=True), metavar="SECONDS",
+                 help="Stop trying candidates after SECONDS (likely winners are tried first): "
+                      "the best faithful one found, with what was left out and why."),
     click.option("-o", "--out", type=PATH, help="Bundle directory to write."),
     SHAPE,
     ARG,
@@ -190,7 +196,8 @@ def optimize_settings(opts: dict[str, Any]) -> Any:
         calib=opts.pop("calib"), eval=opts.pop("eval_"),
         latency_budget_ms=opts.pop("latency_budget"), size_budget_mb=opts.pop("size_budget"),
         shapes=shapes, dtypes=dtypes, args=parse_args(opts.pop("arg_values")),
-        trust_code=opts.pop("trust_model_code"),
+        trust_code=opts.pop("trust_model_code"), exhaustive=opts.pop("exhaustive"),
+        time_budget_s=opts.pop("time_budget"),
         prune=None if ratio is None else PruneOptions(ratio=ratio, budget_s=budget),
         limits=Thresholds(max_drop=opts.pop("max_drop"), min_cosine=opts.pop("min_cosine"),
                           max_error=opts.pop("max_error"), metrics=pairs, custom=custom))

@@ -68,7 +68,8 @@ def _print_plan(model: Path, profile: Any, options: Any, as_json: bool) -> int:
     """``--dry-run``: the plan, as ``{"profile", "plan": [...]}`` under --json."""
     from edge.core.intake import inspect_reference, reference_model
     from edge.core.verify import check_metrics
-    from edge.flows.optimize import plan_for, refuse_if_unfit
+    from edge.flows.optimize import plan_for, refuse_if_unfit, work_policy
+    from edge.flows.worklist import describe
 
     with stdout_to_stderr(as_json):
         origin, reference = reference_model(model, shapes=options.shapes,
@@ -78,10 +79,11 @@ def _print_plan(model: Path, profile: Any, options: Any, as_json: bool) -> int:
     refuse_if_unfit(profile, info)
     check_metrics(options.limits, [o.name for o in info.outputs])
     plan = plan_for(profile, info, origin.format, options.prune)
+    listed, how = describe(plan, work_policy(plan, profile, options, info))
     reasons, extras = not_installed([p.reason for p in plan])
     rows = [(p.candidate.id, "try" if p.keep else "skip", why)
             for p, why in zip(plan, reasons, strict=True)]
-    listed = [{"candidate": p.candidate.id, "keep": p.keep, "reason": p.reason} for p in plan]
-    emit(as_json, {"profile": profile.id, "plan": listed},
-         table(("candidate", "plan", "reason"), rows) + (f"\n{extras}" if extras else ""))
+    emit(as_json, {"profile": profile.id, "plan": listed, "work": how},
+         "\n".join([table(("candidate", "plan", "reason"), rows), *([extras] if extras else []),
+                    how]))
     return 0

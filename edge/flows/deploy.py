@@ -105,13 +105,15 @@ def run_deploy_outcome(request: DeployRequest) -> tuple[DeployOutcome, Bundle, P
         with progress.step(f"connecting to {transport.label}"):
             transport.home()  # connect and authenticate before any work: fail fast, write nothing
         transport.close()  # a long conversion must not hold an idle session open; reconnects
-        bundle, bundle_dir = _bundle(request, profile, read)
+        fastest = measures_on_device(request.measure_on_device, local=transport.is_local)
+        # the device's timings will choose: optimize keeps what could win there
+        options = replace(request.options, device_measures=fastest)
+        bundle, bundle_dir = _bundle(replace(request, options=options), profile, read)
         log.info("deploying %s to %s", bundle.chosen, transport.label)
         python = device_python(request.device, profile, transport)
         if request.device.provision:
             python = _provision(transport, python, profile, runtime_for_bundle(bundle))
         rounds, threads = _bench(request.device, profile)
-        fastest = measures_on_device(request.measure_on_device, local=transport.is_local)
         outcome = deploy(bundle_dir, bundle, transport, profile=profile, python=python,
                          work_dir=profile.access.work_dir, rounds=rounds, threads=threads,
                          keep=request.keep, fastest=fastest,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import platform
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -29,7 +29,7 @@ from edge.core.intake import (
 from edge.core.model import inspect_model, sha256_file, unrunnable
 from edge.core.plan import MIXED, PRUNED, Planned, accelerator_options, fallbacks_in, unfit
 from edge.core.profile import Profile
-from edge.core.select import Budget, choose_candidate, least_loss, settle
+from edge.core.select import Budget
 from edge.core.values import (
     ORIGINAL,
     Artifact,
@@ -45,7 +45,7 @@ from edge.core.values import (
 from edge.core.verify import Outputs, Thresholds, check_metrics, judge, measure, run_all
 from edge.core.verify.diverge import labelled
 from edge.core.verify.rows import passed_reason
-from edge.flows import mixed
+from edge.flows import mixed, worklist
 from edge.flows.budgets import (
     budget_for,
     host_is,
@@ -53,6 +53,7 @@ from edge.flows.budgets import (
     none_within,
     within_budgets,
 )
+from edge.flows.choice import choose_bundle
 from edge.flows.planning import plan_for, tflite_readers
 from edge.flows.prune import PruneOptions, prune_model
 from edge.flows.recover import recover
@@ -61,7 +62,7 @@ from targets.base import ConversionError, ConvertSettings, OriginTarget, Serving
 from targets.onnxruntime import OrtRunner
 from targets.original import original_target
 
-__all__ = ["OptimizeOptions", "optimize", "plan_for", "refuse_if_unfit"]
+__all__ = ["OptimizeOptions", "optimize", "plan_for", "refuse_if_unfit", "work_policy"]
 
 log = logging.getLogger("edge")
 
@@ -82,6 +83,9 @@ class OptimizeOptions:
     args: dict[str, str] | None = None  # a PyTorch forward's non-tensor values (--arg)
     prune: PruneOptions | None = None  # also try pruned and distilled candidates
     trust_code: bool = False  # read a model that runs code when loaded (--trust-model-code)
+    exhaustive: bool = False  # convert every candidate, also those that cannot win
+    time_budget_s: float | None = None  # stop trying candidates after this (--time-budget)
+    device_measures: bool = False  # the device times the faithful candidates and chooses
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -113,6 +117,7 @@ class _Outcome:
 
 def optimize(model_path: Path, profile: Profile, out: Path, options: OptimizeOptions) -> Bundle:
     """Run the whole optimize step and write the bundle to ``out``."""
+    started = time.monotonic()
     check_writable(out)
     with progress.step(f"reading {model_path.name}"):
         origin, reference = reference_model(model_path, shapes=options.shapes,
@@ -125,15 +130,19 @@ def optimize(model_path: Path, profile: Profile, out: Path, options: OptimizeOpt
         ctx = replace(_context(model, options), origin=origin, threads=_threads(profile),
                       measure=options.measure, accelerators=accelerator_options(profile))
     plan = plan_for(profile, ctx.model, origin.format, options.prune)
+    policy = work_policy(plan, profile, options, ctx.model, started)
     contexts = {"": ctx} | _pruned_context(plan, ctx, options.prune)
-    with _background_conversions(plan, ctx):
-        outcomes = _converted(plan, contexts)
+    with _background_conversions(plan, ctx, policy):
+        outcomes = _converted(plan, contexts, policy)
     outcomes = _measured(outcomes, profile, options, ctx)
+    if host_is(profile):
+        worklist.keep_timings([o.result for o in outcomes], ctx.model.path, profile)
     results, budgeted = within_budgets([o.result for o in outcomes], profile,
                                        latency_budget(options, profile),
                                        options.size_budget_mb)
     band = loss_band(options.limits.max_drop, len(ctx.held_out)) if budgeted else None
-    chosen, reason, contest = _choose(results, profile, band, _more(outcomes, profile, options))
+    chosen, reason, contest = choose_bundle(results, profile, band,
+                                           _more(outcomes, profile, options))
     if chosen is None and budgeted:
         reason = none_within([o.result for o in outcomes])
     bundle = Bundle(
@@ -169,6 +178,22 @@ def refuse_if_unfit(profile: Profile, model: ModelInfo) -> None:
     reason = unfit(profile, model)
     if reason:
         raise CheckFailed(f"the model does not fit {profile.id}: {reason}")
+
+
+def work_policy(plan: tuple[Planned, ...], profile: Profile, options: OptimizeOptions,
+                model: ModelInfo, started: float | None = None) -> worklist.Policy:
+    """How this run orders its candidates and which it may skip (edge.flows.worklist): by the
+    profile's order when nothing measured decides (a device not at hand, not timed here, no
+    budget), else by the estimates."""
+    budgeted = latency_budget(options, profile) is not None or bool(
+        options.size_budget_mb or profile.budgets.size_mb)
+    by_order = (not (host_is(profile) and options.measure) and not options.device_measures
+                and not budgeted)
+    return worklist.Policy(runtimes=tuple(profile.runtimes), profile=profile.id,
+                           by_order=by_order, exhaustive=options.exhaustive,
+                           budget_s=options.time_budget_s,
+                           started=time.monotonic() if started is None else started,
+                           estimates=worklist.estimates(plan, model.path, profile))
 
 
 def _context(model: ModelInfo, options: OptimizeOptions) -> _Context:
@@ -218,15 +243,19 @@ def _reference_outputs(model: ModelInfo, held_out: Dataset) -> Outputs:
 
 
 @contextlib.contextmanager
-def _background_conversions(plan: tuple[Planned, ...], ctx: _Context) -> Iterator[None]:
-    """Start out-of-process converters (onnx2tf) at once, beside the in-process ones.
+def _background_conversions(plan: tuple[Planned, ...], ctx: _Context,
+                            policy: worklist.Policy) -> Iterator[None]:
+    """Start out-of-process converters (onnx2tf) at once, beside the in-process ones (by the
+    profile's order, only the first candidate's: the others may never be needed).
 
     Their targets cache by work directory and lock it, so the later call in ``_try`` waits
     for this run and reuses it. A failure here is ignored: ``_try`` reports it properly.
     """
     first: dict[str, Planned] = {}
-    for planned in plan:
-        if planned.keep and planned.candidate.target not in first:
+    order = [plan[i] for i in worklist.work_order(plan, policy)
+             if plan[i].keep and plan[i].candidate.target != ORIGINAL]
+    for planned in order[:1] if policy.by_order and not policy.exhaustive else order:
+        if planned.candidate.target not in first:
             first[planned.candidate.target] = planned
     jobs = [p for p in first.values() if p.candidate.target != ORIGINAL
             and get_target(p.candidate.target).caps.converts_in_background]
@@ -272,20 +301,24 @@ def _pruned_context(plan: tuple[Planned, ...], ctx: _Context,
                             workroot=cache_root() / "convert" / key)}
 
 
-def _converted(plan: tuple[Planned, ...], contexts: dict[str, _Context | str]) -> list[_Outcome]:
-    """Every candidate of the plan tried in turn (in the context of its variant: the
-    reference, or the pruned model; a mixed plan after the candidates it is measured from),
-    under one bar over those it keeps."""
+def _converted(plan: tuple[Planned, ...], contexts: dict[str, _Context | str],
+               policy: worklist.Policy) -> list[_Outcome]:
+    """The candidates of the plan tried in the policy's order (in the context of their variant:
+    the reference, or the pruned model; a mixed plan after the candidates it is measured from),
+    those that cannot win skipped with the reason, under one bar over those it keeps."""
     total = sum(1 for planned in plan if planned.keep)
     outcomes: dict[int, _Outcome] = {}
     done = 0
     with progress.step("converting", total=total) as bar:
-        for i in sorted(range(len(plan)), key=lambda i: plan[i].candidate.variant == MIXED):
+        for i in worklist.work_order(plan, policy):
             planned = plan[i]
+            why = worklist.cannot_win(planned, [o.result for o in outcomes.values()], policy)
             if planned.keep:
                 done += 1
-                bar.update(f"converting {done}/{total} {planned.candidate.id}")
-            outcomes[i] = _outcome(planned, contexts, list(outcomes.values()))
+                bar.update(f"{'skipping' if why else 'converting'} {done}/{total} "
+                           f"{planned.candidate.id}")
+            outcomes[i] = _skipped(planned.candidate, why) if why else \
+                _outcome(planned, contexts, list(outcomes.values()))
             bar.update(completed=done)
     return [outcomes[i] for i in range(len(plan))]
 
@@ -545,41 +578,6 @@ def _more(outcomes: list[_Outcome], profile: Profile, options: OptimizeOptions) 
     files = {o.result.candidate.id: _main_file(o) for o in outcomes
              if o.result.bench is not None and o.result.artifact is not None}
     return more_here(files, options.rounds, threads=_threads(profile))
-
-
-def _choose(results: list[CandidateResult], profile: Profile, band: float | None = None,
-            more: More | None = None) -> tuple[str | None, str, Any]:
-    """The bundle's choice and its Contest: host timings decide when this host is the device's
-    kind (settled by more rounds of the contenders while unclear); with a budget (``band``),
-    only among the candidates within it that lose the least fidelity."""
-    results, note = least_loss(results, band) if band is not None else (results, "")
-    timed = [r for r in results if r.bench is not None and r.bench.measured
-             and r.status in ("passed", "chosen")]
-    ms = {r.candidate.id: r.bench.p50_ms for r in timed if r.bench is not None}
-    why = (f"this host ({platform.machine()}) is not an {profile.compute.arch} device, so its "
-           "timings only inform; edge deploy --host measures on the device")
-    where, contest = "this host in interleaved rounds", None
-    if host_is(profile):
-        rounds = {r.candidate.id: r.bench.round_ms or (r.bench.p50_ms,) for r in timed
-                  if r.bench is not None}
-        choice, contest, ms = settle(results, profile.runtimes, rounds, more, where=where)
-    else:
-        choice = choose_candidate(results, profile.runtimes, ms=ms, where=where,
-                                  trusted=False, untrusted_why=why)
-    if choice.basis == "measured":
-        note += _untimed(results, ms)
-    return choice.id, note + choice.reason if choice.id else choice.reason, contest
-
-
-def _untimed(results: list[CandidateResult], ms: dict[str, float]) -> str:
-    """The faithful candidates a measured choice could not weigh: an accelerator's, timed only
-    on its device."""
-    waiting = [r.candidate.id for r in results
-               if r.status in ("passed", "chosen") and r.candidate.id not in ms]
-    if not waiting:
-        return ""
-    return (f"{', '.join(waiting)} run(s) on the device's accelerator, timed only there (edge "
-            "deploy --host measures them); among the rest: ")
 
 
 def _mark(result: CandidateResult, chosen: str | None) -> CandidateResult:

@@ -1,0 +1,50 @@
+"""The bundle's choice among the candidates optimize tried: measured on this host when it is
+the device's kind, else by the profile's order (``edge.core.select``)."""
+
+from __future__ import annotations
+
+import platform
+from typing import Any
+
+from devices.measure import More
+from edge.core.profile import Profile
+from edge.core.select import choose_candidate, least_loss, settle
+from edge.core.values import CandidateResult
+from edge.flows.budgets import host_is
+
+__all__ = ["choose_bundle"]
+
+
+def choose_bundle(results: list[CandidateResult], profile: Profile, band: float | None = None,
+            more: More | None = None) -> tuple[str | None, str, Any]:
+    """The bundle's choice and its Contest: host timings decide when this host is the device's
+    kind (settled by more rounds of the contenders while unclear); with a budget (``band``),
+    only among the candidates within it that lose the least fidelity."""
+    results, note = least_loss(results, band) if band is not None else (results, "")
+    timed = [r for r in results if r.bench is not None and r.bench.measured
+             and r.status in ("passed", "chosen")]
+    ms = {r.candidate.id: r.bench.p50_ms for r in timed if r.bench is not None}
+    why = (f"this host ({platform.machine()}) is not an {profile.compute.arch} device, so its "
+           "timings only inform; edge deploy --host measures on the device")
+    where, contest = "this host in interleaved rounds", None
+    if host_is(profile):
+        rounds = {r.candidate.id: r.bench.round_ms or (r.bench.p50_ms,) for r in timed
+                  if r.bench is not None}
+        choice, contest, ms = settle(results, profile.runtimes, rounds, more, where=where)
+    else:
+        choice = choose_candidate(results, profile.runtimes, ms=ms, where=where,
+                                  trusted=False, untrusted_why=why)
+    if choice.basis == "measured":
+        note += _untimed(results, ms)
+    return choice.id, note + choice.reason if choice.id else choice.reason, contest
+
+
+def _untimed(results: list[CandidateResult], ms: dict[str, float]) -> str:
+    """The faithful candidates a measured choice could not weigh: an accelerator's, timed only
+    on its device."""
+    waiting = [r.candidate.id for r in results
+               if r.status in ("passed", "chosen") and r.candidate.id not in ms]
+    if not waiting:
+        return ""
+    return (f"{', '.join(waiting)} run(s) on the device's accelerator, timed only there (edge "
+            "deploy --host measures them); among the rest: ")
