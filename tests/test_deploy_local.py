@@ -79,8 +79,9 @@ def test_x86_choice_is_measured_and_budget_rejects(tmp_path: Path) -> None:
 
 def test_bench_installs_without_activating(tmp_path: Path) -> None:
     out = tmp_path / "b"
+    # --exhaustive: onnxruntime-fp32 (benched below, not the chosen one) is converted too
     deployed = run_cli("deploy", "sample:digits", "--profile", "rpi4", "-o", str(out),
-                       "--runs", "3", "--json")
+                       "--runs", "3", "--json", "--exhaustive")
     assert deployed.status == 0, deployed.stderr
     current = (Path(os.environ["EDGE_LOCAL_DEVICE"]) / ".edge" / "current").resolve()
     result = run_cli("bench", str(out), "--candidate", "onnxruntime-fp32", "--runs", "7",
@@ -100,8 +101,9 @@ def test_bench_installs_without_activating(tmp_path: Path) -> None:
 def test_device_without_the_chosen_runtime_gets_the_next_faithful_one(tmp_path: Path) -> None:
     profile = tmp_path / "pixel-local.yaml"  # pixel-8 is reached over adb, which edge lacks
     profile.write_text("extends: pixel-8\nid: pixel-local\naccess: {transport: local}\n")
+    # --exhaustive: the faithful candidates after nnapi-int8 are converted, to fall back on
     result = run_cli("deploy", "sample:digits", "--profile", str(profile), "-o",
-                     str(tmp_path / "b"), "--runs", "3", "--json")
+                     str(tmp_path / "b"), "--runs", "3", "--json", "--exhaustive")
     assert result.status == 0, result.stderr
     report = result.json()
     manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())

@@ -26,8 +26,10 @@ def _deploy_args(model: DigitsModel, device: SSHDevice, out: Path, *extra: str) 
 def deployed(digits: DigitsModel, ssh_device: SSHDevice, tmp_path_factory: pytest.TempPathFactory):
     out = tmp_path_factory.mktemp("deploy") / "digits-rpi4.bundle"
     # the bundle's choice, measured alone (the default measures every candidate there:
-    # tests/devices/test_deploy_choice.py)
-    result = run_edge(*_deploy_args(digits, ssh_device, out), "--no-on-device", "--json")
+    # tests/devices/test_deploy_choice.py); --exhaustive: every candidate converted, as the
+    # tests below check, bench and compare the ones not chosen
+    result = run_edge(*_deploy_args(digits, ssh_device, out), "--no-on-device", "--json",
+                      "--exhaustive")
     assert result.status == 0, result.stderr
     return result.json(), out
 
@@ -207,7 +209,8 @@ def test_a_user_profile_names_its_device(ssh_device: SSHDevice, tmp_path: Path) 
         f"  python: {ssh_device.python}\n  work_dir: ~/.edge-my-pi\n")
     result = run_edge("deploy", "sample:digits", "--profile", str(profile), "--identity",
                       str(ssh_device.identity), "--known-hosts", str(ssh_device.known_hosts),
-                      "-o", str(tmp_path / "b"), "--runs", "3", "--no-on-device", "--json")
+                      "-o", str(tmp_path / "b"), "--runs", "3", "--no-on-device", "--json",
+                      "--exhaustive")  # onnxruntime-fp32, benched below, is converted too
     assert result.status == 0, result.stderr
     report = result.json()
     assert report["target"] == f"ssh://{ssh_device.target}" and report["profile"] == "my-pi"

@@ -135,3 +135,18 @@ def test_every_extra_has_a_command_tested_without_it() -> None:
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     declared = set(extras["optional-dependencies"]) - GROUPS
     assert declared == {extra for extra, _ in CASES}
+
+
+def test_the_quick_start_plan_names_each_missing_extra_once(venv: Path, tmp_path: Path) -> None:
+    """Issue 38: the README's first deploy runs on the base install; the runtimes whose extra
+    is missing are skipped (not a failure) and the table names each extra once, with one pip
+    line for them all."""
+    done = edge(venv, tmp_path, "optimize", "sample:digits", "--profile", "rpi4", "--dry-run")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert sum("pip install" in line for line in lines) == 1
+    assert ("not installed here, so not tried (not a failure; the other runtimes compete): "
+            "pip install 'edge[tflite,ncnn,executorch]' adds them") in lines
+    rows = {line.split()[0]: line for line in lines[2:] if line.split()}
+    assert "edge[tflite] not installed here (see below)" in rows["tflite-int8"]
+    assert rows["onnxruntime-int8"].split()[1] == "try"

@@ -60,7 +60,10 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The digits bundle for rpi4, deployed to the embedded local device and one other
     candidate benchmarked there, so the results folder has a history of two artifacts."""
     out = tmp_path_factory.mktemp("report") / "digits-rpi4.bundle"
-    result = run_cli("optimize", "sample:digits", "--profile", "rpi4", "-o", str(out))
+    # --exhaustive: every candidate converted (onnxruntime-int8, not chosen, is benched and
+    # broken down per layer below)
+    result = run_cli("optimize", "sample:digits", "--profile", "rpi4", "-o", str(out),
+                     "--exhaustive")
     assert result.status == 0, result.stderr
     for argv in (("deploy", str(out), "--runs", "10", "--warmup", "1"),
                  ("bench", str(out), "--candidate", "onnxruntime-int8", "--runs", "10",

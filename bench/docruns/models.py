@@ -100,6 +100,8 @@ OPTIMIZE = Session(name="optimize", docs=("docs/commands/optimize.md",),
     Step(command="edge optimize digits.onnx --profile rpi4 --calib calib_3d.npy", block=18),
     Step(command="edge optimize digits.onnx --profile rpi4 --calib three.npy", block=18),
     Step(command="edge optimize digits.onnx --profile rpi4 -o notbundle", block=18),
+    Step(command=f"{_O} rpi4 --dry-run | tail -1", block=19),
+    Step(command=f"{_O} rpi4 --time-budget 1 -o tb.bundle", block=19, show=from_("candidate ")),
 ])
 
 

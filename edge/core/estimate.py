@@ -6,8 +6,8 @@ candidate's precision, and the bytes it moves (weights and activations at that p
 against a memory bandwidth; summed, plus a dispatch overhead per node. That roofline figure is
 then corrected by the timings edge kept of earlier candidates of the same runtime and precision
 for the same profile (``Corrections``: measured over estimated), which gives an interval; with
-fewer than ``MIN_KEPT`` kept timings the interval is open above (nothing known of the runtime's
-efficiency) and its low end is the compute at peak alone, a bound no runtime beats.
+kept timings of fewer than ``MIN_KEPT`` models the interval is open above (nothing known of the
+runtime's efficiency) and its low end is the compute at peak alone, a bound no runtime beats.
 """
 
 from __future__ import annotations
@@ -37,11 +37,12 @@ FLOPS_PER_CYCLE = 8.0
 #: Bytes of a weight and of an activation value at each precision.
 _BYTES = {"int8": (1, 1), "int8-dynamic": (1, 4), "fp16": (2, 2), "bf16": (2, 2),
           "fp32": (4, 4)}
-#: Kept timings of a (profile, runtime, precision) before they correct its estimates ...
+#: Models with kept timings of a (profile, runtime, precision) before they correct its
+#: estimates ...
 MIN_KEPT = 3
 #: ... and the margin their spread is widened by on each side (models differ).
 MARGIN = 1.25
-#: Kept timings per key (the newest are kept).
+#: Models kept per key (the newest).
 MAX_KEPT = 50
 
 
@@ -124,32 +125,36 @@ def _numel(shape: Sequence[int]) -> int:
 
 
 class Corrections:
-    """Kept ratios of measured to estimated latency per (profile, runtime, precision), in one
-    JSON file of the cache (written atomically; a torn or foreign file reads as empty)."""
+    """Kept ratios of measured to estimated latency per (profile, runtime, precision), one per
+    model (its latest: the same model timed again is one model, not more evidence), in one JSON
+    file of the cache (written atomically; a torn or foreign file reads as empty)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def _read(self) -> dict[str, list[float]]:
+    def _read(self) -> dict[str, dict[str, float]]:
         try:
             data = json.loads(self.path.read_text())
         except (OSError, ValueError):
             return {}
         if not isinstance(data, dict):
             return {}
-        return {str(k): [float(x) for x in v if isinstance(x, (int, float)) and x > 0]
-                for k, v in data.items() if isinstance(v, list)}
+        return {str(k): {str(m): float(x) for m, x in v.items()
+                         if isinstance(x, (int, float)) and math.isfinite(x) and x > 0}
+                for k, v in data.items() if isinstance(v, dict)}
 
     def ratios(self, key: str) -> list[float]:
-        """The kept ratios of ``key``."""
-        return self._read().get(key, [])
+        """The kept ratios of ``key``, one per model."""
+        return list(self._read().get(key, {}).values())
 
-    def add(self, found: Mapping[str, float]) -> None:
-        """Keep more ratios (key -> measured over estimated)."""
+    def add(self, found: Mapping[str, float], model: str) -> None:
+        """Keep more ratios (key -> measured over estimated) of the model ``model`` (its
+        sha256)."""
         data = self._read()
         for key, ratio in found.items():
             if math.isfinite(ratio) and ratio > 0:
-                data[key] = [*data.get(key, []), ratio][-MAX_KEPT:]
+                kept = {m: r for m, r in data.get(key, {}).items() if m != model[:16]}
+                data[key] = dict(list(kept.items())[-(MAX_KEPT - 1):]) | {model[:16]: ratio}
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             handle, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".estimates-")
@@ -174,4 +179,4 @@ def estimate(line: Roofline, ratios: Sequence[float]) -> Estimate:
     middle = ordered[len(ordered) // 2]
     return Estimate(ms=line.ms * middle, low_ms=line.ms * ordered[0] / MARGIN,
                     high_ms=line.ms * ordered[-1] * MARGIN,
-                    basis=f"roofline corrected by {len(ordered)} kept timings")
+                    basis=f"roofline corrected by kept timings of {len(ordered)} models")

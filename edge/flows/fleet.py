@@ -251,7 +251,9 @@ def build_fleet_bundle(request: FleetRequest, profile: Any,
     if not _is_bundle(request.source):
         log.info("optimizing %s for %s (%d host%s)", request.source, profile.id, hosts,
                  "" if hosts == 1 else "s")
-    asked = DeployRequest(source=request.source, profile=profile.id, options=request.options,
+    # the devices' timings choose (unless --no-on-device): optimize keeps what could win there
+    options = replace(request.options, device_measures=request.measure_on_device is not False)
+    asked = DeployRequest(source=request.source, profile=profile.id, options=options,
                           out=_bundle_out(request, profile.id))
     try:
         return build_bundle(asked, profile)

@@ -136,7 +136,8 @@ def optimize(model_path: Path, profile: Profile, out: Path, options: OptimizeOpt
         outcomes = _converted(plan, contexts, policy)
     outcomes = _measured(outcomes, profile, options, ctx)
     if host_is(profile):
-        worklist.keep_timings([o.result for o in outcomes], ctx.model.path, profile)
+        worklist.keep_timings([o.result for o in outcomes], ctx.model.path, profile,
+                              ctx.model.sha256)
     results, budgeted = within_budgets([o.result for o in outcomes], profile,
                                        latency_budget(options, profile),
                                        options.size_budget_mb)

@@ -79,7 +79,7 @@ def estimates(plan: Sequence[Planned], model_path: str | Path,
 
 
 def keep_timings(results: Sequence[CandidateResult], model_path: str | Path,
-                 profile: Profile) -> None:
+                 profile: Profile, model_sha: str) -> None:
     """Keep measured-over-estimated ratios of candidates timed where the device's timings are
     (this host, when it is the device's kind)."""
     timed = [r for r in results if r.bench is not None and r.bench.measured
@@ -92,7 +92,7 @@ def keep_timings(results: Sequence[CandidateResult], model_path: str | Path,
         return
     corrections().add({est.key(profile, r.candidate.target, r.candidate.precision):
                        r.bench.p50_ms / est.roofline(done, profile, r.candidate.precision).ms
-                       for r in timed if r.bench is not None})
+                       for r in timed if r.bench is not None}, model_sha)
 
 
 def _optimistic(planned: Planned) -> CandidateResult:
@@ -123,11 +123,11 @@ def _first(planned: Planned) -> tuple[int, int]:
 
 def cannot_win(planned: Planned, done: Sequence[CandidateResult], policy: Policy) -> str | None:
     """Why ``planned`` is not tried (it cannot be chosen, or the time is spent), else None."""
-    if not planned.keep:
+    if not planned.keep or planned.candidate.target == ORIGINAL:  # the user's file: no work
         return None
     if policy.budget_s is not None and time.monotonic() - policy.started > policy.budget_s:
         return _spent(done, policy)
-    if policy.exhaustive or planned.candidate.target == ORIGINAL:
+    if policy.exhaustive:
         return None
     if policy.by_order:
         return _after_settled(planned, done, policy)

@@ -78,8 +78,10 @@ def test_deploy_to_the_arm_board_measures_every_faithful_candidate_there(
 @pytest.fixture(scope="module")
 def ssh_bundle(digits: DigitsModel, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("choice-ssh") / "digits-rpi4.bundle"
+    # --exhaustive: every candidate converted, so the device has several faithful ones to time
     result = run_edge("optimize", str(digits.onnx), "--profile", "rpi4", "--calib",
-                      str(digits.calib), "--eval", str(digits.eval), "-o", str(out), "--json")
+                      str(digits.calib), "--eval", str(digits.eval), "-o", str(out), "--json",
+                      "--exhaustive")
     assert result.status == 0, result.stderr
     return out
 

@@ -64,8 +64,9 @@ def test_a_tflite_reference_is_described_by_litert(sparse: Path) -> None:
 def test_optimize_verifies_a_bundle_from_a_tflite_no_converter_reads(
         sparse: Path, tmp_path: Path) -> None:
     calib = _faces(tmp_path / "faces.npy")
+    # --exhaustive: every candidate converted, this test checks the ones not chosen
     result = run_cli("optimize", str(sparse), "--profile", "rpi4", "--calib", str(calib),
-                     "-o", str(tmp_path / "b"), "--json")
+                     "-o", str(tmp_path / "b"), "--json", "--exhaustive")
     assert result.status == 0, result.stderr
     bundle = result.json()
     rows = {c["candidate"]["target"] + "-" + c["candidate"]["precision"]: c

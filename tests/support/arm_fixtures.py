@@ -64,7 +64,10 @@ def arm_bundle(digits: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     profile = root / "rpi4-onnx.yaml"
     profile.write_text("extends: rpi4\nid: rpi4-onnx\nruntimes: [onnxruntime]\n")
     out = root / "digits-rpi4-onnx.bundle"
+    # --exhaustive: every candidate converted (tests/devices/test_deploy_choice.py times at
+    # least three faithful ones on the board, not only those the profile's order would try)
     result = run_edge("optimize", str(digits.onnx), "--profile", str(profile), "--calib",
-                      str(digits.calib), "--eval", str(digits.eval), "-o", str(out), "--json")
+                      str(digits.calib), "--eval", str(digits.eval), "-o", str(out), "--json",
+                      "--exhaustive")
     assert result.status == 0, result.stderr
     return out

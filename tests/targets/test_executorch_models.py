@@ -50,13 +50,16 @@ class Case:
 
 
 def _optimize(case: Case, profile: str, work: Path) -> Bundle:
-    """edge optimize for ``profile`` keeping only ExecuTorch, without host timing."""
+    """edge optimize for ``profile`` keeping only ExecuTorch, without host timing, converting
+    every candidate (--exhaustive)."""
     (work / "et.yaml").write_text(f"extends: {profile}\nid: {profile}-et\n"
                                   "runtimes: [executorch]\n")
     pairs, custom = parse_metrics(case.metrics)
     shapes, dtypes = parse_shapes(case.shapes)
+    # exhaustive: both precisions converted and judged, not only the one the order chooses
     options = OptimizeOptions(calib=case.calib, eval=case.held, measure=False, shapes=shapes,
-                              dtypes=dtypes, limits=Thresholds(metrics=pairs, custom=custom))
+                              dtypes=dtypes, limits=Thresholds(metrics=pairs, custom=custom),
+                              exhaustive=True)
     return optimize(case.model, load_profile(str(work / "et.yaml")), work / "bundle", options)
 
 

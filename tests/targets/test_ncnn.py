@@ -130,7 +130,9 @@ def test_optimize_gives_verified_ncnn_candidates(base: str, digits: DigitsModel,
                                                  tmp_path: Path) -> None:
     _vulkan()
     (tmp_path / "p.yaml").write_text(NCNN_ONLY.format(base=base))
-    options = OptimizeOptions(calib=digits.calib, eval=digits.eval, measure=False)
+    # exhaustive: every ncnn candidate converted, not only the one the order chooses
+    options = OptimizeOptions(calib=digits.calib, eval=digits.eval, measure=False,
+                              exhaustive=True)
     bundle = optimize(digits.onnx, load_profile(str(tmp_path / "p.yaml")), tmp_path / "b",
                       options)
     made = {r.candidate.id: r for r in bundle.candidates if r.artifact is not None}

@@ -81,8 +81,10 @@ def test_a_real_model_is_verified_per_output(name: str, tmp_path: Path) -> None:
     (tmp_path / "ncnn.yaml").write_text(NCNN_ONLY)
     pairs, custom = parse_metrics(case.metrics)
     shapes, dtypes = parse_shapes(case.shapes)
+    # exhaustive: every ncnn candidate converted, not only the one the order chooses
     options = OptimizeOptions(calib=case.calib, eval=case.held, measure=False, shapes=shapes,
-                              dtypes=dtypes, limits=Thresholds(metrics=pairs, custom=custom))
+                              dtypes=dtypes, limits=Thresholds(metrics=pairs, custom=custom),
+                              exhaustive=True)
     bundle = optimize(case.model, load_profile(str(tmp_path / "ncnn.yaml")),
                       tmp_path / "bundle", options)
     made = {r.candidate.id: r for r in bundle.candidates

@@ -92,8 +92,10 @@ def test_a_real_model_is_verified_per_output_in_the_simulator(name: str,
     (tmp_path / "npu.yaml").write_text(NPU_ONLY)
     pairs, custom = parse_metrics(case.metrics)
     shapes, dtypes = parse_shapes(case.shapes)
+    # exhaustive: both precisions converted and judged, not only the one the order chooses
     options = OptimizeOptions(calib=case.calib, eval=case.held, measure=False, shapes=shapes,
-                              dtypes=dtypes, limits=Thresholds(metrics=pairs, custom=custom))
+                              dtypes=dtypes, limits=Thresholds(metrics=pairs, custom=custom),
+                              exhaustive=True)
     bundle = optimize(case.model, load_profile(str(tmp_path / "npu.yaml")),
                       tmp_path / "bundle", options)
     made = {r.candidate.precision: r for r in bundle.candidates if r.candidate.target == "rknn"}

@@ -141,8 +141,9 @@ def test_agreement_rules() -> None:
 
 @pytest.mark.slow
 def test_optimize_for_a_jetson_gives_verified_fp16_and_int8(tmp_path: Path) -> None:
+    # --exhaustive: fp16 is converted too, though int8 ranks before it in the profile's order
     result = run_cli("optimize", "sample:digits", "--profile", "jetson-orin-nano", "--json",
-                     "-o", str(tmp_path / "b"))
+                     "-o", str(tmp_path / "b"), "--exhaustive")
     assert result.status == 0, result.stderr
     found = {c["candidate"]["precision"]: c for c in result.json()["candidates"]
              if c["candidate"]["target"] == "tensorrt"}

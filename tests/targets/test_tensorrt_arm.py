@@ -29,8 +29,9 @@ def provisioned(transport, arm_device) -> ProvisionReport:
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("trt-arm") / "digits-jetson.bundle"
+    # --exhaustive: tensorrt-fp16 is made too, though int8 ranks before it in the order
     result = run_edge("optimize", "sample:digits", "--profile", "jetson-orin-nano", "-o",
-                      str(out), "--json")
+                      str(out), "--json", "--exhaustive")
     assert result.status == 0, result.stderr
     return out
 
