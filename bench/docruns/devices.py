@@ -155,7 +155,8 @@ _A = "edge bench a.bundle --runs 20"
 
 BENCH = Session(name="bench", docs=("docs/commands/bench.md",), workdir=DOCS_DIR / "bench",
                 files=_bench_files, steps=[
-    Step(command="edge optimize sample:digits --profile x86-64 -o d.bundle"),
+    # --exhaustive: a bundle to bench several candidates of (not only those that could win)
+    Step(command="edge optimize sample:digits --profile x86-64 --exhaustive -o d.bundle"),
     Step(command="edge optimize sample:digits --profile pixel-8 -o p8.bundle"),
     Step(command="edge optimize sample:digits --profile jetson-nano -o b.bundle"),
     Step(command="edge deploy sample:digits --profile rpi4 -o a.bundle --runs 20"),

@@ -53,7 +53,8 @@ TUTORIAL = Session(name="tutorial", docs=("docs/tutorial.md",), workdir=TUTORIAL
     Step(command="edge inspect model.onnx --profile rpi4", block=1),
     Step(command="edge optimize model.onnx --profile rpi4 --dry-run", block=2),
     Step(command=f"{_OPTIMIZE} -o model-rpi4.bundle"),
-    Step(command=f"{_OPTIMIZE} --max-drop 0.1 --min-cosine 0.9999 -o strict.bundle", block=3),
+    Step(command=f"{_OPTIMIZE} --max-drop 0.1 --min-cosine 0.9999 --exhaustive -o strict.bundle",
+         block=3),
     Step(command="edge report model-rpi4.bundle -o report.html", block=4),
     Step(command="edge deploy model-rpi4.bundle --host pi@raspberrypi.local --identity "
                  "~/.ssh/id_ed25519 --dry-run", block=5),

@@ -40,7 +40,8 @@ from edge.core.values import ORIGINAL, CandidateResult, Contest, Standing
 
 __all__ = ["BASELINE", "BEYOND_TIE", "LOSS_BAND", "TIE", "Budget", "Choice", "Option", "choose",
            "choose_candidate", "contest_note", "describe_original", "dominated_by", "label",
-           "least_loss", "paired", "preference", "runnable", "settle", "within_budget"]
+           "least_loss", "may_win", "paired", "preference", "runnable", "settle",
+           "within_budget"]
 
 #: Medians within this fraction of the fastest are a tie on a shared, noisy machine.
 TIE = 0.10
@@ -115,6 +116,16 @@ def choose(options: Sequence[Option], *, tie: float = TIE, trusted: bool = True)
     best = min(tied, key=_order)
     return Choice(id=best.id, basis="measured", reason="fastest measured",
                   tied=tuple(o.id for o in tied))
+
+
+def may_win(best_ms: float, rival_worst_ms: float, *, ranks_first: bool,
+            tie: float = TIE) -> bool:
+    """Whether a candidate that takes at least ``best_ms`` may be chosen over a faithful rival
+    that takes at most ``rival_worst_ms``, as ``choose`` chooses: faster beyond the tie band, or
+    within it and first in the preference order."""
+    if best_ms > rival_worst_ms * (1 + tie):
+        return False
+    return best_ms * (1 + tie) < rival_worst_ms or ranks_first
 
 
 def _order(option: Option) -> tuple[tuple[int, ...], str]:

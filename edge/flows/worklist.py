@@ -28,7 +28,7 @@ from edge.core import estimate as est
 from edge.core.cache import cache_root
 from edge.core.plan import MIXED, Planned
 from edge.core.profile import Profile
-from edge.core.select import TIE, preference
+from edge.core.select import TIE, may_win, preference
 from edge.core.values import ORIGINAL, CandidateResult
 
 __all__ = ["Policy", "cannot_win", "corrections", "describe", "estimates", "keep_timings",
@@ -176,9 +176,7 @@ def _estimated_slower(planned: Planned, done: Sequence[CandidateResult],
         theirs = policy.estimates.get(result.candidate.id)
         if result.status != "passed" or theirs is None or math.isinf(theirs.high_ms):
             continue
-        slower = mine.low_ms > theirs.high_ms * (1 + TIE)
-        no_win = mine.low_ms * (1 + TIE) >= theirs.high_ms and rank >= policy.rank(result)
-        if slower or no_win:
+        if not may_win(mine.low_ms, theirs.high_ms, ranks_first=rank < policy.rank(result)):
             return (f"not converted: estimated at best {mine.low_ms:.3f} ms on the device, "
                     f"{result.candidate.id} (faithful) at worst {theirs.high_ms:.3f} ms "
                     f"({mine.basis}): it cannot win by the {TIE:.0%} tie margin "

@@ -25,6 +25,7 @@ memory controllers (v1 or v2): :func:`unavailable` says why not.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ipaddress
 import os
@@ -400,18 +401,34 @@ def running_fleet(count: int = 8, *, cpus: float = 1.0, memory_mb: int = 1024,
                 print("warning: fleet teardown: " + "; ".join(errors), file=sys.stderr)
 
 
-def fleet_or_skip(count: int, *, wipe: bool = False) -> Iterator[Any]:
+#: One fleet per test run (by its size): started by the first module that asks for it, torn
+#: down when the run's process ends.
+_SHARED: dict[int, EmulatedFleet] = {}
+_STACK = contextlib.ExitStack()
+atexit.register(_STACK.close)
+
+
+def _shared(count: int) -> EmulatedFleet:
+    if count not in _SHARED:
+        _SHARED[count] = _STACK.enter_context(running_fleet(count, cpus=1.0, memory_mb=1024))
+    return _SHARED[count]
+
+
+def fleet_or_skip(count: int, *, wipe: bool = True) -> Iterator[Any]:
     """A test module's fleet of ``count`` devices (1 CPU, 1 GB each), yielded by a fixture;
-    a pytest skip naming why when this machine cannot run one (CI fails on any skip)."""
+    a pytest skip naming why when this machine cannot run one (CI fails on any skip).
+
+    The run starts one fleet and shares it: each module gets it with every device's home
+    emptied (``wipe``), as a fresh fleet is, for a first-time deploy."""
     import pytest
 
     reason = unavailable()
     if reason is not None:
         pytest.skip(f"emulated devices unavailable: {reason}")
     try:
-        with running_fleet(count, cpus=1.0, memory_mb=1024) as fleet:
-            if wipe:
-                fleet.wipe()
-            yield fleet
+        fleet = _shared(count)
     except FleetUnavailable as exc:
         pytest.skip(f"emulated devices unavailable: {exc}")
+    if wipe:
+        fleet.wipe()
+    yield fleet

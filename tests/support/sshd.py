@@ -484,7 +484,8 @@ def _write_keys(workdir: Path) -> dict[str, str]:
 def running_device(venv: Path = DEVICE_VENV) -> Iterator[SSHDevice]:
     """Set up edgeuser, keys, the device venv and sshd; tear everything down on exit."""
     require_root_and_sshd()
-    with device_lock():
+    # reentrant: the run's shared fleet (tests/support/fleet_devices.py) may hold it already
+    with device_lock(reentrant=True):
         python = ensure_device_venv(venv)
         uid = ensure_user()
         remove_stale_sessions()

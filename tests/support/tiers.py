@@ -22,7 +22,8 @@ TIERS = ("unit", "integration", "system", "corpus")
 
 #: Fixtures that start or reach a real device.
 SYSTEM_FIXTURES = frozenset({"ssh_server", "ssh_device", "ssh_probe", "ssh_bundle",
-                             "arm_device", "transport", "provisioned", "arm_bundle"})
+                             "arm_device", "transport", "provisioned", "arm_bundle",
+                             "emulated", "fleet_dir"})
 #: Support modules that start real devices, fleets or emulated links.
 SYSTEM_SUPPORT = frozenset({"tests.support.sshd", "tests.support.fleet_devices",
                             "tests.support.netem", "tests.support.netem_forward",
