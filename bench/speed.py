@@ -1,12 +1,13 @@
 #!/usr/bin/env python
 """How long edge takes to a first result: the quick start, and cold and warm optimizes.
 
-    python bench/speed.py [--quickstart] [--model cnn --model rapidocr-cls ...]
+    python bench/speed.py [--quickstart] [--all-install] [--model cnn --model rapidocr-cls ...]
                           [--profile rpi4 --profile x86-64] [--before REF] [--warm]
                           [--out bench/results/speed.json]
 
 * ``--quickstart``: the README's first command as written, in a fresh venv with pip's cache
   empty (``PIP_NO_CACHE_DIR``): wall and CPU seconds, the venv's size.
+* ``--all-install``: ``pip install -e '.[all]'`` the same way: every extra's time and size.
 * Each (model, profile): ``edge optimize`` with an empty cache, before (``--before REF``, a
   commit checked out beside this tree and run from it) and after (this tree), then this tree
   with ``--exhaustive`` (every candidate converted, as before): wall and CPU seconds (of the
@@ -73,6 +74,19 @@ def quickstart(timeout: float) -> dict[str, Any]:
         size = subprocess.run(["du", "-sb", str(venv)], capture_output=True, text=True)
         run.pop("stdout")
         return {"command": QUICKSTART.format(venv=".venv", root="."), **run,
+                "venv_mb": round(int(size.stdout.split()[0]) / 1e6) if size.stdout else None}
+
+
+def install_all(timeout: float) -> dict[str, Any]:
+    """``pip install -e '.[all]'`` into a fresh venv, pip's cache off: what every runtime costs."""
+    with tempfile.TemporaryDirectory(prefix="edge-all-") as tmp:
+        venv = Path(tmp) / "venv"
+        command = f"python3 -m venv {venv} && {venv}/bin/pip install -e '{ROOT}[all]'"
+        run = timed(["bash", "-c", command], cwd=Path(tmp),
+                    env={**os.environ, "PIP_NO_CACHE_DIR": "1"}, timeout=timeout)
+        size = subprocess.run(["du", "-sb", str(venv)], capture_output=True, text=True)
+        run.pop("stdout")
+        return {"command": "python3 -m venv .venv && .venv/bin/pip install -e '.[all]'", **run,
                 "venv_mb": round(int(size.stdout.split()[0]) / 1e6) if size.stdout else None}
 
 
@@ -161,6 +175,8 @@ def ratios(result: dict[str, Any]) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quickstart", action="store_true")
+    parser.add_argument("--all-install", action="store_true",
+                        help="also time pip install -e '.[all]' in a fresh venv")
     parser.add_argument("--model", action="append", default=[])
     parser.add_argument("--profile", action="append", default=[])
     parser.add_argument("--before", help="the commit to compare with (e.g. origin's main)")
@@ -174,6 +190,9 @@ def main() -> int:
     if args.quickstart:
         record["quickstart"] = quickstart(args.timeout)
         print(f"quickstart: {record['quickstart']}", file=sys.stderr)
+    if args.all_install:
+        record["all_install"] = install_all(args.timeout)
+        print(f"[all]: {record['all_install']}", file=sys.stderr)
     before = before_tree(args.before) if args.before else None
     record["before"] = args.before
     runs = [one(m, p, before, args.warm, args.timeout) for m in args.model

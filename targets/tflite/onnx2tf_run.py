@@ -161,6 +161,9 @@ def _check_run(out: Path, code: int, timed_out: bool, timeout: float, logfile: P
     """Raise _RunFailed when the run timed out or wrote no fp32 model."""
     if timed_out:
         raise _RunFailed(f"onnx2tf timed out after {timeout:.0f} s (log: {logfile})")
+    if code < 0 and not (out / FILES["fp32"]).is_file():  # killed: not the model's failure
+        raise ConversionError(f"onnx2tf was stopped by signal {-code} (log: {logfile}); "
+                              "not remembered: the next run converts again")
     if not (out / FILES["fp32"]).is_file():
         raise _RunFailed(f"onnx2tf failed (exit {code}): {reason(logfile)} (log: {logfile})")
 

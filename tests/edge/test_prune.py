@@ -200,6 +200,9 @@ def _optimize(profile: Path, out: Path, ratio: float, budget_s: float,
     options = OptimizeOptions(calib=SAMPLES / "digits_calib.npy",
                               eval=SAMPLES / "digits_eval.npz", measure=False,
                               limits=Thresholds(max_drop=1.0),
+                              # every candidate converted: these tests judge the pruned twins,
+                              # which rank after the plain ones in the order
+                              exhaustive=True,
                               prune=PruneOptions(ratio=ratio, budget_s=budget_s,
                                                  max_steps=steps))
     return optimize(DIGITS, load_profile(profile), out, options)

@@ -18,7 +18,7 @@ import pytest
 from edge.core.intake import to_reference
 from edge.core.model import inspect_model
 from edge.core.values import Dataset, ModelInfo
-from targets.openvino import OpenVINOTarget
+from targets.openvino import OpenVINOTarget, load_with_hint
 from targets.tflite import TFLiteTarget, onnx2tf_run
 
 TFLITE, OPENVINO = TFLiteTarget(), OpenVINOTarget()
@@ -194,7 +194,9 @@ def test_openvino_ir_keeps_nhwc_layout_and_names(keras_model: ModelInfo, precisi
     assert [str(d) for d in ir.inputs[0].get_partial_shape()][1:] == ["64", "64", "1"]
     assert [p.get_any_name() for p in ir.outputs] == [s.name for s in keras_model.outputs]
     data = _images(4, 1)
-    runner = OPENVINO.load(path, keras_model, threads=1)
+    # the IR computing f32 (a plain load computes bf16 on an AVX512-BF16/AMX CPU)
+    runner = load_with_hint(path, keras_model, threads=1, hint="f32") if precision == "fp32" \
+        else OPENVINO.load(path, keras_model, threads=1)
     for got, want in zip((runner.run(f)[0] for f in data.feeds), _reference(keras_model, data),
                          strict=True):
         assert got.shape == want.shape

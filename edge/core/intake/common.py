@@ -28,6 +28,8 @@ OPSET = 17
 DTYPES = ("float32", "float16", "float64", "int64", "int32", "int8", "uint8", "bool")
 
 TIMEOUT_S = 900.0
+#: How the failure of a conversion child killed by a signal reads (never remembered).
+STOPPED = "stopped by signal"
 
 
 def example(shape: Sequence[int], dtype: str) -> np.ndarray:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from edge.core.errors import UsageError
 from edge.core.files import NoSpace, filled, no_space_as
-from edge.core.intake.common import NoOnnxReference
+from edge.core.intake.common import STOPPED, NoOnnxReference
 
 __all__ = ["failure_marker", "remembered_failure"]
 
@@ -28,7 +28,8 @@ def failure_marker(out: Path) -> Path:
 def remembered_failure(out: Path, source: Path) -> Iterator[None]:
     """Raise the remembered failure at once; else run the block and remember how it fails.
 
-    Conversion and parity failures are remembered; a timeout is not (the host may be busy).
+    Conversion and parity failures are remembered; a timeout is not (the host may be busy),
+    nor a converter killed by a signal (an interrupted run, the OOM killer).
     """
     marker = failure_marker(out)
     remembered = _remembered(marker)
@@ -41,7 +42,7 @@ def remembered_failure(out: Path, source: Path) -> Iterator[None]:
     except NoSpace:
         raise
     except UsageError as exc:
-        if "timed out" in str(exc):
+        if "timed out" in str(exc) or STOPPED in str(exc):  # the host's, not the model's
             raise
         _remember(marker, str(exc))
         raise NoOnnxReference(str(exc)) from None

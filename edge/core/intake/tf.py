@@ -18,7 +18,7 @@ import onnx
 from edge.core.errors import UsageError, first_line
 from edge.core.extras import require
 from edge.core.files import free_bytes, no_space
-from edge.core.intake.common import OPSET, TIMEOUT_S, Shapes, example
+from edge.core.intake.common import OPSET, STOPPED, TIMEOUT_S, Shapes, example
 from edge.core.intake.tflite import convert_tflite
 
 
@@ -69,6 +69,9 @@ def _run_child(job: dict[str, Any], log: Path, source: Path, kind: str) -> None:
     job_file.unlink(missing_ok=True)
     if done.returncode != 0 and free_bytes(log.parent) < _ROOM:  # its log may say nothing
         raise no_space(log.with_suffix(".onnx"), _ROOM)
+    if done.returncode < 0:  # killed (an interrupted run, the OOM killer): not the model's
+        raise UsageError(f"{source}: the {kind} conversion was {STOPPED} {-done.returncode} "
+                         f"(log: {log}); run again")
     if done.returncode != 0:
         raise UsageError(f"{source}: could not convert this {kind} model to ONNX: "
                          f"{_log_reason(log)} (log: {log})")
