@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import select
 import signal
@@ -55,9 +56,14 @@ class SimulatorRunner:
         self._model = model
         self._run_timeout_s = run_timeout_s
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 - the child's stderr, closed below
-        self._child = _start(request, self._log)
-        self._closer = weakref.finalize(self, _stop, self._child, self._log)
-        kind, payload = self._reply(start_timeout_s, "start")
+        scratch = _relocated(request, model)
+        try:
+            self._child = _start(scratch[0], self._log)
+            self._closer = weakref.finalize(self, _stop, self._child, self._log)
+            kind, payload = self._reply(start_timeout_s, "start")  # the child has read them
+        finally:
+            for path in scratch:
+                path.unlink(missing_ok=True)
         if kind != b"K":
             self.close()
             why = payload.decode(errors="replace")
@@ -124,6 +130,35 @@ class SimulatorRunner:
         """Why the child went away: its exit status and the last line it printed."""
         self.close()
         return f"rknn simulator exited ({self._child.returncode}): {_last_line(self._log)}"
+
+
+def _relocated(request: Path, model: ModelInfo) -> list[Path]:
+    """The request as this run finds its files: the reference model where it is now, the
+    artifact and its calibration list beside the request (a cached artifact may be reached by
+    another path than the one that converted it, its model moved since); written beside it,
+    first in the list of the files written (removed once the child started)."""
+    spec = json.loads(request.read_text(encoding="utf-8"))
+    here = request.parent
+    spec["model"] = model.path
+    spec["out"] = str(here / Path(spec["out"]).name)
+    written = []
+    if spec.get("dataset"):
+        written.append(_relisted(here / "rknn_calib" / "dataset.txt"))
+        spec["dataset"] = str(written[0])
+    handle, name = tempfile.mkstemp(dir=here, prefix=".request-", suffix=".json")
+    with os.fdopen(handle, "w", encoding="utf-8") as out:
+        json.dump(spec, out)
+    return [Path(name), *written]
+
+
+def _relisted(listing: Path) -> Path:
+    """A copy of rknn's calibration list naming its .npy files where they are now."""
+    lines = [" ".join(str(listing.parent / Path(f).name) for f in line.split())
+             for line in listing.read_text(encoding="utf-8").splitlines() if line.strip()]
+    handle, name = tempfile.mkstemp(dir=listing.parent, prefix=".dataset-", suffix=".txt")
+    with os.fdopen(handle, "w", encoding="utf-8") as out:
+        out.write("\n".join(lines) + "\n")
+    return Path(name)
 
 
 def _start(request: Path, log: IO[bytes]) -> subprocess.Popen[bytes]:

@@ -128,3 +128,28 @@ def _workdir_name(toolchain: Toolchain) -> str:
         patch.setattr(targets, "runtimes", lambda: real | {"rknn": rknn})
         patch.setattr(RKNNConverter, "caps", replace(RKNNConverter.caps, toolchain=toolchain))
         return workdir_name("rknn", ConvertSettings())
+
+
+def test_the_simulator_finds_a_cached_artifacts_files_where_they_are_now(tmp_path: Path) -> None:
+    """A cached artifact reached by another path than the one that converted it (the test data
+    cache kept between runs, a moved cache) with its model moved: the simulator's request is
+    rewritten to the model's and the artifact folder's paths of this run."""
+    from edge.core.values import ModelInfo
+    from targets.rknn import simulator
+
+    here = tmp_path / "now"
+    (here / "rknn_calib").mkdir(parents=True)
+    np.save(here / "rknn_calib" / "0_0.npy", np.zeros((1, 1, 8, 8), np.float32))
+    gone = "/gone/session/cache/convert/k/rknn"
+    (here / "rknn_calib" / "dataset.txt").write_text(f"{gone}/rknn_calib/0_0.npy\n")
+    request = here / "model_int8.request.json"
+    request.write_text(json.dumps({"model": "/gone/model.onnx", "out": f"{gone}/m.rknn.part",
+                                    "dataset": f"{gone}/rknn_calib/dataset.txt"}))
+    model = ModelInfo(path=str(tmp_path / "model.onnx"), sha256="0" * 64, size_bytes=1,
+                      opset=17, inputs=(), outputs=(), params=0, macs=0)
+    written = simulator._relocated(request, model)
+    spec = json.loads(written[0].read_text())
+    assert spec["model"] == model.path and spec["out"] == str(here / "m.rknn.part")
+    assert spec["dataset"] == str(written[1])
+    assert written[1].read_text().split() == [str(here / "rknn_calib" / "0_0.npy")]
+    assert all(p.parent in (here, here / "rknn_calib") for p in written)
