@@ -11,6 +11,7 @@ tests/targets/test_rknn_models.py.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Iterator
@@ -169,6 +170,9 @@ def test_a_child_that_cannot_build_says_why_and_is_gone(
     bad = {"model": str(tmp_path / "absent.onnx"), "platform": "rk3588", "precision": "fp16",
            "inputs": None, "shapes": None, "algorithm": "normal", "out": "", "dataset": None}
     artifact.with_suffix(".request.json").write_text(json.dumps(bad))
+    # the simulator rebuilds from the model where this run has it: here, nowhere
+    absent = dataclasses.replace(model, path=str(tmp_path / "absent.onnx"))
     with pytest.raises(SimulatorError, match="did not start|exited"):
-        SimulatorRunner(artifact, model)
+        SimulatorRunner(artifact, absent)
     assert not [p for p in os.listdir(tmp_path) if p.endswith(".partial")]
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".request-")]  # removed
