@@ -67,7 +67,11 @@ def test_x86_choice_is_measured_and_budget_rejects(tmp_path: Path) -> None:
     timed = {Candidate(**c["candidate"]).id: c["bench"]["p50_ms"]
              for c in doc["candidates"] if c["bench"]}
     assert len(timed) >= 3 and doc["chosen"] in timed
-    assert timed[doc["chosen"]] <= min(timed.values()) * 1.10 + 1e-9
+    # the figures the choice is made from: each candidate's median paired with the leader's in
+    # the same interleaved rounds (a plain p50 moves with a load spike in its own blocks)
+    paired = {s["candidate"]: s["paired_ms"] for s in (doc.get("contest") or {}).get(
+        "standings", ())} or timed
+    assert paired[doc["chosen"]] <= min(paired.values()) * 1.10 + 1e-9
     assert "measured on this host" in doc["reason"]
     budget = min(timed.values()) / 100
     strict = run_cli("optimize", "sample:digits", "--profile", "x86-64", "-o",
