@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.digits import DigitsModel, kept_digits
-from tests.support.kept import data_root, keeping
+from tests.support.kept import data_root, keeping_caches
 from tests.support.sshd import SSHDevice, empty_home, running_device
 
 pytest_plugins = ["pytester", "tests.support.ci", "tests.support.arm_fixtures",
@@ -38,11 +38,11 @@ ISOLATED_VARIABLES = ("EDGE_CACHE_DIR", "EDGE_LOCAL_DEVICE")
 def edge_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """This session's temp dir for edge: the shared caches, then one folder per module.
 
-    The shared caches are kept between runs in the test data cache (their keys cover the
-    content, the recipe, the converters' versions and the code that converts); with
-    ``EDGE_TEST_KEEP=0`` they start empty in this session's temp dir (a cold run)."""
+    With ``EDGE_TEST_KEEP_CACHES=1`` the shared caches are kept between runs in the test data
+    cache (their keys cover the content, the recipe, the converters' versions and the code
+    that converts); by default they start empty in this session's temp dir."""
     root = tmp_path_factory.mktemp("edge-home")
-    kept = keeping()
+    kept = keeping_caches()
     for name in SHARED_CACHES:
         where = data_root() / "edge-cache" / name if kept else root / "cold" / name
         where.mkdir(parents=True, exist_ok=True)

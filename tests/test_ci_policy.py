@@ -153,13 +153,13 @@ def test_this_module_has_its_own_device_and_results_but_shares_conversions() -> 
     cache = Path(os.environ["EDGE_CACHE_DIR"])
     assert device.parent.name == cache.parent.name == __name__  # per module, not per session
     assert not (cache / "results").is_symlink()
-    from tests.support.kept import data_root, keeping
+    from tests.support.kept import data_root, keeping_caches
 
     kept = (data_root() / "edge-cache").resolve()
     for shared in ("convert", "reference", "wheels"):
         assert (cache / shared).is_symlink()
-        # issue 38: kept between runs in the test data cache (cold with EDGE_TEST_KEEP=0)
-        assert ((cache / shared).resolve().parent == kept) is keeping()
+        # issue 38: kept between runs with EDGE_TEST_KEEP_CACHES=1
+        assert ((cache / shared).resolve().parent == kept) is keeping_caches()
 
 
 def test_ci_runs_the_readmes_first_command_first_as_written() -> None:

@@ -22,7 +22,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TypeVar
 
-__all__ = ["data_root", "keeping", "key_of", "kept_folder"]
+__all__ = ["data_root", "keeping", "keeping_caches", "key_of", "kept_folder"]
 
 T = TypeVar("T")
 
@@ -36,6 +36,13 @@ def keeping() -> bool:
     """Whether this run keeps what it builds (``EDGE_TEST_KEEP=0``: a cold run, nothing kept
     or read from earlier runs)."""
     return os.environ.get("EDGE_TEST_KEEP", "1") not in ("", "0")
+
+
+def keeping_caches() -> bool:
+    """Whether edge's conversion and reference caches are kept between runs
+    (``EDGE_TEST_KEEP_CACHES=1``; off by default: tests that check what a first conversion
+    says or remembers need a cold cache, and do not yet ask for one themselves)."""
+    return os.environ.get("EDGE_TEST_KEEP_CACHES", "0") not in ("", "0")
 
 
 def _version(dist: str) -> str:
