@@ -13,6 +13,7 @@ import onnx
 
 from devices.device import Device, open_device
 from devices.transport import Transport
+from edge.core import estimate
 from edge.core.errors import UsageError
 from edge.core.model import load_named, node_macs, value_shapes
 from edge.core.profile import Profile
@@ -21,12 +22,10 @@ from targets.onnxruntime import profiling
 
 __all__ = ["estimate_costs", "measure_costs", "measure_costs_on_device", "node_costs"]
 
-#: Guessed memory bandwidth for non-MAC ops, GB/s, when a profile says nothing about it.
-MEMORY_GBPS = 10.0
-#: Fixed per-node dispatch overhead, ms.
-NODE_OVERHEAD_MS = 0.002
-#: Flops per cycle per core assumed when a profile has no fp32 peak.
-FLOPS_PER_CYCLE = 8.0
+#: The roofline's figures are edge.core.estimate's (one set for the optimizer and the partitioner).
+MEMORY_GBPS = estimate.MEMORY_GBPS
+NODE_OVERHEAD_MS = estimate.NODE_OVERHEAD_MS
+FLOPS_PER_CYCLE = estimate.FLOPS_PER_CYCLE
 
 
 def node_costs(model_path: str | Path, profile: Profile, *, measured: bool) -> dict[str, float]:
@@ -112,8 +111,7 @@ def _shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
 
 def _peak_fp32_gops(profile: Profile) -> float:
     """The profile's fp32 peak GOPS, or cores * clock * FLOPS_PER_CYCLE when not given."""
-    compute = profile.compute
-    return compute.peak_gops.get("fp32") or compute.cores * compute.clock_ghz * FLOPS_PER_CYCLE
+    return estimate.peak_gops(profile, "fp32")
 
 
 def _save(model: onnx.ModelProto, path: Path) -> None:

@@ -26,7 +26,7 @@ from edge.core.model import load_onnx, node_macs, value_shapes
 from edge.core.profile import Profile
 
 __all__ = ["MIN_KEPT", "Corrections", "Estimate", "Roofline", "Work", "estimate", "key",
-           "roofline", "work"]
+           "peak_gops", "roofline", "work"]
 
 #: Guessed memory bandwidth, GB/s, when a profile says nothing about it.
 MEMORY_GBPS = 10.0
@@ -75,7 +75,7 @@ class Estimate:
                 "basis": self.basis}
 
 
-def _peak_gops(profile: Profile, precision: str) -> float:
+def peak_gops(profile: Profile, precision: str) -> float:
     """The profile's peak GOPS at ``precision``: its own figure, else fp32's (int8: twice)."""
     peaks = profile.compute.peak_gops
     fp32 = peaks.get("fp32") or (profile.compute.cores * profile.compute.clock_ghz
@@ -116,7 +116,7 @@ def roofline(done: Work, profile: Profile, precision: str) -> Roofline:
     """The roofline figures of ``done`` at ``precision`` on ``profile``."""
     weight_bytes, value_bytes = _BYTES.get(precision, (4, 4))
     moved = done.weight_values * weight_bytes + done.other_values * value_bytes
-    return Roofline(compute_ms=2.0 * done.macs / (_peak_gops(profile, precision) * 1e9) * 1e3,
+    return Roofline(compute_ms=2.0 * done.macs / (peak_gops(profile, precision) * 1e9) * 1e3,
                     memory_ms=moved / (MEMORY_GBPS * 1e9) * 1e3, nodes=done.nodes)
 
 

@@ -17,6 +17,7 @@ Two regimes, by what will decide the choice:
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
@@ -62,12 +63,24 @@ def corrections() -> est.Corrections:
     return est.Corrections(cache_root() / "estimates.json")
 
 
+def _work(model_path: str | Path) -> est.Work:
+    """The model's work, read once per file version (the plan's estimates and the kept timings
+    of the same run read it alike)."""
+    stat = Path(model_path).stat()
+    return _work_of(str(model_path), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=4)
+def _work_of(path: str, mtime_ns: int, size: int) -> est.Work:
+    return est.work(path)
+
+
 def estimates(plan: Sequence[Planned], model_path: str | Path,
               profile: Profile) -> dict[str, est.Estimate]:
     """Candidate id -> its estimate on the profile's device (none when the model cannot be
     read as ONNX: the order alone then decides the work)."""
     try:
-        done = est.work(model_path)
+        done = _work(model_path)
     except Exception as exc:  # noqa: BLE001 - onnx's own errors: no estimate, said once
         log.info("no latency estimate: %s", exc)
         return {}
@@ -87,7 +100,7 @@ def keep_timings(results: Sequence[CandidateResult], model_path: str | Path,
     if not timed:
         return
     try:
-        done = est.work(model_path)
+        done = _work(model_path)
     except Exception:  # noqa: BLE001 - onnx's own errors: nothing kept
         return
     corrections().add({est.key(profile, r.candidate.target, r.candidate.precision):
