@@ -1,5 +1,7 @@
 """Allow ``python -m edge``."""
 
-from edge.cli import main
+from edge.cli import forget_inner_interrupts, main
 
-raise SystemExit(main())
+status = main()
+forget_inner_interrupts()  # the status edge chose, not CPython's own after a Ctrl-C
+raise SystemExit(status)

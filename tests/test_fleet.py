@@ -455,3 +455,27 @@ def test_on_device_latency_budget_is_judged_on_each_host(deployed, emulated,
     assert generous.exit_status == 0, render_fleet(generous)
     (host,) = generous.hosts
     assert host.report is not None and any((home / ".edge" / "current").glob("model.*"))
+
+
+@pytest.mark.slow
+def test_each_device_keeps_its_own_home_when_the_hosts_passwd_is_replaced(emulated) -> None:
+    """usermod (the one-device sshd's make_home) replaces /etc/passwd by a rename, which detaches
+    the devices' own passwd: every module's fleet gets each device's own home back first."""
+    import os
+    import shutil
+    import subprocess
+
+    from tests.support.fleet_devices import _home_seen
+
+    copy = Path("/etc/passwd.edge-test")
+    shutil.copy2("/etc/passwd", copy)
+    os.replace(copy, "/etc/passwd")  # what usermod does
+    assert _home_seen(emulated.devices[0].sshd_pid) != str(emulated.devices[0].home)
+    emulated.own_homes()
+    for device in emulated.devices:
+        home = subprocess.run(
+            ["ssh", "-i", str(emulated.identity), "-o", "BatchMode=yes",
+             "-o", f"UserKnownHostsFile={emulated.known_hosts}", "-p", str(device.port),
+             f"{emulated.user}@{device.address}", "echo $HOME"],
+            capture_output=True, text=True, timeout=30, check=True).stdout.strip()
+        assert home == str(device.home)

@@ -163,6 +163,37 @@ def test_ctrl_c_while_onnx2tf_converts_ends_at_once(tmp_path: Path) -> None:
     assert not Path(f"/proc/{converter}").exists() or _zombie(converter)
 
 
+# A Ctrl-C caught inside code a C extension ran with PyRun_String (TensorFlow's import does).
+_INNER_INTERRUPT = """
+import ctypes
+run = ctypes.pythonapi.PyRun_String
+run.restype, run.argtypes = ctypes.py_object, [ctypes.c_char_p, ctypes.c_int, ctypes.py_object,
+                                               ctypes.py_object]
+try:
+    run(b"raise KeyboardInterrupt", 257, {}, {})
+except KeyboardInterrupt:
+    pass
+"""
+
+
+@pytest.mark.parametrize(("forget", "status"), [(True, 130), (False, -signal.SIGINT)])
+def test_python_m_edge_exits_with_edges_status_after_an_inner_interrupt(
+        tmp_path: Path, forget: bool, status: int) -> None:
+    """CPython's ``-m`` runner exits by SIGINT (-2) once a Ctrl-C passed through PyRun_String,
+    whatever status the program chose (False: the quirk itself); ``python -m edge`` resets that,
+    so it exits with edge's own status (130 after ``error: interrupted``), as ``edge`` does."""
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    call = "forget_inner_interrupts()" if forget else "pass"
+    (probe / "__main__.py").write_text(
+        f"from edge.cli import forget_inner_interrupts\n{_INNER_INTERRUPT}\n{call}\n"
+        "raise SystemExit(130)\n")
+    env = dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{ROOT}")
+    done = subprocess.run([sys.executable, "-m", "probe"], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == status, done.stderr[-2000:]
+
+
 def _start_optimize(folders: dict[str, Path], stderr: IO[str]) -> subprocess.Popen[bytes]:
     """``edge optimize sample:digits`` for x86-64 in a child, with ``folders``' HOME and cache."""
     return subprocess.Popen(

@@ -10,6 +10,7 @@ at module level); a command imports what it needs when it runs.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import signal
@@ -38,7 +39,7 @@ from edge.core import __version__, offline
 from edge.core.errors import EdgeError, ExitStatus, first_line
 from edge.core.files import free_bytes, is_no_space, mount_of, no_space
 
-__all__ = ["cli", "main"]
+__all__ = ["cli", "forget_inner_interrupts", "main"]
 
 #: Appended to the one-line message of an internal error.
 INTERNAL_ADVICE = "(a bug in edge: re-run with --traceback and report it)"
@@ -66,6 +67,17 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, before)
+
+
+def forget_inner_interrupts() -> None:
+    """CPython's ``-m`` runner exits by SIGINT (status -2, not 130) once a Ctrl-C has passed
+    through code a C extension ran with ``PyRun_String`` (TensorFlow's import does), even when
+    edge caught it and said ``error: interrupted``. Running an empty string the same way resets
+    that flag, so ``python -m edge`` exits with the status edge chose, as the ``edge`` script
+    does."""
+    run = getattr(getattr(ctypes, "pythonapi", None), "PyRun_SimpleString", None)
+    if run is not None:
+        run(b"")
 
 
 def _terminate(signum: int, frame: object) -> None:

@@ -138,6 +138,18 @@ class EmulatedFleet:
         path.write_text(yaml.safe_dump(doc, sort_keys=False))
         return path
 
+    def own_homes(self) -> None:
+        """Every device's sshd sees its own /etc/passwd again. The one-device sshd's
+        ``usermod -d`` (tests.support.sshd.make_home) replaces /etc/passwd by a rename, and a
+        rename over a mount point detaches that mount in every other mount namespace: the
+        devices would all share that device's home (and its deploy lock) from then on."""
+        for device in self.devices:
+            if _home_seen(device.sshd_pid) != str(device.home):
+                _check(["nsenter", f"--mount=/proc/{device.sshd_pid}/ns/mnt", "mount",
+                        "--bind", str(device.home.parent / "passwd"), "/etc/passwd"])
+            if _home_seen(device.sshd_pid) != str(device.home):
+                raise FleetUnavailable(f"{device.name}: its sshd does not see its own home")
+
     def wipe(self) -> None:
         """Empty every device's home (for a fresh, first-time deploy)."""
         for device in self.devices:
@@ -157,9 +169,9 @@ def unavailable() -> str | None:
         return f"network namespaces need Linux, not {sys.platform}"
     if os.geteuid() != 0:
         return "emulated devices need root (network namespaces, cgroups, a test user)"
-    for tool in ("ip", "sh", "mount", SSH_KEYGEN):
+    for tool in ("ip", "sh", "mount", "nsenter", SSH_KEYGEN):
         if shutil.which(tool) is None:
-            return f"`{tool}` is not on PATH (install iproute2 / openssh-client)"
+            return f"`{tool}` is not on PATH (install iproute2, util-linux, openssh-client)"
     if not SSHD_BIN.exists():
         return f"{SSHD_BIN} is missing: install openssh-server"
     return cgroups.unavailable(cgroups.hierarchy(), ["cpu", "memory"])
@@ -262,6 +274,15 @@ def _passwd_with_home(path: Path, home: Path) -> Path:
     path.write_text("\n".join(lines) + "\n")
     path.chmod(0o644)
     return path
+
+
+def _home_seen(pid: int) -> str | None:
+    """edgeuser's home in the /etc/passwd that process ``pid`` (a device's sshd) sees."""
+    for line in Path(f"/proc/{pid}/root/etc/passwd").read_text().splitlines():
+        fields = line.split(":")
+        if len(fields) == 7 and fields[0] == DEVICE_USER:
+            return fields[5]
+    return None
 
 
 # ---------------------------------------------------------------- the fleet
@@ -429,6 +450,7 @@ def fleet_or_skip(count: int, *, wipe: bool = True) -> Iterator[Any]:
         fleet = _shared(count)
     except FleetUnavailable as exc:
         pytest.skip(f"emulated devices unavailable: {exc}")
+    fleet.own_homes()  # another module's one-device sshd may have detached them
     if wipe:
         fleet.wipe()
     yield fleet
