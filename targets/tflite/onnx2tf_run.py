@@ -1,5 +1,6 @@
 """One onnx2tf run per work directory, in a child process: it writes the fp32, fp16, int8,
-int8-dynamic and int8-io .tflite files at once.
+int8-dynamic and int8-io .tflite files at once (not the int16-activation ones no candidate
+uses: targets.tflite.onnx2tf_child).
 
 A finished run leaves a marker (``MARKER``) that later calls reuse; a failed one leaves a
 failure record (``FAILED``) under a key of the model, the calibration set, the timeout and the
@@ -62,6 +63,8 @@ CONVERTERS = ("onnx2tf", "tensorflow", "tf-keras", "onnx-graphsurgeon", "onnxsim
               "onnx", "numpy")
 RECIPE = 3  # 2: TensorFlow-family inputs keep their layout (-kat); 3: -odrqt for integer inputs
 HEARTBEAT_S = 30.0
+#: onnx2tf's command line less its int16-activation variants (two calibration passes fewer).
+CHILD = "targets.tflite.onnx2tf_child"
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _NOISE = re.compile(r"^([IWE]\d{4} |WARNING: All log messages|[\s\u2500-\u257f]*$)")
 _ERROR = re.compile(r"(Error|Exception|ERROR|error:|Killed|failed)")
@@ -144,7 +147,7 @@ def _run_onnx2tf(model: ModelInfo, calib: Dataset, workdir: Path,
     try:
         flags, run = prepare(model, calib, scratch)
         logfile = workdir / LOG
-        argv = [sys.executable, "-m", "onnx2tf", "-i", "model.onnx", "-o", "out", *flags]
+        argv = [sys.executable, "-m", CHILD, "-i", "model.onnx", "-o", "out", *flags]
         with _heartbeat(Path(model.path).name, logfile):
             code, seconds, peak_mb, timed_out = spawn(argv, scratch, logfile, timeout)
         _check_run(scratch / "out", code, timed_out, timeout, logfile)

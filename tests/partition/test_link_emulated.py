@@ -6,7 +6,7 @@ device's namespace against `edge serve-cloud` in the cloud's.
 These tests check behaviour, and only timings with margins no busy host can eat: which
 placement edge picks, that the client uses it and switches when the link changes, that all-cloud
 is slower than all-edge where the emulated link alone makes it several times slower (2 Mbit/s),
-and that a chosen split beats both baselines where it is predicted at half of either. Speed
+and that a chosen split is faster than both baselines, measured side by side. Speed
 claims that depend on how much CPU the throttled device gets from a shared host -- how close
 measured latency comes to predicted, all-cloud vs all-edge at 10 Mbit/s (predicted 1.5x; a
 busy host measured 1.23x) -- are bench/split_link.py's (more rounds, interleaved, medians, its
@@ -60,8 +60,11 @@ def test_edge_picks_and_runs_the_right_placement_over_an_emulated_link(
     measured = {k: round(v.measured_ms, 1) for k, v in results.items()}
     if expected == "all-edge":  # the link alone: ~540 ms to ship the float frame vs ~80 ms
         assert measured["all-cloud"] > 1.3 * measured["all-edge"], measured
-    if expected == "split":  # predicted ~40 ms vs ~80 (all-edge) and ~120 (all-cloud)
-        assert measured["auto"] < 0.8 * min(measured["all-edge"], measured["all-cloud"]), measured
+    if expected == "split":  # predicted ~40 ms vs ~80 (all-edge) and ~120 (all-cloud) here
+        # Faster than both, measured side by side. By how much depends on how fast the host runs
+        # the device's eighth of a core (a quiet one: all-edge 40 ms, the split 34): the margin
+        # is bench/split_link.py's claim, not a test's.
+        assert measured["auto"] < min(measured["all-edge"], measured["all-cloud"]), measured
 
 
 def _measured(device: Device, split_dir: Path, url: str, splitnet: SplitNet,
@@ -129,9 +132,24 @@ def _why(runs: list[dict]) -> str:
 
 def _runs_while_changing(device: Device, split_dir: Path, url: str, splitnet: SplitNet,
                          specs: list[LinkSpec]) -> tuple[list[dict], list[float]]:
-    """One `edge run-split --cut auto` process; the link changes every 4 s under it."""
+    """One `edge run-split --cut auto` process; the link changes every 4 s under it. Run once
+    more, with as many runs as the first one's pace needs, when the client finished before the
+    last phase could be seen (a quiet host runs the device's head faster than a busy one)."""
+    count = 300
+    for _ in range(2):
+        runs, changed = _client_runs(device, split_dir, url, splitnet, specs, count)
+        if runs[-1]["started"] > changed[-1] + 4:
+            return runs, changed
+        pace = (runs[-1]["started"] - runs[0]["started"]) / max(len(runs) - 1, 1)
+        count = int((changed[-1] + 8 - runs[0]["started"]) / max(pace, 1e-3)) + 50
+    raise AssertionError("the client finished before the last phase, twice")
+
+
+def _client_runs(device: Device, split_dir: Path, url: str, splitnet: SplitNet,
+                 specs: list[LinkSpec], count: int) -> tuple[list[dict], list[float]]:
+    """The runs of one client of ``count`` runs, and when the link changed under it."""
     argv = [EDGE, "run-split", str(split_dir), "--url", url, "--input", str(splitnet.samples),
-            "--runs", "300", "--cut", "auto", "--threads", "1", "--probe-every", "0.5",
+            "--runs", str(count), "--cut", "auto", "--threads", "1", "--probe-every", "0.5",
             "--json"]
     client = device.link.popen("edge", argv, env=device.env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
@@ -143,9 +161,7 @@ def _runs_while_changing(device: Device, split_dir: Path, url: str, splitnet: Sp
         changed.append(time.time())
     out, err = client.communicate(timeout=600)
     assert client.returncode == 0, err
-    runs = json.loads(out)["runs"]
-    assert runs[-1]["started"] > changed[-1] + 4, "the client finished too early"
-    return runs, changed
+    return json.loads(out)["runs"], changed
 
 
 def _wait_until_sending(device: Device, client: subprocess.Popen[str],
