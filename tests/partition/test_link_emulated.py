@@ -1,12 +1,13 @@
-"""Edge's split over real emulated links: a slow device (its own network namespace, an eighth
-of a CPU) and a cloud namespace joined by a userspace netem link. Edge's prediction is made by
-`edge partition` from costs measured ON that device; the measurement is `edge run-split` in the
-device's namespace against `edge serve-cloud` in the cloud's.
+"""Edge's split over real emulated links: a slow device (its own network namespace, the share
+of a CPU that runs the model in ~80 ms on this host) and a cloud namespace joined by a
+userspace netem link. Edge's prediction is made by `edge partition` from costs measured ON that
+device; the measurement is `edge run-split` in the device's namespace against
+`edge serve-cloud` in the cloud's.
 
 These tests check behaviour, and only timings with margins no busy host can eat: which
 placement edge picks, that the client uses it and switches when the link changes, that all-cloud
 is slower than all-edge where the emulated link alone makes it several times slower (2 Mbit/s),
-and that a chosen split is faster than both baselines, measured side by side. Speed
+and that a chosen split beats both baselines where it is predicted at half of either. Speed
 claims that depend on how much CPU the throttled device gets from a shared host -- how close
 measured latency comes to predicted, all-cloud vs all-edge at 10 Mbit/s (predicted 1.5x; a
 busy host measured 1.23x) -- are bench/split_link.py's (more rounds, interleaved, medians, its
@@ -24,6 +25,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.support.netem import LinkSpec, available
@@ -40,14 +42,38 @@ from tests.support.splitnet import SplitNet
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(available() is not None, reason=str(available()))]
 
-CPU_FRACTION = 0.125  # the device gets an eighth of one core (1 ms of CPU every 8 ms)
+#: How long the device runs the whole model, the figure the links below are chosen for: at
+#: 10 Mbit/s and 20 ms a split wins (~40 ms), at 2 Mbit/s and 100 ms the device alone.
+DEVICE_MS = 80.0
+
+
+@pytest.fixture(scope="module")
+def cpu_fraction(splitnet: SplitNet) -> float:
+    """The share of one core that makes the device run the model in ~DEVICE_MS on this host:
+    a fixed share (an eighth) made a quiet, fast host's device run it in 29 ms, where the
+    device alone beats every split and the links below no longer test a split."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    session = ort.InferenceSession(str(splitnet.onnx), options,
+                                   providers=["CPUExecutionProvider"])
+    frame = np.load(splitnet.samples)[:1]
+    feed = {session.get_inputs()[0].name: frame}
+    times = []
+    for _ in range(30):
+        start = time.perf_counter()
+        session.run(None, feed)
+        times.append((time.perf_counter() - start) * 1000)
+    return min(0.5, max(1 / 64, float(np.median(times[5:])) / DEVICE_MS))
 
 
 @pytest.mark.parametrize(("rate", "rtt", "expected"),
                          [(10, 20, "split"), (2, 100, "all-edge")])
 def test_edge_picks_and_runs_the_right_placement_over_an_emulated_link(
-        rate: float, rtt: float, expected: str, splitnet: SplitNet, tmp_path: Path) -> None:
-    with emulated_device(LinkSpec(rate, rtt), tmp_path, CPU_FRACTION) as device:
+        rate: float, rtt: float, expected: str, splitnet: SplitNet, cpu_fraction: float,
+        tmp_path: Path) -> None:
+    with emulated_device(LinkSpec(rate, rtt), tmp_path, cpu_fraction) as device:
         report, earlier = _placement(device, splitnet, tmp_path / "split", expected)
         assert report["costs"].startswith("edge measured on local:")
         assert report["chosen"]["kind"] == expected, (report["chosen"], earlier)
@@ -60,18 +86,15 @@ def test_edge_picks_and_runs_the_right_placement_over_an_emulated_link(
     measured = {k: round(v.measured_ms, 1) for k, v in results.items()}
     if expected == "all-edge":  # the link alone: ~540 ms to ship the float frame vs ~80 ms
         assert measured["all-cloud"] > 1.3 * measured["all-edge"], measured
-    if expected == "split":  # predicted ~40 ms vs ~80 (all-edge) and ~120 (all-cloud) here
-        # Faster than both, measured side by side. By how much depends on how fast the host runs
-        # the device's eighth of a core (a quiet one: all-edge 40 ms, the split 34): the margin
-        # is bench/split_link.py's claim, not a test's.
-        assert measured["auto"] < min(measured["all-edge"], measured["all-cloud"]), measured
+    if expected == "split":  # predicted ~40 ms vs ~80 (all-edge) and ~120 (all-cloud)
+        assert measured["auto"] < 0.8 * min(measured["all-edge"], measured["all-cloud"]), measured
 
 
 def _measured(device: Device, split_dir: Path, url: str, splitnet: SplitNet,
               kinds: dict[str, str], expected: str) -> tuple[dict, object | None]:
     """The split's runs over the link, measured once more when the running client's own cut
     (it times the link and the device as it goes) is not ``expected`` (with the first cuts,
-    for the failure message): on an eighth of a shared core a load spike passes for the
+    for the failure message): on a share of a shared core a load spike passes for the
     device's speed, as in ``_placement``. A wrong cut in two independent runs is edge's."""
     results = measure(device, split_dir, url, splitnet.samples, rounds=1, runs=5)
     if {kinds[c] for c in results["auto"].cuts} == {expected}:
@@ -83,7 +106,7 @@ def _measured(device: Device, split_dir: Path, url: str, splitnet: SplitNet,
 def _placement(device: Device, splitnet: SplitNet, out: Path,
                expected: str) -> tuple[dict, dict | None]:
     """``edge partition``'s report, measured once more when its choice is not ``expected``
-    (with the first choice, for the failure message). The edge side is measured on an eighth
+    (with the first choice, for the failure message). The edge side is measured on a share
     of a core of a shared host: a load spike during its runs passes for the device's speed
     (CI once measured all-edge at 94.8 ms where it takes ~80, and the split lost). A wrong
     choice from two independent measurements is edge's."""
@@ -94,10 +117,11 @@ def _placement(device: Device, splitnet: SplitNet, out: Path,
     return partition(device, splitnet.onnx, splitnet.samples, out), report["chosen"]
 
 
-def test_client_switches_cut_when_the_link_changes(splitnet: SplitNet, tmp_path: Path) -> None:
+def test_client_switches_cut_when_the_link_changes(splitnet: SplitNet, cpu_fraction: float,
+                                                   tmp_path: Path) -> None:
     """10 Mbit/s, then 0.5 Mbit/s, then 10 again, under one running client."""
     fast, slow = LinkSpec(10, 20), LinkSpec(0.5, 20)
-    with emulated_device(fast, tmp_path, CPU_FRACTION) as device:
+    with emulated_device(fast, tmp_path, cpu_fraction) as device:
         report, earlier = _placement(device, splitnet, tmp_path / "split", "split")
         # the client starts from the partition's choice: a failure below then says which erred
         assert report["chosen"]["kind"] == "split", (report["costs"], report["chosen"], earlier)
@@ -168,7 +192,7 @@ def _wait_until_sending(device: Device, client: subprocess.Popen[str],
                         timeout_s: float = 180.0) -> None:
     """Until the client is in its run loop: ~5 split requests (9 KB each) crossed the link.
 
-    Its start-up (Python, numpy, onnxruntime, the heads) on an eighth of a CPU takes seconds,
+    Its start-up (Python, numpy, onnxruntime, the heads) on its share of a CPU takes seconds,
     more on a busy host, so a fixed sleep left the first phase empty there."""
     start = device.link.stats()["edge_to_cloud"]["bytes"]
     deadline = time.monotonic() + timeout_s
