@@ -22,11 +22,6 @@ from targets.onnxruntime import profiling
 
 __all__ = ["estimate_costs", "measure_costs", "measure_costs_on_device", "node_costs"]
 
-#: The roofline's figures are edge.core.estimate's (one set for the optimizer and the partitioner).
-MEMORY_GBPS = estimate.MEMORY_GBPS
-NODE_OVERHEAD_MS = estimate.NODE_OVERHEAD_MS
-FLOPS_PER_CYCLE = estimate.FLOPS_PER_CYCLE
-
 
 def node_costs(model_path: str | Path, profile: Profile, *, measured: bool) -> dict[str, float]:
     """Latency per node name in ms: measured on this host with onnxruntime, or estimated."""
@@ -41,7 +36,7 @@ def estimate_costs(model_path: str | Path, profile: Profile) -> dict[str, float]
     inferred = onnx.shape_inference.infer_shapes(model)
     shapes = _shapes(inferred)
     sizes = tensor_bytes(model)
-    gops = _peak_fp32_gops(profile)
+    gops = estimate.peak_gops(profile, "fp32")  # one roofline: edge.core.estimate's figures
     return {node.name: _estimate_node(node, shapes, sizes, gops) for node in model.graph.node}
 
 
@@ -94,8 +89,8 @@ def _estimate_node(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]],
     macs = _node_macs(node, shapes)
     moved = sum(sizes.get(n, 0) for n in list(node.input) + list(node.output) if n)
     compute_ms = 2.0 * macs / (gops * 1e9) * 1e3
-    memory_ms = moved / (MEMORY_GBPS * 1e9) * 1e3
-    return compute_ms + memory_ms + NODE_OVERHEAD_MS
+    memory_ms = moved / (estimate.MEMORY_GBPS * 1e9) * 1e3
+    return compute_ms + memory_ms + estimate.NODE_OVERHEAD_MS
 
 
 def _node_macs(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]]) -> int:
@@ -107,11 +102,6 @@ def _node_macs(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]]) -> int:
 def _shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
     """Static shapes of all values and weights (symbolic dims as 1)."""
     return value_shapes(model)
-
-
-def _peak_fp32_gops(profile: Profile) -> float:
-    """The profile's fp32 peak GOPS, or cores * clock * FLOPS_PER_CYCLE when not given."""
-    return estimate.peak_gops(profile, "fp32")
 
 
 def _save(model: onnx.ModelProto, path: Path) -> None:
