@@ -145,7 +145,11 @@ def _yolo_rows(boxes: int = 5, classes: int = 2) -> np.ndarray:
     rows = np.zeros((1, 40, 4 + classes))
     rows[0, :, :2] = RNG.uniform(20, 300, size=(40, 2))
     rows[0, :, 2:4] = RNG.uniform(10, 40, size=(40, 2))
-    rows[0, :boxes, 4 + 0] = 0.9  # the first rows are confident detections of class 0
+    # the first rows are confident detections of class 0, on a diagonal 60 px apart and 20 px wide:
+    # none overlaps another (NMS keeps all), nor does one moved 100 px (whatever the test order)
+    rows[0, :boxes, :2] = 30.0 + 60.0 * np.arange(boxes)[:, None]
+    rows[0, :boxes, 2:4] = 20.0
+    rows[0, :boxes, 4 + 0] = 0.9
     return rows
 
 
