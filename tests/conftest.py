@@ -28,7 +28,7 @@ from tests.support.kept import data_root, keeping_caches
 from tests.support.sshd import SSHDevice, empty_home, running_device
 
 pytest_plugins = ["pytester", "tests.support.ci", "tests.support.arm_fixtures",
-                  "tests.support.tiers"]
+                  "tests.support.tiers", "tests.support.parallel"]
 
 SHARED_CACHES = ("convert", "reference", "wheels")  # content-addressed: safe to share
 ISOLATED_VARIABLES = ("EDGE_CACHE_DIR", "EDGE_LOCAL_DEVICE")
@@ -54,7 +54,7 @@ def edge_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module", autouse=True)
 def isolated_edge_dirs(edge_home: Path, request: pytest.FixtureRequest) -> Iterator[Path]:
     """This module's EDGE_CACHE_DIR (own results, shared conversions) and EDGE_LOCAL_DEVICE."""
-    here = edge_home / request.module.__name__
+    here = _fresh(edge_home / request.module.__name__)
     cache = here / "cache"
     cache.mkdir(parents=True)
     for name in SHARED_CACHES:
@@ -68,6 +68,16 @@ def isolated_edge_dirs(edge_home: Path, request: pytest.FixtureRequest) -> Itera
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+
+
+def _fresh(path: Path) -> Path:
+    """``path``, or ``path-2``, ``path-3`` ... when a module's fixtures were set up before in
+    this process (pytest sets them up again when another module's tests ran in between)."""
+    found, count = path, 1
+    while found.exists():
+        count += 1
+        found = path.with_name(f"{path.name}-{count}")
+    return found
 
 
 @pytest.fixture(scope="session")

@@ -39,7 +39,7 @@ from tests.support.split_link import (
 )
 from tests.support.splitnet import SplitNet
 
-pytestmark = [pytest.mark.slow,
+pytestmark = [pytest.mark.slow, pytest.mark.exclusive,  # timings: no other test beside them
               pytest.mark.skipif(available() is not None, reason=str(available()))]
 
 #: How long the device runs the whole model, the figure the links below are chosen for: at

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from tests.support import parallel
+
 __all__ = ["UNAVAILABLE_HARDWARE", "Unavailable", "entry", "excused", "needs_hardware",
            "summary"]
 
@@ -97,6 +99,7 @@ def needs_hardware(test: str) -> pytest.MarkDecorator:
 
 def excused(nodeid: str) -> bool:
     """Whether a skip of this node id is the declared exception (CI's strict mode)."""
+    nodeid = parallel.base_nodeid(nodeid)  # a grouped test's id ends in @group under xdist
     return any(nodeid == i.test or nodeid.startswith(i.test + "[") for i in UNAVAILABLE_HARDWARE)
 
 
