@@ -23,7 +23,7 @@ import pytest
 
 from edge.cli import Terminated, cli
 from edge.core import offline
-from tests.support.cli import run_cli
+from tests.support.cli import as_in_a_terminal, run_cli
 from tests.support.hostile import OLD_BUNDLE, _bad_models
 from tests.support.hostile_home import CLEARED
 
@@ -197,11 +197,14 @@ def test_python_m_edge_exits_with_edges_status_after_an_inner_interrupt(
 
 
 def _start_optimize(folders: dict[str, Path], stderr: IO[str]) -> subprocess.Popen[bytes]:
-    """``edge optimize sample:digits`` for x86-64 in a child, with ``folders``' HOME and cache."""
+    """``edge optimize sample:digits`` for x86-64 in a child, with ``folders``' HOME and cache,
+    its SIGINT as a terminal's foreground process has it (a pytest-xdist worker's child once
+    ignored the Ctrl-C: edge finished, exit 0)."""
     return subprocess.Popen(
         [sys.executable, "-m", "edge", "optimize", "sample:digits", "--profile", "x86-64",
          "-o", str(folders["out"] / "d.bundle")],
-        cwd=folders["cwd"], env=_env(folders), stdout=subprocess.DEVNULL, stderr=stderr)
+        cwd=folders["cwd"], env=_env(folders), stdout=subprocess.DEVNULL, stderr=stderr,
+        preexec_fn=as_in_a_terminal)
 
 
 def _wait_for_onnx2tf(child: subprocess.Popen[bytes], log: Path) -> int:

@@ -19,6 +19,7 @@ with the reason; a failure under EDGE_TEST_STRICT=1).
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import subprocess
@@ -47,18 +48,23 @@ pytestmark = [pytest.mark.slow, pytest.mark.exclusive,  # timings: no other test
 DEVICE_MS = 80.0
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def cpu_fraction(splitnet: SplitNet) -> float:
     """The share of one core that makes the device run the model in ~DEVICE_MS on this host:
     a fixed share (an eighth) made a quiet, fast host's device run it in 29 ms, where the
-    device alone beats every split and the links below no longer test a split."""
+    device alone beats every split and the links below no longer test a split. Measured once,
+    inside the first test (an ``exclusive`` one: no other test loads the host meanwhile)."""
+    return _cpu_fraction(splitnet.onnx, splitnet.samples)
+
+
+@functools.cache
+def _cpu_fraction(onnx: Path, samples: Path) -> float:
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = options.inter_op_num_threads = 1
-    session = ort.InferenceSession(str(splitnet.onnx), options,
-                                   providers=["CPUExecutionProvider"])
-    frame = np.load(splitnet.samples)[:1]
+    session = ort.InferenceSession(str(onnx), options, providers=["CPUExecutionProvider"])
+    frame = np.load(samples)[:1]
     feed = {session.get_inputs()[0].name: frame}
     times = []
     for _ in range(30):
