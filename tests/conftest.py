@@ -72,7 +72,8 @@ def isolated_edge_dirs(edge_home: Path, request: pytest.FixtureRequest) -> Itera
 
 def _fresh(path: Path) -> Path:
     """``path``, or ``path-2``, ``path-3`` ... when a module's fixtures were set up before in
-    this process (pytest sets them up again when another module's tests ran in between)."""
+    this process: pytest sets them up again when another module's tests ran in between (a
+    scheduler handing out single tests did; tests/support/parallel.py hands out modules)."""
     found, count = path, 1
     while found.exists():
         count += 1
