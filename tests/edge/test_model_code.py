@@ -16,9 +16,10 @@ from pathlib import Path
 import h5py
 import pytest
 
+from edge.core.bounded import DEADLINE_ENV
 from edge.core.errors import UsageError
 from edge.core.intake import check_model_file, to_reference
-from edge.core.intake.pytorch import risky_script_call
+from edge.core.intake.pytorch import risky_graph_op, risky_script_call
 from edge.core.intake.tfgraph import (
     RISKY_TF_OPS,
     read_saved_model,
@@ -27,7 +28,15 @@ from edge.core.intake.tfgraph import (
 )
 from edge.core.intake.trust import OPT_IN, refuse_model_code
 from tests.support.cli import run_cli
-from tests.support.hostile_code import FILES, MARKER, argv, built
+from tests.support.hostile_code import (
+    FILES,
+    LIMITED,
+    MARKER,
+    SPELLINGS,
+    argv,
+    built,
+    short_deadline,
+)
 
 #: One file of each family: a pickle, a Keras Lambda, a SavedModel that writes.
 FAMILIES = {"pickle": "pickle-exec.pt", "h5": "lambda.h5", "savedmodel": "writefile.savedmodel"}
@@ -67,7 +76,7 @@ def test_a_model_that_runs_code_is_refused_by_every_command(
 def test_every_hostile_file_is_refused_before_any_loader(tmp_path: Path, cwd: Path,
                                                          name: str) -> None:
     model = _model(tmp_path, name)
-    with pytest.raises(UsageError, match=OPT_IN):
+    with short_deadline(tmp_path), pytest.raises(UsageError, match=LIMITED.get(name, OPT_IN)):
         check_model_file(model)
     assert list(cwd.iterdir()) == []
 
@@ -78,6 +87,8 @@ def test_every_hostile_file_is_refused_before_any_loader(tmp_path: Path, cwd: Pa
     ("pickle-inst.pt", "weights-only unpickler stops"),
     ("script-from-file.pt", "its TorchScript code calls torch.from_file"),
     ("script-save.pt", "its TorchScript code calls torch.save"),
+    *((f"script-{s}.pt", "through getattr or parentheses") for s in SPELLINGS),
+    ("script-setstate-save.pt", "calls torch through getattr or parentheses"),
     ("polyglot.h5", "a Lambda layer"),
     ("saver-savev2.savedmodel", "runs SaveV2"),
     ("dataset-from-graph.savedmodel", "runs DatasetFromGraph"),
@@ -313,6 +324,62 @@ def test_a_polyglot_is_checked_both_as_hdf5_and_as_a_zip(tmp_path: Path) -> None
 ])
 def test_torchscript_calls_outside_tensor_math_are_refused(code: str, found: str) -> None:
     assert found in (risky_script_call(code) or "")
+
+
+@pytest.mark.parametrize("code", [
+    'getattr(torch, "save")(x, "f")', 'getattr(ops, "aten").save(x, "f")', "(torch).save(x)",
+    "(ops.aten).save(x)", 'getattr((torch), "save")(x)', 'getattr(ops.aten, "save")(x)',
+    "f = torch\n", "y = ops.aten\n",
+])
+def test_a_namespace_that_is_not_called_is_refused(code: str) -> None:
+    assert "through getattr or parentheses" in (risky_script_call(code) or "")
+
+
+@pytest.mark.parametrize("spelling", SPELLINGS)
+def test_the_compiled_graph_refuses_what_the_text_check_misses(
+        tmp_path: Path, cwd: Path, spelling: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the text check blind, the graph of forward still names aten::save."""
+    model = _model(tmp_path, f"script-{spelling}.pt")
+    monkeypatch.setattr("edge.core.intake.pytorch.risky_script_call", lambda text: None)
+    with pytest.raises(UsageError, match="its TorchScript graph calls aten::save"):
+        check_model_file(model)
+    assert list(cwd.iterdir()) == []
+
+
+@pytest.mark.parametrize("graph, found", [
+    ({"ops": ["aten::linear", "prim::Loop", "quantized::linear"], "calls": []}, None),
+    ({"ops": ["aten::relu", "aten::save"], "calls": []}, "aten::save"),
+    ({"ops": ["aten::from_file"], "calls": []}, "aten::from_file"),
+    ({"ops": ["c10d::allreduce_"], "calls": []}, "c10d::allreduce_"),
+    ({"ops": ["profiler::_record_function_enter_new"], "calls": []}, "profiler::"),
+    ({"ops": ["my_lib::run"], "calls": []}, "my_lib::run"),
+    ({"ops": ["prim::CallMethod"],
+      "calls": ["__torch__.torch.classes.quantized.LinearPackedParamsBase.unpack"]}, None),
+    ({"ops": ["prim::CallMethod"],
+      "calls": ["__torch__.torch.classes.dist_c10d.ProcessGroup.barrier"]}, "dist_c10d"),
+    ({"ops": ["prim::CallFunction"], "calls": ["Function.?"]}, "Function"),
+])
+def test_graph_ops_outside_tensor_math_are_refused(graph: dict, found: str | None) -> None:
+    got = risky_graph_op(graph)
+    assert (got is None) if found is None else (found in (got or "")), got
+
+
+def test_a_load_that_never_ends_is_stopped_and_leaves_nothing(
+        tmp_path: Path, cwd: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = _model(tmp_path, "script-setstate-loop.pt")
+    monkeypatch.setenv(DEADLINE_ENV, "3")
+    with pytest.raises(UsageError, match="still running after 3 s"):
+        check_model_file(model)
+    left = [p for p in Path("/proc").glob("[0-9]*/cmdline")
+            if str(model).encode() in _read(p)]
+    assert left == [], "the checker was left running"
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
 
 
 def test_torchscript_tensor_math_passes() -> None:

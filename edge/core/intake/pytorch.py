@@ -5,6 +5,7 @@ or profiler call, no custom-op library); a pickle runs code when unpickled, so o
 
 from __future__ import annotations
 
+import functools
 import inspect
 import io
 import pickle
@@ -12,13 +13,14 @@ import re
 import tokenize
 import warnings
 import zipfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import onnx
 
+from edge.core.bounded import bounds, run_bounded
 from edge.core.errors import UsageError, first_line
 from edge.core.extras import require
 from edge.core.files import filled, scratch_file
@@ -97,14 +99,57 @@ _MAX_CODE_BYTES = 256 << 20
 
 def check_torch(source: Path) -> None:
     """Refuse (UsageError naming --trust-model-code) TorchScript whose code calls anything
-    risky (risky_script_call), and a file that is not TorchScript: it goes through torch's
+    risky: read as text first (risky_script_call; loading runs its ``__setstate__`` methods),
+    then on its compiled graph, listed in a bounded child (risky_graph_op: what will run,
+    however the code spells it). A file that is not TorchScript goes through torch's
     weights-only unpickler, which runs no code from the file, and no module comes out of that
     (a module is unpickled by running the code the file names)."""
-    if _scripted(source):
-        _check_script_code(source)
+    if not _scripted(source):
+        require("pytorch", "torch", why=f"{source}: reading PyTorch models")
+        _load_torch(source, trust=False)
         return
+    _check_script_code(source)
     require("pytorch", "torch", why=f"{source}: reading PyTorch models")
-    _load_torch(source, trust=False)
+    stat = source.stat()
+    found = risky_graph_op(_graph_of(str(source), stat.st_size, stat.st_mtime_ns))
+    if found:
+        raise UsageError(
+            f"{source}: its TorchScript graph calls {found} (files, processes or the network "
+            "of this host): running it would reach outside the model; edge refuses it unless "
+            "you pass --trust-model-code for a model you trust")
+
+
+@functools.lru_cache(maxsize=8)
+def _graph_of(path: str, size: int, mtime_ns: int) -> dict[str, list[str]]:
+    """The archive's node kinds and the calls inlining left (edge.core.intake.torchscan), once
+    per file version."""
+    reply = run_bounded("edge.core.intake.torchscan", [path], limits=bounds(Path(path)),
+                        what=f"{path}: listing its TorchScript graph")
+    if not (isinstance(reply, dict) and all(
+            isinstance(reply.get(k), list) and all(isinstance(v, str) for v in reply[k])
+            for k in ("ops", "calls"))):
+        raise UsageError(f"{path}: its TorchScript graph could not be listed")
+    return {k: list(reply[k]) for k in ("ops", "calls")}
+
+
+def risky_graph_op(graph: Mapping[str, Sequence[str]]) -> str | None:
+    """The first node kind of a compiled graph outside PyTorch's compute ops (a namespace not
+    in SCRIPT_NAMESPACES, or a name of _RISKY_SCRIPT_PART), or a call inlining left to a
+    custom class outside them or to a function value."""
+    for op in graph["ops"]:
+        namespace, _, name = op.partition("::")
+        if namespace not in SCRIPT_NAMESPACES or _RISKY_SCRIPT_PART.search(name):
+            return op
+    return next((call for call in graph["calls"] if _risky_callee(call)), None)
+
+
+def _risky_callee(call: str) -> bool:
+    """A call left after inlining: a custom class's method (its namespace decides) or an
+    interface's (its modules are walked too); any other (a function value) is not followed."""
+    kind = call.rpartition(".")[0]
+    if kind.startswith("__torch__.torch.classes."):
+        return kind.split(".")[3] not in SCRIPT_NAMESPACES
+    return "Function" in kind or kind == "?"
 
 
 def _check_script_code(source: Path) -> None:
@@ -125,13 +170,20 @@ def _check_script_code(source: Path) -> None:
 
 def risky_script_call(text: str) -> str | None:
     """The first risky reference of TorchScript code: a ``torch.``/``ops.`` name with a part
-    matching _RISKY_SCRIPT_PART, or an op/class namespace outside SCRIPT_NAMESPACES; code
-    Python's tokenizer cannot read is risky too (it could hide either)."""
+    matching _RISKY_SCRIPT_PART, an op/class namespace outside SCRIPT_NAMESPACES, or a
+    ``torch``/``ops`` name that is not called (``getattr(torch, "save")``, ``(torch).save``:
+    torch's own printer writes every call as ``torch.NAME(``); code Python's tokenizer cannot
+    read is risky too (it could hide any of them)."""
     try:
         chains = list(_dotted_names(text))
     except (tokenize.TokenError, SyntaxError, IndentationError):
         return "code edge cannot read"
-    return next((".".join(c) for c in chains if _risky_chain(c)), None)
+    for chain, after in chains:
+        if _risky_chain(chain):
+            return ".".join(chain)
+        if chain[0] in ("torch", "ops") and after != "(":
+            return f"{'.'.join(chain)} through getattr or parentheses"
+    return None
 
 
 def _risky_chain(parts: list[str]) -> bool:
@@ -146,8 +198,9 @@ def _risky_chain(parts: list[str]) -> bool:
     return any(_RISKY_SCRIPT_PART.search(p) for p in parts[1:])
 
 
-def _dotted_names(text: str) -> Iterator[list[str]]:
-    """Each dotted name (``a.b.c``) of Python-syntax code, comments and strings skipped."""
+def _dotted_names(text: str) -> Iterator[tuple[list[str], str]]:
+    """Each dotted name (``a.b.c``) of Python-syntax code and the token after it, comments and
+    strings skipped."""
     chain: list[str] = []
     want_name = False
     for token in tokenize.generate_tokens(io.StringIO(text).readline):
@@ -159,10 +212,10 @@ def _dotted_names(text: str) -> Iterator[list[str]]:
             want_name = True
         else:
             if chain:
-                yield chain
+                yield chain, token.string
             chain, want_name = ([token.string] if token.type == tokenize.NAME else []), False
     if chain:
-        yield chain
+        yield chain, ""
 
 
 def is_torchscript(source: Path) -> bool:
