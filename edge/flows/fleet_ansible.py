@@ -58,7 +58,7 @@ from edge.flows.fleet_values import (
     StageResult,
 )
 
-__all__ = ["COLLECTION", "describe_fleet_ansible", "run_fleet_ansible"]
+__all__ = ["COLLECTION", "describe_fleet_ansible", "run_fleet_ansible", "unsafe"]
 
 log = logging.getLogger("edge")
 
@@ -214,9 +214,36 @@ def _write(folder: Path, request: FleetRequest, jobs: list[FleetJob],
                                       **_staging_vars(request.staging)}}
     playbook, inventory = folder / "deploy.yml", folder / "hosts.yml"
     playbook.write_text(yaml.safe_dump([_play(request.staging)], sort_keys=False))
-    inventory.write_text(yaml.safe_dump({"all": {"children": {"edge": group}}},
-                                        sort_keys=False))
+    inventory.write_text(yaml.dump({"all": {"children": {"edge": unsafe(group)}}},
+                                   Dumper=_UnsafeDumper, sort_keys=False))
     return playbook, inventory
+
+
+class _Unsafe(str):
+    """A string Ansible never templates: YAML's ``!unsafe``."""
+
+    __slots__ = ()
+
+
+class _UnsafeDumper(yaml.SafeDumper):
+    """yaml.safe_dump's dumper that writes an ``_Unsafe`` string as ``!unsafe '...'``."""
+
+
+_UnsafeDumper.add_representer(
+    _Unsafe, lambda dumper, value: dumper.represent_scalar("!unsafe", str(value)))
+
+
+def unsafe(value: Any) -> Any:
+    """``value`` with every string in it (not the keys: host and var names) marked
+    ``!unsafe``: the inventory's vars, the user's paths and the device's python are data, so
+    ``{{ lookup('pipe', ...) }}`` in one stays text and never runs on this host."""
+    if isinstance(value, str):
+        return _Unsafe(value)
+    if isinstance(value, dict):
+        return {key: unsafe(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [unsafe(item) for item in value]
+    return value
 
 
 def _play(staging: Staging) -> dict[str, Any]:
@@ -247,7 +274,8 @@ def _host_vars(job: FleetJob) -> dict[str, Any]:
 
 
 def _env(folder: Path, request: FleetRequest) -> dict[str, str]:
-    """ansible's settings: the collection, pipelining, ssh with ControlPersist, host keys."""
+    """ansible's settings: the collection, pipelining, ssh with ControlPersist, host keys;
+    ansible's own files in the private folder (removed afterwards)."""
     ssh = ["-o ControlMaster=auto", "-o ControlPersist=60s"]
     known = request.device.known_hosts
     if known is not None:
@@ -259,6 +287,7 @@ def _env(folder: Path, request: FleetRequest) -> dict[str, str]:
             "ANSIBLE_PIPELINING": "True", "ANSIBLE_SSH_ARGS": " ".join(ssh),
             "ANSIBLE_SSH_CONTROL_PATH_DIR": str(folder / "cp"),
             "ANSIBLE_LOCAL_TEMP": str(folder / "tmp"), "ANSIBLE_NOCOLOR": "1",
+            "ANSIBLE_HOME": str(folder / "home"),  # not the user's ~/.ansible
             "ANSIBLE_RETRY_FILES_ENABLED": "False",
             "PYTHONPATH": os.pathsep.join(p for p in path if p),
             # ansible-playbook beside this python first (a venv that is not on PATH)
