@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from devices.agentfile import agent_file
+from devices.replies import check_reply
 from devices.transport import Transport, check_device_path, expand_home
 from edge.core import progress
 from edge.core.errors import DeviceError
@@ -40,7 +41,8 @@ class Device:
         return self.transport.label
 
     def call(self, *args: str, timeout: float = 600.0) -> dict:
-        """Run an agent command; its JSON or a DeviceError with the agent's message."""
+        """Run an agent command; its JSON, checked against the command's schema
+        (devices.replies), or a DeviceError with the agent's message."""
         done = self.transport.run([self.python, self.agent, *args], timeout=timeout)
         try:
             reply = json.loads(done.stdout.strip().splitlines()[-1])
@@ -52,8 +54,8 @@ class Device:
             raise DeviceError(f"{self.label}: agent {args[0]} {how} "
                               f"(exit {done.status}): {tail}") from None
         if done.status != 0 or "error" in reply:
-            raise DeviceError(f"{self.label}: {reply.get('error', 'agent failed')}")
-        return reply
+            raise DeviceError(f"{self.label}: {str(reply.get('error', 'agent failed'))[:500]}")
+        return check_reply(args[0], reply, self.label)
 
 
 def open_device(transport: Transport, *, python: str, work_dir: str) -> Device:

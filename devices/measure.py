@@ -154,6 +154,9 @@ def _results(ids: list[str], reply: dict[str, Any], where: str, *, skip_failed: 
              source: str = "device") -> dict[str, BenchResult]:
     """A bench reply's results by id; an entry that failed raises, or drops out with a warning."""
     results = {}
+    if len(reply["results"]) != len(ids):
+        raise DeviceError(f"{where}: agent bench replied {len(reply['results'])} results for "
+                          f"{len(ids)} models")
     for k, entry in zip(ids, reply["results"], strict=True):
         if "error" in entry and not skip_failed:
             raise DeviceError(f"{where}: {k}: {entry['error']}")
