@@ -2,9 +2,10 @@
 
 A target declares its converter's distributions in a ``Toolchain``: every distribution of the
 environment, each pinned (``name==version``), so the set is a lock. edge builds a virtual
-environment for it once, with the pip and the package index the user's pip uses (``python -m
-venv``, then ``pip install`` under the inherited pip configuration), checks it with ``pip
-check``, and runs the converter there as a bounded child process (``run``).
+environment for it once, when asked (``edge toolchains install``: a plan whose candidate needs
+an unbuilt one skips it saying so), with the pip and the package index the user's pip uses
+(``python -m venv``, then ``pip install`` under the inherited pip configuration), checks it
+with ``pip check``, and runs the converter there as a bounded child process (``run``).
 
 Environments live under ``EDGE_TOOLCHAIN_DIR`` (default ``<cache root>/toolchains``), one
 directory per toolchain, Python version and requirement set (``Toolchain.dirname``). One is
@@ -24,19 +25,22 @@ import platform
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from edge.core.cache import cache_root
 from edge.core.errors import UsageError, first_line
 from edge.core.files import write_atomic
 
 __all__ = ["RECORD", "BuiltToolchain", "Toolchain", "ToolchainError", "build", "built",
-           "disk_bytes", "location", "remove", "run", "toolchain_root"]
+           "disk_bytes", "location", "remove", "require_built", "run", "toolchain_root",
+           "unbuilt"]
 
 RECORD = "edge-toolchain.json"
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9][A-Za-z0-9.+!_-]*)$")
@@ -131,17 +135,61 @@ def location(toolchain: Toolchain) -> Path:
 
 
 def built(toolchain: Toolchain) -> BuiltToolchain | None:
-    """The built environment, or None while it is not (completely) built."""
+    """The built environment, or None while it is not (completely) built: no record, a record
+    that is not the one edge writes (not a regular file, over 1 MB, not a JSON object of its
+    fields), or an environment folder that is a link (never followed out of the cache)."""
     path = location(toolchain)
-    try:
-        data = json.loads((path / RECORD).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if data.get("key") != toolchain.key or not (path / "bin" / "python").exists():
+    data = _record_of(path)
+    if (data is None or data.get("key") != toolchain.key or path.is_symlink()
+            or not (path / "bin" / "python").exists()):
         return None
     return BuiltToolchain(toolchain=toolchain, path=path, python_version=data["python"],
                           installed=data["installed"], seconds=data["seconds"],
                           built_at=data["built_at"])
+
+
+#: The largest record edge reads (its own are a few KB).
+_MAX_RECORD = 1 << 20
+_RECORD_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "key": str, "python": str, "installed": dict, "seconds": (int, float), "built_at": str}
+
+
+def _record_of(path: Path) -> dict[str, Any] | None:
+    """The environment's record, read as data: a regular file, not through a link, bounded."""
+    try:
+        handle = os.open(path / RECORD, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(handle, "rb") as record:
+        info = os.fstat(record.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_RECORD:
+            return None
+        try:
+            data = json.loads(record.read(_MAX_RECORD))
+        except (OSError, ValueError, RecursionError):
+            return None
+    fits = isinstance(data, dict) and all(isinstance(data.get(k), kind)
+                                          for k, kind in _RECORD_FIELDS.items())
+    return data if fits else None
+
+
+def unbuilt(toolchain: Toolchain) -> str | None:
+    """Why a candidate needing ``toolchain`` is not converted here (None: it is built): edge
+    builds an environment only when asked, because building downloads its packages."""
+    if built(toolchain) is not None:
+        return None
+    return (f"its toolchain {toolchain.name} is not built: run edge toolchains install "
+            f"{toolchain.name} (it downloads its pinned packages; edge reaches the network "
+            "only then)")
+
+
+def require_built(toolchain: Toolchain) -> BuiltToolchain:
+    """The built environment; ToolchainError (saying how to build it) while it is not."""
+    env = built(toolchain)
+    if env is None:
+        raise ToolchainError(f"toolchain {toolchain.name} is not built: run edge toolchains "
+                             f"install {toolchain.name}")
+    return env
 
 
 def build(toolchain: Toolchain) -> BuiltToolchain:
@@ -155,7 +203,7 @@ def build(toolchain: Toolchain) -> BuiltToolchain:
         done = built(toolchain)
         if done is not None:
             return done
-        shutil.rmtree(path, ignore_errors=True)  # what an interrupted build left
+        _clear(path)  # what an interrupted build left
         started = time.monotonic()
         try:
             installed = _install(toolchain, path, started + toolchain.build_timeout_s)
@@ -168,12 +216,21 @@ def build(toolchain: Toolchain) -> BuiltToolchain:
 def remove(toolchain: Toolchain) -> bool:
     """Delete the environment (built or half-built); whether there was one."""
     path = location(toolchain)
-    if not path.exists():
+    if not (path.exists() or path.is_symlink()):
         return False
     with _locked(path):
-        (path / RECORD).unlink(missing_ok=True)  # no longer built, even if the rest lingers
-        shutil.rmtree(path, ignore_errors=True)
+        _clear(path)
     return True
+
+
+def _clear(path: Path) -> None:
+    """The environment folder gone: a link only unlinked (nothing of its target touched);
+    a folder's record first, so it is no longer built even if the rest lingers."""
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        path.unlink()
+        return
+    (path / RECORD).unlink(missing_ok=True)
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def run(toolchain: Toolchain, args: Sequence[str], *, timeout_s: float,
@@ -185,10 +242,7 @@ def run(toolchain: Toolchain, args: Sequence[str], *, timeout_s: float,
     """
     label = what or f"{toolchain.name} {' '.join(args[:1])}"
     with _locked(location(toolchain), shared=True):  # not removed or rebuilt meanwhile
-        env = built(toolchain)
-        if env is None:
-            raise ToolchainError(f"toolchain {toolchain.name} is not built: run edge "
-                                 f"toolchains install {toolchain.name}")
+        env = require_built(toolchain)
         return _bounded([str(env.python), *args], label, timeout_s, cwd=cwd)
 
 

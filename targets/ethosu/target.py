@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 from edge.core.capabilities import Capabilities
 from edge.core.files import no_space_as
 from edge.core.plan import FALLBACK_NOTE
+from edge.core.toolchain import unbuilt
 from edge.core.values import BenchResult, Dataset, ModelInfo
 from targets.base import ConversionError, ConvertSettings, check_precision, workdir_lock
 from targets.ethosu.vela import (
@@ -70,8 +71,9 @@ class EthosUTarget:
         accelerator="Arm Ethos-U NPU", host_runs="reference")
 
     def missing(self) -> str | None:
-        """The TFLite target's converter and runtime packages (Vela's toolchain builds itself)."""
-        return TFLiteTarget().missing()
+        """The TFLite target's converter and runtime packages, then Vela's toolchain
+        environment (built only when asked)."""
+        return TFLiteTarget().missing() or unbuilt(TOOLCHAIN)
 
     def convert(
         self, model: ModelInfo, precision: str, *, calib: Dataset, workdir: Path,

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from edge.core.files import write_atomic
-from edge.core.toolchain import Toolchain, ToolchainError, build, run
+from edge.core.toolchain import Toolchain, ToolchainError, run
 
 __all__ = ["ACCELERATORS", "ARM_SYSTEM_CONFIGS", "DEFAULT", "MEMORY_MODES", "SYSTEM_CONFIGS",
            "TOOLCHAIN", "VELA", "VelaConfig", "VelaError", "VelaReport", "compile_model",
@@ -155,13 +155,12 @@ def compile_model(source: Path, folder: Path, config: VelaConfig, *,
                   timeout_s: float = TIMEOUT_S) -> tuple[Path, VelaReport]:
     """Compile a full-int8 .tflite into ``folder``: Vela's ``*_vela.tflite`` and its report.
 
-    Raises VelaError (one line) when the toolchain cannot be built or Vela fails.
+    Raises VelaError (one line) when the toolchain is not built or Vela fails.
     """
     config.check()
     folder.mkdir(parents=True, exist_ok=True)
     args = ["-m", "ethosu.vela", str(source), *config.args(folder), "--output-dir", str(folder)]
     try:
-        build(TOOLCHAIN)
         out = run(TOOLCHAIN, args, timeout_s=timeout_s, cwd=folder, what=f"Vela {VELA}")
     except ToolchainError as exc:
         raise VelaError(str(exc)) from None

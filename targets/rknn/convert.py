@@ -17,7 +17,7 @@ import numpy as np
 
 from edge.core.capabilities import Capabilities
 from edge.core.files import no_space_as
-from edge.core.toolchain import Toolchain, ToolchainError, build, run
+from edge.core.toolchain import Toolchain, ToolchainError, run, unbuilt
 from edge.core.values import Dataset, ModelInfo
 from targets.base import ConversionError, ConvertSettings, workdir_lock
 
@@ -66,8 +66,8 @@ class RKNNConverter:
         self.timeout_s = timeout_s
 
     def missing(self) -> str | None:
-        """Nothing: the toolchain is built on first use (edge toolchains install)."""
-        return None
+        """The toolchain environment, while it is not built (edge toolchains install)."""
+        return unbuilt(TOOLCHAIN)
 
     def convert(
         self, model: ModelInfo, precision: str, *, calib: Dataset, workdir: Path,
@@ -93,7 +93,6 @@ class RKNNConverter:
         """Run the child in the toolchain; rename its file into place."""
         request = _request(model, precision, calib, settings, out, self.platform)
         try:
-            build(TOOLCHAIN)
             run(TOOLCHAIN, [str(CHILD), str(request)], timeout_s=self.timeout_s,
                 cwd=out.parent, what=f"rknn-toolkit2 {precision} conversion")
         except ToolchainError as exc:

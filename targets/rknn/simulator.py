@@ -26,7 +26,7 @@ from typing import IO
 
 import numpy as np
 
-from edge.core.toolchain import ToolchainError, build
+from edge.core.toolchain import ToolchainError, require_built
 from edge.core.values import ModelInfo
 from targets.rknn.convert import CHILD, TOOLCHAIN, request_file
 
@@ -162,9 +162,9 @@ def _relisted(listing: Path) -> Path:
 
 
 def _start(request: Path, log: IO[bytes]) -> subprocess.Popen[bytes]:
-    """The serving child in the toolchain's environment (built first if it is not)."""
+    """The serving child in the toolchain's environment (built: edge toolchains install)."""
     try:
-        env = build(TOOLCHAIN)
+        env = require_built(TOOLCHAIN)
     except ToolchainError as exc:
         raise SimulatorError(str(exc)) from None
     child_env = {k: v for k, v in os.environ.items() if k not in _DROPPED}

@@ -35,8 +35,9 @@ class RKNNTarget:
                                            host_runs="simulated")
 
     def missing(self) -> str | None:
-        """Nothing: the toolchain is built on first use (edge toolchains install)."""
-        return None
+        """rknn-toolkit2's toolchain environment, while it is not built (edge toolchains
+        install: edge builds it only when asked)."""
+        return RKNNConverter(DEFAULT_PLATFORM).missing()
 
     def convert(
         self, model: ModelInfo, precision: str, *, calib: Dataset, workdir: Path,

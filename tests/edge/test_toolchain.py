@@ -5,7 +5,9 @@ tests/targets/test_rknn.py; these use a one-distribution environment (six) to st
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -265,3 +267,73 @@ def test_edge_s_python_path_does_not_reach_the_toolchain(toolchain_dir: Path) ->
     finally:
         del os.environ["PYTHONPATH"]
     assert out.strip() == "None"
+
+
+@pytest.mark.parametrize("profile, candidate, toolchain", [
+    ("imx93", "ethos-u-int8", "ethos-u-vela"), ("rock5b", "rknn-int8", "rknn-toolkit2"),
+])
+def test_a_plan_skips_what_needs_an_unbuilt_toolchain_and_builds_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, profile: str, candidate: str,
+        toolchain: str) -> None:
+    """Issue 39: building a toolchain downloads packages, so only `edge toolchains install`
+    does it; a plan needing an unbuilt one skips that candidate and says how to build it."""
+    monkeypatch.setenv("EDGE_TOOLCHAIN_DIR", str(tmp_path / "toolchains"))
+    result = run_cli("optimize", "sample:digits", "--profile", profile, "--dry-run", "--json")
+    assert result.status == 0, result.stderr
+    rows = {r["candidate"]: r for r in result.json()["plan"]}
+    assert rows[candidate]["keep"] is False
+    assert f"edge toolchains install {toolchain}" in rows[candidate]["reason"]
+    assert not (tmp_path / "toolchains").exists()
+
+
+def _fake_env(path: Path) -> None:
+    (path / "bin").mkdir(parents=True)
+    (path / "bin" / "python").symlink_to(sys.executable)
+
+
+@pytest.mark.parametrize("record", ["list", "fifo", "huge", "link", "wrong-types", "deep"])
+def test_a_record_edge_did_not_write_is_not_built_and_never_hangs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, record: str, declared: None) -> None:
+    """Issue 39: a toolchain record that is a JSON list, a FIFO, 3 GB, a link or of other
+    types reads as "not built" at once (it was exit 4, a hang or 3 GB read)."""
+    monkeypatch.setenv("EDGE_TOOLCHAIN_DIR", str(tmp_path / "root"))
+    path = location(TINY)
+    _fake_env(path)
+    good = {"key": TINY.key, "python": "3.11.7", "installed": {}, "seconds": 1.0,
+            "built_at": "2026-11-29T00:00:00Z"}
+    target = path / RECORD
+    if record == "list":
+        target.write_text(json.dumps([good]))
+    elif record == "fifo":
+        os.mkfifo(target)
+    elif record == "huge":
+        with target.open("wb") as handle:
+            handle.truncate(3 << 30)  # sparse: 3 GB that take no disk
+    elif record == "link":
+        (tmp_path / "elsewhere.json").write_text(json.dumps(good))
+        target.symlink_to(tmp_path / "elsewhere.json")
+    elif record == "wrong-types":
+        target.write_text(json.dumps(good | {"installed": ["six"], "seconds": "1"}))
+    else:
+        target.write_text("[" * 100_000 + "]" * 100_000)
+    assert built(TINY) is None
+    result = run_cli("toolchains", "list", "--json")
+    assert result.status == 0, result.stderr
+    assert {t["name"]: t["built"] for t in result.json()["toolchains"]}["tiny-six"] is False
+
+
+def test_a_linked_environment_is_not_used_and_remove_leaves_its_target(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, declared: None) -> None:
+    monkeypatch.setenv("EDGE_TOOLCHAIN_DIR", str(tmp_path / "root"))
+    outside = tmp_path / "outside"
+    _fake_env(outside)
+    (outside / RECORD).write_text(json.dumps({
+        "key": TINY.key, "python": "3.11.7", "installed": {}, "seconds": 1.0,
+        "built_at": "2026-11-29T00:00:00Z"}))
+    location(TINY).parent.mkdir(parents=True)
+    location(TINY).symlink_to(outside, target_is_directory=True)
+    assert built(TINY) is None  # never followed out of the cache
+    result = run_cli("toolchains", "remove", "tiny-six", "--json")
+    assert result.status == 0, result.stderr
+    assert not location(TINY).is_symlink()
+    assert (outside / RECORD).is_file() and (outside / "bin" / "python").is_symlink()
