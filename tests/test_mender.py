@@ -9,9 +9,13 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import os
+import pwd
+import shutil
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -280,4 +284,127 @@ def test_an_install_while_edge_deploy_holds_the_device_changes_nothing(
     assert installed[-1].state == "ArtifactInstall" and installed[-1].status == 1
     assert "device busy" in installed[-1].stderr and "pi@laptop pid 42" in installed[-1].stderr
     _ok(client.fail())
+    assert _current(client.device) == first["release"] and _whole(client.device, first)
+
+
+def _as_root(tree: Path, *states: str) -> list[subprocess.CompletedProcess[str]]:
+    """The module run by root on this machine (as the Mender client runs it)."""
+    return [subprocess.run(["/usr/bin/python3", str(MODULE), state, str(tree)],
+                           capture_output=True, text=True, check=False, timeout=300)
+            for state in states]
+
+
+def _one_line(done: subprocess.CompletedProcess[str]) -> str:
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1 and len(lines) == 1, (done.returncode, done.stderr)
+    assert "Traceback" not in done.stderr
+    return lines[0]
+
+
+def test_as_root_a_link_of_the_user_never_makes_root_write_there(
+        bundle: Path, client: MenderDevice, tmp_path: Path) -> None:
+    """Issue 39: the user's ``agent`` folder is a link to a root-owned folder; the module, as
+    root, copies the agent in as the user (who may not write there): one line, exit 1, the
+    root-owned folder untouched, no release made current."""
+    device = client.device
+    work = device.home / "linked" / ".edge"
+    work.mkdir(parents=True)
+    for path in (work.parent, work):
+        shutil.chown(path, device.user, device.user)
+    owned = device.home.parent / f"root-owned-{tmp_path.name}"  # the user may look, not write
+    owned.mkdir(mode=0o755)
+    (work / "agent").symlink_to(owned, target_is_directory=True)
+    os.lchown(work / "agent", *_ids(device.user))
+    artifact = run_cli("export", "mender", str(bundle), "--device-type", DEVICE_TYPE, "-o",
+                       str(tmp_path / "l.mender"), "--candidate", FIRST, "--work-dir",
+                       str(work), "--device-python", device.python, "--json")
+    assert artifact.status == 0, artifact.stderr
+    payload_tree(tmp_path / "l.mender", tmp_path / "tree", device_type=DEVICE_TYPE)
+    install, failure = _as_root(tmp_path / "tree", "ArtifactInstall", "ArtifactFailure")
+    assert "permission denied" in _one_line(install).lower()
+    assert failure.returncode == 0, failure.stderr
+    assert list(owned.iterdir()) == []
+    assert not (work / "current").exists()
+
+
+def _ids(user: str) -> tuple[int, int]:
+    entry = pwd.getpwnam(user)
+    return entry.pw_uid, entry.pw_gid
+
+
+def _meta(value: object) -> Callable[[Path], None]:
+    return lambda tree: (tree / "header" / "meta-data").write_text(json.dumps(value))
+
+
+def _manifest(change: Callable[[dict], None]) -> Callable[[Path], None]:
+    def edit(tree: Path) -> None:
+        path = tree / "files" / "edge-release.json"
+        data = json.loads(path.read_text())
+        change(data)
+        path.write_text(json.dumps(data))
+    return edit
+
+
+def _python(tmp_path: Path, kind: str) -> str:
+    if kind == "missing":
+        return str(tmp_path / "no-such-python")
+    (tmp_path / "python-noexec").write_text("#!/bin/sh\n")
+    return str(tmp_path / "python-noexec")
+
+
+MALFORMED: dict[str, Callable[[Path], None]] = {
+    "meta-data is a list": _meta([]),
+    "meta-data is a string": _meta("~/.edge"),
+    "work dir is a number": _meta({"edge_work_dir": 5}),
+    "python is empty": _meta({"edge_python": ""}),
+    "keep is text": _meta({"edge_keep": "3"}),
+    "no files": _manifest(lambda d: d.pop("files")),
+    "files not digests": _manifest(lambda d: d.update(files={k: "x" for k in d["files"]})),
+    "a file name with a path": _manifest(lambda d: d.update(
+        files={f"../{k}": v for k, v in d["files"].items()})),
+    "no agent": _manifest(lambda d: d.pop("agent")),
+    "release is a path": _manifest(lambda d: d.update(release="../../etc")),
+    "model not a file": _manifest(lambda d: d.update(model="other.onnx")),
+    "companions not a list": _manifest(lambda d: d.update(companions="model.onnx")),
+    "manifest is a list": lambda tree: (tree / "files" / "edge-release.json").write_text("[]"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_malformed_input_to_the_module_is_one_line_and_the_release_stays(
+        client: MenderDevice, artifacts: dict[str, dict], tmp_path: Path, case: str) -> None:
+    """Issue 39: every malformed input of ArtifactInstall, run as root as the client runs it,
+    is one line and exit 1 (never a traceback, never the client's own home), and the previous
+    release stays current and whole."""
+    first, second = artifacts[FIRST], artifacts[SECOND]
+    _deploy(client, first, tmp_path)
+    tree = tmp_path / "tree"
+    payload_tree(Path(second["out"]), tree, device_type=DEVICE_TYPE)
+    meta = json.loads((tree / "header" / "meta-data").read_text() or "{}")
+    meta["edge_work_dir"] = str(client.device.home / ".edge")
+    (tree / "header" / "meta-data").write_text(json.dumps(meta))
+    MALFORMED[case](tree)
+    install, failure = _as_root(tree, "ArtifactInstall", "ArtifactFailure")
+    line = _one_line(install)
+    assert "nothing was changed" in line or "not an artifact" in line, line
+    assert failure.returncode == 0, failure.stderr
+    assert _current(client.device) == first["release"] and _whole(client.device, first)
+    assert not Path("/root/.edge/releases").exists() or first["release"] not in os.listdir(
+        "/root/.edge/releases")
+
+
+@pytest.mark.parametrize("python", ["missing", "not executable"])
+def test_a_python_that_cannot_run_the_agent_is_one_line(
+        client: MenderDevice, artifacts: dict[str, dict], tmp_path: Path, python: str) -> None:
+    first, second = artifacts[FIRST], artifacts[SECOND]
+    _deploy(client, first, tmp_path)
+    tree = tmp_path / "tree"
+    payload_tree(Path(second["out"]), tree, device_type=DEVICE_TYPE)
+    meta = json.loads((tree / "header" / "meta-data").read_text() or "{}")
+    meta |= {"edge_work_dir": str(client.device.home / ".edge"),
+             "edge_python": _python(tmp_path, python)}
+    (tree / "header" / "meta-data").write_text(json.dumps(meta))
+    install, failure = _as_root(tree, "ArtifactInstall", "ArtifactFailure")
+    assert "cannot run the agent with" in _one_line(install)
+    assert failure.returncode == 0, failure.stderr
     assert _current(client.device) == first["release"] and _whole(client.device, first)

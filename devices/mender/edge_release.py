@@ -22,9 +22,13 @@ is done by edge's agent (shipped in the payload) under the device's python::
 Settings, from the artifact's meta-data (``FILES_DIR/header/meta-data``): ``edge_work_dir``
 (edge's work dir, default ``~/.edge`` of the user the client runs as), ``edge_python`` (the
 python that runs the agent and the model's runtime, default ``python3``), ``edge_keep``
-(releases kept after a commit, default 3). Run as root against a work dir another user owns,
-the agent runs as that user, so the files stay theirs (``edge deploy`` as them keeps working).
-Errors: one line on stderr, exit 1 (the client then rolls back).
+(releases kept after a commit, default 3). Run as root against a work dir another user owns
+(or a new one under a folder they own), everything that touches it runs as that user: the
+agent, and the copies into it in a forked child that drops root first (``as_owner``), so the
+files stay theirs (``edge deploy`` as them keeps working) and a link of theirs (``~/.edge/agent``
+pointing at a root-owned folder) never makes root write there. Errors, malformed meta-data or
+edge-release.json included: one line on stderr, exit 1 (the client then rolls back), nothing
+changed.
 """
 
 import hashlib
@@ -54,6 +58,12 @@ def main(argv):
         STATES.get(state, _nothing)(files_dir)
     except ModuleError as exc:
         sys.stderr.write(f"edge-release {state}: {exc}\n")
+        return 1
+    except OSError as exc:
+        sys.stderr.write(f"edge-release {state}: {exc.filename or ''}: {exc.strerror}\n")
+        return 1
+    except Exception as exc:  # noqa: BLE001 - one line for the client's log, never a traceback
+        sys.stderr.write(f"edge-release {state}: {type(exc).__name__}: {exc}\n")
         return 1
     return 0
 
@@ -111,10 +121,10 @@ def commit(files_dir):
 
 def rollback(files_dir):
     """``current`` back to the release it replaced, if the install switched it."""
-    conf = _settings(files_dir)
     state = _state(files_dir)
     if "previous" not in state:
         return  # the install stopped before it looked at the device: nothing changed
+    conf = _settings(files_dir)
     agent = Agent(conf, state["agent"])
     with agent.deploy_lock("mender rollback"):
         active = agent.call("releases", conf["work"]).get("active")
@@ -132,16 +142,20 @@ def rollback(files_dir):
 
 def _settings(files_dir):
     """The work dir, python and keep: the artifact's meta-data over the defaults."""
-    meta = _read_json(os.path.join(files_dir, "header", "meta-data"), {}) or {}
+    meta = _read_json(os.path.join(files_dir, "header", "meta-data"), {})
     if not isinstance(meta, dict):
-        raise ModuleError("header/meta-data is not a JSON object")
+        raise ModuleError("header/meta-data is not a JSON object; nothing was changed")
     merged = dict(DEFAULTS, **{k: v for k, v in meta.items() if k in DEFAULTS})
     keep = merged["edge_keep"]
     if not isinstance(keep, int) or isinstance(keep, bool) or keep < 1:
-        raise ModuleError(f"meta-data edge_keep must be an integer >= 1, not {keep!r}")
-    work = os.path.abspath(os.path.expanduser(str(merged["edge_work_dir"])))
-    return {"work": work, "python": os.path.expanduser(str(merged["edge_python"])),
-            "keep": keep}
+        raise ModuleError(f"meta-data edge_keep must be an integer >= 1, not {keep!r}; "
+                          "nothing was changed")
+    for key in ("edge_work_dir", "edge_python"):
+        if not isinstance(merged[key], str) or not merged[key].strip() or "\0" in merged[key]:
+            raise ModuleError(f"meta-data {key} must be a non-empty string, not "
+                              f"{merged[key]!r}; nothing was changed")
+    work = os.path.abspath(os.path.expanduser(merged["edge_work_dir"]))
+    return {"work": work, "python": os.path.expanduser(merged["edge_python"]), "keep": keep}
 
 
 def _manifest(files_dir):
@@ -150,7 +164,42 @@ def _manifest(files_dir):
     if not isinstance(data, dict) or data.get("format") != 1:
         raise ModuleError(f"the payload has no {MANIFEST} of format 1: not an artifact of "
                           "edge export mender")
+    wrong = _manifest_fault(data)
+    if wrong:
+        raise ModuleError(f"{MANIFEST}: {wrong}; nothing was changed")
     return data
+
+
+def _manifest_fault(data):
+    """What is wrong with a manifest's fields (None: nothing)."""
+    files, agent = data.get("files"), data.get("agent")
+    if not (isinstance(files, dict) and files and all(
+            _plain_name(k) and _sha256(v) for k, v in files.items())):
+        return "files must map plain file names to sha256 digests"
+    if not (isinstance(agent, dict) and _plain_name(agent.get("file"))
+            and _sha256(agent.get("sha256"))):
+        return "agent must give a plain file name and its sha256"
+    release = data.get("release")
+    if not (isinstance(release, str) and 0 < len(release) <= 64 and set(release) <= _HEX):
+        return "release must be 1-64 lowercase hex digits"
+    if data.get("model") not in files or not isinstance(data.get("candidate"), str):
+        return "model must be one of its files, and candidate a name"
+    companions = data.get("companions", [])
+    if not (isinstance(companions, list) and all(c in files for c in companions)):
+        return "companions must be some of its files"
+    return None
+
+
+_HEX = set("0123456789abcdef")
+
+
+def _plain_name(name):
+    return isinstance(name, str) and name not in ("", ".", "..") and \
+        os.path.basename(name) == name and "\0" not in name
+
+
+def _sha256(text):
+    return isinstance(text, str) and len(text) == 64 and set(text) <= _HEX
 
 
 def _read_json(path, missing):
@@ -224,31 +273,31 @@ def _check_release_id(manifest):
 
 
 def _install_agent(conf, payload, agent):
-    """The agent under WORK/agent/ (by content, as edge deploy puts it); its path."""
+    """The agent under WORK/agent/ (by content, as edge deploy puts it); its path. Made as the
+    work dir's owner (as_owner): root never writes through a link of theirs."""
     work = conf["work"]
-    owner = _make_work_dir(work)
+    with open(os.path.join(payload, agent["file"]), "rb") as source:  # ours: the payload
+        return as_owner(owner_of(work), _place_agent, source.fileno(), work, agent)
+
+
+def _place_agent(source_fd, work, agent):
+    """As the owner: the work dir and its folders, then the agent copied in unless there."""
+    for sub in ("agent", "incoming", "releases"):
+        os.makedirs(os.path.join(work, sub), exist_ok=True)
     final = os.path.join(work, "agent", agent["file"])
     if not (os.path.isfile(final) and sha256_file(final) == agent["sha256"]):
         tmp = os.path.join(work, "incoming", f"{agent['file']}.{os.getpid()}.partial")
-        shutil.copyfile(os.path.join(payload, agent["file"]), tmp)
-        _chown(tmp, owner)
+        _copy_fd(source_fd, tmp)
         os.replace(tmp, final)
     return final
 
 
-def _make_work_dir(work):
-    """The work dir and its agent/, incoming/, releases/; new folders go to the owner of the
-    nearest existing one (a work dir made in a user's home is theirs); that owner."""
-    made, path = [], work
-    while not os.path.exists(path) and os.path.dirname(path) != path:
-        made.append(path)
-        path = os.path.dirname(path)
-    owner = _owner(path)
-    for sub in ("agent", "incoming", "releases"):
-        os.makedirs(os.path.join(work, sub), exist_ok=True)
-    for folder in made + [os.path.join(work, s) for s in ("agent", "incoming", "releases")]:
-        _chown(folder, owner)
-    return _owner(work)
+def _copy_fd(source_fd, path):
+    """The open file ``source_fd`` copied to a new file ``path`` (never through a link)."""
+    os.lseek(source_fd, 0, os.SEEK_SET)
+    out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(out, "wb") as target, os.fdopen(source_fd, "rb", closefd=False) as source:
+        shutil.copyfileobj(source, target, 1 << 20)
 
 
 def _install_release(agent, work, payload, manifest):
@@ -270,38 +319,77 @@ def _install_release(agent, work, payload, manifest):
 
 
 def _install_file(agent, work, source, sha, final):
-    """Copy into incoming/ under a fresh name, then the agent checks the sha256 and renames."""
+    """Copy into incoming/ under a fresh name (as the work dir's owner), then the agent checks
+    the sha256 and renames."""
     tmp = os.path.join(work, "incoming", f"{sha[:16]}.{os.urandom(4).hex()}.partial")
     try:
-        shutil.copyfile(source, tmp)
-        _chown(tmp, agent.owner)
+        with open(source, "rb") as handle:
+            as_owner(agent.owner, _copy_fd, handle.fileno(), tmp)
         agent.call("install", tmp, final, "--sha256", sha)
     finally:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
+        as_owner(agent.owner, _unlink, tmp)
+
+
+def _unlink(path):
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 def _remove_current(work):
-    """No release was current before the install: there is none again."""
-    try:
-        os.unlink(os.path.join(work, "current"))
-    except FileNotFoundError:
-        pass
+    """No release was current before the install: there is none again (as the owner)."""
+    as_owner(owner_of(work), _unlink, os.path.join(work, "current"))
 
 
 # ---------------------------------------------------------------- the agent
 
 
-def _owner(path):
-    """(uid, gid) of ``path``."""
-    info = os.stat(path)
+def owner_of(work):
+    """(uid, gid) of the work dir, or of the nearest folder above it that exists: the entry
+    itself (lstat), never what a link there points to."""
+    path = work
+    while not os.path.lexists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    info = os.lstat(path)
     return info.st_uid, info.st_gid
 
 
-def _chown(path, owner):
-    """Give ``path`` to the work dir's owner when we are root and they are not."""
-    if os.geteuid() == 0 and owner[0] != 0:
-        os.lchown(path, owner[0], owner[1])
+def as_owner(owner, function, *args):
+    """``function(*args)`` as ``owner`` when we are root and they are not: in a forked child
+    that drops root before touching anything (so a link of theirs never makes root write, read
+    or chown outside what they may); its (JSON-able) result, or ModuleError with its reason."""
+    if os.geteuid() != 0 or owner[0] == 0:
+        return function(*args)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through the pipe
+        os.close(read)
+        os.write(write, json.dumps(_dropped(owner, function, args)).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as answer:
+        text = answer.read()
+    os.waitpid(pid, 0)
+    result = json.loads(text) if text else {"error": "the unprivileged step died"}
+    if "error" in result:
+        raise ModuleError(result["error"])
+    return result["ok"]
+
+
+def _dropped(owner, function, args):
+    """In the child: root dropped to ``owner``, then the function's result or its error."""
+    try:
+        os.setgroups([])
+        os.setgid(owner[1])
+        os.setuid(owner[0])
+        return {"ok": function(*args)}
+    except ModuleError as exc:
+        return {"error": str(exc)}
+    except OSError as exc:
+        return {"error": f"as uid {owner[0]}: {exc.filename or ''}: {exc.strerror}"}
+    except Exception as exc:  # noqa: BLE001 - said as one line by the parent
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 class Agent:
@@ -311,14 +399,17 @@ class Agent:
         if not path:
             raise ModuleError("no agent recorded: ArtifactInstall did not run")
         self.conf, self.path = conf, path
-        self.owner = _owner(conf["work"])
+        self.owner = owner_of(conf["work"])
 
     def call(self, *args):
         """One agent command; its JSON reply (an error reply: ModuleError)."""
         try:
             done = subprocess.run(self.argv(args), capture_output=True, text=True, cwd="/",
                                   timeout=AGENT_TIMEOUT_S, preexec_fn=self.drop_root())
-        except (OSError, subprocess.TimeoutExpired) as exc:
+        except OSError as exc:
+            raise ModuleError(f"cannot run the agent with {self.conf['python']}: "
+                              f"{exc.strerror}") from None
+        except subprocess.TimeoutExpired as exc:
             raise ModuleError(f"agent {args[0]}: {exc}") from None
         return self._reply(args[0], done.returncode, done.stdout, done.stderr)
 
@@ -365,11 +456,15 @@ class _Held:
 
     def __enter__(self):
         work = self.agent.conf["work"]
-        self.process = subprocess.Popen(
-            self.agent.argv(("hold", work, "--by", f"mender edge-release pid {os.getpid()}",
-                             "--what", self.what)),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/",
-            preexec_fn=self.agent.drop_root())
+        try:
+            self.process = subprocess.Popen(
+                self.agent.argv(("hold", work, "--by", f"mender edge-release pid {os.getpid()}",
+                                 "--what", self.what)),
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/",
+                preexec_fn=self.agent.drop_root())
+        except OSError as exc:
+            raise ModuleError(f"cannot run the agent with {self.agent.conf['python']}: "
+                              f"{exc.strerror}") from None
         line = self.process.stdout.readline()
         try:
             reply = json.loads(line)
