@@ -62,9 +62,12 @@ def _number(name: str, default: float) -> float:
 
 
 def run_bounded(module: str, args: list[str], *, what: str, limits: Bounds) -> Any:
-    """``python -m module args`` within ``limits``: the JSON it prints on its last line, or a
-    UsageError saying which limit ``what`` (e.g. "m.pt: loading its TorchScript") reached."""
-    env = {**os.environ, _CHILD_ENV: str(limits.memory_bytes)}
+    """``python -m module args`` within ``limits``: the JSON it prints on its last line (a
+    ``{"error": LINE}`` is that UsageError), or a UsageError saying which limit ``what``
+    (e.g. "m.pt: listing its TorchScript graph") reached."""
+    # the child imports what this process imports: this edge, and a trusted pickle's classes
+    path = os.pathsep.join(p for p in sys.path if p)
+    env = {**os.environ, _CHILD_ENV: str(limits.memory_bytes), "PYTHONPATH": path}
     with subprocess.Popen([sys.executable, "-m", module, *args], stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=env,
                           start_new_session=True) as child:
@@ -97,9 +100,12 @@ def _reply(code: int, out: str, err: str, what: str, limits: Bounds) -> Any:
         tail = (err.strip().splitlines() or [f"exit status {code}"])[-1]
         raise UsageError(f"{what}: failed ({tail[:200]})")
     try:
-        return json.loads(lines[-1])
+        reply = json.loads(lines[-1])
     except ValueError:
-        raise UsageError(f"{what}: its checker answered {lines[-1][:80]!r}, not JSON") from None
+        raise UsageError(f"{what}: the child answered {lines[-1][:80]!r}, not JSON") from None
+    if isinstance(reply, dict) and isinstance(reply.get("error"), str):
+        raise UsageError(reply["error"])  # the child's own refusal, one line
+    return reply
 
 
 def apply_limits() -> None:

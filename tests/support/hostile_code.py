@@ -127,6 +127,8 @@ FILES: dict[str, Callable[[Path], None]] = {
     "script-setstate-save.pt": _torch("scripted_setstate_save"),
     "script-setstate-loop.pt": _torch("scripted_setstate_loop"),
     "script-setstate-memory.pt": _torch("scripted_setstate_memory"),
+    "script-forward-loop.pt": _torch("scripted_forward_loop"),
+    "script-forward-memory.pt": _torch("scripted_forward_memory"),
     "lambda.h5": _copy("lambda.h5"),
     "lambda.hdf5": _copy("lambda.h5"),
     "nested-lambda.h5": _copy("nested-lambda.h5"),
@@ -140,11 +142,15 @@ FILES: dict[str, Callable[[Path], None]] = {
     "dataset-from-graph.savedmodel": _copy("dataset-from-graph.savedmodel"),
 }
 
-#: Files whose loading never ends: their cases run with a short deadline.
-SLOW_TO_LOAD = ("script-setstate-loop.pt",)
+#: Files whose loading or first run never ends: their cases run with a short deadline.
+SLOW_TO_LOAD = ("script-setstate-loop.pt", "script-forward-loop.pt")
 #: Files refused for a limit of their first run (edge.core.bounded), not for their code.
 LIMITED = {"script-setstate-loop.pt": "the deadline of a model's first run",
-           "script-setstate-memory.pt": "the memory limit of a model's first run"}
+           "script-setstate-memory.pt": "the memory limit of a model's first run",
+           "script-forward-loop.pt": "the deadline of a model's first run",
+           "script-forward-memory.pt": "the memory limit of a model's first run"}
+#: Of those, the files whose code passes every check: only running forward meets the limit.
+RUN_LIMITED = ("script-forward-loop.pt", "script-forward-memory.pt")
 
 #: Each command that reads a model; ``{m}`` is the model, then --shape for a PyTorch one.
 COMMANDS = {

@@ -190,3 +190,28 @@ class StateHog(StateSaver):
 def scripted_setstate_memory(path: Path) -> None:
     """TorchScript whose load-time ``__setstate__`` allocates 64 GB."""
     _script(StateHog(), path)
+
+
+class ForwardLoop(nn.Module):
+    """A forward that never returns (no file, no network: only a loop)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        i = 0
+        while i >= 0:
+            i = (i + 1) % 7
+        return x * 2
+
+
+class ForwardHog(nn.Module):
+    """A forward that asks for a 64 GB tensor."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.zeros([1 << 34]).sum()
+
+
+def scripted_forward_loop(path: Path) -> None:
+    _script(ForwardLoop(), path)
+
+
+def scripted_forward_memory(path: Path) -> None:
+    _script(ForwardHog(), path)

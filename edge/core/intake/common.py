@@ -90,3 +90,12 @@ def usable_entry(out: Path) -> bool:
         log.warning("%s: a broken cache entry (unreadable); making it again", out)
         out.unlink(missing_ok=True)
     return whole
+
+
+def read_check(path: Path) -> tuple[dict[str, np.ndarray], list[tuple[str, np.ndarray]]]:
+    """Feeds and the source's outputs, written by the child as in/NAME and out/INDEX/NAME."""
+    with np.load(path, allow_pickle=False) as data:
+        feeds = {k[3:]: data[k] for k in data.files if k.startswith("in/")}
+        outs = sorted((int(k.split("/")[1]), k.split("/", 2)[2], data[k])
+                      for k in data.files if k.startswith("out/"))
+    return feeds, [(name, value) for _, name, value in outs]

@@ -8,6 +8,8 @@ from __future__ import annotations
 import functools
 import inspect
 import io
+import json
+import logging
 import pickle
 import re
 import tokenize
@@ -20,11 +22,11 @@ from typing import Any
 import numpy as np
 import onnx
 
-from edge.core.bounded import bounds, run_bounded
+from edge.core.bounded import bounds, out_of_memory, run_bounded
 from edge.core.errors import UsageError, first_line
 from edge.core.extras import require
 from edge.core.files import filled, scratch_file
-from edge.core.intake.common import OPSET, Shapes, example
+from edge.core.intake.common import OPSET, Shapes, example, read_check
 from edge.core.intake.torchargs import (
     bake_inputs,
     baked_args,
@@ -33,6 +35,8 @@ from edge.core.intake.torchargs import (
     positional,
     warn_state,
 )
+
+log = logging.getLogger("edge")
 
 
 def from_torch(
@@ -58,6 +62,8 @@ def from_torch(
         try:
             result = module(*args)
         except Exception as exc:  # the module's own error on the example inputs
+            if out_of_memory(exc):  # the bounded child's limit, said as such
+                raise MemoryError(first_line(exc)) from None
             raise UsageError(f"{source}: the module failed on the --shape example inputs "
                              f"({first_line(exc)})") from None
     values = _flatten_torch(result)
@@ -68,6 +74,34 @@ def from_torch(
     model = fold_baked_ifs(model) if baked else model
     _output_shapes(model, values)
     return model, feeds, list(zip(out_names, values, strict=True))
+
+
+def from_torch_bounded(
+    source: Path, out: Path, pins: Shapes, dtypes: Mapping[str, str], *, trust: bool = False,
+    arg_values: Mapping[str, str] | None = None,
+) -> tuple[onnx.ModelProto, dict[str, np.ndarray], list[tuple[str, np.ndarray]]]:
+    """``from_torch`` in a bounded child (edge.core.intake.torchref): the model's first run,
+    its forward on the example inputs, cannot hang edge or take all memory (a UsageError
+    naming the limit); its refusals come back as they are."""
+    require("pytorch", "torch", why=f"{source}: reading PyTorch models")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    job_file, raw, check = (out.with_suffix(s) for s in (".job.json", ".raw.onnx",
+                                                         ".check.npz"))
+    job = {"source": str(source), "out": str(out), "raw": str(raw), "check": str(check),
+           "pins": {k: list(v) for k, v in pins.items()}, "dtypes": dict(dtypes),
+           "trust": trust, "args": dict(arg_values or {})}
+    try:  # the child's files are scratch, never a cache entry: removed whatever happens
+        job_file.write_text(json.dumps(job))
+        reply = run_bounded("edge.core.intake.torchref", [str(job_file)], limits=bounds(source),
+                            what=f"{source}: running the model on the --shape example inputs")
+        for line in reply.get("warnings", []) if isinstance(reply, dict) else []:
+            log.warning("%s", line)
+        model = onnx.load(str(raw))
+        feeds, expected = read_check(check)
+    finally:
+        for scratch in (job_file, raw, check):
+            scratch.unlink(missing_ok=True)
+    return model, feeds, expected
 
 
 def _output_shapes(model: onnx.ModelProto, values: list[np.ndarray]) -> None:

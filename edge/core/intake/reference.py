@@ -25,7 +25,7 @@ from edge.core.intake.common import (
 from edge.core.intake.memory import remembered_failure
 from edge.core.intake.onnxfix import finish, fix_onnx, graph_inputs, input_dims
 from edge.core.intake.parity import check_parity
-from edge.core.intake.pytorch import from_torch, is_torchscript
+from edge.core.intake.pytorch import from_torch_bounded, is_torchscript
 from edge.core.intake.tf import from_tf
 from edge.core.intake.trust import refuse_model_code
 from edge.core.model import inspect_model, save_onnx_atomic, sha256_file, unrunnable
@@ -90,8 +90,8 @@ def _convert(kind: str, source: Path, out: Path, pins: Shapes,
              types: dict[str, str], trust: bool, values: dict[str, str]) -> Path:
     """Run the converter, finish the ONNX and check it reproduces the source."""
     if kind == "torch":
-        raw, feeds, expected = from_torch(source, out, pins, types, trust=trust,
-                                               arg_values=values)
+        raw, feeds, expected = from_torch_bounded(source, out, pins, types, trust=trust,
+                                                  arg_values=values)
     else:
         # not remembered
         require("tflite", "tf2onnx", "tensorflow", why=f"{source}: reading {kind} models")

@@ -18,7 +18,7 @@ import onnx
 from edge.core.errors import UsageError, first_line
 from edge.core.extras import require
 from edge.core.files import free_bytes, no_space
-from edge.core.intake.common import OPSET, STOPPED, TIMEOUT_S, Shapes, example
+from edge.core.intake.common import OPSET, STOPPED, TIMEOUT_S, Shapes, example, read_check
 from edge.core.intake.tflite import convert_tflite
 
 
@@ -35,7 +35,7 @@ def from_tf(
     try:  # the child's files are scratch, never a cache entry: removed whatever happens
         _run_child(job, log, source, kind)
         model = onnx.load(str(raw))
-        feeds, expected = _read_check(check)
+        feeds, expected = read_check(check)
     finally:
         raw.unlink(missing_ok=True)
         check.unlink(missing_ok=True)
@@ -82,15 +82,6 @@ def _log_reason(log: Path) -> str:
     lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
     marked = [ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("edge-intake-error:")]
     return (marked or lines or ["no output"])[-1][:600]
-
-
-def _read_check(path: Path) -> tuple[dict[str, np.ndarray], list[tuple[str, np.ndarray]]]:
-    """Feeds and the source's outputs, written by the child as in/NAME and out/INDEX/NAME."""
-    with np.load(path, allow_pickle=False) as data:
-        feeds = {k[3:]: data[k] for k in data.files if k.startswith("in/")}
-        outs = sorted((int(k.split("/")[1]), k.split("/", 2)[2], data[k])
-                      for k in data.files if k.startswith("out/"))
-    return feeds, [(name, value) for _, name, value in outs]
 
 
 def child_main(job_file: str) -> int:
