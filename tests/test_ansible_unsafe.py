@@ -1,4 +1,5 @@
-"""Nothing edge writes into the ansible engine's documents is templated (issue 39).
+"""Nothing edge writes into the ansible engine's documents is templated, and the controller
+half of the collection never waits on a FIFO (issue 39).
 
 The inventory ``--engine ansible`` writes (edge.flows.fleet_ansible) is read by a real
 ansible-playbook whose play prints every var edge sets; each free-text field holds
@@ -9,6 +10,7 @@ ansible run the command: the test can fail.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -99,3 +101,16 @@ def test_an_unsafe_python_still_runs_modules(tmp_path: Path) -> None:
     }]))
     out = _playbook(play, hosts, request)
     assert (tmp_path / "work dir").is_dir(), out
+
+
+def test_the_action_plugin_refuses_a_fifo_in_the_bundle_at_once(tmp_path: Path) -> None:
+    """Issue 39: the controller half read a manifest that is a FIFO and waited for ever."""
+    from ansible.errors import AnsibleActionFail
+
+    from devices.ansible.plugins.action.release import _edge_plan
+
+    bundle = tmp_path / "b.bundle"
+    bundle.mkdir()
+    os.mkfifo(bundle / "manifest.json")
+    with pytest.raises(AnsibleActionFail, match="not a regular file"):
+        _edge_plan(str(bundle))

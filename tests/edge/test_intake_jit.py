@@ -81,6 +81,17 @@ def test_bad_arg_values_are_one_line_errors(jit_file: Path, tmp_path: Path) -> N
         to_reference(jit_file, tmp_path, shapes={"x": (2, 4)}, args={"k": "1", "rate": "2"})
     with pytest.raises(UsageError, match="expected NAME=VALUE"):
         parse_arg_flags(["k"])
+    with pytest.raises(UsageError, match=r"--arg k=99999999999999999999: out of the int64"):
+        to_reference(jit_file, tmp_path, shapes={"x": (2, 4)}, args={"k": "9" * 20})
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e999"])
+def test_a_float_arg_must_be_finite(value: str) -> None:
+    """Issue 39: blamed on --arg, not on the conversion."""
+    from edge.core.intake.torchargs import _typed
+
+    with pytest.raises(UsageError, match=f"--arg s={value}: give a finite number"):
+        _typed("s", value, "float")
 
 
 def test_a_jit_that_is_not_torchscript_is_refused(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -68,11 +69,18 @@ def _typed(name: str, text: str, kind: str) -> Any:
             raise UsageError(f"--arg {name}={text}: '{name}' is a bool; give true or false")
         return text.lower() in _TRUE
     try:
-        return SCALARS[kind](text)  # type: ignore[misc]
+        value = SCALARS[kind](text)  # type: ignore[misc]
     except ValueError:
         raise UsageError(f"--arg {name}={text}: forward's '{name}' is {_a(kind)}; give "
                          f"{_a(kind)} value, e.g. --arg {name}="
                          f"{'16000' if kind == 'int' else '0.5'}") from None
+    if kind == "float" and not math.isfinite(value):
+        raise UsageError(f"--arg {name}={text}: give a finite number (NaN and infinities "
+                         "cannot be baked into the exported model)")
+    if kind == "int" and not -(2**63) <= value < 2**63:
+        raise UsageError(f"--arg {name}={text}: out of the int64 range the exported model "
+                         "holds")
+    return value
 
 
 def _a(kind: str) -> str:

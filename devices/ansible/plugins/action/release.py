@@ -21,11 +21,13 @@ def _edge_plan(bundle: str) -> dict[str, Any]:
         from devices.release import release_files
         from edge.core.bundle import read_bundle
         from edge.core.errors import EdgeError, first_line
+        from edge.core.files import only_regular_files
     except ImportError as exc:
         raise AnsibleActionFail(f"edge is not installed beside ansible-core ({exc}): "
                                 "pip install 'edge[fleet]' into ansible's python") from None
     root = Path(bundle).expanduser()
     try:
+        only_regular_files(root, "bundle")  # a FIFO in it would block its reader for ever
         chosen = read_bundle(root).chosen_result()
     except (EdgeError, OSError) as exc:
         raise AnsibleActionFail(f"bundle {bundle}: {first_line(exc)}") from None
