@@ -452,3 +452,15 @@ def test_a_tflite_select_tf_op_does_not_run(tmp_path: Path, cwd: Path) -> None:
     result = run_cli("inspect", str(model))
     assert "FlexWriteFile" in result.stdout, result.stderr
     assert not (cwd / MARKER).exists()
+
+
+@pytest.mark.parametrize("op", ["CollectiveReduceV2", "CollectiveGatherV2",
+                                "CollectiveBcastRecvV2", "NcclAllReduce", "_Recv", "Recv",
+                                "InfeedDequeue"])
+def test_a_graph_that_waits_for_another_worker_is_refused(tmp_path: Path, op: str) -> None:
+    """Issue 39: a SavedModel whose signature waits for a second worker (a collective, a
+    receive from another task or device) hung the load; it is refused before any loader."""
+    folder = _saver_graph(tmp_path / "m.savedmodel", {"wait": op, "use": "Identity"})
+    assert risky_ops(folder) == [op]
+    with pytest.raises(UsageError, match=f"runs {op}"):
+        check_model_file(folder)

@@ -22,7 +22,7 @@ __all__ = ["CHECKPOINT_OPS", "RISKY_TF_OPS", "read_saved_model", "risky_ops",
 
 #: TensorFlow ops that reach outside the model when a graph runs: they read, list, map or write
 #: files (checkpoints, datasets, summaries, debugger dumps, proto descriptors), call back into
-#: Python, or talk to a server.
+#: Python, talk to a server, or wait for another worker or device (collectives, send/receive).
 RISKY_TF_OPS = frozenset({
     # files
     "ReadFile", "WriteFile", "MatchingFiles", "ImmutableConst",
@@ -53,6 +53,16 @@ RISKY_TF_OPS = frozenset({
     "RpcCheckStatus", "RpcGetValue", "RemoteCall",
     # graphs built from a serialized GraphDef held in a tensor (their ops are never scanned)
     "DatasetFromGraph", "DeserializeIterator",
+    # ops that wait for other workers or devices that never come: collectives, send/receive
+    # between tasks, the TPU and NCCL ones (issue 39: a load hung on one)
+    "CollectiveReduce", "CollectiveReduceV2", "CollectiveReduceV3", "CollectiveGather",
+    "CollectiveGatherV2", "CollectiveBcastSend", "CollectiveBcastSendV2",
+    "CollectiveBcastRecv", "CollectiveBcastRecvV2", "CollectiveAllToAllV2",
+    "CollectiveAllToAllV3", "CollectiveAssignGroupV2", "CollectiveInitializeCommunicator",
+    "CollectivePermute", "NcclAllReduce", "NcclReduce", "NcclBroadcast", "Send", "Recv",
+    "_Send", "_Recv", "_HostSend", "_HostRecv", "SendTPUEmbeddingGradients",
+    "RecvTPUEmbeddingActivations", "InfeedDequeue", "InfeedDequeueTuple", "OutfeedEnqueue",
+    "OutfeedEnqueueTuple",
 })
 
 #: The saver's own ops, allowed only in what nothing but the SaverDef's save op reaches (a load
