@@ -80,9 +80,9 @@ def _torch(builder: str) -> Callable[[Path], None]:
     return make
 
 
-def _respelled(spelling: str) -> Callable[[Path], None]:
+def _respelled(spelling: str, builder: str = "scripted_respelled") -> Callable[[Path], None]:
     def make(path: Path) -> None:
-        importlib.import_module("tests.support.model_code_torch").scripted_respelled(
+        getattr(importlib.import_module("tests.support.model_code_torch"), builder)(
             spelling)(path)
     return make
 
@@ -124,6 +124,10 @@ FILES: dict[str, Callable[[Path], None]] = {
     "script-from-file.pt": _torch("scripted_from_file"),
     "script-save.pt": _torch("scripted_save"),
     **{f"script-{s}.pt": _respelled(s) for s in SPELLINGS},
+    **{f"script-setstate-{s}.pt": _respelled(s, "scripted_setstate_respelled")
+       for s in SPELLINGS if s != "getattr-save"},
+    **{f"script-from-file-{s}.pt": _respelled(s, "scripted_from_file_respelled")
+       for s in SPELLINGS},
     "script-setstate-save.pt": _torch("scripted_setstate_save"),
     "script-setstate-loop.pt": _torch("scripted_setstate_loop"),
     "script-setstate-memory.pt": _torch("scripted_setstate_memory"),

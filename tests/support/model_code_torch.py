@@ -173,6 +173,24 @@ def scripted_setstate_save(path: Path) -> None:
     _respell(path, "torch.save", RESPELLINGS["getattr-save"])
 
 
+def scripted_setstate_respelled(spelling: str) -> Any:
+    """A builder: StateSaver's archive with its ``__setstate__``'s torch.save spelled as
+    RESPELLINGS[spelling]."""
+    def make(path: Path) -> None:
+        _script(StateSaver(), path)
+        _respell(path, "torch.save", RESPELLINGS[spelling])
+    return make
+
+
+def scripted_from_file_respelled(spelling: str) -> Any:
+    """A builder: scripted_from_file's archive with torch.from_file spelled as
+    RESPELLINGS[spelling] spells torch.save."""
+    def make(path: Path) -> None:
+        scripted_from_file(path)
+        _respell(path, "torch.from_file", RESPELLINGS[spelling].replace("save", "from_file"))
+    return make
+
+
 def scripted_setstate_loop(path: Path) -> None:
     """TorchScript whose load-time ``__setstate__`` loops forever."""
     _script(StateLoop(), path)
