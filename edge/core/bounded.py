@@ -1,10 +1,13 @@
 """A user's model runs first in a bounded child: a deadline, a memory limit, nothing left running.
 
-``run_bounded`` starts a Python module of edge's in its own session with the limits in its
-environment; the child calls ``apply_limits`` first thing (an address-space limit set by the
-child itself: no ``preexec_fn`` in a process that may hold threads). Past the deadline the
-child's whole process group is killed; a child that ran out of memory says so. Either is one
-``UsageError`` line naming the limit and how to raise it.
+``run_bounded`` starts a Python module of edge's in its own session (``python -P``: the working
+folder is not on its import path, so a ``numpy.py`` beside the model is never imported), with
+the limits in its environment; the child calls ``apply_limits`` first thing (an address-space
+limit set by the child itself: no ``preexec_fn`` in a process that may hold threads) and
+answers with ``reply`` on a pipe of its own. Its stdout and stderr go nowhere (a model that
+prints cannot fill edge's memory); the answer is read up to ``MAX_REPLY`` bytes. Past the
+deadline the child's whole process group is killed; a child that ran out of memory says so.
+Either is one ``UsageError`` line naming the limit and how to raise it.
 
 The limits: ``EDGE_MODEL_DEADLINE_S`` (default 600 s) and ``EDGE_MODEL_MEMORY_MB`` (default
 4096 MB, plus three times the model file's size).
@@ -16,9 +19,11 @@ import contextlib
 import json
 import os
 import resource
+import select
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,14 +31,17 @@ from typing import Any
 from edge.core.errors import UsageError
 
 __all__ = ["DEADLINE_ENV", "MEMORY_ENV", "OUT_OF_MEMORY", "Bounds", "apply_limits", "bounds",
-           "out_of_memory", "run_bounded"]
+           "out_of_memory", "reply", "run_bounded"]
 
 DEADLINE_ENV = "EDGE_MODEL_DEADLINE_S"
 MEMORY_ENV = "EDGE_MODEL_MEMORY_MB"
-#: The child's own copy of its memory limit (bytes), set by run_bounded.
+#: The child's own copy of its memory limit (bytes) and its answer's pipe, set by run_bounded.
 _CHILD_ENV = "EDGE_BOUNDED_MEMORY"
+_REPLY_ENV = "EDGE_BOUNDED_REPLY_FD"
 #: A child's exit status when it ran out of memory (apply_limits' children say so with it).
 OUT_OF_MEMORY = 86
+#: The longest answer a child may give (its JSON: op lists, warnings, one error line).
+MAX_REPLY = 16 << 20
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -62,18 +70,21 @@ def _number(name: str, default: float) -> float:
 
 
 def run_bounded(module: str, args: list[str], *, what: str, limits: Bounds) -> Any:
-    """``python -m module args`` within ``limits``: the JSON it prints on its last line (a
+    """``python -P -m module args`` within ``limits``: the JSON it answers with ``reply`` (a
     ``{"error": LINE}`` is that UsageError), or a UsageError saying which limit ``what``
     (e.g. "m.pt: listing its TorchScript graph") reached."""
-    # the child imports what this process imports: this edge, and a trusted pickle's classes
-    path = os.pathsep.join(p for p in sys.path if p)
-    env = {**os.environ, _CHILD_ENV: str(limits.memory_bytes), "PYTHONPATH": path}
-    with subprocess.Popen([sys.executable, "-m", module, *args], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=env,
-                          start_new_session=True) as child:
+    read, write = os.pipe()
+    try:
+        child = subprocess.Popen(
+            [sys.executable, "-P", "-m", module, *args], stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(limits, write),
+            pass_fds=(write,), start_new_session=True)
+    finally:
+        os.close(write)
+    with os.fdopen(read, "rb") as answer:
         try:
-            out, err = child.communicate(timeout=limits.deadline_s)
-        except subprocess.TimeoutExpired:
+            data = _read(answer.fileno(), time.monotonic() + limits.deadline_s)
+        except TimeoutError:
             _kill(child)
             raise UsageError(f"{what}: still running after {limits.deadline_s:g} s, the "
                              f"deadline of a model's first run (stopped; {DEADLINE_ENV} raises "
@@ -81,31 +92,57 @@ def run_bounded(module: str, args: list[str], *, what: str, limits: Bounds) -> A
         except BaseException:
             _kill(child)
             raise
-        _kill(child)  # anything the child left behind in its group
-    return _reply(child.returncode, out, err, what, limits)
+    _kill(child)  # the answer is in (or too long): anything left in its group goes
+    return _reply(child.returncode, data, what, limits)
 
 
-def _kill(child: subprocess.Popen[str]) -> None:
+def _env(limits: Bounds, write: int) -> dict[str, str]:
+    """The child's environment: the limits, its answer's pipe, and what this process imports
+    (this edge, a trusted pickle's classes); few malloc arenas (each reserves address space)."""
+    path = os.pathsep.join(p for p in sys.path if p)
+    return {**os.environ, _CHILD_ENV: str(limits.memory_bytes), _REPLY_ENV: str(write),
+            "PYTHONPATH": path, "MALLOC_ARENA_MAX": "2"}
+
+
+def _read(fd: int, deadline: float) -> bytes:
+    """The child's answer until it closes its end (EOF) or MAX_REPLY bytes; TimeoutError past
+    ``deadline``."""
+    chunks: list[bytes] = []
+    size = 0
+    while size <= MAX_REPLY:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            raise TimeoutError
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def _kill(child: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(child.pid, signal.SIGKILL)
     child.wait()
 
 
-def _reply(code: int, out: str, err: str, what: str, limits: Bounds) -> Any:
-    if code == OUT_OF_MEMORY or (code < 0 and "MemoryError" in err):
+def _reply(code: int, data: bytes, what: str, limits: Bounds) -> Any:
+    if code == OUT_OF_MEMORY:
         raise UsageError(f"{what}: needed more than {limits.memory_bytes >> 20} MB, the memory "
                          f"limit of a model's first run (stopped; {MEMORY_ENV} raises it)")
-    lines = out.strip().splitlines()
-    if code != 0 or not lines:
-        tail = (err.strip().splitlines() or [f"exit status {code}"])[-1]
-        raise UsageError(f"{what}: failed ({tail[:200]})")
+    if len(data) > MAX_REPLY:
+        raise UsageError(f"{what}: the child answered more than {MAX_REPLY >> 20} MB")
     try:
-        reply = json.loads(lines[-1])
-    except ValueError:
-        raise UsageError(f"{what}: the child answered {lines[-1][:80]!r}, not JSON") from None
-    if isinstance(reply, dict) and isinstance(reply.get("error"), str):
-        raise UsageError(reply["error"])  # the child's own refusal, one line
-    return reply
+        answer = json.loads(data) if data.strip() else None
+    except (ValueError, RecursionError):
+        answer = None
+    if not isinstance(answer, dict):
+        how = f"was stopped by signal {-code}" if code < 0 else f"failed (exit status {code})"
+        raise UsageError(f"{what}: the child {how} without an answer")
+    if isinstance(answer.get("error"), str):
+        raise UsageError(answer["error"][:2000])  # the child's own refusal, one line
+    return answer
 
 
 def apply_limits() -> None:
@@ -113,6 +150,13 @@ def apply_limits() -> None:
     limit = int(os.environ.get(_CHILD_ENV) or 0)
     if limit > 0:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def reply(answer: dict[str, Any]) -> None:
+    """In a child of run_bounded: its answer, on the pipe the parent reads."""
+    fd = int(os.environ[_REPLY_ENV])
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        json.dump(answer, out)
 
 
 def out_of_memory(exc: BaseException) -> bool:

@@ -15,6 +15,7 @@ import re
 import tokenize
 import warnings
 import zipfile
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -128,7 +129,7 @@ _RISKY_SCRIPT_PART = re.compile(
     r"symm_mem|nvshmem", re.IGNORECASE)
 
 #: The most TorchScript code an archive may hold for edge to read it.
-_MAX_CODE_BYTES = 256 << 20
+_MAX_CODE_BYTES = 32 << 20
 
 
 def check_torch(source: Path) -> None:
@@ -187,41 +188,69 @@ def _risky_callee(call: str) -> bool:
 
 
 def _check_script_code(source: Path) -> None:
-    """The TorchScript code files of the archive (``*/code/**.py``) call nothing risky."""
-    with zipfile.ZipFile(source) as archive:
-        code = [i for i in archive.infolist() if "/code/" in i.filename
-                and i.filename.endswith(".py")]
-        if sum(i.file_size for i in code) > _MAX_CODE_BYTES:
-            raise UsageError(f"{source}: its TorchScript code is larger than 256 MB")
-        for info in code:
-            found = risky_script_call(archive.read(info).decode("utf-8", "replace"))
-            if found:
-                raise UsageError(
-                    f"{source}: its TorchScript code calls {found} (files, processes or the "
-                    "network of this host): running it would reach outside the model; edge "
-                    "refuses it unless you pass --trust-model-code for a model you trust")
+    """The TorchScript code files of the archive (``*/code/**.py``, matched in any letter case,
+    as torch's reader finds them) call nothing risky; an archive edge cannot read as a plain
+    zip, or whose names differ only in case, is refused (either could hide a code file)."""
+    try:
+        with zipfile.ZipFile(source) as archive:
+            code = _code_files(archive, source)
+            for info in code:
+                _check_code_text(source, archive.read(info).decode("utf-8", "replace"))
+    except (zipfile.BadZipFile, zlib.error, NotImplementedError, RuntimeError,
+            UnicodeDecodeError, EOFError) as exc:
+        raise UsageError(f"{source}: not a TorchScript archive edge can read as a plain zip "
+                         f"({first_line(exc)}); edge refuses it unless you pass "
+                         "--trust-model-code for a model you trust") from None
+
+
+def _code_files(archive: zipfile.ZipFile, source: Path) -> list[zipfile.ZipInfo]:
+    entries = archive.infolist()
+    if len({i.filename.lower() for i in entries}) != len(entries):
+        raise UsageError(f"{source}: its archive has file names that differ only in letter "
+                         "case (one could hide code); edge refuses it unless you pass "
+                         "--trust-model-code for a model you trust")
+    code = [i for i in entries if "/code/" in i.filename.lower()
+            and i.filename.lower().endswith(".py")]
+    if sum(i.file_size for i in code) > _MAX_CODE_BYTES:
+        raise UsageError(f"{source}: its TorchScript code is larger than "
+                         f"{_MAX_CODE_BYTES >> 20} MB")
+    return code
+
+
+def _check_code_text(source: Path, text: str) -> None:
+    found = risky_script_call(text)
+    if found:
+        raise UsageError(
+            f"{source}: its TorchScript code calls {found} (files, processes or the "
+            "network of this host): running it would reach outside the model; edge "
+            "refuses it unless you pass --trust-model-code for a model you trust")
 
 
 def risky_script_call(text: str) -> str | None:
     """The first risky reference of TorchScript code: a ``torch.``/``ops.`` name with a part
     matching _RISKY_SCRIPT_PART, an op/class namespace outside SCRIPT_NAMESPACES, or a
     ``torch``/``ops`` name that is not called (``getattr(torch, "save")``, ``(torch).save``:
-    torch's own printer writes every call as ``torch.NAME(``); code Python's tokenizer cannot
-    read is risky too (it could hide any of them)."""
+    torch's own printer writes every call as ``torch.NAME(``; a class attribute named so,
+    ``ops : __torch__...`` at the start of a line, is a declaration); code Python's tokenizer
+    cannot read is risky too (it could hide any of them)."""
     try:
-        chains = list(_dotted_names(text))
+        for chain, before, after in _dotted_names(text):
+            if _risky_chain(chain):
+                return ".".join(chain)
+            if chain[0] in ("torch", "ops") and after != "(" and not (
+                    after == ":" and before in _LINE_START):
+                return f"{'.'.join(chain)} through getattr or parentheses"
     except (tokenize.TokenError, SyntaxError, IndentationError):
         return "code edge cannot read"
-    for chain, after in chains:
-        if _risky_chain(chain):
-            return ".".join(chain)
-        if chain[0] in ("torch", "ops") and after != "(":
-            return f"{'.'.join(chain)} through getattr or parentheses"
     return None
 
 
+#: What precedes a name that starts a line (an attribute declared in a class body).
+_LINE_START = ("", "\n", "INDENT", "DEDENT")
+
+
 def _risky_chain(parts: list[str]) -> bool:
-    if "classes" in parts[:-1]:
+    if "classes" in parts[:-1] and parts[0] in ("torch", "__torch__"):
         namespace = parts[parts.index("classes") + 1]
         if namespace not in SCRIPT_NAMESPACES:
             return True
@@ -232,11 +261,12 @@ def _risky_chain(parts: list[str]) -> bool:
     return any(_RISKY_SCRIPT_PART.search(p) for p in parts[1:])
 
 
-def _dotted_names(text: str) -> Iterator[tuple[list[str], str]]:
-    """Each dotted name (``a.b.c``) of Python-syntax code and the token after it, comments and
-    strings skipped."""
+def _dotted_names(text: str) -> Iterator[tuple[list[str], str, str]]:
+    """Each dotted name (``a.b.c``) of Python-syntax code with the token before and after it
+    (``INDENT``/``DEDENT``/newline/"" at a line's start), comments and strings skipped."""
     chain: list[str] = []
     want_name = False
+    before = last = ""
     for token in tokenize.generate_tokens(io.StringIO(text).readline):
         if token.type in (tokenize.NL, tokenize.COMMENT):
             continue
@@ -246,10 +276,21 @@ def _dotted_names(text: str) -> Iterator[tuple[list[str], str]]:
             want_name = True
         else:
             if chain:
-                yield chain, token.string
-            chain, want_name = ([token.string] if token.type == tokenize.NAME else []), False
+                yield chain, before, token.string
+            if token.type == tokenize.NAME:
+                chain, before = [token.string], last
+            else:
+                chain = []
+            want_name = False
+        last = _token_text(token)
     if chain:
-        yield chain, ""
+        yield chain, before, ""
+
+
+def _token_text(token: tokenize.TokenInfo) -> str:
+    if token.type in (tokenize.INDENT, tokenize.DEDENT):
+        return tokenize.tok_name[token.type]
+    return "\n" if token.type == tokenize.NEWLINE else token.string
 
 
 def is_torchscript(source: Path) -> bool:
@@ -258,11 +299,11 @@ def is_torchscript(source: Path) -> bool:
 
 
 def _scripted(source: Path) -> bool:
-    """Whether ``source`` is a TorchScript archive (a zip holding constants.pkl)."""
+    """Whether ``source`` is a TorchScript archive (a zip holding constants.pkl, any case)."""
     try:
         with zipfile.ZipFile(source) as archive:
-            return any(n.endswith("constants.pkl") for n in archive.namelist())
-    except (zipfile.BadZipFile, OSError):
+            return any(n.lower().endswith("constants.pkl") for n in archive.namelist())
+    except (zipfile.BadZipFile, OSError, UnicodeDecodeError, ValueError):
         return False
 
 

@@ -60,9 +60,11 @@ def _run_child(job: dict[str, Any], log: Path, source: Path, kind: str) -> None:
                                           os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     with open(log, "w") as handle:
         try:
-            done = subprocess.run([sys.executable, "-m", "edge.core.intake.tf", str(job_file)],
-                                  stdout=handle, stderr=subprocess.STDOUT, env=env,
-                                  timeout=TIMEOUT_S, check=False)
+            # -P: the working folder is not on the child's import path (a numpy.py beside
+            # the model is never imported)
+            done = subprocess.run([sys.executable, "-P", "-m", "edge.core.intake.tf",
+                                   str(job_file)], stdout=handle, stderr=subprocess.STDOUT,
+                                  env=env, timeout=TIMEOUT_S, check=False)
         except subprocess.TimeoutExpired:
             raise UsageError(f"{source}: {kind} conversion timed out after {TIMEOUT_S:.0f} s "
                              f"(log: {log})") from None

@@ -74,10 +74,10 @@ def _typed(name: str, text: str, kind: str) -> Any:
         raise UsageError(f"--arg {name}={text}: forward's '{name}' is {_a(kind)}; give "
                          f"{_a(kind)} value, e.g. --arg {name}="
                          f"{'16000' if kind == 'int' else '0.5'}") from None
-    if kind == "float" and not math.isfinite(value):
+    if isinstance(value, float) and not math.isfinite(value):
         raise UsageError(f"--arg {name}={text}: give a finite number (NaN and infinities "
                          "cannot be baked into the exported model)")
-    if kind == "int" and not -(2**63) <= value < 2**63:
+    if isinstance(value, int) and not -(2**63) <= value < 2**63:
         raise UsageError(f"--arg {name}={text}: out of the int64 range the exported model "
                          "holds")
     return value

@@ -4,9 +4,9 @@ example inputs and its ONNX export (edge.core.intake.pytorch.from_torch).
 ``python -m edge.core.intake.torchref JOB.json`` reads the job (the source, the scratch paths,
 the pins, dtypes, ``--arg`` values and whether the user trusts the file's code), runs
 ``from_torch`` and writes the raw ONNX and the feeds and outputs it saw (``in/NAME``,
-``out/INDEX/NAME`` in an .npz, as the TensorFlow child does); it prints ``{"warnings": [...]}``
-(the edge logger's warnings, for the parent to show) when done, or ``{"error": LINE}`` with
-edge's own one-line refusal.
+``out/INDEX/NAME`` in an .npz, as the TensorFlow child does); it answers
+(edge.core.bounded.reply) ``{"warnings": [...]}`` (the edge logger's warnings, for the parent
+to show) when done, or ``{"error": LINE}`` with edge's own one-line refusal.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from edge.core.bounded import OUT_OF_MEMORY, apply_limits, out_of_memory
+from edge.core.bounded import OUT_OF_MEMORY, apply_limits, out_of_memory, reply
 from edge.core.errors import EdgeError, first_line
 
 __all__ = ["main"]
@@ -45,14 +45,14 @@ def main(argv: list[str]) -> int:
     try:
         _run(job)
     except EdgeError as exc:
-        print(json.dumps({"error": str(exc)}))
+        reply({"error": str(exc)})
         return 0
     except Exception as exc:  # noqa: BLE001 - torch's own errors: one line for the parent
         if out_of_memory(exc):
             return OUT_OF_MEMORY
-        print(json.dumps({"error": f"{job['source']}: {first_line(exc)}"}))
+        reply({"error": f"{job['source']}: {first_line(exc)}"})
         return 0
-    print(json.dumps({"warnings": kept.lines}))
+    reply({"warnings": kept.lines})
     return 0
 
 

@@ -2,20 +2,20 @@
 
 ``python -m edge.core.intake.torchscan FILE`` loads the archive with ``torch.jit.load`` (which
 compiles its code and runs only the ``__setstate__`` methods, already checked as text by
-edge.core.intake.pytorch) and prints, as JSON on one line, every node kind of every method of
+edge.core.intake.pytorch) and answers with every node kind of every method of
 every module, inlined through the methods and functions they call (``ops``), and the calls
-left that inlining could not follow (``calls``: the callee's type and method). Nothing of the
-module runs.
+left that inlining could not follow (``calls``: the callee's type and method), as its answer
+(edge.core.bounded.reply). Nothing of the module but its ``__setstate__`` runs.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 import warnings
 from typing import Any
 
-from edge.core.bounded import OUT_OF_MEMORY, apply_limits, out_of_memory
+from edge.core.bounded import OUT_OF_MEMORY, apply_limits, out_of_memory, reply
+from edge.core.errors import first_line
 
 __all__ = ["graph_ops", "main"]
 
@@ -62,13 +62,13 @@ def main(argv: list[str]) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             module = torch.jit.load(argv[0], map_location="cpu")  # type: ignore[no-untyped-call]
-        print(json.dumps(graph_ops(module)))
+        found = graph_ops(module)
     except Exception as exc:  # noqa: BLE001 - the loader's own errors, said as one line
         if out_of_memory(exc):
             return OUT_OF_MEMORY
-        print(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__,
-              file=sys.stderr)
-        return 1
+        reply({"error": f"{argv[0]}: torch cannot load its TorchScript ({first_line(exc)})"})
+        return 0
+    reply(found)
     return 0
 
 
