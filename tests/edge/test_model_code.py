@@ -464,3 +464,71 @@ def test_a_graph_that_waits_for_another_worker_is_refused(tmp_path: Path, op: st
     assert risky_ops(folder) == [op]
     with pytest.raises(UsageError, match=f"runs {op}"):
         check_model_file(folder)
+
+
+@pytest.mark.parametrize("old, new", [("/code/", "/CODE/"), (".py", ".PY")])
+def test_code_files_are_read_in_any_letter_case(tmp_path: Path, cwd: Path, old: str,
+                                                new: str) -> None:
+    """Review of issue 39: torch finds ``CODE/...PY`` as code, so edge reads it too (the
+    archive's __setstate__ would have run in the graph-listing child)."""
+    import tests.support.model_code_torch as torch_files
+
+    model = tmp_path / "m.pt"
+    torch_files.scripted_setstate_respelled("getattr-save")(model)
+    torch_files.rename_code(model, old, new)
+    with pytest.raises(UsageError, match="through getattr or parentheses"):
+        check_model_file(model)
+    assert list(cwd.iterdir()) == []
+
+
+def test_an_archive_edge_cannot_read_plainly_is_one_line(tmp_path: Path) -> None:
+    import tests.support.model_code_torch as torch_files
+
+    model = tmp_path / "m.pt"
+    torch_files.scripted(model)
+    data = bytearray(model.read_bytes())
+    with zipfile.ZipFile(model) as archive:
+        info = next(i for i in archive.infolist() if i.filename.endswith(".py"))
+    head = info.header_offset  # the local header: name and extra lengths, then the bytes
+    start = head + 30 + int.from_bytes(data[head + 26:head + 28], "little") + \
+        int.from_bytes(data[head + 28:head + 30], "little")
+    data[start] ^= 0xFF  # its bytes, not its CRC
+    model.write_bytes(bytes(data))
+    with pytest.raises(UsageError, match="as a plain zip"):
+        check_model_file(model)
+    with zipfile.ZipFile(model, "a") as archive:
+        archive.writestr(info.filename.upper(), "")
+    with pytest.raises(UsageError, match="differ only in letter case"):
+        check_model_file(model)
+
+
+def test_names_that_only_look_like_namespaces_pass() -> None:
+    """A class attribute named ``ops`` or ``torch`` (a submodule), a local named ``classes``."""
+    code = ("class M(Module):\n  __parameters__ = []\n"
+            "  ops : __torch__.torch.nn.modules.container.ModuleList\n"
+            "  torch : __torch__.torch.nn.modules.linear.Linear\n"
+            "  def forward(self, x: Tensor) -> Tensor:\n    classes = self.classes\n"
+            "    return torch.add(x, classes.weight)\n")
+    assert risky_script_call(code) is None
+
+
+def test_a_module_beside_the_model_is_never_imported(tmp_path: Path, cwd: Path) -> None:
+    """The graph-listing child does not put the working folder on its import path."""
+    import tests.support.model_code_torch as torch_files
+
+    torch_files.scripted(cwd / "m.pt")
+    (cwd / "json.py").write_text(f"open({str(tmp_path / MARKER)!r}, 'w').write('x')\n")
+    check_model_file(cwd / "m.pt")
+    assert not (tmp_path / MARKER).exists()
+
+
+def test_a_model_that_prints_does_not_grow_edge(tmp_path: Path) -> None:
+    import resource
+
+    import tests.support.model_code_torch as torch_files
+
+    model = tmp_path / "m.pt"
+    torch_files.scripted_setstate_print(model)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    check_model_file(model)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 32 << 10  # KB

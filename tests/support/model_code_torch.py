@@ -233,3 +233,32 @@ def scripted_forward_loop(path: Path) -> None:
 
 def scripted_forward_memory(path: Path) -> None:
     _script(ForwardHog(), path)
+
+
+class StatePrinter(StateSaver):
+    """A module whose ``__setstate__`` prints 64 MB (no file, no network: tensor math only)."""
+
+    @torch.jit.export
+    def __setstate__(self, state: tuple[torch.Tensor, bool]) -> None:
+        for _ in range(1 << 21):
+            print("xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx")
+        self.weight = state[0]
+        self.training = state[1]
+
+
+def scripted_setstate_print(path: Path) -> None:
+    _script(StatePrinter(), path)
+
+
+def rename_code(path: Path, old: str, new: str) -> None:
+    """The archive at ``path`` with ``old`` replaced by ``new`` in its code files' names."""
+    import zipfile
+
+    source = path.with_suffix(".orig")
+    source.write_bytes(path.read_bytes())
+    with zipfile.ZipFile(source) as src, zipfile.ZipFile(path, "w") as dst:
+        for info in src.infolist():
+            name = info.filename.replace(old, new) if info.filename.endswith(".py") \
+                else info.filename
+            dst.writestr(name, src.read(info))
+    source.unlink()
