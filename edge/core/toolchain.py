@@ -20,6 +20,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import math
 import os
 import platform
 import re
@@ -160,17 +161,18 @@ def _record_of(path: Path) -> dict[str, Any] | None:
         handle = os.open(path / RECORD, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return None
+    info = os.fstat(handle)
+    if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_RECORD:
+        os.close(handle)
+        return None
     with os.fdopen(handle, "rb") as record:
-        info = os.fstat(record.fileno())
-        if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_RECORD:
-            return None
         try:
             data = json.loads(record.read(_MAX_RECORD))
         except (OSError, ValueError, RecursionError):
             return None
     fits = isinstance(data, dict) and all(isinstance(data.get(k), kind)
                                           for k, kind in _RECORD_FIELDS.items())
-    return data if fits else None
+    return data if fits and math.isfinite(data["seconds"]) else None
 
 
 def unbuilt(toolchain: Toolchain) -> str | None:
@@ -229,7 +231,8 @@ def _clear(path: Path) -> None:
     if path.is_symlink() or (path.exists() and not path.is_dir()):
         path.unlink()
         return
-    (path / RECORD).unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # a record that is a folder goes with the rest
+        (path / RECORD).unlink(missing_ok=True)
     shutil.rmtree(path, ignore_errors=True)
 
 
@@ -302,15 +305,20 @@ def _left(deadline: float) -> float:
 def _locked(path: Path, *, shared: bool = False) -> Iterator[None]:
     """Hold the environment's lock file (beside it) for the block: exclusive to build or
     remove, shared to run in it."""
+    lock = path.with_name(f"{path.name}.lock")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(path.with_name(f"{path.name}.lock"), "a")  # noqa: SIM115 - held below
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
     except OSError as exc:
-        raise ToolchainError(f"cannot use {path.parent} for toolchains: {exc} (set "
-                             "EDGE_TOOLCHAIN_DIR to a writable directory)") from None
-    with handle:
-        fcntl.flock(handle, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        raise ToolchainError(f"cannot use {lock} as a toolchain lock: {exc.strerror} (remove "
+                             "it, or set EDGE_TOOLCHAIN_DIR to a writable directory)") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or device: never wait on it
+            raise ToolchainError(f"{lock} is not a regular file; remove it")
+        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         yield
+    finally:
+        os.close(fd)
 
 
 # ---------------------------------------------------------------- bounded child processes

@@ -291,7 +291,8 @@ def _fake_env(path: Path) -> None:
     (path / "bin" / "python").symlink_to(sys.executable)
 
 
-@pytest.mark.parametrize("record", ["list", "fifo", "huge", "link", "wrong-types", "deep"])
+@pytest.mark.parametrize("record", ["list", "fifo", "huge", "link", "wrong-types", "deep",
+                                    "nan-seconds", "a-folder"])
 def test_a_record_edge_did_not_write_is_not_built_and_never_hangs(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, record: str, declared: None) -> None:
     """Issue 39: a toolchain record that is a JSON list, a FIFO, 3 GB, a link or of other
@@ -314,6 +315,10 @@ def test_a_record_edge_did_not_write_is_not_built_and_never_hangs(
         target.symlink_to(tmp_path / "elsewhere.json")
     elif record == "wrong-types":
         target.write_text(json.dumps(good | {"installed": ["six"], "seconds": "1"}))
+    elif record == "nan-seconds":
+        target.write_text(json.dumps(good | {"seconds": float("nan")}))
+    elif record == "a-folder":
+        target.mkdir()
     else:
         target.write_text("[" * 100_000 + "]" * 100_000)
     assert built(TINY) is None
@@ -337,3 +342,15 @@ def test_a_linked_environment_is_not_used_and_remove_leaves_its_target(
     assert result.status == 0, result.stderr
     assert not location(TINY).is_symlink()
     assert (outside / RECORD).is_file() and (outside / "bin" / "python").is_symlink()
+
+
+
+def test_a_lock_that_is_a_fifo_is_one_line_not_a_hang(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, declared: None) -> None:
+    """Review of issue 39: opening a FIFO lock waited for a writer for ever."""
+    monkeypatch.setenv("EDGE_TOOLCHAIN_DIR", str(tmp_path / "root"))
+    location(TINY).parent.mkdir(parents=True)
+    os.mkfifo(location(TINY).with_name(f"{location(TINY).name}.lock"))
+    _fake_env(location(TINY))
+    result = run_cli("toolchains", "remove", "tiny-six")
+    assert result.status == 2 and "not a regular file" in result.stderr, result.stderr
