@@ -48,8 +48,8 @@ class Device:
             reply = json.loads(done.stdout.strip().splitlines()[-1])
             if not isinstance(reply, dict):
                 raise ValueError(reply)
-        except (IndexError, ValueError):
-            tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        except (IndexError, ValueError, RecursionError):
+            tail = (done.stderr.strip().splitlines() or ["no output"])[-1][:300]
             how = "was killed" if done.status < 0 or done.status > 128 else "failed"
             raise DeviceError(f"{self.label}: agent {args[0]} {how} "
                               f"(exit {done.status}): {tail}") from None

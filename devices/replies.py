@@ -73,12 +73,25 @@ class BenchEntry(_Reply):
         return self
 
 
+class Reading(_Reply):
+    """One sensor reading (power, temperature...): a finite value and where it was read."""
+
+    value: Annotated[float, Field(ge=-1e6, le=1e6)] | None = None
+    source: Text | Annotated[list[Text], Field(max_length=64)] | None = None
+
+
+class Phase(_Reply):
+    """The sensors before, during or after the timed run."""
+
+    power_w: Reading | None = None
+
+
 class Bench(_Reply):
     results: Annotated[list[BenchEntry], Field(min_length=1, max_length=MAX_ITEMS)]
     rounds: Annotated[int, Field(ge=0, le=MAX_ROUNDS)] | None = None
     peak_rss_mb: Annotated[float, Field(ge=0, le=2**40)] | None = None
     device: DeviceInfo | None = None
-    metrics: dict[str, Any] | None = None
+    metrics: dict[Annotated[str, Field(max_length=64)], Phase | None] | None = None
 
 
 class Health(_Reply):
@@ -104,16 +117,34 @@ class Probe(_Reply):
 
 
 class Switch(_Reply):
-    active: Text | None = None
+    active: Text
     previous: Text | None = None
     changed: bool | None = None
+
+
+class Release(_Reply):
+    """One installed release as the agent lists it."""
+
+    release: Annotated[str, Field(pattern=r"^[0-9a-f]{1,64}$")]
+    model: Text | None = None
+    complete: bool
+    active: bool
+    previous: bool | None = None
+    size_bytes: Bytes
+    files: Annotated[dict[Text, Bytes], Field(max_length=MAX_ITEMS)] = Field(
+        default_factory=dict)
+    installed: Text | None = None
+    last_active: Text | None = None
+    artifact: Text | None = None
 
 
 class Releases(_Reply):
     active: Text | None = None
     previous: Text | None = None
-    releases: Annotated[list[Any], Field(max_length=MAX_ITEMS)] = Field(default_factory=list)
-    history: Annotated[list[Any], Field(max_length=MAX_ITEMS)] = Field(default_factory=list)
+    releases: Annotated[list[Release], Field(max_length=MAX_ITEMS)] = Field(
+        default_factory=list)
+    history: Annotated[list[dict[str, Any]], Field(max_length=MAX_ITEMS)] = Field(
+        default_factory=list)
 
 
 class Prune(_Reply):
