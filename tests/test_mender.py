@@ -366,6 +366,8 @@ MALFORMED: dict[str, Callable[[Path], None]] = {
     "release is a path": _manifest(lambda d: d.update(release="../../etc")),
     "model not a file": _manifest(lambda d: d.update(model="other.onnx")),
     "companions not a list": _manifest(lambda d: d.update(companions="model.onnx")),
+    "model is a list": _manifest(lambda d: d.update(model=[])),
+    "companions hold a list": _manifest(lambda d: d.update(companions=[[]])),
     "manifest is a list": lambda tree: (tree / "files" / "edge-release.json").write_text("[]"),
 }
 

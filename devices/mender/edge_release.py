@@ -34,7 +34,10 @@ changed.
 import hashlib
 import json
 import os
+import pwd
+import select
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -42,6 +45,7 @@ MANIFEST = "edge-release.json"
 STATE = "edge-release-state.json"
 DEFAULTS = {"edge_work_dir": "~/.edge", "edge_python": "python3", "edge_keep": 3}
 AGENT_TIMEOUT_S = 600
+HOLD_TIMEOUT_S = 60  # the agent's hold answers (or lets go) at once
 
 
 class ModuleError(Exception):
@@ -182,10 +186,12 @@ def _manifest_fault(data):
     release = data.get("release")
     if not (isinstance(release, str) and 0 < len(release) <= 64 and set(release) <= _HEX):
         return "release must be 1-64 lowercase hex digits"
-    if data.get("model") not in files or not isinstance(data.get("candidate"), str):
+    if not (isinstance(data.get("model"), str) and data["model"] in files
+            and isinstance(data.get("candidate"), str)):
         return "model must be one of its files, and candidate a name"
     companions = data.get("companions", [])
-    if not (isinstance(companions, list) and all(c in files for c in companions)):
+    if not (isinstance(companions, list)
+            and all(isinstance(c, str) and c in files for c in companions)):
         return "companions must be some of its files"
     return None
 
@@ -362,9 +368,15 @@ def as_owner(owner, function, *args):
     if os.geteuid() != 0 or owner[0] == 0:
         return function(*args)
     read, write = os.pipe()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        os.close(read)
+        os.close(write)
+        raise ModuleError(f"cannot start the unprivileged step: {exc.strerror}") from None
     if pid == 0:  # pragma: no cover - the child reports through the pipe
         os.close(read)
+        signal.alarm(AGENT_TIMEOUT_S)  # a step that never ends (a huge file of theirs) dies
         os.write(write, json.dumps(_dropped(owner, function, args)).encode())
         os._exit(0)
     os.close(write)
@@ -377,12 +389,21 @@ def as_owner(owner, function, *args):
     return result["ok"]
 
 
+def become(owner):
+    """Drop root to ``owner`` (uid, gid) with the groups that user has (video, render...: a
+    device node the runtime opens), as a login of theirs would."""
+    try:
+        os.initgroups(pwd.getpwuid(owner[0]).pw_name, owner[1])
+    except KeyError:  # no passwd entry: no supplementary groups
+        os.setgroups([])
+    os.setgid(owner[1])
+    os.setuid(owner[0])
+
+
 def _dropped(owner, function, args):
     """In the child: root dropped to ``owner``, then the function's result or its error."""
     try:
-        os.setgroups([])
-        os.setgid(owner[1])
-        os.setuid(owner[0])
+        become(owner)
         return {"ok": function(*args)}
     except ModuleError as exc:
         return {"error": str(exc)}
@@ -423,15 +444,10 @@ class Agent:
 
     def drop_root(self):
         """A pre-exec that drops root to the work dir's owner (None when not root)."""
-        uid, gid = self.owner
-        if os.geteuid() != 0 or uid == 0:
+        owner = self.owner
+        if os.geteuid() != 0 or owner[0] == 0:
             return None
-
-        def drop():
-            os.setgroups([])
-            os.setgid(gid)
-            os.setuid(uid)
-        return drop
+        return lambda: become(owner)
 
     @staticmethod
     def _reply(command, status, stdout, stderr):
@@ -465,7 +481,11 @@ class _Held:
         except OSError as exc:
             raise ModuleError(f"cannot run the agent with {self.agent.conf['python']}: "
                               f"{exc.strerror}") from None
-        line = self.process.stdout.readline()
+        if not select.select([self.process.stdout], [], [], HOLD_TIMEOUT_S)[0]:
+            self.process.kill()
+            self.__exit__()
+            raise ModuleError(f"the agent's hold did not answer in {HOLD_TIMEOUT_S} s")
+        line = self.process.stdout.readline(65536)
         try:
             reply = json.loads(line)
         except ValueError:
@@ -478,7 +498,11 @@ class _Held:
 
     def __exit__(self, *exc):
         self.process.stdin.close()
-        self.process.wait(timeout=60)
+        try:
+            self.process.wait(timeout=HOLD_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
         self.process.stdout.close()
 
 
