@@ -91,7 +91,7 @@ def _respelled(spelling: str, builder: str = "scripted_respelled") -> Callable[[
 SPELLINGS = ("getattr-save", "getattr-ops", "paren-save", "paren-ops", "paren-getattr",
              "getattr-paren-ops", "ops-getattr-save")
 #: The deadline the corpus gives a model's first run (its cases have 30 s each).
-DEADLINE_S = "8"
+DEADLINE_S = "4"
 
 
 @contextlib.contextmanager
