@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import run_cli
+from tests.support.cli import Result, run_cli
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FIRST = FIXTURES / "edge-0.1" / "tiny.bundle"
@@ -69,7 +69,7 @@ def device(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return liar
 
 
-def _deploy(bundle: Path, python: Path):  # type: ignore[no-untyped-def]
+def _deploy(bundle: Path, python: Path) -> Result:
     return run_cli("deploy", str(bundle), "--profile", "x86-64", "--device-python", str(python),
                    "--runs", "3", "--no-on-device")
 

@@ -22,6 +22,7 @@ import onnx
 
 from edge.core.bounded import OUT_OF_MEMORY, apply_limits, out_of_memory, reply
 from edge.core.errors import EdgeError, first_line
+from edge.core.intake.pytorch import from_torch
 
 __all__ = ["main"]
 
@@ -57,8 +58,6 @@ def main(argv: list[str]) -> int:
 
 
 def _run(job: dict[str, Any]) -> None:
-    from edge.core.intake.pytorch import from_torch
-
     pins = {k: tuple(v) for k, v in job["pins"].items()}
     model, feeds, expected = from_torch(Path(job["source"]), Path(job["out"]), pins,
                                         job["dtypes"], trust=job["trust"],
