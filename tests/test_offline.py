@@ -3,6 +3,13 @@
 through onnx2tf) runs in a network namespace without a network, makes no network look-up
 (``strace`` sees no connection and no name-service query) and leaves ``$HOME``, the working
 directory and ``$TMPDIR`` as they were. Third-party telemetry is off (edge/core/offline.py).
+
+Issue 39: the same for every catalog profile's ``edge optimize`` (one fresh cache for all: each
+runtime converts once; the accelerators' converters in their toolchain environments, built
+before, as ``edge toolchains install`` builds them), a profile whose toolchain is not built
+refused with how to build it (building one is the only step that reaches the network), and
+``edge deploy --inventory --engine ansible``: ansible-playbook over ssh to a real sshd started
+inside the namespace, the only connections those to the device.
 """
 
 from __future__ import annotations
@@ -23,9 +30,13 @@ import pytest
 
 from edge.cli import Terminated, cli
 from edge.core import offline
+from edge.core.profile import catalog_ids
+from edge.core.toolchain import build
+from targets import declared_toolchains
 from tests.support.cli import as_in_a_terminal, run_cli
 from tests.support.hostile import OLD_BUNDLE, _bad_models
 from tests.support.hostile_home import CLEARED
+from tests.support.mediapipe import cache_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 #: A connection or datagram to an internet address: a DNS query (glibc's resolver sends to the
@@ -64,18 +75,18 @@ def _offline_argv(trace: Path) -> list[str]:
     probe = subprocess.run(["unshare", "-rn", "true"], capture_output=True, text=True)
     if probe.returncode != 0:
         pytest.fail(f"unshare -rn (a network namespace) is refused: {probe.stderr.strip()}")
-    return ["unshare", "-rn", "strace", "-f", "-qq", "-o", str(trace),
+    return ["unshare", "-rn", "strace", "-f", "-qq", "--seccomp-bpf", "-o", str(trace),
             "-e", "trace=connect,sendto,sendmsg"]
 
 
-def _run_offline(folders: dict[str, Path], *argv: str) -> tuple[
-        subprocess.CompletedProcess[str], str]:
+def _run_offline(folders: dict[str, Path], *argv: str,
+                 env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess[str], str]:
     """``edge argv`` without a network, ``{out}`` being the output folder; its strace."""
     trace = folders["cwd"].parent / "strace.txt"
     command = [*_offline_argv(trace), sys.executable, "-m", "edge", *argv]
     command = [a.replace("{out}", str(folders["out"])) for a in command]
-    done = subprocess.run(command, cwd=folders["cwd"], env=_env(folders), capture_output=True,
-                          text=True, timeout=600)
+    done = subprocess.run(command, cwd=folders["cwd"], env=env or _env(folders),
+                          capture_output=True, text=True, timeout=600)
     return done, trace.read_text()
 
 
@@ -98,6 +109,59 @@ def test_a_full_optimize_needs_no_network_and_writes_only_its_cache_and_output(
     assert {"onnxruntime", "openvino", "tflite"} <= runtimes, runtimes
     _assert_nothing_outside(folders, trace)
     assert (folders["cache"] / "frameworks" / "keras" / "keras.json").is_file()
+
+
+@pytest.fixture(scope="module")
+def toolchains() -> Path:
+    """Every declared toolchain environment, built (from the registry) in the test data cache
+    kept between runs, as ``edge toolchains install`` builds them; the offline runs read it."""
+    root = cache_dir() / "toolchains"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("EDGE_TOOLCHAIN_DIR", str(root))
+        for toolchain in declared_toolchains().values():
+            build(toolchain)
+    return root
+
+
+@pytest.fixture(scope="module")
+def one_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The conversion cache every catalog profile's run shares (fresh at the first)."""
+    return tmp_path_factory.mktemp("offline-cache")
+
+
+@pytest.mark.xdist_group("offline-catalog")  # one worker: one cache, each runtime once
+@pytest.mark.parametrize("profile", catalog_ids())
+def test_every_catalog_profiles_optimize_needs_no_network(profile: str, toolchains: Path,
+                                                          one_cache: Path,
+                                                          tmp_path: Path) -> None:
+    """Its accelerator's vendor toolchain included (Vela, rknn-toolkit2 and its simulator)."""
+    folders = _folders(tmp_path)
+    env = _env(folders) | {"EDGE_CACHE_DIR": str(one_cache), "EDGE_TOOLCHAIN_DIR": str(toolchains)}
+    done, trace = _run_offline(folders, "optimize", "sample:digits", "--profile", profile,
+                               "-o", "{out}/digits.bundle", "--json", env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert report["chosen"], report
+    _assert_nothing_outside(folders, trace)
+
+
+def test_a_profile_whose_toolchain_is_not_built_is_refused_offline(tmp_path: Path) -> None:
+    """Ethos-U's Vela environment is built only by ``edge toolchains install``: optimize for
+    the Corstone-300 (its only runtime) says so in one line, reaches nothing and builds
+    nothing (it once made 12 DNS look-ups and wrote ``$HOME/.rustup``)."""
+    folders = _folders(tmp_path)
+    empty = tmp_path / "toolchains"
+    empty.mkdir()
+    env = _env(folders) | {"EDGE_TOOLCHAIN_DIR": str(empty)}
+    done, trace = _run_offline(folders, "optimize", "sample:digits", "--profile", "corstone-300",
+                               "-o", "{out}/digits.bundle", env=env)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert done.stderr.strip().splitlines() == [
+        "error: nothing for this profile's runtimes can be made here: ethos-u: its toolchain "
+        "ethos-u-vela is not built: run edge toolchains install ethos-u-vela (it downloads its "
+        "pinned packages; edge reaches the network only then)"]
+    assert _listing(empty) == [] and _listing(folders["out"]) == []
+    _assert_nothing_outside(folders, trace)
 
 
 @pytest.mark.parametrize("argv", [("deploy", "{out}/tiny.bundle", "--runs", "5"),

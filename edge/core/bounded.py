@@ -31,7 +31,7 @@ from typing import Any
 from edge.core.errors import UsageError
 
 __all__ = ["DEADLINE_ENV", "MEMORY_ENV", "OUT_OF_MEMORY", "Bounds", "apply_limits", "bounds",
-           "out_of_memory", "reply", "run_bounded"]
+           "limit_env", "out_of_memory", "over_deadline", "over_memory", "reply", "run_bounded"]
 
 DEADLINE_ENV = "EDGE_MODEL_DEADLINE_S"
 MEMORY_ENV = "EDGE_MODEL_MEMORY_MB"
@@ -86,14 +86,30 @@ def run_bounded(module: str, args: list[str], *, what: str, limits: Bounds) -> A
             data = _read(answer.fileno(), time.monotonic() + limits.deadline_s)
         except TimeoutError:
             _kill(child)
-            raise UsageError(f"{what}: still running after {limits.deadline_s:g} s, the "
-                             f"deadline of a model's first run (stopped; {DEADLINE_ENV} raises "
-                             "it)") from None
+            raise over_deadline(what, limits) from None
         except BaseException:
             _kill(child)
             raise
     _kill(child)  # the answer is in (or too long): anything left in its group goes
     return _reply(child.returncode, data, what, limits)
+
+
+def over_deadline(what: str, limits: Bounds) -> UsageError:
+    """The error of a child stopped at the deadline of a model's first run."""
+    return UsageError(f"{what}: still running after {limits.deadline_s:g} s, the deadline of a "
+                      f"model's first run (stopped; {DEADLINE_ENV} raises it)")
+
+
+def over_memory(what: str, limits: Bounds) -> UsageError:
+    """The error of a child that ran out of the memory a model's first run may take."""
+    return UsageError(f"{what}: needed more than {limits.memory_bytes >> 20} MB, the memory "
+                      f"limit of a model's first run (stopped; {MEMORY_ENV} raises it)")
+
+
+def limit_env(limits: Bounds) -> dict[str, str]:
+    """What a child that calls ``apply_limits`` needs in its environment (a child edge starts
+    itself, with its own deadline)."""
+    return {_CHILD_ENV: str(limits.memory_bytes), "MALLOC_ARENA_MAX": "2"}
 
 
 def _env(limits: Bounds, write: int) -> dict[str, str]:
@@ -129,8 +145,7 @@ def _kill(child: subprocess.Popen[bytes]) -> None:
 
 def _reply(code: int, data: bytes, what: str, limits: Bounds) -> Any:
     if code == OUT_OF_MEMORY:
-        raise UsageError(f"{what}: needed more than {limits.memory_bytes >> 20} MB, the memory "
-                         f"limit of a model's first run (stopped; {MEMORY_ENV} raises it)")
+        raise over_memory(what, limits)
     if len(data) > MAX_REPLY:
         raise UsageError(f"{what}: the child answered more than {MAX_REPLY >> 20} MB")
     try:

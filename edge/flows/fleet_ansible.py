@@ -24,6 +24,7 @@ import logging
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -162,6 +163,7 @@ def _run(request: FleetRequest, jobs: list[FleetJob],
     import ansible_runner
 
     folder = Path(tempfile.mkdtemp(prefix="edge-ansible-"))
+    control = _control_dir(folder)
     outcomes: dict[str, dict[str, Any]] = {}
     try:
         playbook, hosts = _write(folder, request, jobs, bundles)
@@ -171,15 +173,43 @@ def _run(request: FleetRequest, jobs: list[FleetJob],
         with _own_signal_handlers():  # ansible-runner takes SIGINT/SIGTERM for itself
             runner = ansible_runner.run(
                 private_data_dir=str(folder / "runner"), playbook=str(playbook),
-                inventory=str(hosts), envvars=_env(folder, request), forks=request.forks,
+                inventory=str(hosts), envvars=_env(folder, request, control),
+                forks=request.forks,
                 quiet=True, event_handler=lambda event: _event(event, outcomes))
         if not outcomes:  # ansible-playbook itself failed (the collection, edge, a setting)
             tail = runner.stdout.read().strip().splitlines()[-3:] if runner.stdout else []
             raise DeviceError(f"ansible-playbook failed (exit {runner.rc}, {runner.status}): "
                               + (" / ".join(line.strip() for line in tail) or "no output"))
     finally:
+        _close_masters(control)
         shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(control, ignore_errors=True)
     return outcomes
+
+
+def _close_masters(control: Path) -> None:
+    """Each ssh master ansible left behind (ControlPersist) exits now: nothing of edge's keeps
+    running once it is done, and the next run starts its own."""
+    sockets = [p for p in control.iterdir() if p.is_socket()] if control.is_dir() else []
+    for socket in sockets:
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            subprocess.run(["ssh", "-o", f"ControlPath={socket}", "-O", "exit", "edge-master"],
+                           capture_output=True, timeout=10, check=False)
+
+
+#: The longest path of a Unix socket (sun_path, with its NUL) less what ssh adds to ansible's
+#: control path while it binds: the 10-character hash, a dot and 16 random characters.
+_SOCKET_ROOM = 107 - 1 - 10 - 17
+
+
+def _control_dir(folder: Path) -> Path:
+    """Where ssh's control sockets go: in the private folder, or, when its path is too long
+    for a socket (a deep ``$TMPDIR``: ssh could not connect), a short private folder in /tmp,
+    removed afterwards as the other is."""
+    inside = folder / "cp"
+    if len(str(inside)) <= _SOCKET_ROOM:
+        return inside
+    return Path(tempfile.mkdtemp(prefix="edge-cp-", dir="/tmp"))
 
 
 @contextlib.contextmanager
@@ -273,9 +303,10 @@ def _host_vars(job: FleetJob) -> dict[str, Any]:
     return found
 
 
-def _env(folder: Path, request: FleetRequest) -> dict[str, str]:
-    """ansible's settings: the collection, pipelining, ssh with ControlPersist, host keys;
-    ansible's own files in the private folder (removed afterwards)."""
+def _env(folder: Path, request: FleetRequest, control: Path | None = None) -> dict[str, str]:
+    """ansible's settings: the collection, pipelining, ssh with ControlPersist (its sockets
+    in ``control``, else the private folder), host keys; ansible's own files in the private
+    folder (removed afterwards)."""
     ssh = ["-o ControlMaster=auto", "-o ControlPersist=60s"]
     known = request.device.known_hosts
     if known is not None:
@@ -285,7 +316,7 @@ def _env(folder: Path, request: FleetRequest) -> dict[str, str]:
     path = [str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")]
     return {"ANSIBLE_COLLECTIONS_PATH": str(folder / "collections"),
             "ANSIBLE_PIPELINING": "True", "ANSIBLE_SSH_ARGS": " ".join(ssh),
-            "ANSIBLE_SSH_CONTROL_PATH_DIR": str(folder / "cp"),
+            "ANSIBLE_SSH_CONTROL_PATH_DIR": str(control or folder / "cp"),
             "ANSIBLE_LOCAL_TEMP": str(folder / "tmp"), "ANSIBLE_NOCOLOR": "1",
             "ANSIBLE_HOME": str(folder / "home"),  # not the user's ~/.ansible
             "ANSIBLE_RETRY_FILES_ENABLED": "False",

@@ -17,6 +17,7 @@ from edge.core.values import ORIGINAL, Candidate, ModelInfo
 from edge.flows.budgets import host_is, host_isa
 from edge.flows.prune import PruneOptions
 from targets import REGISTRY, get_target
+from targets.base import missing_modules
 
 __all__ = ["plan_for", "tflite_readers"]
 
@@ -69,16 +70,23 @@ def _predicted(target: Any, model: ModelInfo) -> tuple[str, ...] | None:
 
 def _refuse_if_nothing_installed(plan: tuple[Planned, ...],
                                  available: dict[str, tuple[Any, str | None]]) -> None:
-    """UsageError naming the extras when no candidate is kept and the profile's runtimes were
-    skipped because their converters are not installed here."""
+    """UsageError naming what to install or build when no candidate is kept and the profile's
+    runtimes were skipped because their converters are not installed (the extras) or their
+    toolchains are not built (each runtime's own reason)."""
     if any(p.keep for p in plan):
         return
-    wanting = [available.get(p.candidate.target, (None, None)) for p in plan]
-    extras = sorted({caps.extra for caps, why in wanting if caps is not None and why})
+    wanting = {p.candidate.target: available.get(p.candidate.target, (None, None)) for p in plan}
+    wanting = {name: (caps, why) for name, (caps, why) in wanting.items()
+               if caps is not None and why}
+    extras = sorted({caps.extra for caps, _ in wanting.values() if missing_modules(caps)})
+    others = [f"{name}: {why}" for name, (caps, why) in wanting.items()
+              if not missing_modules(caps)]
     if extras:
         names = " ".join(f"'edge[{e}]'" for e in extras)
-        raise UsageError(f"nothing for this profile's runtimes can be made here: their "
-                         f"converters are not installed (pip install {names})")
+        others.insert(0, f"their converters are not installed (pip install {names})")
+    if others:
+        raise UsageError("nothing for this profile's runtimes can be made here: "
+                         + "; ".join(others))
 
 
 def tflite_readers() -> dict[str, tuple[str, Any]]:

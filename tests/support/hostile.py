@@ -37,7 +37,8 @@ DESCRIBED = ("string-input.onnx", "huge-dims.onnx", "opset-99.onnx", "custom-dom
 
 #: The corpus's further classes (issue 27), one module each under tests/support, each with
 #: ``cases() -> Iterator[Case]``.
-MODULES = ("hostile_code", "hostile_home", "hostile_sizes", "hostile_client", "hostile_disk")
+MODULES = ("hostile_code", "hostile_home", "hostile_sizes", "hostile_client", "hostile_disk",
+           "hostile_borders")
 
 
 def _nothing(folder: Path) -> AbstractContextManager[Mapping[str, str]]:
@@ -52,7 +53,8 @@ class Case:
     ``around(folder)`` is entered for the command's run (a hostile server, a full disk): the
     mapping it yields adds placeholders (``{url}``) to ``argv``. An ``isolated`` case runs as a
     child process whose memory is limited (``tests/test_hostile_corpus.py``), for inputs that
-    would otherwise grow the test process without bound."""
+    would otherwise grow the test process without bound. ``says``: how its one error line
+    must begin, for a case whose failure was a misleading message."""
 
     name: str
     argv: tuple[str, ...]
@@ -60,6 +62,7 @@ class Case:
     status: tuple[int, ...] = (2,)
     around: Callable[[Path], AbstractContextManager[Mapping[str, str]]] = _nothing
     isolated: bool = False
+    says: str = ""  # what the error line must start with (a misleading message is a failure)
 
 
 # ---------------------------------------------------------------- files

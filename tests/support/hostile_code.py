@@ -30,7 +30,7 @@ from edge.core.bounded import DEADLINE_ENV
 from tests.support.hostile import Case
 
 #: Bump when the built files change.
-VERSION = "3"
+VERSION = "4"
 MARKER = "code-ran"
 CACHE = Path.home() / ".cache" / "edge-test" / f"hostile-code-{VERSION}"
 
@@ -112,6 +112,10 @@ def _bytes(data: bytes) -> Callable[[Path], None]:
     return lambda path: path.write_bytes(data)
 
 
+#: SavedModels whose signature waits for a second worker or another task (issue 39: the load
+#: hung).
+WAITING = ("collective-reduce", "collective-gather", "collective-bcast", "recv")
+
 #: name (its suffix is the file's) -> writes the file or folder at the path given.
 FILES: dict[str, Callable[[Path], None]] = {
     "pickle-exec.pt": _bytes(PICKLE_EXEC),
@@ -144,17 +148,20 @@ FILES: dict[str, Callable[[Path], None]] = {
     "save-op.savedmodel": _copy("save-op.savedmodel"),
     "saver-savev2.savedmodel": _copy("saver-savev2.savedmodel"),
     "dataset-from-graph.savedmodel": _copy("dataset-from-graph.savedmodel"),
+    **{f"{name}.savedmodel": _copy(f"{name}.savedmodel") for name in WAITING},
+    "while-forever.savedmodel": _copy("while-forever.savedmodel"),
 }
 
 #: Files whose loading or first run never ends: their cases run with a short deadline.
-SLOW_TO_LOAD = ("script-setstate-loop.pt", "script-forward-loop.pt")
+SLOW_TO_LOAD = ("script-setstate-loop.pt", "script-forward-loop.pt", "while-forever.savedmodel")
 #: Files refused for a limit of their first run (edge.core.bounded), not for their code.
 LIMITED = {"script-setstate-loop.pt": "the deadline of a model's first run",
            "script-setstate-memory.pt": "the memory limit of a model's first run",
            "script-forward-loop.pt": "the deadline of a model's first run",
-           "script-forward-memory.pt": "the memory limit of a model's first run"}
+           "script-forward-memory.pt": "the memory limit of a model's first run",
+           "while-forever.savedmodel": "the deadline of a model's first run"}
 #: Of those, the files whose code passes every check: only running forward meets the limit.
-RUN_LIMITED = ("script-forward-loop.pt", "script-forward-memory.pt")
+RUN_LIMITED = ("script-forward-loop.pt", "script-forward-memory.pt", "while-forever.savedmodel")
 
 #: Each command that reads a model; ``{m}`` is the model, then --shape for a PyTorch one.
 COMMANDS = {

@@ -99,8 +99,42 @@ def _clean(m, x):
     return tf.matmul(x, m.w)
 
 
+def _collective_reduce(m, x):  # waits for the group's second member
+    y = tf.raw_ops.CollectiveReduceV2(input=x, group_size=2, group_key=1, instance_key=1,
+                                      ordering_token=[], merge_op="Add", final_op="Id")
+    return tf.matmul(y, m.w)
+
+
+def _collective_gather(m, x):
+    y = tf.raw_ops.CollectiveGatherV2(input=x, group_size=2, group_key=1, instance_key=2,
+                                      ordering_token=[])
+    return tf.matmul(y[:1], m.w)
+
+
+def _collective_bcast(m, x):
+    y = tf.raw_ops.CollectiveBcastRecvV2(group_size=2, group_key=1, instance_key=3,
+                                         shape=[1, 4], T=tf.float32)
+    return tf.matmul(x + y, m.w)
+
+
+def _recv(m, x):  # waits for a tensor another task never sends
+    y = tf.raw_ops.Recv(tensor_type=tf.float32, tensor_name="edge",
+                        send_device="/job:localhost/replica:0/task:1/device:CPU:0",
+                        send_device_incarnation=1,
+                        recv_device="/job:localhost/replica:0/task:0/device:CPU:0")
+    return tf.matmul(x + y, m.w)
+
+
+def _forever(m, x):  # a while_loop whose condition is always true
+    _, y = tf.while_loop(lambda i, y: tf.constant(True), lambda i, y: (i + 1, y * 1.0),
+                         [tf.constant(0), x])
+    return tf.matmul(y, m.w)
+
+
 SAVED = {"writefile": _write, "readfile": _read, "matchingfiles": _matching,
-         "nested-writefile": _nested, "save-op": _save_op, "pyfunc": _py, "clean": _clean}
+         "nested-writefile": _nested, "save-op": _save_op, "pyfunc": _py, "clean": _clean,
+         "collective-reduce": _collective_reduce, "collective-gather": _collective_gather,
+         "collective-bcast": _collective_bcast, "recv": _recv, "while-forever": _forever}
 
 
 def flex_tflite(out: Path) -> None:

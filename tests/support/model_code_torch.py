@@ -59,6 +59,20 @@ def scripted(path: Path) -> None:
         torch.jit.script(nn.Sequential(nn.Linear(4, 2)).eval()).save(str(path))
 
 
+class _WithArgs(nn.Module):
+    """A forward with an int and a float argument besides its tensor (given with --arg)."""
+
+    def forward(self, x: torch.Tensor, k: int, s: float) -> torch.Tensor:
+        return x * k + s
+
+
+def scripted_args(path: Path) -> None:
+    """TorchScript of ``_WithArgs``: plain tensor math."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.jit.script(_WithArgs().eval()).save(str(path))
+
+
 class FileWriter(nn.Module):
     """A TorchScript forward that maps ``code-ran`` (created, shared) and writes into it."""
 

@@ -34,7 +34,7 @@ CORPUS_SUPPORT = frozenset({"tests.support.zoo", "tests.support.zoo_run",
                             "tests.support.zoo_check", "tests.support.hostile",
                             "tests.support.hostile_client", "tests.support.hostile_code",
                             "tests.support.hostile_disk", "tests.support.hostile_home",
-                            "tests.support.hostile_sizes"})
+                            "tests.support.hostile_sizes", "tests.support.hostile_borders"})
 #: Fixtures of trained models (edge runs end to end on them).
 MODEL_FIXTURES = frozenset({"digits", "digits_model", "other_digits", "splitnet"})
 #: Support modules that run edge end to end (its CLI, a subprocess, a trained model).

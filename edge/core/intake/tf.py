@@ -15,6 +15,16 @@ from typing import Any
 import numpy as np
 import onnx
 
+from edge.core.bounded import (
+    OUT_OF_MEMORY,
+    Bounds,
+    apply_limits,
+    bounds,
+    limit_env,
+    out_of_memory,
+    over_deadline,
+    over_memory,
+)
 from edge.core.errors import UsageError, first_line
 from edge.core.extras import require
 from edge.core.files import free_bytes, no_space
@@ -52,29 +62,42 @@ _ROOM = 1 << 20
 
 
 def _run_child(job: dict[str, Any], log: Path, source: Path, kind: str) -> None:
-    """Run the child with its output in ``log``; a failure is a UsageError."""
+    """Run the child with its output in ``log``; a failure is a UsageError. It converts and
+    runs the model first: within the limits of a model's first run (edge.core.bounded), and
+    the conversion's own time limit."""
     job_file = log.with_suffix(".job.json")
     job_file.write_text(json.dumps(job))
+    limits = bounds(source)
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "",
            "PYTHONPATH": os.pathsep.join([str(import_root()),
-                                          os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+                                          os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+           **limit_env(limits)}
+    timeout = min(TIMEOUT_S, limits.deadline_s)
     with open(log, "w") as handle:
         try:
             # -P: the working folder is not on the child's import path (a numpy.py beside
             # the model is never imported)
             done = subprocess.run([sys.executable, "-P", "-m", "edge.core.intake.tf",
                                    str(job_file)], stdout=handle, stderr=subprocess.STDOUT,
-                                  env=env, timeout=TIMEOUT_S, check=False)
+                                  env=env, timeout=timeout, check=False)
         except subprocess.TimeoutExpired:
-            raise UsageError(f"{source}: {kind} conversion timed out after {TIMEOUT_S:.0f} s "
-                             f"(log: {log})") from None
+            raise over_deadline(f"{source}: converting and first running this {kind} model",
+                                limits) from None
     job_file.unlink(missing_ok=True)
-    if done.returncode != 0 and free_bytes(log.parent) < _ROOM:  # its log may say nothing
+    _check_exit(done.returncode, log, source, kind, limits)
+
+
+def _check_exit(code: int, log: Path, source: Path, kind: str, limits: Bounds) -> None:
+    """The child's exit status as a UsageError (a full disk, a signal, its memory limit, the
+    reason it logged); nothing for 0."""
+    if code != 0 and free_bytes(log.parent) < _ROOM:  # its log may say nothing
         raise no_space(log.with_suffix(".onnx"), _ROOM)
-    if done.returncode < 0:  # killed (an interrupted run, the OOM killer): not the model's
-        raise UsageError(f"{source}: the {kind} conversion was {STOPPED} {-done.returncode} "
+    if code == OUT_OF_MEMORY:
+        raise over_memory(f"{source}: converting and first running this {kind} model", limits)
+    if code < 0:  # killed (an interrupted run, the OOM killer): not the model's
+        raise UsageError(f"{source}: the {kind} conversion was {STOPPED} {-code} "
                          f"(log: {log}); run again")
-    if done.returncode != 0:
+    if code != 0:
         raise UsageError(f"{source}: could not convert this {kind} model to ONNX: "
                          f"{_log_reason(log)} (log: {log})")
 
@@ -88,6 +111,7 @@ def _log_reason(log: Path) -> str:
 
 def child_main(job_file: str) -> int:
     """Child process: convert one TensorFlow-family model, and run it on random feeds."""
+    apply_limits()
     job = json.loads(Path(job_file).read_text())
     try:
         convert = {"tflite": _child_tflite, "keras": _child_keras,
@@ -95,6 +119,8 @@ def child_main(job_file: str) -> int:
         feeds, outputs = convert(job)
     except Exception as exc:  # report any failure as one line for the parent
         traceback.print_exc()
+        if out_of_memory(exc):
+            return OUT_OF_MEMORY
         chain = type(exc).__name__ == "ChainFailed"  # already one line, every converter's reason
         reason = str(exc) if chain else f"{type(exc).__name__}: {first_line(exc)}"
         print(f"edge-intake-error: {reason}", flush=True)

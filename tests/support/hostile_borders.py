@@ -1,0 +1,149 @@
+"""Hostile corpus cases of issue 39 (hostile_borders); see tests/support/hostile.py.
+
+``toolchain``: a vendor toolchain's folder (Vela's, ``EDGE_TOOLCHAIN_DIR`` the case's
+``toolchains``) holding a record that is not the one edge writes (a JSON list, text, a FIFO,
+3 GB, a link out of the cache, a folder, NaN seconds, 100,000 brackets deep, fields of the wrong
+types) or an environment folder that is a link: the Corstone-300's only runtime needs it, so
+``optimize`` (and ``--dry-run``) must say in one line that it is not built and how to build it.
+Before, a list or a FIFO gave exit 4 or a hang, and a record taken as unbuilt made edge build
+the environment from the network unasked.
+
+``arg``: a TorchScript forward's int and float arguments given with ``--arg`` as NaN, an
+infinity, a float past its range or an int past int64: one line that names ``--arg`` (it blamed
+the conversion, or the --shape example inputs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+from edge.core.toolchain import RECORD
+from targets import declared_toolchains
+from tests.support.hostile import Case
+
+#: The toolchain the Corstone-300's only runtime (ethos-u) needs.
+TOOLCHAIN = "ethos-u-vela"
+#: A record as edge writes one, but for an environment that is not there.
+_PLAUSIBLE = {"name": TOOLCHAIN, "requirements": [], "python": "3.11.7", "installed": {},
+              "seconds": 7.9, "built_at": "2026-11-29T00:02:22Z"}
+
+
+def _environment(folder: Path) -> Path:
+    toolchain = declared_toolchains()[TOOLCHAIN]
+    return folder / "toolchains" / toolchain.dirname
+
+
+def _record(folder: Path) -> Path:
+    env = _environment(folder)
+    env.mkdir(parents=True)
+    return env / RECORD
+
+
+def _plausible(**changed: object) -> str:
+    key = declared_toolchains()[TOOLCHAIN].key
+    return json.dumps(_PLAUSIBLE | {"key": key} | changed)
+
+
+def _text(text: str) -> Callable[[Path], None]:
+    return lambda folder: _record(folder).write_text(text)
+
+
+def _fifo(folder: Path) -> None:
+    os.mkfifo(_record(folder))
+
+
+def _huge(folder: Path) -> None:
+    with open(_record(folder), "wb") as handle:
+        handle.truncate(3 << 30)  # sparse: 3 GB to read, nothing on disk
+
+
+def _linked_record(folder: Path) -> None:
+    outside = folder / "elsewhere.json"
+    outside.write_text(_plausible())
+    _record(folder).symlink_to(outside)
+
+
+def _folder(folder: Path) -> None:
+    _record(folder).mkdir()
+
+
+def _linked_environment(folder: Path) -> None:
+    """The environment folder a link to a complete-looking environment outside the cache."""
+    outside = folder / "elsewhere"
+    (outside / "bin").mkdir(parents=True)
+    (outside / "bin" / "python").symlink_to("/usr/bin/python3")
+    (outside / RECORD).write_text(_plausible())
+    env = _environment(folder)
+    env.parent.mkdir(parents=True)
+    env.symlink_to(outside, target_is_directory=True)
+
+
+RECORDS: dict[str, Callable[[Path], None]] = {
+    "list": _text("[]"),
+    "text": _text("not json"),
+    "fifo": _fifo,
+    "3gb": _huge,
+    "link": _linked_record,
+    "folder": _folder,
+    "nan-seconds": _text(_plausible(seconds=float("nan"))),
+    "deep": _text("[" * 100_000),
+    "wrong-types": _text(_plausible(installed=["numpy"], seconds="7.9")),
+    "linked-environment": _linked_environment,
+}
+
+#: The one line every record gives.
+NOT_BUILT = (f"error: nothing for this profile's runtimes can be made here: ethos-u: its "
+             f"toolchain {TOOLCHAIN} is not built: run edge toolchains install {TOOLCHAIN}")
+
+
+@contextlib.contextmanager
+def toolchains_in(folder: Path) -> Iterator[Mapping[str, str]]:
+    """``EDGE_TOOLCHAIN_DIR`` is the case's ``toolchains`` while the case runs."""
+    saved = os.environ.get("EDGE_TOOLCHAIN_DIR")
+    os.environ["EDGE_TOOLCHAIN_DIR"] = str(folder / "toolchains")
+    try:
+        yield {}
+    finally:
+        if saved is None:
+            os.environ.pop("EDGE_TOOLCHAIN_DIR", None)
+        else:
+            os.environ["EDGE_TOOLCHAIN_DIR"] = saved
+
+
+def _toolchain_cases() -> Iterator[Case]:
+    optimize = ("optimize", "sample:digits", "--profile", "corstone-300", "-o", "{d}/out")
+    for name, make in RECORDS.items():
+        for command, extra in (("optimize", ()), ("dry-run", ("--dry-run",))):
+            yield Case(name=f"toolchain {name} {command}", argv=(*optimize, *extra), make=make,
+                       around=toolchains_in, says=NOT_BUILT)
+
+
+#: --arg values a forward(x, k: int, s: float) cannot take (the other argument is fine).
+ARGS = ("s=nan", "s=-nan", "s=inf", "s=-inf", "s=1e400", "k=99999999999999999999",
+        "k=9223372036854775808", "k=-9223372036854775809")
+
+
+def _scripted_args(path: Path) -> None:
+    import importlib
+
+    importlib.import_module("tests.support.model_code_torch").scripted_args(path)
+
+
+def _arg_cases() -> Iterator[Case]:
+    commands = {"inspect": ("inspect", "{d}/m.pt"),
+                "optimize": ("optimize", "{d}/m.pt", "--profile", "x86-64", "-o", "{d}/out")}
+    for value in ARGS:
+        other = "s=1.5" if value.startswith("k=") else "k=2"
+        for command, argv in commands.items():
+            yield Case(name=f"arg {value} {command}",
+                       argv=(*argv, "--shape", "x=1,4", "--arg", value, "--arg", other),
+                       make=lambda d: _scripted_args(d / "m.pt"), says=f"error: --arg {value}:")
+
+
+def cases() -> Iterator[Case]:
+    yield from _toolchain_cases()
+    yield from _arg_cases()
