@@ -44,6 +44,7 @@ from edge.core.documents import (
 from edge.core.errors import UsageError
 from edge.core.files import inside
 from edge.core.model import save_onnx_atomic
+from edge.core.ortrun import run_within
 from partition.scopes import node_inputs
 
 __all__ = [
@@ -331,7 +332,7 @@ def model_outputs(model_path: Path, feeds: Mapping[str, np.ndarray]) -> dict[str
     """The whole model's outputs by name."""
     session = _session(model_path)
     names = [o.name for o in session.get_outputs()]
-    return dict(zip(names, session.run(names, dict(feeds)), strict=True))
+    return dict(zip(names, run_within(session, names, feeds, "the model"), strict=True))
 
 
 def verify_split(
@@ -346,7 +347,7 @@ def verify_split(
     )
     worst = 0.0
     for feeds in feeds_list:
-        want = dict(zip(names, full.run(names, dict(feeds)), strict=True))
+        want = dict(zip(names, run_within(full, names, feeds, "the model"), strict=True))
         got = run_split(split, feeds, halves)
         for name in split.outputs:
             worst = max(worst, _max_diff(want[name], got[name]))

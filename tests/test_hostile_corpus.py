@@ -41,7 +41,7 @@ def test_the_corpus_is_large_and_names_are_unique() -> None:
                      "cli",  # issue 14
                      "code", "home", "sizes", "report", "gate", "client", "fifo", "disk",
                      "release", "graph",  # issue 27: one or more kinds per class
-                     "toolchain", "arg"}  # issue 39 (its model code is in "code")
+                     "toolchain", "arg", "loop"}  # issue 39 (its model code is in "code")
 
 
 def _tree(root: Path) -> dict[str, str]:
@@ -83,7 +83,7 @@ def test_hostile_input_is_one_clear_line(case: Case, folder: Path) -> None:
         assert "warning" in result.stderr.lower(), result.stderr
     else:
         assert len(result.error_lines) == 1, result.stderr[-2000:]
-        assert result.error_lines[0].startswith(case.says), result.error_lines[0]
+        assert case.says in result.error_lines[0], result.error_lines[0]
     assert _tree(folder) == before, "a refused command wrote or changed files"
     assert _tree(device) == device_before, "a refused command changed the device"
 

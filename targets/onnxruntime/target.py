@@ -25,6 +25,7 @@ from onnxruntime.quantization.shape_inference import quant_pre_process
 from edge.core.capabilities import Capabilities
 from edge.core.errors import first_line
 from edge.core.files import no_space_as
+from edge.core.ortrun import run_within
 from edge.core.values import Dataset, ModelInfo
 from targets.base import (
     ConversionError,
@@ -61,19 +62,21 @@ _NOTES_SUFFIX = ".notes.json"
 
 
 class OrtRunner:
-    """An ONNX Runtime session on the CPU."""
+    """An ONNX Runtime session on the CPU. One run may take the deadline of a model's first run
+    (edge.core.ortrun): a Loop that never ends is one line, where edge waited for ever."""
 
     def __init__(self, path: Path, *, threads: int) -> None:
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
+        self._path = path
         self._session = ort.InferenceSession(str(path), options,
                                              providers=["CPUExecutionProvider"])
 
     def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         """Outputs in the model's order."""
-        return list(self._session.run(None, feeds))
+        return run_within(self._session, None, feeds, self._path.name)
 
 
 class OnnxRuntimeTarget:

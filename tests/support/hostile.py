@@ -53,8 +53,8 @@ class Case:
     ``around(folder)`` is entered for the command's run (a hostile server, a full disk): the
     mapping it yields adds placeholders (``{url}``) to ``argv``. An ``isolated`` case runs as a
     child process whose memory is limited (``tests/test_hostile_corpus.py``), for inputs that
-    would otherwise grow the test process without bound. ``says``: how its one error line
-    must begin, for a case whose failure was a misleading message."""
+    would otherwise grow the test process without bound. ``says``: what its one error line
+    must say, for a case whose failure was a misleading message or a limit it must name."""
 
     name: str
     argv: tuple[str, ...]
@@ -62,7 +62,7 @@ class Case:
     status: tuple[int, ...] = (2,)
     around: Callable[[Path], AbstractContextManager[Mapping[str, str]]] = _nothing
     isolated: bool = False
-    says: str = ""  # what the error line must start with (a misleading message is a failure)
+    says: str = ""  # what the error line must say (a misleading message is a failure)
 
 
 # ---------------------------------------------------------------- files

@@ -8,6 +8,11 @@ types) or an environment folder that is a link: the Corstone-300's only runtime 
 Before, a list or a FIFO gave exit 4 or a hang, and a record taken as unbuilt made edge build
 the environment from the network unasked.
 
+``loop``: ONNX models whose Loop never ends in practice (a condition that stays true, no trip
+count; a trip count of 2**62) × optimize/deploy/partition: one line naming the deadline of a
+model's run (``EDGE_MODEL_DEADLINE_S``, 4 s here), where edge waited for ever and a Ctrl-C or
+SIGTERM could not stop it (ONNX Runtime held the main thread).
+
 ``arg``: a TorchScript forward's int and float arguments given with ``--arg`` as NaN, an
 infinity, a float past its range or an int past int64: one line that names ``--arg`` (it blamed
 the conversion, or the --shape example inputs).
@@ -21,9 +26,13 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
+import onnx
+from onnx import TensorProto, helper
+
 from edge.core.toolchain import RECORD
 from targets import declared_toolchains
 from tests.support.hostile import Case
+from tests.support.hostile_code import short_deadline
 
 #: The toolchain the Corstone-300's only runtime (ethos-u) needs.
 TOOLCHAIN = "ethos-u-vela"
@@ -144,6 +153,50 @@ def _arg_cases() -> Iterator[Case]:
                        make=lambda d: _scripted_args(d / "m.pt"), says=f"error: --arg {value}:")
 
 
+def _looping(trips: int | None) -> Callable[[Path], None]:
+    """x[1, 4] -> y: a Loop carrying x, its condition always true, ``trips`` its trip count
+    (None: none)."""
+    def make(path: Path) -> None:
+        body = helper.make_graph(
+            [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+             helper.make_node("Identity", ["y_in"], ["y_out"])], "body",
+            [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+             helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+             helper.make_tensor_value_info("y_in", TensorProto.FLOAT, [1, 4])],
+            [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+             helper.make_tensor_value_info("y_out", TensorProto.FLOAT, [1, 4])])
+        nodes = [helper.make_node("Constant", [], ["cond"], value=helper.make_tensor(
+            "c", TensorProto.BOOL, [], [True]))]
+        if trips is not None:
+            nodes.append(helper.make_node("Constant", [], ["trips"], value=helper.make_tensor(
+                "t", TensorProto.INT64, [], [trips])))
+        nodes.append(helper.make_node("Loop", ["trips" if trips else "", "cond", "x"], ["y"],
+                                      body=body))
+        graph = helper.make_graph(
+            nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        model.ir_version = 8
+        onnx.save(model, path)
+    return make
+
+
+LOOPS = {"forever": _looping(None), "2-pow-62": _looping(1 << 62)}
+
+
+def _loop_cases() -> Iterator[Case]:
+    commands = {"optimize": ("optimize", "{d}/m.onnx", "--profile", "x86-64", "-o", "{d}/out"),
+                "deploy": ("deploy", "{d}/m.onnx", "--profile", "x86-64", "-o", "{d}/out"),
+                "partition": ("partition", "{d}/m.onnx", "--profile", "rpi4", "--cloud",
+                              "cloud-c7i", "-o", "{d}/out")}
+    for name, make in LOOPS.items():
+        for command, argv in commands.items():
+            yield Case(name=f"loop {name} {command}", argv=argv,
+                       make=lambda d, make=make: make(d / "m.onnx"), around=short_deadline,
+                       says="the deadline of a model's first run")
+
+
 def cases() -> Iterator[Case]:
     yield from _toolchain_cases()
     yield from _arg_cases()
+    yield from _loop_cases()
