@@ -6,14 +6,16 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import select
 import shlex
 import socket
 import stat
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from devices.transport import Completed, Session
 from edge.core import progress
@@ -28,6 +30,10 @@ log = logging.getLogger("edge")
 _USER = re.compile(r"^[A-Za-z0-9._][A-Za-z0-9._-]{0,31}$")
 _HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$")
 _DEFAULT_KNOWN_HOSTS = Path("~/.ssh/known_hosts")
+#: The most a command's stdout may send (an agent's largest reply is far smaller), and the
+#: part of its stderr kept (the rest is read and dropped: it only explains a failure).
+MAX_STDOUT = 64 << 20
+MAX_STDERR = 1 << 20
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -183,17 +189,22 @@ class SSHTransport:
                               f"({_reason(exc)})") from None
 
     def run(self, argv: list[str], *, timeout: float = 600.0) -> Completed:
-        """Run argv on the device; every argument is shell-quoted."""
+        """Run argv on the device; every argument is shell-quoted. Its output is bounded
+        before it is kept (MAX_STDOUT, MAX_STDERR) and the whole command by ``timeout``: a
+        device that talks for ever or without end is one DeviceError, not edge's memory."""
         client = self._connect()
-        command = shlex.join(argv)
         try:
-            _, stdout, stderr = client.exec_command(command, timeout=timeout)
-            out = stdout.read().decode("utf-8", "replace")
-            err = stderr.read().decode("utf-8", "replace")
-            status = stdout.channel.recv_exit_status()
+            ssh = client.get_transport()
+            if ssh is None:
+                raise EOFError("not connected")
+            channel = ssh.open_session(timeout=self.timeout)
+            channel.exec_command(shlex.join(argv))
+            out, err = _drain(channel, time.monotonic() + timeout, self.label)
+            status = channel.recv_exit_status()
         except (OSError, EOFError, _paramiko().SSHException) as exc:
             raise DeviceError(f"{self.label}: command failed ({_reason(exc)})") from None
-        return Completed(status=status, stdout=out, stderr=err)
+        return Completed(status=status, stdout=out.decode("utf-8", "replace"),
+                         stderr=err.decode("utf-8", "replace"))
 
     def start(self, argv: list[str], *, timeout: float = 30.0) -> Session:
         """Run argv on its own channel until its stdin closes: when this process dies (kill -9
@@ -330,6 +341,29 @@ def _in_worker(work: Callable[[], object], abort: Callable[[], None]) -> BaseExc
         abort()
         raise
     return failed[0] if failed else None
+
+
+def _drain(channel: Any, deadline: float, label: str) -> tuple[bytes, bytes]:
+    """The command's stdout and (the first MAX_STDERR bytes of) its stderr, read as they come
+    until it closes both; a DeviceError past ``deadline`` or MAX_STDOUT."""
+    out, err = bytearray(), bytearray()
+    while not (channel.exit_status_ready() and channel.eof_received and _quiet(channel)):
+        if time.monotonic() > deadline:
+            channel.close()
+            raise DeviceError(f"{label}: a command was still running at its time limit")
+        if not _quiet(channel) or select.select([channel], [], [], 0.5)[0]:
+            out += channel.recv(1 << 16) if channel.recv_ready() else b""
+            chunk = channel.recv_stderr(1 << 16) if channel.recv_stderr_ready() else b""
+            err += chunk[:max(0, MAX_STDERR - len(err))]
+        if len(out) > MAX_STDOUT:
+            channel.close()
+            raise DeviceError(f"{label}: a command sent more than {MAX_STDOUT >> 20} MB of "
+                              "output (no reply of edge's agent is that long)")
+    return bytes(out), bytes(err)
+
+
+def _quiet(channel: Any) -> bool:
+    return not (channel.recv_ready() or channel.recv_stderr_ready())
 
 
 def _reason(exc: BaseException) -> str:

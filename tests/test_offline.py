@@ -123,26 +123,25 @@ def toolchains() -> Path:
     return root
 
 
-@pytest.fixture(scope="module")
-def one_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The conversion cache every catalog profile's run shares (fresh at the first)."""
-    return tmp_path_factory.mktemp("offline-cache")
-
-
-@pytest.mark.xdist_group("offline-catalog")  # one worker: one cache, each runtime once
-@pytest.mark.parametrize("profile", catalog_ids())
-def test_every_catalog_profiles_optimize_needs_no_network(profile: str, toolchains: Path,
-                                                          one_cache: Path,
+def test_every_catalog_profiles_optimize_needs_no_network(toolchains: Path,
                                                           tmp_path: Path) -> None:
-    """Its accelerator's vendor toolchain included (Vela, rknn-toolkit2 and its simulator)."""
-    folders = _folders(tmp_path)
-    env = _env(folders) | {"EDGE_CACHE_DIR": str(one_cache), "EDGE_TOOLCHAIN_DIR": str(toolchains)}
-    done, trace = _run_offline(folders, "optimize", "sample:digits", "--profile", profile,
-                               "-o", "{out}/digits.bundle", "--json", env=env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads(done.stdout)
-    assert report["chosen"], report
-    _assert_nothing_outside(folders, trace)
+    """Its accelerator's vendor toolchain included (Vela, rknn-toolkit2 and its simulator);
+    profile after profile with one cache (each runtime converts once), each with its own empty
+    ``$HOME``, working directory and ``$TMPDIR``."""
+    cache, wrong = tmp_path / "cache", {}
+    for profile in catalog_ids():
+        (tmp_path / profile).mkdir()
+        folders = _folders(tmp_path / profile)
+        env = _env(folders) | {"EDGE_CACHE_DIR": str(cache), "EDGE_TOOLCHAIN_DIR": str(toolchains)}
+        done, trace = _run_offline(folders, "optimize", "sample:digits", "--profile", profile,
+                                   "-o", "{out}/digits.bundle", "--json", env=env)
+        try:
+            assert done.returncode == 0, done.stderr[-1500:]
+            assert json.loads(done.stdout)["chosen"], done.stdout[-1500:]
+            _assert_nothing_outside(folders, trace)
+        except AssertionError as exc:
+            wrong[profile] = str(exc)
+    assert wrong == {}, wrong
 
 
 def test_a_profile_whose_toolchain_is_not_built_is_refused_offline(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ import sys
 import threading
 import traceback
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -35,7 +36,7 @@ from edge.cli import (
     report,
     toolchains,
 )
-from edge.core import __version__, offline
+from edge.core import __version__, cancel, offline
 from edge.core.errors import EdgeError, ExitStatus, first_line
 from edge.core.files import free_bytes, is_no_space, mount_of, no_space
 
@@ -60,13 +61,24 @@ def main(argv: list[str] | None = None) -> int:
     show_traceback = "--traceback" in args
     args = [a for a in args if a != "--traceback"]  # accepted anywhere on the line
     main_thread = threading.current_thread() is threading.main_thread()
-    before = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
+    before = _own_handlers() if main_thread else {}
     try:
         with output.session(as_json="--json" in args):
             return _run(args, show_traceback)
     finally:
-        if main_thread:
-            signal.signal(signal.SIGTERM, before)
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
+        cancel.clear()
+
+
+def _own_handlers() -> dict[int, Any]:
+    """SIGTERM raises Terminated, and Ctrl-C (unless it was inherited ignored: a background
+    job) KeyboardInterrupt as Python's own handler does; both ask the work in other threads to
+    stop first. The handlers they replace, to put back."""
+    before: dict[int, Any] = {signal.SIGTERM: signal.signal(signal.SIGTERM, _terminate)}
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        before[signal.SIGINT] = signal.signal(signal.SIGINT, _interrupt)
+    return before
 
 
 def forget_inner_interrupts() -> None:
@@ -81,7 +93,13 @@ def forget_inner_interrupts() -> None:
 
 
 def _terminate(signum: int, frame: object) -> None:
+    cancel.request()
     raise Terminated()
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    cancel.request()
+    raise KeyboardInterrupt
 
 
 def _run(args: list[str], show_traceback: bool) -> int:

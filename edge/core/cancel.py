@@ -8,7 +8,8 @@ import contextlib
 import threading
 from collections.abc import Iterator
 
-__all__ = ["Cancelled", "check", "clear", "on_interrupt", "requested"]
+__all__ = ["Cancelled", "check", "clear", "on_interrupt", "request", "requested",
+           "stop_if_requested"]
 
 _STOP = threading.Event()
 
@@ -20,6 +21,19 @@ class Cancelled(Exception):
 def requested() -> bool:
     """Whether the command is being interrupted."""
     return _STOP.is_set()
+
+
+def request() -> None:
+    """Ask the work to stop (a signal handler's first step: the KeyboardInterrupt it raises
+    next can be swallowed where it lands, in a callback whose exceptions are ignored)."""
+    _STOP.set()
+
+
+def stop_if_requested() -> None:
+    """In the main thread, between steps: a stop was asked for whose KeyboardInterrupt was
+    lost (an import's lock callback ignored it) is raised again here."""
+    if _STOP.is_set():
+        raise KeyboardInterrupt
 
 
 def check() -> None:

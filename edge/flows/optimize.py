@@ -312,6 +312,7 @@ def _converted(plan: tuple[Planned, ...], contexts: dict[str, _Context | str],
     done = 0
     with progress.step("converting", total=total) as bar:
         for i in worklist.work_order(plan, policy):
+            cancel.stop_if_requested()  # a Ctrl-C whose KeyboardInterrupt was swallowed
             planned = plan[i]
             why = worklist.cannot_win(planned, [o.result for o in outcomes.values()], policy)
             if planned.keep:
