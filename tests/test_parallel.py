@@ -56,6 +56,14 @@ def test_every_system_test_and_no_other_is_in_the_devices_group(
         assert groups == expected, (item.nodeid, groups)
 
 
+def test_every_test_id_is_short(request: pytest.FixtureRequest) -> None:
+    """pytest puts the running test's id in PYTEST_CURRENT_TEST, which every child process
+    inherits: an id holding a 200 KB request body made each child fail to start (E2BIG) in
+    whichever test of its module started the module's server."""
+    long = [item.nodeid[:80] for item in request.session.items if len(item.nodeid) > 1024]
+    assert long == []
+
+
 @pytest.mark.parametrize(("cpus", "workers"), [(1, 1), (2, 2), (3, 3), (64, 4)])
 def test_a_worker_per_core_at_most_four(cpus: int, workers: int) -> None:
     assert parallel.workers(cpus) == workers

@@ -193,7 +193,8 @@ def test_chunked_huge_bodies_are_held_one_at_a_time(server: EdgeCloudServer) -> 
     ("output name is a list", json.dumps({
         "inputs": [{"name": "x", "shape": [1, 1024], "datatype": "FP32", "data": [0.0] * 1024}],
         "outputs": [{"name": ["y"]}]}).encode()),
-])
+], ids=lambda value: value if isinstance(value, str) else "body")  # a body in the test's id
+# would be in PYTEST_CURRENT_TEST too: past 128 KB no child process could start (E2BIG)
 def test_malformed_json_is_a_400(server: EdgeCloudServer, label: str, body: bytes) -> None:
     r = requests.post(f"http://{server.url}/v2/models/tail/infer", data=body,
                       headers={**AUTH, "Content-Type": "application/json"}, timeout=10)
