@@ -32,7 +32,7 @@ from onnx import TensorProto, helper
 from edge.core.toolchain import RECORD
 from targets import declared_toolchains
 from tests.support.hostile import Case
-from tests.support.hostile_code import short_deadline
+from tests.support.hostile_code import environment, short_deadline
 
 #: The toolchain the Corstone-300's only runtime (ethos-u) needs.
 TOOLCHAIN = "ethos-u-vela"
@@ -109,18 +109,9 @@ NOT_BUILT = (f"error: nothing for this profile's runtimes can be made here: etho
              f"toolchain {TOOLCHAIN} is not built: run edge toolchains install {TOOLCHAIN}")
 
 
-@contextlib.contextmanager
-def toolchains_in(folder: Path) -> Iterator[Mapping[str, str]]:
+def toolchains_in(folder: Path) -> contextlib.AbstractContextManager[Mapping[str, str]]:
     """``EDGE_TOOLCHAIN_DIR`` is the case's ``toolchains`` while the case runs."""
-    saved = os.environ.get("EDGE_TOOLCHAIN_DIR")
-    os.environ["EDGE_TOOLCHAIN_DIR"] = str(folder / "toolchains")
-    try:
-        yield {}
-    finally:
-        if saved is None:
-            os.environ.pop("EDGE_TOOLCHAIN_DIR", None)
-        else:
-            os.environ["EDGE_TOOLCHAIN_DIR"] = saved
+    return environment("EDGE_TOOLCHAIN_DIR", str(folder / "toolchains"))
 
 
 def _toolchain_cases() -> Iterator[Case]:

@@ -95,17 +95,22 @@ DEADLINE_S = "4"
 
 
 @contextlib.contextmanager
-def short_deadline(folder: Path) -> Iterator[Mapping[str, str]]:
-    """A model's first run gets DEADLINE_S seconds (edge.core.bounded) while the case runs."""
-    saved = os.environ.get(DEADLINE_ENV)
-    os.environ[DEADLINE_ENV] = DEADLINE_S
+def environment(name: str, value: str) -> Iterator[Mapping[str, str]]:
+    """``name`` set to ``value`` while a case runs (restored afterwards)."""
+    saved = os.environ.get(name)
+    os.environ[name] = value
     try:
         yield {}
     finally:
         if saved is None:
-            os.environ.pop(DEADLINE_ENV, None)
+            os.environ.pop(name, None)
         else:
-            os.environ[DEADLINE_ENV] = saved
+            os.environ[name] = saved
+
+
+def short_deadline(folder: Path) -> contextlib.AbstractContextManager[Mapping[str, str]]:
+    """A model's first run gets DEADLINE_S seconds (edge.core.bounded) while the case runs."""
+    return environment(DEADLINE_ENV, DEADLINE_S)
 
 
 def _bytes(data: bytes) -> Callable[[Path], None]:
