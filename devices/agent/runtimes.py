@@ -3,6 +3,7 @@
 found by its suffixes, imported, asked its version and to load a model with random inputs (a
 zero-argument callable that runs it once). Helpers the runtimes' modules share."""
 
+import ctypes
 import importlib
 import importlib.metadata as md
 import importlib.util
@@ -124,6 +125,22 @@ def import_module(*names):
             continue
     package = names[0].split(".")[0].replace("_", "-")  # ai_edge_litert: ai-edge-litert
     raise AgentError("runtime not installed on the device: pip install " + package)
+
+
+def delegate_problem(library):
+    """Why the TFLite external delegate ``library`` cannot load (one line), or None.
+
+    Checked before LiteRT's ``load_delegate``: when its loader fails it leaves a half-built
+    ``Delegate`` whose ``__del__`` raises later, wherever the garbage collector happens to run
+    (on CPython 3.11, inside another ``compile()`` that then fails with "AST constructor
+    recursion depth mismatch")."""
+    try:
+        handle = ctypes.CDLL(library)
+    except OSError as exc:
+        return one_line(exc)
+    if not hasattr(handle, "tflite_plugin_create_delegate"):
+        return "it exports no tflite_plugin_create_delegate (not a TFLite external delegate)"
+    return None
 
 
 def runtime_versions():

@@ -61,6 +61,10 @@ def ethosu_delegate(module):
                          "(looked in LD_LIBRARY_PATH and " + ", ".join(LIBRARY_DIRS) + "); it "
                          "comes with the board's BSP (NXP: tensorflow-lite-ethosu-delegate), "
                          "or set EDGE_ETHOSU_DELEGATE to its path", status=3)
+    problem = runtimes.delegate_problem(found)
+    if problem is not None:
+        raise AgentError("ethos-u: the Ethos-U delegate " + found + " did not load: " + problem,
+                         status=3)
     try:
         return module.load_delegate(found)
     except (ValueError, OSError, RuntimeError) as exc:

@@ -7,7 +7,6 @@ Zipped into the agent as ``edge_agent/runtime_tflite.py`` (devices/agentfile.py)
 the standard library, numpy and LiteRT only. Edge imports it on its host too.
 """
 
-import ctypes
 import importlib.metadata as md
 import json
 import os
@@ -71,17 +70,10 @@ def loaded_delegate(module, spec):
 
 
 def _check_library(library):
-    """Exit 3 unless ``library`` loads and exports TFLite's external delegate entry point
-    (checked first: LiteRT's loader leaves a broken object behind when it fails)."""
-    try:
-        handle = ctypes.CDLL(library)
-    except OSError as exc:
-        raise AgentError(f"the TFLite delegate {library} did not load: {one_line(exc)}",
-                         status=3) from None
-    if not hasattr(handle, "tflite_plugin_create_delegate"):
-        raise AgentError(f"the TFLite delegate {library} did not load: it exports no "
-                         "tflite_plugin_create_delegate (not a TFLite external delegate)",
-                         status=3)
+    """Exit 3 unless ``library`` loads and exports TFLite's external delegate entry point."""
+    problem = runtimes.delegate_problem(library)
+    if problem is not None:
+        raise AgentError(f"the TFLite delegate {library} did not load: {problem}", status=3)
 
 
 def interpreter_for(path, threads, defaults=True):
