@@ -20,12 +20,12 @@ import heapq
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
-from typing import Literal, Protocol
-
-import networkx as nx
-from networkx.algorithms.flow import boykov_kolmogorov
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from partition.graph import SINK, SOURCE, Graph, Tensor
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 __all__ = [
     "DEFAULT_ENERGY",
@@ -304,14 +304,19 @@ def _kind(edge: frozenset[str], cloud: frozenset[str]) -> Kind:
 
 def _min_cut_edge_set(graph: Graph, link: _Link, weights: _Weights) -> frozenset[str]:
     """Nodes on the source (edge) side of a minimum cut of the RTT-free objective."""
-    flow = _flow_graph(graph, link, weights)
+    # networkx (~0.2 s to import) here, not at the top: a device's split client imports this
+    # module for the energy model and never solves
+    import networkx as nx
+    from networkx.algorithms.flow import boykov_kolmogorov
+
+    flow = _flow_graph(nx.DiGraph(), graph, link, weights)
     _, (edge_side, _) = nx.minimum_cut(flow, _S, _T, flow_func=boykov_kolmogorov)
     return frozenset(n.name for n in graph.nodes if n.name in edge_side)
 
 
-def _flow_graph(graph: Graph, link: _Link, weights: _Weights) -> nx.DiGraph:
-    """s = edge, t = cloud; an s-side node pays its edge cost, a t-side node its cloud cost."""
-    flow = nx.DiGraph()
+def _flow_graph(flow: nx.DiGraph, graph: Graph, link: _Link, weights: _Weights) -> nx.DiGraph:
+    """``flow`` (empty) as s = edge, t = cloud; an s-side node pays its edge cost, a t-side
+    node its cloud cost."""
     flow.add_nodes_from([_S, _T])
     for node in graph.nodes:
         _add(flow, node.name, _T, weights.edge * node.edge_ms)

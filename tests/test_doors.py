@@ -48,3 +48,13 @@ def test_the_door_contract_fails_on_a_stray_import(tmp_path: Path) -> None:
     assert done.returncode != 0, done.stdout[-2000:]
     assert "OpenVINO and NNCF only in the OpenVINO target BROKEN" in done.stdout
     assert "edge.core.stray_door -> openvino" in done.stdout
+
+
+def test_the_split_client_a_device_runs_imports_no_solver() -> None:
+    """`edge run-split` starts on the device, often on a share of a small CPU: it loads the
+    client and never solves, so networkx (~0.2 s to import, 8x that on an eighth of a core)
+    stays out of it."""
+    code = "import sys, edge.flows.runsplit; print('networkx' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120, check=True)
+    assert done.stdout.strip() == "False", done.stderr[-2000:]

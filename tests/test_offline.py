@@ -188,7 +188,6 @@ def test_a_keras_intake_keeps_keras_and_matplotlib_files_in_the_cache(tmp_path: 
     _assert_nothing_outside(folders, trace)
 
 
-@pytest.mark.exclusive  # how fast edge reacts: a busy worker beside it delays it
 def test_ctrl_c_during_optimize_is_one_line(tmp_path: Path) -> None:
     """Interrupted after OpenVINO converted: exit 130, one ``error:`` line, no traceback
     (OpenVINO's telemetry process, forked with edge's SIGTERM handler, once printed one when
