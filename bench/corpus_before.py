@@ -59,15 +59,7 @@ def issue_39(case: Case) -> bool:
 
 def judge(case: Case, code: int, err: str, changed: list[str], took: float) -> list[str]:
     """Why the case fails the corpus's rules (none: it passes)."""
-    lines = [line for line in err.splitlines() if line.startswith("error:")]
-    why = [f"exit {code}"] if code not in case.status else []
-    if "Traceback" in err or "internal error" in err:
-        why.append("a traceback or internal error")
-    if code == 0 and "warning" not in err.lower():
-        why.append("exit 0 without a warning")
-    if code != 0 and (len(lines) != 1 or case.says not in lines[0]):
-        why.append(f"its line: {lines[:1]}")
-    return why + changed + ([f"{took:.0f} s"] if took > SECONDS else [])
+    return case.faults(code, err) + changed + ([f"{took:.0f} s"] if took > SECONDS else [])
 
 
 def run(case: Case, before: Path) -> dict[str, Any]:

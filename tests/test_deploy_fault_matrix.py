@@ -141,15 +141,17 @@ def held_still(device: SSHDevice, hold: bool) -> Iterator[None]:
     the way out: an upload stays where it is while the test looks at the device (48 MB went
     up in less time than that look took on a quiet machine, and the signal came after it)."""
     stopped = _user_pids(pwd.getpwnam(device.user).pw_uid) if hold else set()
-    for pid in stopped:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGSTOP)
+    _send(stopped, signal.SIGSTOP)
     try:
         yield
     finally:
-        for pid in stopped:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGCONT)
+        _send(stopped, signal.SIGCONT)
+
+
+def _send(pids: set[int], sig: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
 
 
 def release_paused(marker: Path) -> None:
@@ -430,14 +432,10 @@ class StallsMidUpload(FaultyTransport):
     def stall(self) -> None:
         self.fired = True
         self.stopped = _user_pids(self.uid)
-        for pid in self.stopped:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGSTOP)
+        _send(self.stopped, signal.SIGSTOP)
 
     def resume(self) -> None:
-        for pid in self.stopped:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGCONT)
+        _send(self.stopped, signal.SIGCONT)
 
 
 def test_a_device_that_stops_answering_mid_upload_fails_in_bounded_time(

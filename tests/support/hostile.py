@@ -64,6 +64,21 @@ class Case:
     isolated: bool = False
     says: str = ""  # what the error line must say (a misleading message is a failure)
 
+    def faults(self, status: int, stderr: str) -> list[str]:
+        """How a run's exit status and stderr break the corpus's rules (none: they keep them):
+        the case's status, no traceback or internal error, a warning when it describes (exit
+        0), else one ``error:`` line saying ``says``. Used by the corpus test and by
+        bench/corpus_before.py."""
+        lines = [line for line in stderr.splitlines() if line.startswith("error:")]
+        why = [f"exit {status}"] if status not in self.status else []
+        if "Traceback" in stderr or "internal error" in stderr:
+            why.append("a traceback or internal error")
+        if status == 0 and "warning" not in stderr.lower():
+            why.append("exit 0 without a warning")
+        if status != 0 and (len(lines) != 1 or self.says not in lines[0]):
+            why.append(f"its line: {lines[:1]}")
+        return why
+
 
 # ---------------------------------------------------------------- files
 
