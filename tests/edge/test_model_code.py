@@ -36,7 +36,7 @@ from tests.support.hostile_code import (
     SPELLINGS,
     argv,
     built,
-    short_deadline,
+    deadline_for,
 )
 
 #: One file of each family: a pickle, a Keras Lambda, a SavedModel that writes.
@@ -77,7 +77,7 @@ def test_a_model_that_runs_code_is_refused_by_every_command(
 def test_every_hostile_file_is_refused_before_any_loader(tmp_path: Path, cwd: Path,
                                                          name: str) -> None:
     model = _model(tmp_path, name)
-    with short_deadline(tmp_path), pytest.raises(UsageError, match=LIMITED.get(name, OPT_IN)):
+    with deadline_for(name), pytest.raises(UsageError, match=LIMITED.get(name, OPT_IN)):
         check_model_file(model)
     assert list(cwd.iterdir()) == []
 
@@ -90,7 +90,7 @@ def test_a_first_run_past_its_limits_is_stopped_in_its_child(tmp_path: Path, cwd
     one line naming the limit, no process left, nothing written."""
     model = _model(tmp_path, name)
     check_model_file(model)  # nothing in its graph but tensor math and a loop
-    with short_deadline(tmp_path), pytest.raises(UsageError, match=LIMITED[name]):
+    with deadline_for(name), pytest.raises(UsageError, match=LIMITED[name]):
         to_reference(model, tmp_path / "work",
                      shapes={} if name.endswith(".savedmodel") else {"x": (1, 4)})
     mine = str(tmp_path).encode()  # the child's job file is in the test's folder
