@@ -12,16 +12,18 @@ import pytest
 from edge.core.results import history, results_dir
 from edge.core.values import DeployReport
 from tests.support.cli import run_cli
+from tests.support.profiles import one_runtime
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("baseline") / "digits.bundle"
+    folder = tmp_path_factory.mktemp("baseline")
+    out = folder / "digits.bundle"
     # --exhaustive: onnxruntime-fp32 (benched below, not the chosen one) is converted too
-    done = run_cli("deploy", "sample:digits", "--profile", "rpi4", "-o", str(out), "--runs", "5",
-                   "--json", "--exhaustive")
+    done = run_cli("deploy", "sample:digits", "--profile", str(one_runtime(folder)), "-o",
+                   str(out), "--runs", "5", "--json", "--exhaustive")
     assert done.status == 0, done.stderr
     return out
 
@@ -77,8 +79,8 @@ def test_bad_baselines_are_usage_errors(bundle: Path, tmp_path: Path) -> None:
 
 def test_first_last_baseline_passes_and_regressions_are_not_baselines(tmp_path: Path) -> None:
     out = tmp_path / "fresh.bundle"
-    done = run_cli("deploy", "sample:digits", "--profile", "x86-64", "-o", str(out), "--runs",
-                   "3", "--json")
+    done = run_cli("deploy", "sample:digits", "--profile", str(one_runtime(tmp_path, "x86-64")),
+                   "-o", str(out), "--runs", "3", "--json")
     assert done.status == 0, done.stderr
     shutil.rmtree(results_dir(), ignore_errors=True)  # this session's store: start empty
     status, first, err = _bench(out, "--baseline", "last")

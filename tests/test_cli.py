@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import run_cli, run_edge
+from tests.support.profiles import one_runtime
 
 ROOT = Path(__file__).parents[1]
 HEAVY = ("tensorflow", "openvino", "torch", "onnx2tf", "onnxruntime", "paramiko", "rich")
@@ -214,7 +215,8 @@ def test_user_errors_keep_their_statuses() -> None:
 def test_json_carries_the_latency_budget_warning(tmp_path: Path) -> None:
     """On this x86_64 host an rpi4 latency budget cannot be applied: --json says so in the
     document (and stdout holds nothing else); text mode says so on stderr."""
-    argv = ["optimize", "sample:digits", "--profile", "rpi4", "--latency-budget", "5"]
+    profile = one_runtime(tmp_path)  # the warning is the plan's, not a runtime's
+    argv = ["optimize", "sample:digits", "--profile", str(profile), "--latency-budget", "5"]
     done = run_edge(*argv, "-o", str(tmp_path / "a"), "--json")
     assert done.status == 0, done.stderr
     document = json.loads(done.stdout)  # the whole of stdout is the one document
@@ -295,8 +297,11 @@ def test_a_flow_warning_reaches_the_json_document(tmp_path: Path,
     """deploy logs (no longer prints) that a bundle meets another profile: --json lists it."""
     monkeypatch.setenv("EDGE_LOCAL_DEVICE", str(tmp_path / "device"))
     bundle = tmp_path / "rpi4.bundle"
-    assert run_cli("optimize", "sample:digits", "--profile", "rpi4", "-o", str(bundle)).status == 0
-    result = run_cli("deploy", str(bundle), "--profile", "rpi5", "--runs", "5", "--json")
+    pi4, pi5 = one_runtime(tmp_path), one_runtime(tmp_path, "rpi5")
+    made = run_cli("optimize", "sample:digits", "--profile", str(pi4), "-o", str(bundle))
+    assert made.status == 0, made.stderr
+    result = run_cli("deploy", str(bundle), "--profile", str(pi5), "--runs", "5", "--json")
     assert result.status == 0, result.stderr
-    assert result.json()["warnings"] == ["bundle was optimized for rpi4, deploying with rpi5"]
-    assert "warning: bundle was optimized for rpi4, deploying with rpi5" in result.stderr
+    said = "bundle was optimized for rpi4-onnxruntime, deploying with rpi5-onnxruntime"
+    assert result.json()["warnings"] == [said]
+    assert f"warning: {said}" in result.stderr

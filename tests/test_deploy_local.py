@@ -11,6 +11,7 @@ import pytest
 from edge.core.values import Candidate
 from targets import artifact_suffixes
 from tests.support.cli import run_cli
+from tests.support.profiles import one_runtime
 
 pytestmark = pytest.mark.slow
 
@@ -84,8 +85,8 @@ def test_x86_choice_is_measured_and_budget_rejects(tmp_path: Path) -> None:
 def test_bench_installs_without_activating(tmp_path: Path) -> None:
     out = tmp_path / "b"
     # --exhaustive: onnxruntime-fp32 (benched below, not the chosen one) is converted too
-    deployed = run_cli("deploy", "sample:digits", "--profile", "rpi4", "-o", str(out),
-                       "--runs", "3", "--json", "--exhaustive")
+    deployed = run_cli("deploy", "sample:digits", "--profile", str(one_runtime(tmp_path)),
+                       "-o", str(out), "--runs", "3", "--json", "--exhaustive")
     assert deployed.status == 0, deployed.stderr
     current = (Path(os.environ["EDGE_LOCAL_DEVICE"]) / ".edge" / "current").resolve()
     result = run_cli("bench", str(out), "--candidate", "onnxruntime-fp32", "--runs", "7",
@@ -232,14 +233,16 @@ def test_on_device_a_latency_budget_is_judged_by_the_devices_own_timings(
     """rpi4 on this x86_64 host: optimize cannot judge the budget, the device's bench does."""
     current = Path(os.environ["EDGE_LOCAL_DEVICE"]).resolve() / ".edge" / "current"
     before = current.resolve() if current.exists() else None
-    strict = run_cli("deploy", "sample:digits", "--profile", "rpi4", "-o", str(tmp_path / "a"),
-                     "--on-device", "--runs", "4", "--latency-budget", "0.000001")
+    profile = one_runtime(tmp_path)  # one runtime's candidates: fp32 and lossier ones
+    strict = run_cli("deploy", "sample:digits", "--profile", str(profile), "-o",
+                     str(tmp_path / "a"), "--on-device", "--runs", "4", "--latency-budget",
+                     "0.000001")
     assert strict.status == 1, strict.stderr
     assert "applies it to the device's own timings" in strict.stderr
     assert "no faithful candidate runs within --latency-budget 1e-06 ms on" in strict.stderr
     assert "nothing was activated" in strict.stderr
     assert (current.resolve() if current.exists() else None) == before
-    loose = run_cli("deploy", "sample:digits", "--profile", "rpi4", "-o", str(tmp_path / "b"),
+    loose = run_cli("deploy", "sample:digits", "--profile", str(profile), "-o", str(tmp_path / "b"),
                     "--on-device", "--runs", "4", "--latency-budget", "1000", "--json")
     assert loose.status == 0, loose.stderr
     report = loose.json()

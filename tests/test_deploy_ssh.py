@@ -10,6 +10,7 @@ import pytest
 
 from tests.support.cli import run_edge
 from tests.support.digits import DigitsModel
+from tests.support.profiles import one_runtime
 from tests.support.sshd import SSHDevice
 
 pytestmark = pytest.mark.slow
@@ -149,8 +150,8 @@ def test_transport_failures_are_one_line_and_write_nothing(
 
 def test_trust_new_host_records_the_key(ssh_device: SSHDevice, tmp_path: Path) -> None:
     known = tmp_path / "known_hosts"
-    result = run_edge("deploy", "sample:digits", "--profile", "rpi4", "--host",
-                      ssh_device.target, "--identity", str(ssh_device.identity),
+    result = run_edge("deploy", "sample:digits", "--profile", str(one_runtime(tmp_path)),
+                      "--host", ssh_device.target, "--identity", str(ssh_device.identity),
                       "--known-hosts", str(known), "--trust-new-host", "--device-python",
                       ssh_device.python, "--runs", "3", "-o", str(tmp_path / "b"), "--json")
     assert result.status == 0, result.stderr
@@ -204,7 +205,7 @@ def test_measure_on_device_compares_every_faithful_candidate(deployed,
 def test_a_user_profile_names_its_device(ssh_device: SSHDevice, tmp_path: Path) -> None:
     profile = tmp_path / "my-pi.yaml"
     profile.write_text(
-        "extends: rpi4\nid: my-pi\naccess:\n"
+        "extends: rpi4\nid: my-pi\naccelerators: []\nruntimes: [onnxruntime]\naccess:\n"
         f"  host: {ssh_device.host}\n  port: {ssh_device.port}\n  user: {ssh_device.user}\n"
         f"  python: {ssh_device.python}\n  work_dir: ~/.edge-my-pi\n")
     result = run_edge("deploy", "sample:digits", "--profile", str(profile), "--identity",

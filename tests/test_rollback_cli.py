@@ -8,6 +8,7 @@ import pytest
 
 from tests.support.cli import run_cli
 from tests.support.digits import DigitsModel, kept_digits
+from tests.support.profiles import one_runtime
 
 pytestmark = pytest.mark.slow
 
@@ -27,8 +28,9 @@ def other_digits(tmp_path_factory: pytest.TempPathFactory) -> DigitsModel:
 
 def test_releases_and_rollback(tmp_path: Path, other_digits: DigitsModel) -> None:
     digits = other_digits
-    first = _deploy("rpi4", tmp_path / "a.bundle")
-    second = _deploy("rpi4", tmp_path / "b.bundle", str(digits.onnx), "--calib",
+    pi = str(one_runtime(tmp_path))  # releases are the subject, not runtimes
+    first = _deploy(pi, tmp_path / "a.bundle")
+    second = _deploy(pi, tmp_path / "b.bundle", str(digits.onnx), "--calib",
                      str(digits.calib), "--eval", str(digits.eval))
     assert first["release"] != second["release"]
     listed = run_cli("releases", "--json")
@@ -48,7 +50,7 @@ def test_releases_and_rollback(tmp_path: Path, other_digits: DigitsModel) -> Non
 
 @pytest.mark.parametrize("bad", ["zz", "../../etc", "ab"])
 def test_bad_rollback_targets_change_nothing(bad: str, tmp_path: Path) -> None:
-    _deploy("rpi4", tmp_path / "a.bundle")
+    _deploy(str(one_runtime(tmp_path)), tmp_path / "a.bundle")
     before = run_cli("releases", "--json").json()
     done = run_cli("rollback", "--to", bad)
     assert done.status == 2 and done.stderr.count("\n") == 1, done.stderr
