@@ -2,7 +2,6 @@
 """Does skipping the candidates that cannot win change what ``edge optimize`` chooses?
 
     python bench/zoo_choice.py [--profile x86-64] [--only NAME ...] [--force] [--gather]
-                               [--replay]
 
 For each zoo model in the zoo's order, as a user who optimizes them one after another with one
 cache: ``edge optimize`` as it is (likely winners first; a candidate whose estimated best case
@@ -16,9 +15,7 @@ CPU seconds, and — where the choices differ — the two choices' medians as th
 timed them (within the tie margin, or not). Each model's result is a file under
 bench/results/zoo_choice/ (an interrupted run resumes: the cache dir keeps the timings;
 ``--redo --only NAME`` runs a model again with the cache as it is, e.g. one timed on a busy
-host); ``--gather`` writes bench/results/zoo_choice.json with provenance; ``--replay`` decides every
-arm again with this checkout's chooser from the rounds its manifest kept (no timing) and writes
-bench/results/zoo_choice_replay.json.
+host); ``--gather`` writes bench/results/zoo_choice.json with provenance.
 
 The exhaustive arm's CPU seconds are not those of a cold ``--exhaustive`` (it reuses the first
 arm's conversions): bench/speed.py compares cold runs.
@@ -171,57 +168,8 @@ def gather(args: argparse.Namespace) -> None:
     print(json.dumps(totals))
 
 
-def replayed(folder: Path, runtimes: tuple[str, ...]) -> dict[str, Any]:
-    """An arm decided again by this checkout's chooser from the rounds its manifest kept: a
-    contest still not clear at the bound by the lower quartiles (``edge.core.select``), a clear
-    one as it was (the rounds an arm ran do not depend on that last step)."""
-    from edge.core.select import choose_candidate, quartiles
-    from edge.core.values import Bundle
-
-    manifest = json.loads((folder / "manifest.json").read_text())
-    arm = summary({"ok": True, "report": manifest})
-    contest = manifest.get("contest")
-    if contest and not contest["clear"]:
-        rows = [{s["candidate"]: v} for s in contest["standings"] for v in s["round_ms"]]
-        arm["chosen"] = choose_candidate(Bundle.from_json(manifest).candidates, runtimes,
-                                         ms=quartiles(rows), figure="lower quartile").id
-    return {**arm, "recorded": manifest["chosen"], "clear": bool(contest and contest["clear"])}
-
-
-def replay(args: argparse.Namespace) -> None:
-    """Every model's two arms, from the manifests the last runs left in --work, decided again
-    (``replayed``) -> bench/results/zoo_choice_replay.json; the timings are those runs' (each
-    model's git sha and time in zoo_choice.json), the choices this checkout's."""
-    from edge.core.profile import load_profile
-
-    runtimes = tuple(load_profile(args.profile).runtimes)
-    results = []
-    for entry in zoo.entries():
-        work = Path(args.work) / f"{entry.name}-{args.profile}"
-        arms = {name: replayed(work / f"bundle{'-'.join(('', *extra))}", runtimes)
-                for name, extra in ARMS}
-        results.append({"model": entry.name, **{k: {f: v[f] for f in (
-            "chosen", "recorded", "clear")} for k, v in arms.items()},
-            "verdict": verdict(arms["default"], arms["exhaustive"])})
-    totals = {"models": len(results),
-              "same": sum(r["verdict"]["same"] for r in results),
-              "within_tie": sum(r["verdict"].get("within_tie", r["verdict"]["same"])
-                                for r in results),
-              "changed_by_replay": sum(r[a]["chosen"] != r[a]["recorded"] for r in results
-                                       for a in ("default", "exhaustive"))}
-    out = {"provenance": provenance.record("bench/zoo_choice.py"), "tie": TIE,
-           "timed": "by the runs in zoo_choice.json (each model's git_sha and when)",
-           "totals": totals, "results": results}
-    (ROOT / "bench" / "results" / "zoo_choice_replay.json").write_text(
-        json.dumps(out, indent=1) + "\n")
-    print(json.dumps(totals))
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    if args.replay:
-        replay(args)
-        return 0
     if not args.gather:
         if args.force:
             shutil.rmtree(args.cache, ignore_errors=True)
@@ -252,9 +200,6 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                         help="redo the --only models with the cache as it is (the kept timings "
                              "of every model run since, not only of those before them)")
     parser.add_argument("--gather", action="store_true", help="only write zoo_choice.json")
-    parser.add_argument("--replay", action="store_true",
-                        help="decide every arm again from the rounds its manifest in --work "
-                             "kept (no timing) -> zoo_choice_replay.json")
     parser.add_argument("--timeout", type=float, default=1800.0, help="per edge optimize, s")
     parser.add_argument("--cache", default=str(Path.home() / ".cache" / "edge-zoo-choice"))
     parser.add_argument("--work", default=str(Path.home() / ".cache" / "edge-zoo-work"))

@@ -18,7 +18,6 @@ from edge.core.values import (
     Contest,
     DeployReport,
     ModelInfo,
-    Standing,
 )
 from edge.core.verify.rows import HEADERS, kind_lines, output_rows
 
@@ -147,18 +146,10 @@ def contest_text(contest: Contest) -> str:
     """The rounds and the spread of round medians behind a measured choice, on one line."""
     more = (f" + {contest.extra_rounds} of {', '.join(contest.contenders)}"
             if contest.extra_rounds else "")
-    spread = "; ".join(f"{s.candidate} {s.low_ms:.3f}-{s.high_ms:.3f} ms ({_figures(s)})"
-                       for s in contest.standings)
-    verdict = "clear" if contest.clear else f"not clear: {contest.decided_by} decided"
+    spread = "; ".join(f"{s.candidate} {s.low_ms:.3f}-{s.high_ms:.3f} ms (paired "
+                       f"{s.paired_ms:.3f})" for s in contest.standings)
+    verdict = "clear" if contest.clear else "not clear: paired medians decided"
     return f"{contest.rounds} interleaved{more} ({verdict}); round medians {spread}"
-
-
-def _figures(standing: Standing) -> str:
-    """``paired X``, and ``lower quartile Y`` where a choice still not clear used it."""
-    paired = f"paired {standing.paired_ms:.3f}"
-    if standing.quartile_ms is None:
-        return paired
-    return f"{paired}, lower quartile {standing.quartile_ms:.3f}"
 
 
 def _bench_metric_rows(b: BenchResult) -> list[tuple[str, str]]:

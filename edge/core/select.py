@@ -25,28 +25,23 @@ figure is the median of its round medians paired with the leader's in the same r
 spike that slows a whole round slows both sides of the ratio), and while the winner is not clear
 (a round alone chooses another, or its spread of round medians overlaps that of a candidate
 outside the tie band) more interleaved rounds of just the contenders are run, a bounded number.
-Still not clear at the bound, each candidate's lower quartile of its round medians decides:
-interference on a shared machine only ever slows a round, so the better rounds are what a
-candidate can do, and a candidate whose rounds have two modes (LiteRT's two XNNPACK threads on
-a 2-vCPU VM: ~0.8 or ~1.35 ms a block) is judged by the mode it reaches, not by which mode
-happened to hold half the rounds (the medians of two runs then chose differently). ``Contest``
-records the rounds and spreads behind the choice.
+``Contest`` records the rounds and spreads behind the choice.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from statistics import median, quantiles
+from statistics import median
 
 from edge.core.errors import CheckFailed
 from edge.core.plan import PRECISION_RANK
 from edge.core.values import ORIGINAL, CandidateResult, Contest, Standing
 
-__all__ = ["BASELINE", "BEYOND_TIE", "LOSS_BAND", "TIE", "UNCLEAR", "Budget", "Choice", "Option",
-           "choose", "choose_candidate", "contest_note", "describe_original", "dominated_by",
-           "label", "least_loss", "may_win", "paired", "preference", "quartiles", "runnable",
-           "settle", "within_budget"]
+__all__ = ["BASELINE", "BEYOND_TIE", "LOSS_BAND", "TIE", "Budget", "Choice", "Option", "choose",
+           "choose_candidate", "contest_note", "describe_original", "dominated_by", "label",
+           "least_loss", "may_win", "paired", "preference", "runnable", "settle",
+           "within_budget"]
 
 #: Medians within this fraction of the fastest are a tie on a shared, noisy machine.
 TIE = 0.10
@@ -60,10 +55,6 @@ BASELINE = "onnxruntime-fp32"
 EXTRA_ROUNDS = 5
 #: ... and at most this many in all (then the paired medians decide, marked not clear).
 MAX_EXTRA_ROUNDS = 10
-
-#: What a reason says decided a choice still not clear at the bound.
-UNCLEAR = ("each candidate's lower quartile of its round medians decided (interference only "
-           "slows a round)")
 
 #: More interleaved rounds: (candidate ids, rounds) -> id -> the median ms of each new round.
 Timer = Callable[[Sequence[str], int], Mapping[str, Sequence[float]]]
@@ -182,10 +173,9 @@ def _runtime(result: CandidateResult) -> str:
 def choose_candidate(results: Iterable[CandidateResult], runtimes: Sequence[str], *,
                      ms: dict[str, float] | None = None, where: str = "this host",
                      trusted: bool = True, untrusted_why: str = "",
-                     tie: float = TIE, figure: str = "median") -> Choice:
+                     tie: float = TIE) -> Choice:
     """Among passed candidates: the fastest measured ``where`` (``ms``: candidate id -> median
-    ms, or the ``figure`` the reason names), or the first in ``runtimes`` order at the lowest
-    precision; the reason says which.
+    ms), or the first in ``runtimes`` order at the lowest precision; the reason says which.
 
     The user's original file, when it passed, is never beaten by noise: a converted candidate
     is chosen over it only when measured faster by more than ``tie``, and the reason quotes
@@ -208,7 +198,7 @@ def choose_candidate(results: Iterable[CandidateResult], runtimes: Sequence[str]
         choice = replace(choice, id=ORIGINAL)
         options = _copy_timed(options, copy)
     if choice.basis == "measured":
-        done = _measured_reason(choice, options, (where, figure), tie, original)
+        done = _measured_reason(choice, options, where, tie, original)
         return replace(done, reason=done.reason + _copy_note(copy))
     note = f"; {untrusted_why}" if times and untrusted_why else ""
     note += _slower_note(slower, times, where) + _fallback_note(passed, choice.id)
@@ -354,18 +344,15 @@ def _order_vs_original(chosen: CandidateResult, original: CandidateResult | None
             "not by a measurement")
 
 
-def _measured_reason(choice: Choice, options: Sequence[Option], place: tuple[str, str],
-                     tie: float, original: CandidateResult | None) -> Choice:
-    """The reason of a measured choice; ``place`` is (where, figure): the figure "median", or
-    what else the costs are."""
-    where, figure = place
+def _measured_reason(choice: Choice, options: Sequence[Option], where: str, tie: float,
+                     original: CandidateResult | None) -> Choice:
     times = {o.id: o.cost for o in options if o.cost is not None}
     best, fastest = times[choice.id or ""], min(times.values())
     if original is not None and ORIGINAL in times:
-        text = _versus_original(choice.id or "", times, place, tie, describe_original(original))
+        text = _versus_original(choice.id or "", times, where, tie, describe_original(original))
     else:
         lead = "fastest" if best <= fastest else f"within {tie:.0%} of the fastest"
-        text = f"{lead} that keeps fidelity: {figure} {best:.3f} ms measured on {where}"
+        text = f"{lead} that keeps fidelity: median {best:.3f} ms measured on {where}"
         base = times.get(BASELINE)
         if base is not None and choice.id != BASELINE and best > 0:
             text += f", {base / best:.1f}x the speed of {BASELINE}"
@@ -378,24 +365,23 @@ def _measured_reason(choice: Choice, options: Sequence[Option], place: tuple[str
     return Choice(id=choice.id, basis="measured", reason=text, tied=choice.tied)
 
 
-def _versus_original(chosen: str, times: dict[str, float], place: tuple[str, str], tie: float,
+def _versus_original(chosen: str, times: dict[str, float], where: str, tie: float,
                      original: str) -> str:
-    """The measured comparison with the user's original file (``place``: where, figure)."""
-    where, figure = place
+    """The measured comparison with the user's original file."""
     mine = times[ORIGINAL]
     if chosen != ORIGINAL:
         best = times[chosen]
-        return (f"fastest that keeps fidelity: {figure} {best:.3f} ms measured on {where}, "
+        return (f"fastest that keeps fidelity: median {best:.3f} ms measured on {where}, "
                 f"{mine / best:.2f}x the speed of {original} ({mine:.3f} ms)")
     others = {k: v for k, v in times.items() if k != ORIGINAL}
     if not others:
-        return (f"{original} is the only faithful candidate measured: {figure} {mine:.3f} ms "
+        return (f"{original} is the only faithful candidate measured: median {mine:.3f} ms "
                 f"on {where}")
     rival = min(others, key=lambda k: others[k])
     ratio = mine / others[rival] if others[rival] > 0 else float("inf")
     verdict = ("nothing converted is faster" if ratio <= 1 else
                f"nothing converted is faster by more than {tie:.0%} (noise)")
-    return (f"{original} kept: {figure} {mine:.3f} ms measured on {where}; {verdict} (fastest "
+    return (f"{original} kept: median {mine:.3f} ms measured on {where}; {verdict} (fastest "
             f"converted: {rival} {others[rival]:.3f} ms, {ratio:.2f}x the speed of the "
             "original)")
 
@@ -439,22 +425,8 @@ def settle(results: Sequence[CandidateResult], runtimes: Sequence[str],
             break
         table += new
         ran += len(new)
-    if rivals and choice.basis == "measured":
-        ms = quartiles(table)
-        choice = choose_candidate(results, runtimes, ms=ms, where=where, tie=tie,
-                                  figure="lower quartile")
-    contest = _contest(results, runtimes, table, paired(table), first, ran, contenders,
-                       not rivals, tie)
+    contest = _contest(results, runtimes, table, ms, first, ran, contenders, not rivals, tie)
     return replace(choice, reason=choice.reason + contest_note(contest)), contest, ms
-
-
-def quartiles(table: Sequence[Mapping[str, float]]) -> dict[str, float]:
-    """Each candidate's lower quartile of its round medians (one round: that round)."""
-    return {k: _lower_quartile(v) for k, v in _by_candidate(table).items()}
-
-
-def _lower_quartile(values: Sequence[float]) -> float:
-    return quantiles(values, n=4, method="inclusive")[0] if len(values) > 1 else values[0]
 
 
 def paired(table: Sequence[Mapping[str, float]]) -> dict[str, float]:
@@ -520,14 +492,11 @@ def _contest(results: Sequence[CandidateResult], runtimes: Sequence[str],
              table: Sequence[Mapping[str, float]], ms: Mapping[str, float], first: int,
              ran: int, contenders: set[str], clear: bool, tie: float) -> Contest:
     runs = _by_candidate(table)
-    low = {} if clear else quartiles(table)
     standings = tuple(Standing(candidate=k, round_ms=tuple(v), low_ms=min(v), high_ms=max(v),
-                               paired_ms=ms[k], quartile_ms=low.get(k))
-                      for k, v in sorted(runs.items()))
+                               paired_ms=ms[k]) for k, v in sorted(runs.items()))
     return Contest(rounds=first, extra_rounds=ran, contenders=tuple(sorted(contenders)),
                    clear=clear, standings=standings,
-                   round_winners=tuple(_round_winners(results, runtimes, table, tie)),
-                   decided_by="paired medians" if clear else "lower quartiles")
+                   round_winners=tuple(_round_winners(results, runtimes, table, tie)))
 
 
 def contest_note(contest: Contest) -> str:
@@ -535,7 +504,9 @@ def contest_note(contest: Contest) -> str:
     if not contest.extra_rounds:
         return (f"; clear in {contest.rounds} interleaved rounds (each chose it, no contender's "
                 "spread overlapping)" if contest.clear else
-                f"; not clear in {contest.rounds} interleaved rounds: {UNCLEAR}")
-    verdict = "then clear" if contest.clear else f"still not clear: {UNCLEAR}"
+                f"; not clear in {contest.rounds} interleaved rounds: the median of paired "
+                "round ratios decided")
+    verdict = ("then clear" if contest.clear else
+               "still not clear: the median of paired round ratios decided")
     return (f"; not clear after {contest.rounds} interleaved rounds, so "
             f"{contest.extra_rounds} more of {', '.join(contest.contenders)}: {verdict}")

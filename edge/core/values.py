@@ -361,9 +361,7 @@ class Standing(JsonValue):
     round_ms: tuple[float, ...]  # the median ms of each round it ran, extra rounds last
     low_ms: float  # the spread of its round medians: fastest round ...
     high_ms: float  # ... slowest round
-    paired_ms: float  # the figure a clear choice used: median round ratio to the leader, in ms
-    #: the lower quartile of its round medians: the figure a choice still not clear used
-    quartile_ms: float | None = None
+    paired_ms: float  # the figure the choice used: median round ratio to the leader, in ms
 
 
 @pydantic_dataclass(frozen=True, kw_only=True, slots=True)
@@ -379,9 +377,6 @@ class Contest(JsonValue):
     round_winners: tuple[str, ...]  # what each round alone chose, in the order run
     standings: tuple[Standing, ...]
     note: str = ""
-    #: what decided: "paired medians" (clear, or a manifest from before 0.3's quartiles) or,
-    #: still not clear at the bound, "lower quartiles" of each candidate's round medians
-    decided_by: str = "paired medians"
 
 
 @pydantic_dataclass(frozen=True, kw_only=True, slots=True)

@@ -54,12 +54,3 @@ def as_in_a_terminal() -> None:
     rightly keeps ignoring it then; these tests are about the foreground user."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-
-
-def decided_figures(contest: dict | None) -> dict[str, float]:
-    """A --json contest's figures that decided, by candidate: the paired medians, or (still
-    not clear after the extra rounds) the lower quartiles of the round medians."""
-    if not contest:
-        return {}
-    key = "quartile_ms" if contest.get("decided_by") == "lower quartiles" else "paired_ms"
-    return {s["candidate"]: s[key] for s in contest["standings"]}
