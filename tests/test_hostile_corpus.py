@@ -61,10 +61,12 @@ def _tree(root: Path) -> dict[str, str]:
 
 
 def _digest(path: Path) -> str:
-    """The file's sha256; of a file over WHOLE bytes (a sparse 3 GB record), its size, its
-    modification time and the sha256 of its first and last MiB: a write changes one of them,
-    and hashing 3 GB twice took 20 s of a case's time."""
-    size = path.stat().st_size
+    """The file's sha256; of a file over WHOLE bytes (a sparse 3 GB record), its inode, size,
+    change time (which no process can set back, as it can the modification time) and the sha256
+    of its first and last MiB: a write or a swap changes one of them, and hashing 3 GB twice took
+    20 s of a case's time."""
+    stat = path.stat()
+    size = stat.st_size
     if size <= WHOLE:
         return hashlib.sha256(path.read_bytes()).hexdigest()
     digest = hashlib.sha256()
@@ -72,7 +74,7 @@ def _digest(path: Path) -> str:
         digest.update(handle.read(1 << 20))
         handle.seek(size - (1 << 20))
         digest.update(handle.read())
-    return f"{size}:{path.stat().st_mtime_ns}:{digest.hexdigest()}"
+    return f"{stat.st_ino}:{size}:{stat.st_ctime_ns}:{digest.hexdigest()}"
 
 
 @pytest.fixture
