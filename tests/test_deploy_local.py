@@ -85,8 +85,10 @@ def test_x86_choice_is_measured_and_budget_rejects(tmp_path: Path) -> None:
 def test_bench_installs_without_activating(tmp_path: Path) -> None:
     out = tmp_path / "b"
     # --exhaustive: onnxruntime-fp32 (benched below, not the chosen one) is converted too
-    deployed = run_cli("deploy", "sample:digits", "--profile", str(one_runtime(tmp_path)),
-                       "-o", str(out), "--runs", "3", "--json", "--exhaustive")
+    # the full rpi4 plan: LiteRT comes first by order, so onnxruntime-fp32 is never the one
+    # chosen (with onnxruntime alone, host timings may keep the original, the same release)
+    deployed = run_cli("deploy", "sample:digits", "--profile", "rpi4", "-o", str(out),
+                       "--runs", "3", "--json", "--exhaustive")
     assert deployed.status == 0, deployed.stderr
     current = (Path(os.environ["EDGE_LOCAL_DEVICE"]) / ".edge" / "current").resolve()
     result = run_cli("bench", str(out), "--candidate", "onnxruntime-fp32", "--runs", "7",
