@@ -84,9 +84,9 @@ def test_x86_choice_is_measured_and_budget_rejects(tmp_path: Path) -> None:
 
 def test_bench_installs_without_activating(tmp_path: Path) -> None:
     out = tmp_path / "b"
-    # --exhaustive: onnxruntime-fp32 (benched below, not the chosen one) is converted too
-    # the full rpi4 plan: LiteRT comes first by order, so onnxruntime-fp32 is never the one
-    # chosen (with onnxruntime alone, host timings may keep the original, the same release)
+    # --exhaustive: onnxruntime-fp32 (benched below) is converted too; the full rpi4 plan, where
+    # LiteRT comes first by order, so it is never the one chosen (with onnxruntime alone, host
+    # timings may keep the original, whose release is the same)
     deployed = run_cli("deploy", "sample:digits", "--profile", "rpi4", "-o", str(out),
                        "--runs", "3", "--json", "--exhaustive")
     assert deployed.status == 0, deployed.stderr

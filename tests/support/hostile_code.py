@@ -117,7 +117,8 @@ def deadline_for(name: str) -> contextlib.AbstractContextManager[Mapping[str, st
     """The short deadline for a file in SLOW_TO_LOAD; edge's own for the rest, so that on a
     slow or busy machine (a test at nice 19 beside an exclusive one) the limit a case is about,
     such as memory, is the one met (CI: a 64 GB forward met the 4 s deadline first)."""
-    return short_deadline(Path()) if name in SLOW_TO_LOAD else contextlib.nullcontext({})
+    return environment(DEADLINE_ENV, DEADLINE_S) if name in SLOW_TO_LOAD else \
+        contextlib.nullcontext({})
 
 
 def _bytes(data: bytes) -> Callable[[Path], None]:
