@@ -12,10 +12,11 @@ first model): the exhaustive arm reuses the artifacts the first arm built, and t
 are put back as the first arm left them, so the next model sees what a user of the default
 would have kept. Per model: both choices, the candidates skipped and why, both arms' wall and
 CPU seconds, and — where the choices differ — the two choices' medians as the exhaustive arm
-timed them (within the tie margin, or not). Each model's result is a file under
-bench/results/zoo_choice/ (an interrupted run resumes: the cache dir keeps the timings;
-``--redo --only NAME`` runs a model again with the cache as it is, e.g. one timed on a busy
-host); ``--gather`` writes bench/results/zoo_choice.json with provenance.
+timed them (within the tie margin, or not), and the CPU they were timed on. Each model's result
+is a file under bench/results/zoo_choice/ (an interrupted run resumes: the cache dir keeps the
+timings; ``--redo --only NAME`` runs a model again with the cache as it is, e.g. one timed on a
+busy host: the result it replaces is kept under earlier/ with its time); ``--gather`` writes
+bench/results/zoo_choice.json with provenance.
 
 The exhaustive arm's CPU seconds are not those of a cold ``--exhaustive`` (it reuses the first
 arm's conversions): bench/speed.py compares cold runs.
@@ -128,7 +129,7 @@ def run_one(entry: zoo.Entry, profile: str, args: argparse.Namespace) -> dict[st
     _restore(kept, saved)
     return {"model": entry.name, "profile": profile, "git_sha": provenance.git_sha(),
             "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "load_average": os.getloadavg()[0], **arms, "cut": cut(arms),
+            "load_average": os.getloadavg()[0], "host": host(), **arms, "cut": cut(arms),
             "verdict": verdict(arms["default"], arms["exhaustive"])}
 
 
@@ -143,6 +144,20 @@ def _restore(kept: Path, saved: bytes | None) -> None:
         kept.unlink(missing_ok=True)
     else:
         kept.write_bytes(saved)
+
+
+def keep_earlier(target: Path) -> None:
+    """``target`` into earlier/, under its own time: every earlier run is kept."""
+    when = json.loads(target.read_text())["when"].replace(":", "-")
+    (RESULTS / "earlier").mkdir(exist_ok=True)
+    target.replace(RESULTS / "earlier" / f"{target.stem}@{when}.json")
+
+
+def host() -> dict[str, Any]:
+    """The CPU a result was timed on: its name and vector and matrix extensions."""
+    found = provenance.machine()
+    return {"cpu": found.get("cpu"), "isa": sorted(f for f in found.get("flags", ())
+                                                   if f.startswith(("avx", "amx")))}
 
 
 def gather(args: argparse.Namespace) -> None:
@@ -160,7 +175,8 @@ def gather(args: argparse.Namespace) -> None:
     earlier = [json.loads(p.read_text()) for p in sorted((RESULTS / "earlier").glob("*.json"))]
     out = {"provenance": provenance.record("bench/zoo_choice.py"), "tie": TIE,
            "totals": totals, "results": results,
-           "earlier": [{"model": r["model"], "load_average": round(r["load_average"], 2),
+           "earlier": [{"model": r["model"], "when": r["when"], "host": r.get("host"),
+                        "load_average": round(r["load_average"], 2),
                         "default": r["default"].get("chosen"),
                         "exhaustive": r["exhaustive"].get("chosen"), "verdict": r["verdict"],
                         "cut": r["cut"]} for r in earlier]}
@@ -180,8 +196,7 @@ def main(argv: list[str] | None = None) -> int:
             if target.is_file() and not (args.force or args.redo):
                 continue
             if target.is_file() and args.redo:  # kept, and shown beside the new result
-                (RESULTS / "earlier").mkdir(exist_ok=True)
-                target.replace(RESULTS / "earlier" / target.name)
+                keep_earlier(target)
             print(f"{entry.name}: running", flush=True)
             result = run_one(entry, args.profile, args)
             target.write_text(json.dumps(result, indent=1) + "\n")

@@ -13,8 +13,9 @@ Verification here runs the same IR on this host's CPU plugin in the precision th
 computes (``Capabilities.host_runs`` "cpu"): f32 for an fp32 IR on the GPU (compiled with
 INFERENCE_PRECISION_HINT=f32, whose default there is f16); f16 for everything else on either
 unit. Where the CPU plugin computes f16 (ARM CPUs, x86 with AVX512-FP16 or AMX-FP16) it is asked
-to; elsewhere it turns f16 into f32, so only the fp16 weights (the IR's) and the rounding of the
-inputs and outputs to fp16 are emulated, not fp16 activations between layers.
+to; elsewhere it computes f32 (asked f16, the plugin gives f32, or bf16 on an AVX512-BF16 CPU
+without FP16, which edge refuses for f32), so only the fp16 weights (the IR's) and the rounding
+of the inputs and outputs to fp16 are emulated, not fp16 activations between layers.
 """
 
 from __future__ import annotations
@@ -154,10 +155,22 @@ class _UnitTarget:
 
 
 def _cpu_compiled(ir: Any, threads: int, computes: str) -> Any:
-    """``ir`` compiled on the CPU plugin asking for ``computes`` (f16 may come back f32)."""
-    config = {"INFERENCE_NUM_THREADS": max(int(threads), 0), "INFERENCE_PRECISION_HINT": computes,
-              "PERFORMANCE_HINT": "LATENCY"}
-    return _core().compile_model(ir, "CPU", config)
+    """``ir`` compiled on the CPU plugin asking for ``computes`` (f16 may come back f32); in f32
+    where the plugin would turn f16 into bf16 (an AVX512-BF16 CPU without FP16): bf16 keeps 3
+    fewer mantissa bits than the unit's f16, so it would reject what the unit computes well."""
+    compiled = _core().compile_model(ir, "CPU", _cpu_config(threads, computes))
+    if _computes(compiled) not in (computes, "f32"):
+        return _core().compile_model(ir, "CPU", _cpu_config(threads, "f32"))
+    return compiled
+
+
+def _cpu_config(threads: int, computes: str) -> dict[str, Any]:
+    return {"INFERENCE_NUM_THREADS": max(int(threads), 0), "INFERENCE_PRECISION_HINT": computes,
+            "PERFORMANCE_HINT": "LATENCY"}
+
+
+def _computes(compiled: Any) -> str:
+    return str(compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name())
 
 
 def _write(ir: Path, out: Path, base: str, spec: dict[str, Any]) -> None:
@@ -198,7 +211,7 @@ class AcceleratorRunner(OpenVINORunner):
 
     def __init__(self, compiled: Any, model: ModelInfo, *, round_io: bool) -> None:
         super().__init__(compiled, model)
-        got = compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
+        got = _computes(compiled)
         self.computes = got
         self._round = round_io and got != "f16"
 
