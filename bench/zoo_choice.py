@@ -15,8 +15,8 @@ CPU seconds, and — where the choices differ — the two choices' medians as th
 timed them (within the tie margin, or not), and the CPU they were timed on. Each model's result
 is a file under bench/results/zoo_choice/ (an interrupted run resumes: the cache dir keeps the
 timings; ``--redo --only NAME`` runs a model again with the cache as it is, e.g. one timed on a
-busy host: the result it replaces is kept under earlier/ with its time); ``--gather`` writes
-bench/results/zoo_choice.json with provenance.
+busy host; a result that ``--redo`` or ``--force`` replaces is kept under earlier/ with its time);
+``--gather`` writes bench/results/zoo_choice.json with provenance.
 
 The exhaustive arm's CPU seconds are not those of a cold ``--exhaustive`` (it reuses the first
 arm's conversions): bench/speed.py compares cold runs.
@@ -147,8 +147,13 @@ def _restore(kept: Path, saved: bytes | None) -> None:
 
 
 def keep_earlier(target: Path) -> None:
-    """``target`` into earlier/, under its own time: every earlier run is kept."""
-    when = json.loads(target.read_text())["when"].replace(":", "-")
+    """``target`` into earlier/, under its own time (its file's, when it has none): every earlier
+    run is kept."""
+    try:
+        when = str(json.loads(target.read_text())["when"])
+    except (ValueError, KeyError, TypeError):
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(target.stat().st_mtime))
+    when = when.replace(":", "-")
     (RESULTS / "earlier").mkdir(exist_ok=True)
     target.replace(RESULTS / "earlier" / f"{target.stem}@{when}.json")
 
@@ -195,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
             target = RESULTS / f"{entry.name}-{args.profile}.json"
             if target.is_file() and not (args.force or args.redo):
                 continue
-            if target.is_file() and args.redo:  # kept, and shown beside the new result
+            if target.is_file():  # kept, and shown beside the new result
                 keep_earlier(target)
             print(f"{entry.name}: running", flush=True)
             result = run_one(entry, args.profile, args)

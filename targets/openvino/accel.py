@@ -12,10 +12,11 @@ it and times it.
 Verification here runs the same IR on this host's CPU plugin in the precision the device
 computes (``Capabilities.host_runs`` "cpu"): f32 for an fp32 IR on the GPU (compiled with
 INFERENCE_PRECISION_HINT=f32, whose default there is f16); f16 for everything else on either
-unit. Where the CPU plugin computes f16 (ARM CPUs, x86 with AVX512-FP16 or AMX-FP16) it is asked
-to; elsewhere it computes f32 (asked f16, the plugin gives f32, or bf16 on an AVX512-BF16 CPU
-without FP16, which edge refuses for f32), so only the fp16 weights (the IR's) and the rounding
-of the inputs and outputs to fp16 are emulated, not fp16 activations between layers.
+unit. Where the CPU plugin computes f16 (ARM CPUs, x86 CPUs with f16 arithmetic such as
+AVX512-FP16) it is asked to; elsewhere it computes f32 (asked for f16, the plugin gives f32, or
+bf16 on an AVX512-BF16 CPU without f16, and edge then compiles again in f32), so only the fp16
+weights (the IR's) and the rounding of the inputs and outputs to fp16 are emulated, not fp16
+activations between layers.
 """
 
 from __future__ import annotations
@@ -156,20 +157,27 @@ class _UnitTarget:
 
 def _cpu_compiled(ir: Any, threads: int, computes: str) -> Any:
     """``ir`` compiled on the CPU plugin asking for ``computes`` (f16 may come back f32); in f32
-    where the plugin would turn f16 into bf16 (an AVX512-BF16 CPU without FP16): bf16 keeps 3
-    fewer mantissa bits than the unit's f16, so it would reject what the unit computes well."""
+    where the plugin gives another precision for f16 (bf16 on an AVX512-BF16 CPU without f16):
+    bf16 keeps 3 fewer mantissa bits than the unit's f16, so it would reject what the unit
+    computes well. Anything but ``computes`` or f32 after that is refused (RuntimeError)."""
     compiled = _core().compile_model(ir, "CPU", _cpu_config(threads, computes))
-    if _computes(compiled) not in (computes, "f32"):
-        return _core().compile_model(ir, "CPU", _cpu_config(threads, "f32"))
+    if _computes(compiled) in (computes, "f32"):
+        return compiled
+    compiled = _core().compile_model(ir, "CPU", _cpu_config(threads, "f32"))
+    if _computes(compiled) != "f32":
+        raise RuntimeError(f"OpenVINO computes {_computes(compiled)} on this host's CPU when "
+                           f"asked for {computes} or f32; cannot emulate the unit here")
     return compiled
 
 
 def _cpu_config(threads: int, computes: str) -> dict[str, Any]:
+    """The CPU plugin's compile properties: threads, precision, latency."""
     return {"INFERENCE_NUM_THREADS": max(int(threads), 0), "INFERENCE_PRECISION_HINT": computes,
             "PERFORMANCE_HINT": "LATENCY"}
 
 
 def _computes(compiled: Any) -> str:
+    """The precision a compiled model computes in ('f32', 'f16', 'bf16')."""
     return str(compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name())
 
 

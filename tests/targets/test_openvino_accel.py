@@ -1,6 +1,8 @@
 """OpenVINO on Intel's NPU and GPU: the CPU target's IR named for its device with a companion
 JSON, verified here on the CPU plugin in the unit's precision, refused by the agent on this host
-(OpenVINO sees only its CPU). Real OpenVINO and NNCF, no mocks."""
+(OpenVINO sees only its CPU). Real OpenVINO and NNCF; only the CPU plugin's answers on CPUs other
+than this host's (f16, f32 or bf16 for an f16 ask) come from a stand-in core, to check the choice
+made on each (the real one is checked on whatever CPU runs the tests)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from edge.core.data import load_dataset
 from edge.core.model import inspect_model
 from edge.core.plugins import full_suffix
 from targets.base import ConversionError, ConvertSettings
-from targets.openvino import RUNTIME
+from targets.openvino import RUNTIME, accel
 from targets.openvino import agent as ov_agent
 from targets.openvino.accel import OpenVINOGPUTarget, OpenVINONPUTarget, device_spec
 from tests.support.cli import run_cli
@@ -173,3 +175,45 @@ def test_optimize_for_the_nuc_verifies_npu_and_gpu_candidates_and_the_agent_refu
     bench = run_cli("bench", str(out), "--candidate", "openvino-npu-fp16", "--runs", "5")
     assert bench.status == 3
     assert "OpenVINO has no NPU here" in bench.stderr and "intel_vpu" in bench.stderr
+
+
+class _Compiled:
+    """A compiled model that reports the precision its CPU plugin would compute in."""
+
+    def __init__(self, computes: str) -> None:
+        self.computes = computes
+
+    def get_property(self, name: str) -> Any:
+        assert name == "INFERENCE_PRECISION_HINT"
+        return type("Hint", (), {"get_type_name": lambda _: self.computes})()
+
+
+class _Core:
+    """A CPU plugin that answers each asked precision from ``gives`` and records the asks."""
+
+    def __init__(self, gives: dict[str, str]) -> None:
+        self.gives, self.asked = gives, []
+
+    def compile_model(self, ir: Any, device: str, config: dict[str, Any]) -> _Compiled:
+        self.asked.append(config["INFERENCE_PRECISION_HINT"])
+        return _Compiled(self.gives[config["INFERENCE_PRECISION_HINT"]])
+
+
+@pytest.mark.parametrize(("gives", "asked", "computes"), [
+    ({"f16": "f16"}, ["f16"], "f16"),  # an ARM CPU or x86 with AVX512-FP16
+    ({"f16": "f32"}, ["f16"], "f32"),  # plain AVX2: f16 comes back f32
+    ({"f16": "bf16", "f32": "f32"}, ["f16", "f32"], "f32"),  # AVX512-BF16 without f16
+])
+def test_the_cpu_emulates_the_units_f16_in_f16_or_f32_never_bf16(
+        monkeypatch: pytest.MonkeyPatch, gives: dict[str, str], asked: list[str],
+        computes: str) -> None:
+    core = _Core(gives)
+    monkeypatch.setattr(accel, "_core", lambda: core)
+    assert accel._computes(accel._cpu_compiled(object(), 1, "f16")) == computes
+    assert core.asked == asked
+
+
+def test_a_cpu_that_cannot_compute_f32_either_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(accel, "_core", lambda: _Core({"f16": "bf16", "f32": "bf16"}))
+    with pytest.raises(RuntimeError, match="computes bf16 on this host's CPU when asked for f16"):
+        accel._cpu_compiled(object(), 1, "f16")
