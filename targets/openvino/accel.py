@@ -35,7 +35,8 @@ from edge.core.files import no_space_as
 from edge.core.values import BenchResult, Dataset, ModelInfo
 from targets.base import ConversionError, ConvertSettings, check_precision, workdir_lock
 from targets.openvino.agent import SPEC_KEY, accelerator_spec, listed_devices, weights_of
-from targets.openvino.target import OpenVINORunner, OpenVINOTarget, _core
+from targets.openvino.target import OpenVINORunner, OpenVINOTarget, _core, cpu_config
+from targets.openvino.target import computes as precision_of
 
 __all__ = ["UNITS", "AcceleratorRunner", "OpenVINOGPUTarget", "OpenVINONPUTarget", "Unit",
            "device_spec"]
@@ -160,25 +161,14 @@ def _cpu_compiled(ir: Any, threads: int, computes: str) -> Any:
     where the plugin gives another precision for f16 (bf16 on an AVX512-BF16 CPU without f16):
     bf16 keeps 3 fewer mantissa bits than the unit's f16, so it would reject what the unit
     computes well. Anything but ``computes`` or f32 after that is refused (RuntimeError)."""
-    compiled = _core().compile_model(ir, "CPU", _cpu_config(threads, computes))
-    if _computes(compiled) in (computes, "f32"):
+    compiled = _core().compile_model(ir, "CPU", cpu_config(threads, computes))
+    if precision_of(compiled) in (computes, "f32"):
         return compiled
-    compiled = _core().compile_model(ir, "CPU", _cpu_config(threads, "f32"))
-    if _computes(compiled) != "f32":
-        raise RuntimeError(f"OpenVINO computes {_computes(compiled)} on this host's CPU when "
-                           f"asked for {computes} or f32; cannot emulate the unit here")
+    compiled = _core().compile_model(ir, "CPU", cpu_config(threads, "f32"))
+    if (got := precision_of(compiled)) != "f32":
+        raise RuntimeError(f"OpenVINO computes {got} on this host's CPU when asked for "
+                           f"{computes} or f32; cannot emulate the unit here")
     return compiled
-
-
-def _cpu_config(threads: int, computes: str) -> dict[str, Any]:
-    """The CPU plugin's compile properties: threads, precision, latency."""
-    return {"INFERENCE_NUM_THREADS": max(int(threads), 0), "INFERENCE_PRECISION_HINT": computes,
-            "PERFORMANCE_HINT": "LATENCY"}
-
-
-def _computes(compiled: Any) -> str:
-    """The precision a compiled model computes in ('f32', 'f16', 'bf16')."""
-    return str(compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name())
 
 
 def _write(ir: Path, out: Path, base: str, spec: dict[str, Any]) -> None:
@@ -219,7 +209,7 @@ class AcceleratorRunner(OpenVINORunner):
 
     def __init__(self, compiled: Any, model: ModelInfo, *, round_io: bool) -> None:
         super().__init__(compiled, model)
-        got = _computes(compiled)
+        got = precision_of(compiled)
         self.computes = got
         self._round = round_io and got != "f16"
 

@@ -121,7 +121,7 @@ class OpenVINOTarget:
         if hint == "f32" and plain_precision() != "f32":
             return _compiled(ir, model, threads, None)
         runner = _compiled(ir, model, threads, hint)
-        got = runner.compiled_model.get_property("INFERENCE_PRECISION_HINT").get_type_name()
+        got = computes(runner.compiled_model)
         if got != hint:
             raise RuntimeError(f"{Path(artifact).name} was made to compute in {hint}, but "
                                f"OpenVINO computes {got} on this host's CPU")
@@ -151,11 +151,22 @@ def load_with_hint(artifact: Path, model: ModelInfo, *, threads: int,
 def _compiled(ir: Any, model: ModelInfo, threads: int, hint: str | None) -> OpenVINORunner:
     """``ir`` (a path or a read model) compiled for the CPU with ``threads`` and ``hint``
     (None: OpenVINO's default, as a plain load gets)."""
+    return OpenVINORunner(_core().compile_model(ir, "CPU", cpu_config(threads, hint)), model)
+
+
+def cpu_config(threads: int, hint: str | None) -> dict[str, Any]:
+    """The CPU plugin's compile properties: ``threads``, latency, and the precision ``hint``
+    (None: OpenVINO's default)."""
     config: dict[str, Any] = {"INFERENCE_NUM_THREADS": max(int(threads), 0),
                               "PERFORMANCE_HINT": "LATENCY"}
     if hint is not None:
         config["INFERENCE_PRECISION_HINT"] = hint
-    return OpenVINORunner(_core().compile_model(ir, "CPU", config), model)
+    return config
+
+
+def computes(compiled: Any) -> str:
+    """The precision a compiled model computes in ('f32', 'f16', 'bf16')."""
+    return str(compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name())
 
 
 def _complete(artifact: Path) -> Path:

@@ -209,7 +209,7 @@ def test_the_cpu_emulates_the_units_f16_in_f16_or_f32_never_bf16(
         computes: str) -> None:
     core = _Core(gives)
     monkeypatch.setattr(accel, "_core", lambda: core)
-    assert accel._computes(accel._cpu_compiled(object(), 1, "f16")) == computes
+    assert accel.precision_of(accel._cpu_compiled(object(), 1, "f16")) == computes
     assert core.asked == asked
 
 
