@@ -21,6 +21,7 @@ from devices.lock import deploy_lock
 from devices.measure import Rounds, time_on_device
 from devices.release import (
     DEFAULT_KEEP,
+    DEFAULT_SLOT,
     HealthCheck,
     Transfer,
     activate_release,
@@ -107,25 +108,29 @@ def install_all(device: Device, bundle_dir: Path, usable: list[CandidateResult]
 
 def deploy_artifact(
     device: Device, root: Path, artifact: Artifact, *, profile: Profile, rounds: Rounds,
-    threads: int, keep: int = DEFAULT_KEEP,
+    threads: int, keep: int = DEFAULT_KEEP, name: str = DEFAULT_SLOT,
 ) -> DeployOutcome:
-    """Install (only missing files), health-check, benchmark, activate, prune one artifact."""
+    """Install (only missing files), health-check, benchmark, activate in the model's slot
+    ``name``, prune one artifact."""
     check_keep(keep)
     release = artifact.release_id[:16]
     model, transfer = install_artifact(device, root, artifact)
     checked = health(device, model, release)
     report = _bench(device, model, artifact, profile=profile, rounds=rounds, threads=threads)
-    previous = activate_release(device, release, artifact.candidate.id)
+    previous = activate_release(device, release, artifact.candidate.id, name)
     pruned = prune_quietly(device, keep)
-    return DeployOutcome(report=replace(report, active=True), transfer=transfer, health=checked,
+    return DeployOutcome(report=replace(report, active=True, name=name), transfer=transfer,
+                         health=checked,
                          previous=previous, pruned=pruned)
 
 
 def measure_on_device(
     device: Device, root: Path, artifact: Artifact, *, profile: Profile, rounds: Rounds,
-    threads: int, activate: bool,
+    threads: int, activate: bool, name: str | None = None,
 ) -> DeployReport:
-    """Install an artifact's files under ``root`` on the device, benchmark, maybe activate.
+    """Install an artifact's files under ``root`` on the device, benchmark, maybe activate it
+    in the slot ``name`` [default]. ``active``: current in that slot (no name, no activation:
+    in any slot).
 
     Activating first health-checks the release; nothing is pruned (see ``deploy_artifact``).
     """
@@ -137,10 +142,11 @@ def measure_on_device(
         report = _bench(device, model, artifact, profile=profile, rounds=rounds,
                         threads=threads)
         if activate:
-            activate_release(device, release, artifact.candidate.id)
-            return replace(report, active=True)
-        # measured without a switch: it is active only if it already was the current release
-        return replace(report, active=is_active(device, release))
+            slot = name or DEFAULT_SLOT
+            activate_release(device, release, artifact.candidate.id, slot)
+            return replace(report, active=True, name=slot)
+        # measured without a switch: it is active only if it already was the slot's release
+        return replace(report, active=is_active(device, release, name), name=name)
 
 
 def _bench(device: Device, model: str, artifact: Artifact, *, profile: Profile, rounds: Rounds,

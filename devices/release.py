@@ -7,8 +7,11 @@ Device layout under the work dir (default ``~/.edge``)::
     incoming/                       uploads in flight (never run from here)
     releases/<id16>/model.<ext>     one directory per artifact content, verified by sha256
     models/<sha16>.<ext>            models pushed for measurement (profile, perf, prefixes)
-    current -> releases/<id16>      switched atomically after the health check and benchmark
-    history.json                    every switch (deploy or rollback), written atomically
+    current -> releases/<id16>      the first model's slot (``default``): switched atomically
+    history.json                    after the health check and benchmark; every switch
+    slots/<name>/current            every other model's slot (``edge deploy --name``, else
+    slots/<name>/history.json       the model's stem): the same (releases are shared by
+                                    content; a prune keeps every slot's current and previous)
 """
 
 from __future__ import annotations
@@ -25,15 +28,18 @@ from devices.transport import Transport
 from edge.core import progress
 from edge.core.errors import DeviceError, UsageError
 from edge.core.plugins import full_suffix
-from edge.core.values import Artifact, JsonValue
+from edge.core.values import Artifact, Bundle, JsonValue
 
-__all__ = ["DEFAULT_KEEP", "HealthCheck", "ReleaseInfo", "ReleasesReport", "RollbackReport",
-           "Transfer", "activate_release", "check_keep", "health", "install_artifact", "is_active",
-           "list_releases", "prune_quietly", "prune_releases", "release_files", "rollback"]
+__all__ = ["DEFAULT_KEEP", "DEFAULT_SLOT", "HealthCheck", "ReleaseInfo", "ReleasesReport",
+           "RollbackReport", "SlotInfo", "Transfer", "activate_release", "check_keep",
+           "check_name", "health", "install_artifact", "is_active", "list_releases",
+           "prune_quietly", "prune_releases", "release_files", "rollback", "slot_name_for"]
 
 DEFAULT_KEEP = 3  # releases kept on the device after a deploy (active and previous always)
 SPACE_MARGIN = 1_000_000  # bytes left free on the device beyond the files sent
 _RELEASE = re.compile(r"[0-9a-f]{4,64}")
+DEFAULT_SLOT = "default"  # the work dir's own current: where every release went before slots
+_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 log = logging.getLogger("edge")
 
 
@@ -74,6 +80,7 @@ class RollbackReport(JsonValue):
     changed: bool
     artifact: str | None = None
     health: HealthCheck | None = None
+    name: str = DEFAULT_SLOT  # the model's slot
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -89,6 +96,17 @@ class ReleaseInfo(JsonValue):
     installed: str = ""  # UTC, the directory's mtime
     last_active: str | None = None
     artifact: str | None = None  # candidate id recorded when it was activated
+    current_in: tuple[str, ...] = ()  # the slots whose current release it is
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SlotInfo(JsonValue):
+    """One model's slot on the device: what it runs, what its rollback would go back to."""
+
+    name: str
+    active: str | None
+    previous: str | None
+    artifact: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -103,6 +121,8 @@ class ReleasesReport(JsonValue):
     releases: tuple[ReleaseInfo, ...]
     history: tuple[dict[str, Any], ...] = ()
     pruned: tuple[str, ...] = ()
+    name: str | None = None  # the slot active/previous/history are of (None: several, none asked)
+    slots: tuple[SlotInfo, ...] = ()  # every model's slot on the device
 
 
 def install_artifact(device: Device, bundle_dir: Path, artifact: Artifact) -> tuple[str, Transfer]:
@@ -177,14 +197,73 @@ def health(device: Device, model: str, release: str) -> HealthCheck:
                        load_ms=float(reply["load_ms"]), run_ms=float(reply["run_ms"]))
 
 
-def activate_release(device: Device, release: str, artifact: str) -> str | None:
-    """Switch ``current`` to the release; return the release that was current before."""
-    return device.call("activate", device.work, release, "--artifact", artifact).get("previous")
+def activate_release(device: Device, release: str, artifact: str,
+                     name: str = DEFAULT_SLOT) -> str | None:
+    """Switch the slot's ``current`` to the release; return the release that was current
+    there before. A release current from before slots becomes this slot's previous one (the
+    device's first model keeps the work dir's own ``current``): said in a warning."""
+    reply = device.call("activate", device.work, release, "--artifact", artifact,
+                        "--slot", name)
+    if reply.get("adopted") and reply.get("previous") not in (None, release):
+        log.warning("%s: release %s, current there from before slots (one model per device), "
+                    "is now the previous release of %s: edge rollback --name %s returns to "
+                    "it", device.label, reply["previous"], name, name)
+    elif reply.get("previous") is None and reply.get("others"):
+        log.warning("%s: %s is a new model there, beside %s (each keeps its own current release; "
+                    "to replace one of them instead, deploy with --name NAME)", device.label,
+                    name, ", ".join(reply["others"]))
+    return reply.get("previous")
 
 
-def is_active(device: Device, release: str) -> bool:
-    """Whether ``current`` points at the release."""
-    return device.call("releases", device.work).get("active") == release
+def is_active(device: Device, release: str, name: str | None = None) -> bool:
+    """Whether the slot's ``current`` points at the release (no name: any slot's)."""
+    if name is not None:
+        return device.call("releases", device.work, "--slot", name).get("active") == release
+    slots = device.call("releases", device.work).get("slots", ())
+    return any(s.get("active") == release for s in slots)
+
+
+def check_name(name: str) -> str:
+    """A slot's name: lowercase letters, digits and ``._-``, at most 64, starting with a letter
+    or digit (a UsageError otherwise)."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise UsageError(f"--name {name!r}: a model's name on the device is 1 to 64 lowercase "
+                         "letters, digits, '.', '_' or '-', starting with a letter or digit")
+    return name
+
+
+def slot_name_for(path: str) -> str:
+    """The default slot of a model: its file's stem, lowercase, with what a name cannot hold
+    made '-' (``default``, the work dir's own slot, becomes ``default-model``)."""
+    stem = Path(path.replace("\\", "/")).stem.lower()
+    name = re.sub(r"[^a-z0-9._-]+", "-", stem).lstrip("._-")[:64] or "model"
+    return "default-model" if name == DEFAULT_SLOT else name
+
+
+def slot_of_bundle(bundle: Bundle) -> str:
+    """The default slot of a bundle's model: the stem of the file the user gave (not of the
+    reference ONNX edge made of it, which carries a content hash)."""
+    return slot_name_for((bundle.origin or bundle.source).path)
+
+
+def _pick_slot(state: dict, name: str | None, label: str) -> str:
+    """The slot a command without --name means: the device's only one (or ``default`` on a
+    device with none); several: a UsageError naming them."""
+    only = _only_slot(state) if name is None else _known(state, name, label)
+    if only is not None:
+        return only
+    used = [s["slot"] for s in state.get("slots", ()) if s.get("active")]
+    raise UsageError(f"{label} holds {len(used)} models ({', '.join(used)}): give --name NAME")
+
+
+def _known(state: dict, name: str, label: str) -> str:
+    """``name`` when the device has that model's slot (``default``: any first model); else a
+    UsageError naming the models there."""
+    used = [s["slot"] for s in state.get("slots", ()) if s.get("active") or s.get("previous")]
+    if name in used or (name == DEFAULT_SLOT and used):
+        return name
+    raise UsageError(f"{label}: no model {name} there (models: {', '.join(used) or 'none'}); "
+                     "see edge releases")
 
 
 def prune_quietly(device: Device, keep: int) -> tuple[str, ...]:
@@ -197,35 +276,39 @@ def prune_quietly(device: Device, keep: int) -> tuple[str, ...]:
 
 
 def rollback(transport: Transport, *, python: str, work_dir: str,
-             to: str | None = None) -> RollbackReport:
-    """Make the previously active release (or ``to``, an installed id or unique prefix)
-    current again, after its health check; record the switch in the device's history.
+             to: str | None = None, name: str | None = None) -> RollbackReport:
+    """Make the slot's previously active release (or ``to``, an installed id or unique prefix)
+    current again, after its health check; record the switch in the slot's history. Without
+    ``name``: the device's only slot (several: a UsageError naming them).
 
-    A malformed or unknown release is a UsageError; nothing is changed then.
+    A malformed or unknown release or name is a UsageError; nothing is changed then.
     """
     if to is not None:
         _check_release_text(to)
+    if name is not None:
+        check_name(name)
     device = prepare(transport, python, work_dir)
     with deploy_lock(device, "rollback"):
-        return _rollback(device, to)
+        return _rollback(device, to, name)
 
 
-def _rollback(device: Device, to: str | None) -> RollbackReport:
+def _rollback(device: Device, to: str | None, asked: str | None) -> RollbackReport:
     transport = device.transport
-    state = device.call("releases", device.work)
+    name = _pick_slot(device.call("releases", device.work), asked, transport.label)
+    state = device.call("releases", device.work, "--slot", name)
     active = state.get("active")
-    target = _target(state, to, transport.label)
+    target = _target(state, to, f"{transport.label} ({name})")
     info = next(r for r in state["releases"] if r["release"] == target)
     if target == active:
         return RollbackReport(target=transport.label, transport=kind(transport),
                               release=target, previous=active, changed=False,
-                              artifact=info.get("artifact"))
+                              artifact=info.get("artifact"), name=name)
     checked = health(device, info["model"], target)
-    reply = device.call("rollback", device.work, "--to", target)
+    reply = device.call("rollback", device.work, "--to", target, "--slot", name)
     return RollbackReport(target=transport.label, transport=kind(transport),
                           release=reply["active"], previous=reply.get("previous"),
                           changed=bool(reply.get("changed")), artifact=reply.get("artifact"),
-                          health=checked)
+                          health=checked, name=name)
 
 
 def _target(state: dict, to: str | None, label: str) -> str:
@@ -241,26 +324,51 @@ def _target(state: dict, to: str | None, label: str) -> str:
 
 
 def list_releases(transport: Transport, *, python: str, work_dir: str,
-                  prune_keep: int | None = None) -> ReleasesReport:
-    """The device's releases (most recently used first), active, previous, history;
-    with ``prune_keep`` first remove inactive releases beyond that many."""
+                  prune_keep: int | None = None, name: str | None = None) -> ReleasesReport:
+    """The device's releases (most recently used first) and every slot; a slot's active,
+    previous release and history: ``name``'s, else the device's only slot's (several: none,
+    the slots say what each runs). With ``prune_keep`` first remove releases beyond that many
+    that no slot runs or would roll back to."""
     if prune_keep is not None:
         check_keep(prune_keep)
+    if name is not None:
+        check_name(name)
     device = prepare(transport, python, work_dir)
     pruned: tuple[str, ...] = ()
     if prune_keep is not None:
         pruned = _prune(device, prune_keep)
     state = device.call("releases", device.work)
+    slot = _only_slot(state) if name is None else _known(state, name, device.label)
+    if slot is not None and slot != state.get("slot"):
+        state = device.call("releases", device.work, "--slot", slot)
+    return _releases_report(device, state, slot, pruned)
+
+
+def _only_slot(state: dict) -> str | None:
+    """The device's one slot in use (``default`` when none is); None when several are."""
+    used = [s["slot"] for s in state.get("slots", ()) if s.get("active")]
+    return used[0] if len(used) == 1 else DEFAULT_SLOT if not used else None
+
+
+def _releases_report(device: Device, state: dict, slot: str | None,
+                     pruned: tuple[str, ...]) -> ReleasesReport:
+    """The agent's ``releases`` reply as a ReleasesReport (of ``slot``; None: of no slot)."""
+    mine = slot is not None
     releases = tuple(ReleaseInfo(
-        release=r["release"], complete=bool(r["complete"]), active=bool(r["active"]),
-        previous=bool(r.get("previous")), size_bytes=int(r["size_bytes"]),
+        release=r["release"], complete=bool(r["complete"]), active=mine and bool(r["active"]),
+        previous=mine and bool(r.get("previous")), size_bytes=int(r["size_bytes"]),
         files=dict(r.get("files", {})), installed=r.get("installed", ""),
-        last_active=r.get("last_active"), artifact=r.get("artifact"))
+        last_active=r.get("last_active"), artifact=r.get("artifact"),
+        current_in=tuple(r.get("current_in", ())))
         for r in state["releases"])
-    return ReleasesReport(target=transport.label, transport=kind(transport),
-                          work_dir=device.work, active=state.get("active"),
-                          previous=state.get("previous"), releases=releases,
-                          history=tuple(state.get("history", ())), pruned=pruned)
+    slots = tuple(SlotInfo(name=s["slot"], active=s.get("active"), previous=s.get("previous"),
+                           artifact=s.get("artifact"))
+                  for s in state.get("slots", ()) if s.get("active"))
+    return ReleasesReport(target=device.label, transport=kind(device.transport),
+                          work_dir=device.work, active=state.get("active") if mine else None,
+                          previous=state.get("previous") if mine else None, releases=releases,
+                          history=tuple(state.get("history", ())) if mine else (),
+                          pruned=pruned, name=slot, slots=slots)
 
 
 def prune_releases(transport: Transport, *, python: str, work_dir: str,

@@ -120,6 +120,9 @@ class Switch(_Reply):
     active: Text
     previous: Text | None = None
     changed: bool | None = None
+    slot: Text | None = None
+    others: Names = Field(default_factory=list)  # the device's other slots in use
+    adopted: bool | None = None  # a release from before slots became the slot's previous
 
 
 class Release(_Reply):
@@ -136,9 +139,21 @@ class Release(_Reply):
     installed: Text | None = None
     last_active: Text | None = None
     artifact: Text | None = None
+    current_in: Names = Field(default_factory=list)  # the slots whose current release it is
+
+
+class Slot(_Reply):
+    """One model's slot as the agent lists it."""
+
+    slot: Text
+    active: Text | None = None
+    previous: Text | None = None
+    artifact: Text | None = None
 
 
 class Releases(_Reply):
+    slot: Text | None = None
+    slots: Annotated[list[Slot], Field(max_length=MAX_ITEMS)] = Field(default_factory=list)
     active: Text | None = None
     previous: Text | None = None
     releases: Annotated[list[Release], Field(max_length=MAX_ITEMS)] = Field(

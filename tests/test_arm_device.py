@@ -411,3 +411,52 @@ def test_a_missing_device_python_is_one_line(transport, wheel_cache: Path) -> No
                           runtime="onnxruntime", host_cache=wheel_cache)
     message = str(info.value)
     assert "\n" not in message and "/usr/bin/python9" in message, message
+
+
+@pytest.mark.slow
+def test_three_models_on_the_aarch64_device_apart(
+    provisioned: ProvisionReport, arm_bundle: Path, transport, arm_device
+) -> None:
+    """The emulated board holds three models at once, each in its slot: a deploy, a rollback
+    and a listing of one leave the others' current releases where they were."""
+    from devices.deploy import deploy_artifact
+    from devices.device import open_device
+    from devices.measure import Rounds
+    from devices.release import activate_release, list_releases, rollback
+    from edge.core.bundle import read_bundle
+    from edge.core.profile import load_profile
+
+    tiny_root = Path(__file__).parent / "fixtures" / "edge-0.1" / "tiny.bundle"
+    digits, tiny = read_bundle(arm_bundle), read_bundle(tiny_root)
+
+    def artifact(bundle, candidate: str):
+        found = next(c for c in bundle.candidates if c.candidate.id == candidate)
+        assert found.artifact is not None
+        return found.artifact
+
+    work = "~/.edge-three"
+    device = open_device(transport, python=provisioned.python, work_dir=work)
+    profile = load_profile(arm_bundle.parent / "rpi4-onnx.yaml")
+    plan = [(arm_bundle, artifact(digits, "onnxruntime-int8"), "digits"),
+            (tiny_root, artifact(tiny, "onnxruntime-int8"), "tiny"),
+            (arm_bundle, artifact(digits, "onnxruntime-fp32"), "kws")]
+    for root, art, name in plan:
+        done = deploy_artifact(device, root, art, profile=profile, name=name,
+                               rounds=Rounds(calls=3, warmup=1), threads=1)
+        assert done.report.name == name and done.report.active
+    # digits' second release: kws's, already installed and checked there (a switch is enough)
+    activate_release(device, plan[2][1].release_id[:16], "onnxruntime-fp32", "digits")
+    plan.append((arm_bundle, plan[2][1], "digits"))
+    listed = list_releases(transport, python=provisioned.python, work_dir=work)
+    slots = {s.name: s.active for s in listed.slots}
+    rel = {name: art.release_id[:16] for _, art, name in plan}
+    assert listed.name is None and slots == rel
+    back = rollback(transport, python=provisioned.python, work_dir=work, name="digits")
+    assert back.changed and back.release == plan[0][1].release_id[:16]
+    listed = list_releases(transport, python=provisioned.python, work_dir=work, name="tiny")
+    assert {s.name: s.active for s in listed.slots} == rel | {"digits": back.release}
+    assert listed.active == rel["tiny"] and listed.previous is None
+    home = "/home/edgeuser/.edge-three"
+    assert arm_device.device_path(f"{home}/slots/kws/current").resolve().name == rel["kws"]
+    with pytest.raises(UsageError, match="holds 3 models"):
+        rollback(transport, python=provisioned.python, work_dir=work)

@@ -71,7 +71,8 @@ def make_release(root: Path, tag: str, *, broken: bool = False, pad_mb: int = 0)
     if pad_mb:
         model.metadata_props.add(key="padding", value=os.urandom(pad_mb << 19).hex())
     model.doc_string = f"edge fault-injection release {tag}"
-    source = root / f"{tag}-source.onnx"
+    source = root / f"{tag}-source" / "digits.onnx"  # versions of one model: one slot
+    source.parent.mkdir(parents=True, exist_ok=True)
     onnx.save(model, str(source))
     artifact_file = root / f"{tag}.onnx"
     if broken:

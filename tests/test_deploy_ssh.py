@@ -232,3 +232,53 @@ def test_a_user_profile_names_its_device(ssh_device: SSHDevice, tmp_path: Path) 
                         str(ssh_device.known_hosts), "--runs", "3", "--json")
     assert measured.status == 0, measured.stderr
     assert measured.json()["target"] == f"ssh://{ssh_device.target}"
+
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_three_models_on_one_device_apart(ssh_device: SSHDevice, digits: DigitsModel,
+                                          tmp_path: Path) -> None:
+    """The sshd device holds three models at once, each in its slot (the first in the work
+    dir's own): a deploy, a rollback and a bench of one leave the others where they were."""
+    profile = tmp_path / "three.yaml"
+    profile.write_text(
+        "extends: rpi4\nid: three\naccelerators: []\nruntimes: [onnxruntime, tflite]\n"
+        f"access:\n  host: {ssh_device.host}\n  port: {ssh_device.port}\n"
+        f"  user: {ssh_device.user}\n  python: {ssh_device.python}\n  work_dir: ~/.edge-three\n")
+    access = ["--profile", str(profile), "--identity", str(ssh_device.identity),
+              "--known-hosts", str(ssh_device.known_hosts)]
+    work = ssh_device.home / ".edge-three"
+
+    def deploy(source: Path | str, *extra: str) -> dict:
+        done = run_edge("deploy", str(source), *access, "--runs", "3", "--no-on-device",
+                        "--json", *extra)
+        assert done.status == 0, done.stderr
+        return done.json()
+
+    def currents() -> dict[str, str]:
+        listed = run_edge("releases", *access, "--json")
+        assert listed.status == 0, listed.stderr
+        return {s["name"]: s["active"] for s in listed.json()["slots"]}
+
+    sample = deploy(FIXTURES / "edge-0.2" / "x86.bundle")  # the shipped digits: "digits"
+    tiny = deploy(FIXTURES / "edge-0.1" / "tiny.bundle")
+    other = deploy(digits.onnx, "--calib", str(digits.calib), "--eval", str(digits.eval),
+                   "-o", str(tmp_path / "kws.bundle"), "--name", "kws")
+    before = {"digits": sample["release"], "tiny": tiny["release"], "kws": other["release"]}
+    assert currents() == before
+    assert (work / "current").resolve().name == sample["release"]  # the first model's
+    assert (work / "slots" / "tiny" / "current").resolve().name == tiny["release"]
+    assert (work / "slots" / "kws" / "current").resolve().name == other["release"]
+    assert (work / "slots" / "kws" / "current").resolve().owner() == ssh_device.user
+
+    swapped = deploy(tmp_path / "kws.bundle", "--name", "tiny")  # tiny's slot, another model
+    assert swapped["bytes_sent"] == 0 and currents() == before | {"tiny": other["release"]}
+    back = run_edge("rollback", "--name", "tiny", *access, "--json")
+    assert back.status == 0 and back.json()["release"] == tiny["release"], back.stderr
+    assert currents() == before
+    measured = run_edge("bench", str(FIXTURES / "edge-0.2" / "x86.bundle"), "--candidate",
+                        "onnxruntime-int8", "--name", "digits", *access, "--runs", "3",
+                        "--json")
+    assert measured.status == 0 and measured.json()["active"] is False, measured.stderr
+    assert currents() == before

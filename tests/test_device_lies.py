@@ -71,7 +71,7 @@ def device(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def _deploy(bundle: Path, python: Path) -> Result:
     return run_cli("deploy", str(bundle), "--profile", "x86-64", "--device-python", str(python),
-                   "--runs", "3", "--no-on-device")
+                   "--runs", "3", "--no-on-device", "--name", "m")  # one slot, two models
 
 
 def _current() -> str:

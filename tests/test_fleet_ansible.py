@@ -421,3 +421,26 @@ def test_sigint_mid_batch_leaves_whole_releases_and_a_rerun_finishes(emulated,
     assert rerun.returncode == 0, rerun.stdout[-4000:]
     assert {current(d) for d in emulated.devices} == {target}
     assert all(whole(d, known) for d in emulated.devices)
+
+
+@pytest.mark.slow
+def test_the_ansible_engine_deploys_into_the_named_slot(emulated, fleet_dir: Path) -> None:
+    """`--engine ansible --name kws` on hosts whose first model is the digits one: each host's
+    slot kws gets the release, the digits model stays current in the work dir's own slot."""
+    from tests.support.cli import run_cli
+
+    hosts = [d for d in emulated.devices if d.name in ("dev0", "dev3")]
+    common = ("--inventory", str(fleet_dir / "hosts.yml"), "--limit", "dev0,dev3",
+              "--no-on-device", "--known-hosts", str(emulated.known_hosts), "--runs", "3",
+              "--warmup", "1", "--json")
+    first = run_cli("deploy", str(fleet_dir / "b.bundle"), *common)  # the slot digits
+    assert first.status == 0, first.stderr[-3000:]
+    tops = {d.name: current(d) for d in hosts}
+    done = run_cli("deploy", str(fleet_dir / "a.bundle"), *common, "--engine", "ansible",
+                   "--name", "kws")
+    assert done.status == 0, done.stderr[-3000:]
+    a = release_of(fleet_dir / "a.bundle")
+    for device in hosts:
+        assert Path(os.readlink(device.home / ".edge" / "slots/kws" / "current")).name == a
+        assert current(device) == tops[device.name]
+    assert {h["report"]["name"] for h in done.json()["hosts"] if h["report"]} <= {"kws"}

@@ -56,3 +56,48 @@ def test_bad_rollback_targets_change_nothing(bad: str, tmp_path: Path) -> None:
     assert done.status == 2 and done.stderr.count("\n") == 1, done.stderr
     after = run_cli("releases", "--json").json()
     assert after["active"] == before["active"] and after["history"] == before["history"]
+
+
+TINY = Path(__file__).parent / "fixtures" / "edge-0.1" / "tiny.bundle"
+
+
+def _currents(names: tuple[str, ...]) -> dict[str, str]:
+    listed = run_cli("releases", "--json")
+    assert listed.status == 0, listed.stderr
+    slots = {s["name"]: s["active"] for s in listed.json()["slots"]}
+    assert listed.json()["name"] is None and set(slots) == set(names)
+    return slots
+
+
+def test_three_models_on_one_device_deploy_roll_back_and_bench_apart(
+        tmp_path: Path, other_digits: DigitsModel, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The embedded local device holds three models at once, each in its slot: a deploy, a
+    rollback and a bench of one leave the others' current releases as they were."""
+    monkeypatch.setenv("EDGE_LOCAL_DEVICE", str(tmp_path / "device"))  # its own device
+    pi = str(one_runtime(tmp_path))
+    first = _deploy(pi, tmp_path / "a.bundle")  # sample:digits: the slot "digits"
+    assert first["name"] == "digits"
+    other = _deploy(pi, tmp_path / "b.bundle", str(other_digits.onnx), "--calib",
+                    str(other_digits.calib), "--eval", str(other_digits.eval), "--name", "kws")
+    tiny = run_cli("deploy", str(TINY), "--runs", "3", "--json")
+    assert tiny.status == 0 and tiny.json()["name"] == "tiny", tiny.stderr
+    before = _currents(("digits", "kws", "tiny"))
+    assert before == {"digits": first["release"], "kws": other["release"],
+                      "tiny": tiny.json()["release"]}
+    again = run_cli("deploy", str(tmp_path / "b.bundle"), "--name", "digits", "--runs", "3",
+                    "--json")
+    assert again.status == 0 and again.json()["bytes_sent"] == 0, again.stderr  # shared
+    assert _currents(("digits", "kws", "tiny")) == before | {"digits": other["release"]}
+    refused = run_cli("rollback")
+    assert refused.status == 2 and "give --name" in refused.stderr
+    back = run_cli("rollback", "--name", "digits", "--json")
+    assert back.status == 0 and back.json()["release"] == first["release"], back.stderr
+    assert _currents(("digits", "kws", "tiny")) == before
+    measured = run_cli("bench", str(tmp_path / "b.bundle"), "--name", "kws", "--runs", "3",
+                       "--json")
+    assert measured.status == 0 and measured.json()["active"] is True, measured.stderr
+    assert _currents(("digits", "kws", "tiny")) == before
+    one = run_cli("releases", "--name", "kws", "--json").json()
+    assert one["active"] == other["release"] and one["previous"] is None
+    bad = run_cli("deploy", str(TINY), "--name", "../x")
+    assert bad.status == 2 and bad.stderr.count("\n") == 1 and "--name" in bad.stderr

@@ -128,6 +128,11 @@ RELEASES = Session(name="releases", docs=("docs/commands/releases.md",),
     Step(command="edge releases --prune 2", block=1),
     Step(command="edge releases --prune 1", block=1),
     Step(command="edge releases --prune 0", block=1),
+    Step(command="edge deploy b.bundle --name kws --runs 5", block=2,
+         show=only("warning", "release")),
+    Step(command="edge releases", block=2),
+    Step(command="edge rollback", block=2),
+    Step(command="edge releases --name kws", block=2),
 ])
 
 _EMPTY = "EDGE_LOCAL_DEVICE=$PWD/empty edge"

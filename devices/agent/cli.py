@@ -4,9 +4,9 @@
     python3 edge_agent.pyz install SRC DEST --sha256 HEX
     python3 edge_agent.pyz verify WORK_DIR RELEASE --file NAME=HEX [--file NAME=HEX ...]
     python3 edge_agent.pyz health --model MODEL [--threads N]
-    python3 edge_agent.pyz activate WORK_DIR RELEASE [--artifact NAME]
-    python3 edge_agent.pyz rollback WORK_DIR [--to RELEASE]
-    python3 edge_agent.pyz releases WORK_DIR
+    python3 edge_agent.pyz activate WORK_DIR RELEASE [--artifact NAME] [--slot NAME]
+    python3 edge_agent.pyz rollback WORK_DIR [--to RELEASE] [--slot NAME]
+    python3 edge_agent.pyz releases WORK_DIR [--slot NAME]
     python3 edge_agent.pyz prune WORK_DIR [--keep N]
     python3 edge_agent.pyz hold WORK_DIR --by TEXT [--what TEXT]   (until stdin closes)
     python3 edge_agent.pyz space WORK_DIR
@@ -57,11 +57,13 @@ def parser():
         "--sha256", required=True)
     _command(sub, "verify", releases.cmd_verify, "work_dir", "release").add_argument(
         "--file", action="append", default=[], metavar="NAME=SHA256")
-    _command(sub, "activate", releases.cmd_activate, "work_dir", "release").add_argument(
-        "--artifact", default=None)
-    _command(sub, "rollback", releases.cmd_rollback, "work_dir").add_argument("--to",
-                                                                              default=None)
-    _command(sub, "releases", releases.cmd_releases, "work_dir")
+    activate = _command(sub, "activate", releases.cmd_activate, "work_dir", "release")
+    activate.add_argument("--artifact", default=None)
+    rollback = _command(sub, "rollback", releases.cmd_rollback, "work_dir")
+    rollback.add_argument("--to", default=None)
+    listed = _command(sub, "releases", releases.cmd_releases, "work_dir")
+    for command in (activate, rollback, listed):
+        command.add_argument("--slot", default=None, help="the model's slot [default]")
     _command(sub, "prune", releases.cmd_prune, "work_dir").add_argument("--keep", type=int,
                                                                         default=3)
     held = _command(sub, "hold", hold.cmd_hold, "work_dir")

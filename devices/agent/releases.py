@@ -1,9 +1,12 @@
 """Releases on the device: install an uploaded file only if its sha256 matches, tell which
-files a release lacks, switch ``current`` atomically (recording each switch in history.json),
-roll back, list and prune releases. Switches, rollbacks and prunes hold WORK_DIR/.lock."""
+files a release lacks, switch a slot's ``current`` atomically (recording each switch in the
+slot's history.json), roll back, list and prune releases. Switches, rollbacks and prunes hold
+WORK_DIR/.lock.
+
+Slots (one per model, each its own ``current`` and history) are in ``slots``; releases (by
+content) are shared by all of them, and a prune keeps every slot's current and previous release."""
 
 import calendar
-import json
 import os
 import shutil
 import time
@@ -12,10 +15,22 @@ from .errors import AgentError
 from .files import fsync, sha256_file, unlink_quietly, write_json_atomic
 from .hold import free_bytes
 from .runtimes import suffixes
+from .slots import (
+    DEFAULT_SLOT,
+    HEX,
+    HISTORY,
+    active,
+    existing,
+    is_release_id,
+    made_slot,
+    plain_name,
+    read_history,
+    slot_dir,
+    slot_name,
+    slots,
+    top,
+)
 
-HEX = frozenset("0123456789abcdef")
-NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
-HISTORY = "history.json"
 HISTORY_MAX = 200  # activations kept in history.json
 STALE_PARTIAL_S = 3600  # prune removes incoming/*.partial older than this
 
@@ -40,7 +55,7 @@ def cmd_verify(args):
     wanted = []
     for spec in args.file:
         name, _, sha = spec.partition("=")
-        if not _plain_name(name) or name.endswith(".partial"):
+        if not plain_name(name) or name.endswith(".partial"):
             raise AgentError(f"bad file name {name!r}", status=2)
         _check_sha(sha)
         wanted.append((name, sha))
@@ -61,19 +76,29 @@ def cmd_verify(args):
 def cmd_activate(args):
     """Point WORK_DIR/current at WORK_DIR/releases/RELEASE atomically; record it in history."""
     release = _release_name(args.release)
-    if args.artifact is not None and not _plain_name(args.artifact):
+    if args.artifact is not None and not plain_name(args.artifact):
         raise AgentError(f"bad artifact name {args.artifact!r}", status=2)
+    slot = slot_name(args.slot)
     with _Lock(args.work_dir):
         if not _is_release_dir(args.work_dir, release):
             raise AgentError(f"release {release} is not installed", status=2)
-        previous = _switch(args.work_dir, release, "deploy", args.artifact)
-    return {"active": release, "previous": previous, "changed": previous != release}
+        folder = made_slot(args.work_dir, slot)
+        adopted = folder == args.work_dir and slot != DEFAULT_SLOT and (
+            top(args.work_dir)[0] == "old")
+        previous = _switch(args.work_dir, folder, slot, release, "deploy", args.artifact)
+        others = [name for name, where in slots(args.work_dir)
+                  if where != folder and active(where)]
+    return {"active": release, "previous": previous, "changed": previous != release,
+            "slot": slot, "others": others, "adopted": adopted}
 
 
 def cmd_rollback(args):
-    """Switch back to the previously active release (or --to RELEASE), atomically."""
+    """Switch a slot in use back to its previously active release (or --to RELEASE),
+    atomically; a rollback never makes a slot or takes one over."""
+    slot = slot_name(args.slot)
     with _Lock(args.work_dir):
-        state = _state(args.work_dir)
+        folder = existing(args.work_dir, slot)
+        state = _state(args.work_dir, slot, folder)
         if args.to is None:
             target = state["previous"]
             if target is None:
@@ -85,16 +110,19 @@ def cmd_rollback(args):
                 raise AgentError(f"release {target} is not installed (installed: "
                                  f"{', '.join(sorted(state['complete'])) or 'none'})", status=2)
         artifact = state["artifacts"].get(target)
-        previous = _switch(args.work_dir, target, "rollback", artifact)
+        previous = _switch(args.work_dir, folder, slot, target, "rollback", artifact)
     return {"active": target, "previous": previous, "changed": previous != target,
-            "artifact": artifact}
+            "artifact": artifact, "slot": slot}
 
 
 def cmd_releases(args):
-    """Installed releases (newest use first), the active one, the rollback target, history."""
-    state = _state(args.work_dir)
-    return {"active": state["active"], "previous": state["previous"],
-            "releases": state["releases"], "history": state["history"]}
+    """Installed releases (newest use first); the slot's active release, rollback target and
+    history; every slot's active and previous release."""
+    slot = slot_name(args.slot)
+    state = _state(args.work_dir, slot, slot_dir(args.work_dir, slot))
+    return {"slot": slot, "active": state["active"], "previous": state["previous"],
+            "releases": state["releases"], "history": state["history"],
+            "slots": state["slots"]}
 
 
 def cmd_prune(args):
@@ -103,15 +131,15 @@ def cmd_prune(args):
         raise AgentError("--keep must be >= 1", status=2)
 
     with _Lock(args.work_dir):
-        state = _state(args.work_dir)
-        protected = {state["active"], state["previous"]} - {None}
+        state = _state(args.work_dir, DEFAULT_SLOT, args.work_dir)  # every slot's
+        protected = {r for s in state["slots"] for r in (s["active"], s["previous"])} - {None}
         kept, removed = [], []
         for info in state["releases"]:  # most recently used first
             name = info["release"]
             if name in protected or len(kept) < args.keep:
                 kept.append(name)
                 continue
-            shutil.rmtree(os.path.join(args.work_dir, "releases", name))
+            shutil.rmtree(os.path.join(args.work_dir, "releases", name))  # never a link
             removed.append(name)
         if removed:
             fsync(os.path.join(args.work_dir, "releases"))
@@ -119,19 +147,8 @@ def cmd_prune(args):
     return {"kept": kept, "removed": removed, "stale_removed": stale}
 
 
-def _is_release_id(text):
-    """A release id: 1-64 lowercase hex digits (so never a path, an option or a dot name)."""
-    return isinstance(text, str) and 0 < len(text) <= 64 and set(text) <= HEX
-
-
-def _plain_name(text):
-    """A file or artifact name: letters, digits, ``._-``; no leading dot or dash; <= 64."""
-    return (isinstance(text, str) and 0 < len(text) <= 64 and set(text) <= NAME_CHARS
-            and text[0] not in ".-")
-
-
 def _release_name(text):
-    if not _is_release_id(text):
+    if not is_release_id(text):
         raise AgentError(f"bad release name {text!r}: a release id is hex (0-9a-f)", status=2)
     return text
 
@@ -162,79 +179,90 @@ def _main_model(folder):
     return None
 
 
-def _active(work_dir):
-    """The release ``current`` points to (None if no link or not a release)."""
+def _switch(work_dir, folder, slot, release, action, artifact):
+    """Atomically repoint the slot's ``current`` in ``folder`` (a relative symlink + rename)
+    and record it in the slot's history (also when the release stays, if the slot's name is
+    new there: WORK_DIR's own slot is claimed by its name); return the old release."""
+    previous = active(folder)
+    history = read_history(folder)  # unreadable: fail before anything changes
+    state, held = top(work_dir) if folder == work_dir else ("named", slot)
+    name = held if slot == DEFAULT_SLOT else slot
+    claims = folder == work_dir and slot != DEFAULT_SLOT and (state, held) != ("named", slot)
+    # ``default`` on a device from before slots leaves it so (the next model takes it over)
+    named = {} if slot == DEFAULT_SLOT and state == "old" else {"slot": name}
+    _remove_stale_links(folder)
+    tmp = os.path.join(folder, f".current-{os.getpid()}-{os.urandom(4).hex()}")
+    os.symlink(os.path.relpath(os.path.join(work_dir, "releases", release), folder), tmp)
     try:
-        target = os.readlink(os.path.join(work_dir, "current"))
-    except OSError:
-        return None
-    head, name = os.path.split(target.rstrip("/"))
-    if os.path.basename(head) != "releases" or not _is_release_id(name):
-        return None
-    return name
-
-
-def _switch(work_dir, release, action, artifact):
-    """Atomically repoint ``current`` (symlink + rename) and record it; return the old release."""
-    previous = _active(work_dir)
-    history = _read_history(work_dir)  # unreadable: fail before anything changes
-    _remove_stale_links(work_dir)
-    tmp = os.path.join(work_dir, f".current-{os.getpid()}-{os.urandom(4).hex()}")
-    os.symlink(os.path.join("releases", release), tmp)
-    try:
-        os.replace(tmp, os.path.join(work_dir, "current"))
+        os.replace(tmp, os.path.join(folder, "current"))
     except BaseException:
         unlink_quietly(tmp)
         raise
-    fsync(work_dir)
-    if previous != release:
+    fsync(folder)
+    if previous != release or claims:
         now = time.time()
         history.append({"release": release, "artifact": artifact, "action": action,
-                        "previous": previous, "unix": round(now, 3),
+                        "previous": previous, **named, "unix": round(now, 3),
                         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))})
-        write_json_atomic(os.path.join(work_dir, HISTORY),
+        write_json_atomic(os.path.join(folder, HISTORY),
                            {"version": 1, "activations": history[-HISTORY_MAX:]})
     return previous
 
 
-def _state(work_dir):
-    """Releases on disk joined with history: what is active, what rollback would pick."""
-    history = _read_history(work_dir)
-    active = _active(work_dir)
+def _slot_state(slot, folder, complete):
+    """A slot's active release, rollback target (its last other complete one) and history."""
+    history = read_history(folder)
+    now = active(folder)
+    previous = next((e["release"] for e in reversed(history)
+                     if e["release"] != now and e["release"] in complete), None)
+    artifact = next((e.get("artifact") for e in reversed(history)
+                     if e["release"] == now and e.get("artifact")), None)
+    return {"slot": slot, "active": now, "previous": previous, "artifact": artifact,
+            "history": history}
+
+
+def _state(work_dir, slot, folder):
+    """Releases on disk joined with every slot's history: what the slot runs, what its
+    rollback would pick, what every slot runs."""
+    root = os.path.join(work_dir, "releases")
+    names = sorted(os.listdir(root)) if os.path.isdir(root) else []
+    names = [n for n in names if is_release_id(n) and _is_release_dir(work_dir, n)]
+    complete = {n for n in names if _main_model(os.path.join(root, n))}
+    found = slots(work_dir, folder, slot)
+    states = [_slot_state(name, where, complete) for name, where in found]
+    mine = states[[where for _, where in found].index(folder)]
     last_active, last_used, artifacts = {}, {}, {}
-    for entry in history:
+    for entry in sorted((e for s in states for e in s["history"]), key=_entry_epoch):
         last_active[entry["release"]] = entry.get("time")
         last_used[entry["release"]] = _entry_epoch(entry)
         if entry.get("artifact"):
             artifacts[entry["release"]] = entry["artifact"]
-    releases = []
-    root = os.path.join(work_dir, "releases")
-    names = sorted(os.listdir(root)) if os.path.isdir(root) else []
-    for name in names:
-        if not _is_release_id(name) or not _is_release_dir(work_dir, name):
-            continue  # not ours: never listed, never removed
-        folder = os.path.join(root, name)
-        files = {f: os.path.getsize(os.path.join(folder, f)) for f in sorted(os.listdir(folder))
-                 if os.path.isfile(os.path.join(folder, f))}
-        installed = os.stat(folder).st_mtime
-        used = max(installed, last_used.get(name, 0.0))
-        model = _main_model(folder)
-        releases.append({
-            "release": name, "model": os.path.join(folder, model) if model else None,
-            "complete": model is not None, "files": files, "size_bytes": sum(files.values()),
-            "installed": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(installed)),
-            "last_active": last_active.get(name), "artifact": artifacts.get(name),
-            "active": name == active, "_used": used})
+    releases = [_release_info(root, name, mine, states, last_active, last_used, artifacts)
+                for name in names]
     releases.sort(key=lambda r: (r["active"], r["_used"], r["release"]), reverse=True)
     for info in releases:
         del info["_used"]
-    complete = {r["release"] for r in releases if r["complete"]}
-    previous = next((e["release"] for e in reversed(history)
-                     if e["release"] != active and e["release"] in complete), None)
-    for info in releases:
-        info["previous"] = info["release"] == previous
-    return {"active": active, "previous": previous, "releases": releases,
-            "history": history[-20:], "complete": complete, "artifacts": artifacts}
+    return {"active": mine["active"], "previous": mine["previous"], "releases": releases,
+            "history": mine["history"][-20:], "complete": complete, "artifacts": artifacts,
+            "slots": [{k: s[k] for k in ("slot", "active", "previous", "artifact")}
+                      for s in states if s["active"] or s["history"] or s is mine]}
+
+
+def _release_info(root, name, mine, states, last_active, last_used, artifacts):
+    """One release directory as ``releases`` lists it (``_used``: for the order only)."""
+    folder = os.path.join(root, name)
+    files = {f: os.path.getsize(os.path.join(folder, f)) for f in sorted(os.listdir(folder))
+             if os.path.isfile(os.path.join(folder, f))}
+    installed = os.stat(folder).st_mtime
+    model = _main_model(folder)
+    return {
+        "release": name, "model": os.path.join(folder, model) if model else None,
+        "complete": model is not None, "files": files, "size_bytes": sum(files.values()),
+        "installed": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(installed)),
+        "last_active": last_active.get(name), "artifact": artifacts.get(name),
+        "active": name == mine["active"], "previous": name == mine["previous"],
+        "current_in": [s["slot"] for s in states if s["active"] == name],
+        "_used": max(installed, last_used.get(name, 0.0))}
 
 
 def _entry_epoch(entry):
@@ -248,30 +276,18 @@ def _entry_epoch(entry):
         return 0.0
 
 
-def _read_history(work_dir):
-    path = os.path.join(work_dir, HISTORY)
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except FileNotFoundError:
-        return []
-    except (OSError, ValueError) as exc:
-        raise AgentError(f"cannot read {path}: {exc}", status=3) from None
-    entries = data.get("activations", []) if isinstance(data, dict) else []
-    return [e for e in entries if isinstance(e, dict)
-            and _is_release_id(e.get("release"))]
-
-
-def _remove_stale_links(work_dir):
+def _remove_stale_links(folder):
     """Leftover ``.current-*`` links of a switch that died before its rename."""
-    for name in os.listdir(work_dir):
+    for name in os.listdir(folder):
         if name.startswith(".current-"):
-            unlink_quietly(os.path.join(work_dir, name))
+            unlink_quietly(os.path.join(folder, name))
 
 
 def _remove_stale(work_dir):
-    """Uploads abandoned in incoming/ (older than an hour) and leftover switch links."""
-    _remove_stale_links(work_dir)
+    """Uploads abandoned in incoming/ (older than an hour) and every slot's leftover switch
+    links."""
+    for _, folder in slots(work_dir):
+        _remove_stale_links(folder)
     removed = []
     incoming = os.path.join(work_dir, "incoming")
     now = time.time()

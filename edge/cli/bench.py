@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from edge.cli.common import PATH, Finite, device, device_options, json_option
+from edge.cli.common import PATH, Finite, device, device_options, json_option, name_option
 from edge.cli.output import emit, stdout_to_stderr
 from edge.core.errors import ExitStatus
 
@@ -25,9 +25,10 @@ __all__ = ["bench"]
                    "a report saved from `edge bench --json`; exit 1 on a regression.")
 @click.option("--max-regression", type=Finite(min=0), default=10.0, show_default=True,
               help="Allowed p50 slow-down against --baseline, percent.")
+@name_option("The model's slot whose current release \"active\" is said of [any slot].")
 @json_option
 def bench(source: Path, candidate: str | None, profile_ref: str | None, baseline: str | None,
-          max_regression: float, as_json: bool, **opts: Any) -> int:
+          max_regression: float, slot: str | None, as_json: bool, **opts: Any) -> int:
     """Benchmark an artifact ON the device (installed, not made current).
 
     Every result is kept on this host per device and artifact ($EDGE_CACHE_DIR/results), so
@@ -45,7 +46,7 @@ def bench(source: Path, candidate: str | None, profile_ref: str | None, baseline
 
     request = BenchRequest(source=source, candidate=candidate, profile=profile_ref,
                            device=device(opts), baseline=baseline,
-                           max_regression=max_regression)
+                           max_regression=max_regression, name=slot)
     with stdout_to_stderr(as_json):
         outcome = run_gated_bench(request)
     comparison = outcome.comparison

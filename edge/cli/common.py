@@ -48,6 +48,14 @@ def with_options(options: list[Any]) -> Callable[[Any], Any]:
 json_option = click.option("--json", "as_json", is_flag=True,
                            help="Print one JSON object on stdout (with its \"warnings\"), "
                                 "nothing else.")
+
+
+def name_option(help_text: str) -> Callable[[Any], Any]:
+    """``--name NAME``: the model's slot on the device (its own current release and
+    rollback)."""
+    return click.option("--name", "slot", metavar="NAME", help=help_text)
+
+
 report_option = click.option(
     "--report", "report_file", type=PATH, metavar="FILE",
     help="Also write the HTML report of the result to FILE (as `edge report` does).")

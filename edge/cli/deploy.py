@@ -15,6 +15,7 @@ from edge.cli.common import (
     device,
     device_options,
     json_option,
+    name_option,
     on_device_option,
     optimize_options,
     optimize_settings,
@@ -36,6 +37,8 @@ __all__ = ["deploy"]
                   "chosen from those timings [default with --host, a profile's access.host "
                   "or --inventory; --no-on-device: the bundle's choice, measured alone].",
                   negatable=True)
+@name_option("The model's slot on the device: its own current release and rollback, beside "
+             "the other models there [the model file's stem, e.g. digits].")
 @click.option("--keep", type=click.IntRange(1, 1000), default=3, show_default=True,
               help="Releases kept on the device (the active one and the rollback target "
                    "are never removed).")
@@ -64,7 +67,7 @@ __all__ = ["deploy"]
                    "history, to FILE (--inventory: FILE-PROFILE.html per bundle when several).")
 @json_option
 def deploy(source: Path, profile_ref: str | None, on_device: bool | None,
-           measure_on_device: bool,
+           measure_on_device: bool, slot: str | None,
            keep: int, inventory: Path | None, limit: str | None, forks: int,
            canary: int | None, batch: str | None, max_fail: str | None, engine: str,
            out: Path | None,
@@ -83,6 +86,7 @@ def deploy(source: Path, profile_ref: str | None, on_device: bool | None,
       edge deploy rpi4.bundle --host pi@raspberrypi.local --no-on-device  # as chosen
       edge deploy sample:digits --profile rpi4 --report deploy.html
       edge deploy rpi4.bundle --inventory hosts.yml --canary 1 --batch 25%
+      edge deploy face.onnx --profile rpi5 --host pi@pi5.local --name face  # beside the others
     """
     source, opts["calib"], opts["eval_"] = with_sample(source, opts["calib"], opts["eval_"])
     if not dry_run:
@@ -96,7 +100,7 @@ def deploy(source: Path, profile_ref: str | None, on_device: bool | None,
     if inventory is None and engine != "edge":
         raise UsageError(f"--engine {engine} deploys to a fleet: give --inventory too")
     fields = {"source": source, "profile": profile_ref, "device": device(opts),
-              "options": optimize_settings(opts), "keep": keep,
+              "options": optimize_settings(opts), "keep": keep, "name": slot,
               "measure_on_device": True if measure_on_device else on_device}
     if inventory is not None:
         from edge.flows.fleet import FleetRequest

@@ -115,6 +115,7 @@ def render_deploy(report: DeployReport,
     b = report.bench
     dev = b.device
     state = "active" if report.active else "installed, not active"
+    state += f" in the slot {report.name}" if report.name else ""
     rows = [
         ("device", f"{report.target} ({report.transport})"),
         ("machine", f"{dev.get('machine')}  {dev.get('cpu')}  {dev.get('cores')} cores  "
@@ -207,7 +208,8 @@ def render_deploy_outcome(outcome: DeployOutcome, bundle: Bundle | None = None) 
             ("health", f"loaded in {h.load_ms:.1f} ms, ran once in {h.run_ms:.3f} ms "
                        f"({h.runtime}) before the switch")]
     if outcome.previous and outcome.previous != outcome.report.release:
-        rows.append(("previous", f"{outcome.previous}  (edge rollback returns to it)"))
+        rows.append(("previous", f"{outcome.previous}  (edge rollback --name "
+                                 f"{outcome.report.name} returns to it)"))
     if outcome.pruned:
         rows.append(("pruned", ", ".join(outcome.pruned)))
     how = load_line(bundle, outcome.report.candidate) if bundle is not None else None
@@ -219,9 +221,10 @@ def render_rollback(report: RollbackReport) -> str:
     """The ``edge rollback`` summary."""
     what = f"{report.release}" + (f"  ({report.artifact})" if report.artifact else "")
     if not report.changed:
-        return f"{report.target}: {what} is already the active release; nothing changed"
-    rows = [("device", f"{report.target} ({report.transport})"), ("active", what),
-            ("was", report.previous or "none")]
+        return (f"{report.target}: {what} is already the active release of {report.name}; "
+                "nothing changed")
+    rows = [("device", f"{report.target} ({report.transport})"), ("model", report.name),
+            ("active", what), ("was", report.previous or "none")]
     if report.health is not None:
         rows.append(("health", f"loaded in {report.health.load_ms:.1f} ms, ran once in "
                                f"{report.health.run_ms:.3f} ms before the switch"))
@@ -230,24 +233,43 @@ def render_rollback(report: RollbackReport) -> str:
 
 def render_releases(report: ReleasesReport) -> str:
     """The ``edge releases`` listing: most recently used first."""
+    mine = report.name is not None  # a slot asked (or the only one): its states shown
     rows = []
     for r in report.releases:
         state = ("active" if r.active else "previous" if r.previous
                  else "incomplete" if not r.complete else "")
-        rows.append((r.release, state, r.artifact or "", size_text(r.size_bytes),
-                     r.last_active or "", r.installed))
+        rows.append(((r.release, state) if mine else (r.release,))
+                    + (", ".join(r.current_in), r.artifact or "", size_text(r.size_bytes),
+                       r.last_active or "", r.installed))
     head = f"{report.target} ({report.transport})  work dir {report.work_dir}"
     parts = [head, ""]
+    if len(report.slots) > 1 or not mine:
+        parts += [_slots_table(report), ""]
     if rows:
-        parts.append(table(("release", "state", "artifact", "size", "last active",
-                            "installed"), rows))
+        state_column = (f"state ({report.name})",) if mine else ()
+        parts.append(table(("release", *state_column, "current in", "artifact", "size",
+                            "last active", "installed"), rows))
     else:
         parts.append("no releases installed")
     if report.pruned:
         parts += ["", f"pruned: {', '.join(report.pruned)}"]
     if report.previous:
-        parts += ["", f"edge rollback would switch to {report.previous}"]
+        parts += ["", f"edge rollback{_name_flag(report)} would switch to {report.previous}"]
     return "\n".join(parts)
+
+
+def _slots_table(report: ReleasesReport) -> str:
+    """Every model's slot on the device: what it runs, what its rollback would switch to."""
+    if not report.slots:
+        return "no model is current on the device"
+    return table(("model", "active", "artifact", "rollback to"),
+                 [(s.name, s.active or "", s.artifact or "", s.previous or "")
+                  for s in report.slots])
+
+
+def _name_flag(report: ReleasesReport) -> str:
+    """`` --name NAME`` when the device holds several models (rollback must be told which)."""
+    return f" --name {report.name}" if len(report.slots) > 1 else ""
 
 
 def _timing(bench: BenchResult) -> str:

@@ -443,8 +443,9 @@ class DeployReport(JsonValue):
     compared: tuple[MeasuredCandidate, ...] = ()
     reason: str = ""
     contest: Contest | None = None  # the rounds and spread behind the choice on the device
+    name: str | None = None  # the model's slot on the device (active: current in that slot)
 
-    OMIT_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("contest",)
+    OMIT_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("contest", "name")
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,9 +33,12 @@ from devices.release import (
     ReleasesReport,
     RollbackReport,
     check_keep,
+    check_name,
     list_releases,
     prune_quietly,
     rollback,
+    slot_name_for,
+    slot_of_bundle,
 )
 from devices.transport import Transport
 from edge.core import progress
@@ -84,6 +87,9 @@ class DeployRequest:
     #: the default, yes for any device but the embedded local one (``measures_on_device``)
     measure_on_device: bool | None = None
     keep: int = DEFAULT_KEEP  # releases kept on the device (the active and previous always)
+    #: the model's slot on the device (its own current release and rollback); None: the
+    #: model file's stem
+    name: str | None = None
 
 
 def run_deploy(request: DeployRequest) -> tuple[DeployReport, Bundle, Path]:
@@ -98,6 +104,7 @@ def run_deploy_outcome(request: DeployRequest) -> tuple[DeployOutcome, Bundle, P
     measurement is kept in the device's history (``edge.core.results``)."""
     read = _check_source(request)
     _check_keep(request.keep)
+    _check_name(request.name)
     profile = _profile(request, read=read)
     _check_paths(request.device, profile)
     with transport_for(request.device, profile) as transport:
@@ -116,11 +123,16 @@ def run_deploy_outcome(request: DeployRequest) -> tuple[DeployOutcome, Bundle, P
         rounds, threads = _bench(request.device, profile)
         outcome = deploy(bundle_dir, bundle, transport, profile=profile, python=python,
                          work_dir=profile.access.work_dir, rounds=rounds, threads=threads,
-                         keep=request.keep, fastest=fastest,
+                         keep=request.keep, fastest=fastest, name=slot_of(request, bundle),
                          budget=latency_budget(request.options, profile) if fastest else None,
                          opted_out=request.measure_on_device is False)
     keep_result(outcome.report)
     return outcome, bundle, bundle_dir
+
+
+def slot_of(request: DeployRequest, bundle: Bundle) -> str:
+    """The model's slot on the device: --name, else the model file's stem."""
+    return request.name or slot_of_bundle(bundle)
 
 
 def measures_on_device(asked: bool | None, *, local: bool) -> bool:
@@ -136,16 +148,19 @@ class RollbackRequest:
     profile: str | None = None
     device: DeviceTarget = DeviceTarget()
     to: str | None = None
+    name: str | None = None  # the model's slot (None: the device's only one)
 
 
 def run_rollback(request: RollbackRequest) -> RollbackReport:
-    """Switch the device back to its previous release (or ``to``) after a health check;
-    returns ``devices.release.RollbackReport``. A malformed ``to`` fails before connecting."""
+    """Switch a model's slot back to its previous release (or ``to``) after a health check;
+    returns ``devices.release.RollbackReport``. A malformed ``to`` or name fails before
+    connecting."""
+    _check_name(request.name)
     profile = access_profile(request.profile)
     _check_paths(request.device, profile)
     with transport_for(request.device, profile) as transport:
         return rollback(transport, python=device_python(request.device, profile, transport),
-                        work_dir=profile.access.work_dir, to=request.to)
+                        work_dir=profile.access.work_dir, to=request.to, name=request.name)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -155,18 +170,21 @@ class ReleasesRequest:
     profile: str | None = None
     device: DeviceTarget = DeviceTarget()
     prune_keep: int | None = None
+    name: str | None = None  # the model's slot (None: the device's only one, else every slot)
 
 
 def run_releases(request: ReleasesRequest) -> ReleasesReport:
-    """The device's releases, the active one, the rollback target and the switch history
-    (``devices.release.ReleasesReport``)."""
+    """The device's releases and slots; a slot's active release, rollback target and switch
+    history (``devices.release.ReleasesReport``)."""
     if request.prune_keep is not None:
         _check_keep(request.prune_keep)
+    _check_name(request.name)
     profile = access_profile(request.profile)
     _check_paths(request.device, profile)
     with transport_for(request.device, profile) as transport:
         return list_releases(transport, python=device_python(request.device, profile, transport),
-                             work_dir=profile.access.work_dir, prune_keep=request.prune_keep)
+                             work_dir=profile.access.work_dir, prune_keep=request.prune_keep,
+                             name=request.name)
 
 
 def access_profile(ref: str | None) -> Profile | AccessOnly:
@@ -202,6 +220,11 @@ def _check_paths(device: DeviceTarget, profile: Any) -> None:
     check_target_paths(device, profile)
 
 
+def _check_name(name: str | None) -> None:
+    if name is not None:
+        check_name(name)
+
+
 def _check_keep(keep: int) -> None:
     if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
         raise UsageError(f"--keep {keep!r}: keep at least 1 release")
@@ -213,27 +236,29 @@ def _check_keep(keep: int) -> None:
 def deploy(
     bundle_dir: Path, bundle: Bundle, transport: Transport, *, profile: Profile, python: str,
     work_dir: str, rounds: Rounds, threads: int, keep: int = DEFAULT_KEEP, fastest: bool = False,
-    budget: Budget | None = None, opted_out: bool = False,
+    budget: Budget | None = None, opted_out: bool = False, name: str | None = None,
 ) -> DeployOutcome:
     """Deploy a bundle: its chosen artifact (or the first faithful one the device runs), or with
     ``fastest`` every faithful candidate measured on the device and the one ``edge.core.select``
     chooses activated (with a latency ``budget``: among those within it on the device, the one
     that loses the least fidelity). ``profile`` is the device's profile (its runtime order and
     power estimate). ``opted_out``: the user said --no-on-device (the reason says so).
+    ``name``: the model's slot on the device (None: the stem of the bundle's source model).
 
     Only files the device lacks (by sha256) are sent; the release becomes current only after
     its health check and benchmark passed; afterwards releases beyond ``keep`` are pruned.
     """
     check_keep(keep)
+    slot = check_name(name) if name is not None else slot_of_bundle(bundle)
     device = open_device(transport, python=python, work_dir=work_dir)
     with deploy_lock(device):
         if fastest:
             return _deploy_fastest(device, bundle_dir, bundle, profile=profile, rounds=rounds,
-                                   threads=threads, keep=keep, budget=budget)
+                                   threads=threads, keep=keep, budget=budget, name=slot)
         result = _usable(bundle, device.runtimes, device.label)[0]
         assert result.artifact is not None
         outcome = deploy_artifact(device, bundle_dir, result.artifact, profile=profile,
-                                  rounds=rounds, threads=threads, keep=keep)
+                                  rounds=rounds, threads=threads, keep=keep, name=slot)
     why = _why(bundle, result) + (OPTED_OUT if opted_out else "")
     return replace(outcome, report=replace(outcome.report, reason=why))
 
@@ -256,7 +281,7 @@ def _why(bundle: Bundle, result: CandidateResult) -> str:
 
 def _deploy_fastest(device: Device, bundle_dir: Path, bundle: Bundle, *, profile: Profile,
                     rounds: Rounds, threads: int, keep: int,
-                    budget: Budget | None) -> DeployOutcome:
+                    budget: Budget | None, name: str) -> DeployOutcome:
     """Every faithful candidate the device runs installed and timed there; the choice
     activated."""
     installed, transfer = install_all(device, bundle_dir,
@@ -278,7 +303,7 @@ def _deploy_fastest(device: Device, bundle_dir: Path, bundle: Bundle, *, profile
     chosen = next(r for r in measured if r.candidate.id == choice.id)
     assert chosen.artifact is not None
     outcome = deploy_artifact(device, bundle_dir, chosen.artifact, profile=profile,
-                              rounds=rounds, threads=threads, keep=keep)
+                              rounds=rounds, threads=threads, keep=keep, name=name)
     compared = tuple(MeasuredCandidate(candidate=r.candidate.id, bench=benches[r.candidate.id])
                      for r in measured)
     report = replace(outcome.report, compared=compared, reason=note + choice.reason,
@@ -328,11 +353,14 @@ def _bench(device: DeviceTarget, profile: Any) -> tuple[Rounds, int]:
 
 def describe(request: DeployRequest) -> dict[str, Any]:
     """What run_deploy would do, without doing it."""
-    profile = _profile(request, read=_check_source(request))
+    read = _check_source(request)
+    _check_name(request.name)
+    profile = _profile(request, read=read)
     _check_paths(request.device, profile)
     host = request.device.host or profile_host(profile)
     where = host or "the embedded local device"
     steps = []
+    slot = request.name or (slot_of_bundle(read) if read else slot_name_for(str(request.source)))
     fastest = (("every faithful candidate ", "the one chosen from those timings")
                if measures_on_device(request.measure_on_device, local=host is None)
                else ("", "it"))
@@ -344,7 +372,8 @@ def describe(request: DeployRequest) -> dict[str, Any]:
               "health-check it on the device (load and run once)",
               f"benchmark {fastest[0]}on the device ({request.device.runs} timed runs in "
               f"interleaved rounds, {request.device.warmup} warm-up runs before each)",
-              f"switch the device's current release to {fastest[1]}",
+              f"switch the current release of the model's slot {slot!r} to {fastest[1]} (the "
+              "device's other models keep theirs)",
               f"keep the {request.keep} most recently used releases (always the previous one)"]
     return {"profile": profile.id, "target": where, "steps": steps}
 
@@ -428,6 +457,7 @@ class BenchRequest:
     device: DeviceTarget = DeviceTarget()
     baseline: str | None = None  # "last" or a saved `edge bench --json` report
     max_regression: float = 10.0  # allowed p50 slow-down against the baseline, percent
+    name: str | None = None  # the slot whose current release "active" is said of [default]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -460,6 +490,7 @@ def run_gated_bench(request: BenchRequest) -> BenchOutcome:
 
 def run_bench(request: BenchRequest) -> DeployReport:
     """Install (not activate) an artifact on the device and measure it there."""
+    _check_name(request.name)
     root, artifact = _bench_artifact(request)
     profile = _profile(request, default="x86-64")
     with measuring_device(request.device, profile, artifact.runtime) as device:
@@ -468,7 +499,7 @@ def run_bench(request: BenchRequest) -> DeployReport:
                               f"{', '.join(sorted(device.runtimes)) or 'none'}")
         rounds, threads = _bench(request.device, profile)
         return measure_on_device(device, root, artifact, profile=profile, activate=False,
-                                 rounds=rounds, threads=threads)
+                                 rounds=rounds, threads=threads, name=request.name)
 
 
 def _bench_artifact(request: BenchRequest) -> tuple[Path, Any]:

@@ -28,7 +28,7 @@ from devices.deploy import DeployOutcome
 from devices.device import prepare
 from devices.inventory import FleetHost, Inventory, load_inventory
 from devices.measure import Rounds
-from devices.release import rollback
+from devices.release import check_name, rollback, slot_of_bundle
 from devices.ssh import HostSpec
 from edge.core import progress as bars
 from edge.core.bundle import is_bundle
@@ -158,6 +158,8 @@ def plan_fleet(request: FleetRequest) -> tuple[Inventory, list[FleetJob]]:
                          "hosts (use --limit to pick some)")
     if request.forks < 1:
         raise UsageError(f"--forks must be >= 1, got {request.forks}")
+    if request.name is not None:
+        check_name(request.name)
     known = request.device.known_hosts
     if known is not None and not known.expanduser().is_file() and not request.device.trust_new_host:
         raise UsageError(f"--known-hosts {known}: no such file (pass --trust-new-host to create "
@@ -394,6 +396,12 @@ def _first_release(host: HostResult) -> HostResult:
                                "back to: it stays on this one")
 
 
+def _slot_of(host: HostResult) -> str:
+    """The slot a host's deploy switched (its report says)."""
+    assert host.report is not None and host.report.name is not None
+    return host.report.name
+
+
 def _roll_back_one(request: FleetRequest, job: FleetJob, host: HostResult,
                    python: str | None) -> HostResult:
     """One host back on ``host.previous`` (a failure: it stays on the new release)."""
@@ -402,7 +410,7 @@ def _roll_back_one(request: FleetRequest, job: FleetJob, host: HostResult,
     try:
         with open_transport(_reach(request, job)) as transport:
             done = rollback(transport, python=python or job.python, work_dir=job.work_dir,
-                            to=host.previous)
+                            to=host.previous, name=_slot_of(host))
     except Exception as exc:  # noqa: BLE001 - one host's failure must not stop the others'
         why = first_line(exc) if isinstance(exc, EdgeError) else (
             f"internal error: {type(exc).__name__}: {first_line(exc)}")
@@ -505,7 +513,8 @@ def _deploy_to(request: FleetRequest, job: FleetJob, bundle: tuple[Bundle, Path]
         try:
             outcome = _deploy_bundle(request, job, bundle_dir, manifest, transport, say.python)
         except EdgeError:
-            say.current = _active_release(transport, job, say.python)
+            say.current = _active_release(transport, job, say.python,
+                                          request.name or slot_of_bundle(manifest))
             raise
     say.previous = outcome.previous
     return outcome.report
@@ -520,14 +529,16 @@ def _deploy_bundle(request: FleetRequest, job: FleetJob, bundle_dir: Path, manif
                   fastest=request.measure_on_device is not False,
                   budget=latency_budget(request.options, job.profile)
                   if request.measure_on_device is not False else None,
-                  opted_out=request.measure_on_device is False)
+                  opted_out=request.measure_on_device is False,
+                  name=request.name)
 
 
-def _active_release(transport: Any, job: FleetJob, python: str) -> str | None:
-    """After a failed deploy: the release the host runs (None when it cannot be asked)."""
+def _active_release(transport: Any, job: FleetJob, python: str, slot: str) -> str | None:
+    """After a failed deploy: the release the host's slot runs (None when it cannot be
+    asked)."""
     try:
         device = prepare(transport, python, job.work_dir)
-        return device.call("releases", device.work).get("active")
+        return device.call("releases", device.work, "--slot", slot).get("active")
     except Exception:  # noqa: BLE001 - only a better table: the deploy's error is the news
         return None
 

@@ -241,6 +241,7 @@ def _write(folder: Path, request: FleetRequest, jobs: list[FleetJob],
     group = {"hosts": hosts, "vars": {"rollout_runs": request.device.runs,
                                       "rollout_warmup": request.device.warmup,
                                       "rollout_keep": request.keep,
+                                      "rollout_name": request.name or "",
                                       **_staging_vars(request.staging)}}
     playbook, inventory = folder / "deploy.yml", folder / "hosts.yml"
     playbook.write_text(yaml.safe_dump([_play(request.staging)], sort_keys=False))
@@ -398,4 +399,5 @@ def _report(job: FleetJob, bundle: Bundle, res: dict[str, Any]) -> DeployReport 
     return DeployReport(target=job.target, transport="ssh", profile=job.profile.id,
                         candidate=str(res.get("candidate")),
                         artifact_sha256=chosen.artifact.sha256, release=str(res.get("release")),
-                        bench=bench, active=True)
+                        bench=bench, active=True,
+                        name=str(res["name"]) if res.get("name") else None)

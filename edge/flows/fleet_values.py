@@ -43,6 +43,8 @@ class FleetRequest:
     keep: int = 3  # releases kept on each host (devices.deploy.DEFAULT_KEEP)
     #: --canary/--batch/--max-fail (none: every host at once, each failure its own)
     staging: Staging = Staging()
+    #: the model's slot on every host (``edge deploy --name``); None: the model file's stem
+    name: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

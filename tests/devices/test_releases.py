@@ -105,9 +105,11 @@ def test_activate_records_history_and_rollback_toggles(tmp_path: Path) -> None:
     for release in (A, B):
         _release(tmp_path, release)
     status, reply = _agent("activate", str(tmp_path), A, "--artifact", "tflite-int8")
-    assert status == 0 and reply == {"active": A, "previous": None, "changed": True}
+    assert status == 0 and reply == {"active": A, "previous": None, "changed": True,
+                                     "slot": "default", "others": [], "adopted": False}
     status, reply = _agent("activate", str(tmp_path), B, "--artifact", "onnxruntime-fp32")
-    assert reply == {"active": B, "previous": A, "changed": True}
+    assert reply == {"active": B, "previous": A, "changed": True, "slot": "default",
+                     "others": [], "adopted": False}
     status, reply = _agent("activate", str(tmp_path), B)  # again: no new history entry
     assert status == 0 and reply["changed"] is False
     history = _history(tmp_path)
@@ -232,3 +234,122 @@ def test_a_corrupt_history_is_a_clear_error(tmp_path: Path) -> None:
     assert status == 3 and "history.json" in reply["error"]
     status, reply = _agent("activate", str(tmp_path), A)
     assert status == 3 and not (tmp_path / "current").exists()
+
+
+def _slot_current(work: Path, slot: str) -> str:
+    return (work / "slots" / slot / "current").resolve().name
+
+
+def test_three_slots_switch_and_roll_back_apart(tmp_path: Path) -> None:
+    """Each model's slot has its own current release and history (the first model's: the work
+    dir's own, as before slots); a rollback or a deploy in one leaves the others as they were;
+    releases are shared by content."""
+    for release in (A, B, C, D):
+        _release(tmp_path, release)
+    assert _agent("activate", str(tmp_path), A, "--slot", "digits")[0] == 0  # the first
+    assert _agent("activate", str(tmp_path), B, "--slot", "face", "--artifact", "x")[0] == 0
+    status, reply = _agent("activate", str(tmp_path), C, "--slot", "face")
+    assert status == 0 and reply["previous"] == B and reply["others"] == ["digits"]
+    status, reply = _agent("activate", str(tmp_path), A, "--slot", "kws")  # shared release
+    assert status == 0 and sorted(reply["others"]) == ["digits", "face"]
+    assert os.readlink(tmp_path / "slots" / "face" / "current") == f"../../releases/{C}"
+    status, reply = _agent("rollback", str(tmp_path), "--slot", "face")
+    assert status == 0 and reply["active"] == B and reply["slot"] == "face"
+    assert (_current(tmp_path), _slot_current(tmp_path, "face"),
+            _slot_current(tmp_path, "kws")) == (f"releases/{A}", B, A)
+    status, reply = _agent("rollback", str(tmp_path), "--slot", "kws")
+    assert status == 2 and "no previous release" in reply["error"]
+    status, reply = _agent("releases", str(tmp_path), "--slot", "face")
+    assert status == 0 and reply["active"] == B and reply["previous"] == C
+    assert {s["slot"]: (s["active"], s["previous"]) for s in reply["slots"]} == {
+        "digits": (A, None), "face": (B, C), "kws": (A, None)}
+    by_id = {r["release"]: r for r in reply["releases"]}
+    assert by_id[A]["current_in"] == ["digits", "kws"] and by_id[D]["current_in"] == []
+    assert [h["release"] for h in reply["history"]] == [B, C, B]
+    assert [h["release"] for h in _history(tmp_path)] == [A]  # the work dir's own
+    status, reply = _agent("releases", str(tmp_path), "--slot", "default")  # its alias
+    assert status == 0 and reply["active"] == A
+
+
+def test_a_release_from_before_slots_becomes_the_first_slots_previous(tmp_path: Path) -> None:
+    for release in (A, B, C):
+        _release(tmp_path, release)
+    (tmp_path / "current").symlink_to(f"releases/{A}")  # as edge left it before slots
+    (tmp_path / "history.json").write_text(json.dumps({"version": 1, "activations": [
+        {"release": A, "artifact": "x", "action": "deploy", "previous": None,
+         "time": "2026-11-23T22:50:51Z"}]}))
+    status, reply = _agent("releases", str(tmp_path))
+    assert [s["slot"] for s in reply["slots"]] == ["default"]
+    status, reply = _agent("activate", str(tmp_path), B, "--slot", "digits")
+    assert status == 0 and reply["adopted"] is True and reply["previous"] == A
+    assert _current(tmp_path) == f"releases/{B}"
+    status, reply = _agent("activate", str(tmp_path), C, "--slot", "face")
+    assert status == 0 and reply["adopted"] is False and reply["previous"] is None
+    assert _slot_current(tmp_path, "face") == C and _current(tmp_path) == f"releases/{B}"
+    status, reply = _agent("rollback", str(tmp_path), "--slot", "digits")
+    assert status == 0 and reply["active"] == A and _slot_current(tmp_path, "face") == C
+
+
+def test_prune_keeps_every_slots_current_and_previous(tmp_path: Path) -> None:
+    now = time.time()
+    for age, release in enumerate((A, B, C, D)):
+        os.utime(_release(tmp_path, release), (now - 1000 * (age + 1),) * 2)
+    _agent("activate", str(tmp_path), C, "--slot", "face")
+    _agent("activate", str(tmp_path), D, "--slot", "face")  # C: face's previous
+    _agent("activate", str(tmp_path), B, "--slot", "kws")
+    (tmp_path / "slots" / "kws" / ".current-999-dead").symlink_to(f"../../releases/{A}")
+    status, reply = _agent("prune", str(tmp_path), "--keep", "1")
+    assert status == 0, reply
+    assert set(reply["removed"]) == {A} and set(reply["kept"]) == {B, C, D}
+    assert not (tmp_path / "slots" / "kws" / ".current-999-dead").is_symlink()
+
+
+@pytest.mark.parametrize("slot", ["../x", ".hidden", "-x", "a/b", "x" * 65, ""])
+def test_a_bad_slot_name_is_refused_and_changes_nothing(tmp_path: Path, slot: str) -> None:
+    _release(tmp_path, A)
+    status, reply = _agent("activate", str(tmp_path), A, f"--slot={slot}")
+    assert status == 2 and "bad slot name" in reply["error"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["releases"]
+
+
+def test_a_slot_that_is_a_link_is_never_written_through(tmp_path: Path) -> None:
+    _release(tmp_path, A)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "slots").mkdir()
+    (tmp_path / "slots" / "face").symlink_to(elsewhere)
+    status, reply = _agent("activate", str(tmp_path), A, "--slot", "face")
+    assert status == 3 and "is not a directory" in reply["error"]
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_the_default_slot_named_or_not_is_never_taken_over(tmp_path: Path) -> None:
+    """Once a slot was switched by a slot-aware edge (even as ``default``), a new model gets
+    its own slot; a release already current there is claimed by the first name given."""
+    for release in (A, B, C):
+        _release(tmp_path, release)
+    assert _agent("activate", str(tmp_path), A, "--slot", "default")[0] == 0
+    status, reply = _agent("activate", str(tmp_path), B, "--slot", "face")
+    assert status == 0 and reply["adopted"] is False and reply["others"] == ["default"]
+    assert _current(tmp_path) == f"releases/{A}" and _slot_current(tmp_path, "face") == B
+    fresh = tmp_path / "fresh"
+    for release in (A, B):
+        _release(fresh, release)
+    (fresh / "current").symlink_to(f"releases/{A}")  # before slots, no history
+    assert _agent("activate", str(fresh), A, "--slot", "digits")[1]["changed"] is False
+    status, reply = _agent("activate", str(fresh), B, "--slot", "face")  # digits holds it
+    assert status == 0 and reply["others"] == ["digits"] and _current(fresh) == f"releases/{A}"
+
+
+def test_a_rollback_never_makes_or_takes_over_a_slot(tmp_path: Path) -> None:
+    for release in (A, B):
+        _release(tmp_path, release)
+    (tmp_path / "current").symlink_to(f"releases/{A}")  # before slots
+    before = sorted([p.name for p in tmp_path.iterdir()] + [".lock"])
+    for slot in ("typo", "face"):
+        status, reply = _agent("rollback", str(tmp_path), "--slot", slot, "--to", B)
+        assert status == 2 and f"no model {slot} on this device (models: default)" in (
+            reply["error"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    status, reply = _agent("activate", str(tmp_path), A, "--slot", "Face")
+    assert status == 2 and "bad slot name" in reply["error"]

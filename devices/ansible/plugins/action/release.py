@@ -18,7 +18,7 @@ _INTERNAL = ("_phase", "_release", "_artifact", "_main", "_files", "_agent_name"
 def _edge_plan(bundle: str) -> dict[str, Any]:
     """The bundle's chosen artifact: release id, candidate, files (local path, sha256, name)."""
     try:
-        from devices.release import release_files
+        from devices.release import release_files, slot_of_bundle
         from edge.core.bundle import read_bundle
         from edge.core.errors import EdgeError, first_line
         from edge.core.files import only_regular_files
@@ -28,14 +28,16 @@ def _edge_plan(bundle: str) -> dict[str, Any]:
     root = Path(bundle).expanduser()
     try:
         only_regular_files(root, "bundle")  # a FIFO in it would block its reader for ever
-        chosen = read_bundle(root).chosen_result()
+        bundle_read = read_bundle(root)
+        chosen = bundle_read.chosen_result()
     except (EdgeError, OSError) as exc:
         raise AnsibleActionFail(f"bundle {bundle}: {first_line(exc)}") from None
     if chosen is None or chosen.artifact is None:
         raise AnsibleActionFail(f"bundle {bundle} has no chosen candidate (none kept fidelity)")
     files = release_files(root, chosen.artifact)
     return {"release": chosen.artifact.release_id[:16], "artifact": chosen.artifact.candidate.id,
-            "main": files[-1][2], "files": [(str(p), sha, name) for p, sha, name in files]}
+            "main": files[-1][2], "files": [(str(p), sha, name) for p, sha, name in files],
+            "name": slot_of_bundle(bundle_read)}
 
 
 def _agent() -> tuple[Path, str]:
@@ -74,15 +76,16 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail("state=present needs bundle: the edge bundle directory")
         plan = _edge_plan(str(args["bundle"]))
         agent, agent_sha = _agent()
-        args = {**args, "bundle": None, "_release": plan["release"],
-                "_artifact": plan["artifact"], "_main": plan["main"], "_agent_name": agent.name,
-                "_agent_sha256": agent_sha,
+        args = {**args, "bundle": None, "name": _name(args.get("name")) or plan["name"],
+                "_release": plan["release"], "_artifact": plan["artifact"],
+                "_main": plan["main"], "_agent_name": agent.name, "_agent_sha256": agent_sha,
                 "_files": [{"name": n, "sha256": s} for _, s, n in plan["files"]]}
         probe = self._module({**args, "_phase": "probe"}, task_vars)
         if probe.get("failed"):
             return probe
-        done = probe["current"] == plan["release"] and not probe["missing"]
-        summary = {"release": plan["release"], "previous": probe["current"],
+        done = (probe["current"] == plan["release"] and not probe["missing"]
+                and probe.get("claimed", True))
+        summary = {"release": plan["release"], "previous": probe["current"], "name": args["name"],
                    "candidate": plan["artifact"], "changed": not done,
                    "diff": _diff(probe["current"], plan["release"])}
         if done or self._task.check_mode:
@@ -114,7 +117,8 @@ class ActionModule(ActionBase):
     def _other(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         """rolled_back / pruned: the agent must be there already (a deploy put it there)."""
         agent, _ = _agent()
-        args = {**args, "bundle": None, "_agent_name": agent.name}
+        args = {**args, "bundle": None, "_agent_name": agent.name,
+                "name": _name(args.get("name"))}
         probe = self._module({**args, "_phase": "probe"}, task_vars)
         if probe.get("failed"):
             return probe
@@ -129,6 +133,19 @@ class ActionModule(ActionBase):
         if not applied.get("failed") and applied.get("changed"):
             applied["diff"] = _diff(applied.get("previous"), applied.get("release"))
         return applied
+
+
+def _name(name: Any) -> str | None:
+    """A task's slot name, checked as edge checks --name (none: None)."""
+    if name in (None, ""):
+        return None
+    from devices.release import check_name
+    from edge.core.errors import EdgeError
+
+    try:
+        return check_name(str(name))
+    except EdgeError as exc:
+        raise AnsibleActionFail(f"name: {exc}") from None
 
 
 def _diff(before: str | None, after: str | None) -> dict[str, str]:

@@ -14,6 +14,8 @@ description:
     release as it was.
   - C(state=rolled_back) switches back to the previous release (or O(to)) after its health
     check; C(state=pruned) removes old releases beyond O(keep).
+  - Each model has its own slot on the device (O(name)): its current release and rollback,
+    beside the other models there, as C(edge deploy --name) keeps them.
   - Every change holds the device's deploy lock, so a concurrent C(edge deploy) fails at once
     instead of interleaving.
   - The controller half (an action plugin) reads the bundle, so edge must be installed beside
@@ -56,6 +58,11 @@ options:
   to:
     description: The release to roll back to (O(state=rolled_back)); default the previous one.
     type: str
+  name:
+    description: The model's slot on the device (letters, digits, C(._-)). Default with
+      O(state=present) the stem of the bundle's model file, as C(edge deploy); otherwise the
+      work dir's own slot (the device's first model).
+    type: str
 attributes:
   check_mode:
     support: full
@@ -82,6 +89,10 @@ EXAMPLES = r"""
 RETURN = r"""
 release:
   description: The release current on the device now.
+  returned: always
+  type: str
+name:
+  description: The model's slot on the device the task worked on.
   returned: always
   type: str
 previous:
@@ -139,6 +150,7 @@ ARGS = dict(
     threads=dict(type="int", default=0),
     keep=dict(type="int", default=3),
     to=dict(type="str"),
+    name=dict(type="str"),
     _phase=dict(type="str", default="probe", choices=["probe", "apply"]),
     _release=dict(type="str"),
     _artifact=dict(type="str"),
@@ -162,13 +174,65 @@ def sha256_file(path):
     return digest.hexdigest()
 
 
-def active(work):
-    """The release ``current`` points to, or None."""
+HEX = frozenset("0123456789abcdef")
+SLOT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789._-")
+
+
+def plain_slot(text):
+    """A slot name as edge's agent takes one: lowercase letters, digits, ._-; <= 64."""
+    return (isinstance(text, str) and 0 < len(text) <= 64 and set(text) <= SLOT_CHARS
+            and text[0] not in ".-")
+
+
+def top(work):
+    """The work dir's own slot as edge's agent reads it (devices/agent/slots.py ``top``):
+    ("empty" | "old" | "named", the name of the model it holds)."""
     try:
-        target = os.readlink(os.path.join(work, "current"))
+        with open(os.path.join(work, "history.json"), encoding="utf-8") as handle:
+            data = json.load(handle)
+    except FileNotFoundError:
+        data = {}
+    except (OSError, ValueError) as exc:
+        raise Failed(f"cannot read {work}/history.json: {exc}") from None
+    entries = data.get("activations", []) if isinstance(data, dict) else []
+    history = [e for e in entries if isinstance(e, dict) and isinstance(e.get("release"), str)
+               and 0 < len(e["release"]) <= 64 and set(e["release"]) <= HEX]
+    if any("slot" in e for e in history):
+        name = next((e["slot"] for e in reversed(history) if "slot" in e), None)
+        return "named", name if plain_slot(name) else None
+    used = bool(history) or os.path.islink(os.path.join(work, "current"))
+    return ("old" if used else "empty"), None
+
+
+def slot_dir(work, name):
+    """Where a model's slot keeps ``current``, resolved exactly as edge's agent does
+    (devices/agent/slots.py ``slot_dir``)."""
+    if not name or name == "default":
+        return work
+    if not plain_slot(name):
+        raise Failed(f"bad slot name {name!r}: lowercase letters, digits and ._-")
+    named = os.path.join(work, "slots", name)
+    state, held = top(work)
+    if name == held or (state != "named" and not os.path.lexists(named)):
+        return work
+    return named
+
+
+def slot_args(params):
+    """The agent's ``--slot NAME`` when the task names a slot."""
+    return ["--slot", params["name"]] if params["name"] else []
+
+
+def active(work, name=None):
+    """The release the slot's ``current`` points to, or None."""
+    try:
+        target = os.readlink(os.path.join(slot_dir(work, name), "current"))
     except OSError:
         return None
-    return os.path.basename(target.rstrip("/")) or None
+    head, release = os.path.split(target.rstrip("/"))
+    if os.path.basename(head) != "releases" or not release or not set(release) <= HEX:
+        return None
+    return release
 
 
 def has(path, sha):
@@ -234,7 +298,11 @@ def probe(params, work):
     missing = [f["name"] for f in params["_files"]
                if not has(os.path.join(folder, f["name"]), f["sha256"])]
     agent = os.path.join(work, "agent", params["_agent_name"] or "none")
-    return dict(work=work, current=active(work), missing=missing,
+    name = params["name"]
+    folder = slot_dir(work, name)
+    # the work dir's own slot not yet recorded as this model's: the apply must claim it
+    claimed = folder != work or not name or name == "default" or top(work) == ("named", name)
+    return dict(work=work, current=active(work, name), missing=missing, claimed=claimed,
                 agent_present=os.path.isfile(agent), changed=False)
 
 
@@ -272,8 +340,10 @@ def deploy(params, agent):
     entry = bench["results"][0]
     if "error" in entry:
         raise Failed(f"release {release} could not be benchmarked: {entry['error']}")
-    previous = agent.call("activate", work, release, "--artifact", params["_artifact"])
-    return dict(release=release, previous=previous.get("previous"), candidate=params["_artifact"],
+    previous = agent.call("activate", work, release, "--artifact", params["_artifact"],
+                          *slot_args(params))
+    return dict(release=release, name=previous.get("slot"), previous=previous.get("previous"),
+                candidate=params["_artifact"],
                 health=checked, bench=bench, p50_ms=entry.get("p50_ms"),
                 transfer=dict(files_sent=sent, files_reused=reused),
                 pruned=prune(agent, params["keep"]), changed=True)
@@ -296,7 +366,10 @@ def prune(agent, keep):
 
 def rollback(params, agent, check):
     """Back to the previous release (or ``to``), after its health check."""
-    state = agent.call("releases", agent.work)
+    state = agent.call("releases", agent.work, *slot_args(params))
+    used = [x["slot"] for x in state.get("slots", ()) if x.get("active")]
+    if not params["name"] and len(used) > 1:
+        raise Failed(f"the device holds {len(used)} models ({', '.join(used)}): give name")
     now, target = state.get("active"), params["to"] or state.get("previous")
     if target is None:
         raise Failed(f"no previous release to roll back to (active: {now or 'none'})")
@@ -304,27 +377,30 @@ def rollback(params, agent, check):
     if len(found) != 1:
         raise Failed(f"release {target} is not installed (or is ambiguous)")
     target = found[0]["release"]
-    result = dict(release=target, previous=now, changed=target != now, pruned=[])
+    result = dict(release=target, previous=now, changed=target != now, pruned=[],
+                  name=state.get("slot"))
     if check or target == now:
         return result
     result["health"] = health(agent, found[0]["model"], target)
-    agent.call("rollback", agent.work, "--to", target)
+    agent.call("rollback", agent.work, "--to", target, *slot_args(params))
     return result
 
 
 def pruned(params, agent, check):
     """Old releases beyond ``keep`` removed (never the active one or the rollback target)."""
     if check:
-        state = agent.call("releases", agent.work)
-        keep = {state.get("active"), state.get("previous")} - {None}
+        state = agent.call("releases", agent.work, *slot_args(params))
+        keep = {r for s in state.get("slots", ()) for r in (s.get("active"), s.get("previous"))}
+        keep = (keep | {state.get("active"), state.get("previous")}) - {None}
         names = [r["release"] for r in state["releases"]]
         extra = [n for n in names if n not in keep]
         gone = extra[max(0, params["keep"] - len(keep)):]
         return dict(release=state.get("active"), previous=state.get("active"),
-                    pruned=gone, changed=bool(gone))
+                    pruned=gone, changed=bool(gone), name=state.get("slot"))
     removed = agent.call("prune", agent.work, "--keep", str(params["keep"]))["removed"]
-    now = active(agent.work)
-    return dict(release=now, previous=now, pruned=removed, changed=bool(removed))
+    now = active(agent.work, params["name"])
+    return dict(release=now, previous=now, pruned=removed, changed=bool(removed),
+                name=params["name"] or "default")
 
 
 def apply(params, work, check):
