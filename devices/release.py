@@ -33,7 +33,8 @@ from edge.core.values import Artifact, Bundle, JsonValue
 __all__ = ["DEFAULT_KEEP", "DEFAULT_SLOT", "HealthCheck", "ReleaseInfo", "ReleasesReport",
            "RollbackReport", "SlotInfo", "Transfer", "activate_release", "check_keep",
            "check_name", "health", "install_artifact", "is_active", "list_releases",
-           "prune_quietly", "prune_releases", "release_files", "rollback", "slot_name_for"]
+           "prune_quietly", "prune_releases", "release_files", "rollback", "slot_name_for",
+           "slot_of_bundle"]
 
 DEFAULT_KEEP = 3  # releases kept on the device after a deploy (active and previous always)
 SPACE_MARGIN = 1_000_000  # bytes left free on the device beyond the files sent

@@ -418,8 +418,8 @@ def test_three_models_on_the_aarch64_device_apart(
     provisioned: ProvisionReport, arm_bundle: Path, transport, arm_device
 ) -> None:
     """The emulated board holds three models at once, each in its slot: a deploy, a rollback
-    and a listing of one leave the others' current releases where they were."""
-    from devices.deploy import deploy_artifact
+    and a bench of one leave the others' current releases where they were."""
+    from devices.deploy import deploy_artifact, measure_on_device
     from devices.device import open_device
     from devices.measure import Rounds
     from devices.release import activate_release, list_releases, rollback
@@ -456,6 +456,12 @@ def test_three_models_on_the_aarch64_device_apart(
     listed = list_releases(transport, python=provisioned.python, work_dir=work, name="tiny")
     assert {s.name: s.active for s in listed.slots} == rel | {"digits": back.release}
     assert listed.active == rel["tiny"] and listed.previous is None
+    measured = measure_on_device(device, tiny_root, plan[1][1], profile=profile,
+                                 rounds=Rounds(calls=3, warmup=1), threads=1, activate=False,
+                                 name="tiny")  # bench one: nothing switches
+    assert measured.active and measured.bench.p50_ms > 0
+    listed = list_releases(transport, python=provisioned.python, work_dir=work)
+    assert {s.name: s.active for s in listed.slots} == rel | {"digits": back.release}
     home = "/home/edgeuser/.edge-three"
     assert arm_device.device_path(f"{home}/slots/kws/current").resolve().name == rel["kws"]
     with pytest.raises(UsageError, match="holds 3 models"):

@@ -10,8 +10,6 @@ import pytest
 from devices.release import check_name, slot_name_for, slot_of_bundle
 from edge.core.errors import UsageError
 
-pytestmark = pytest.mark.unit
-
 
 @pytest.mark.parametrize("path, name", [
     ("models/digits.onnx", "digits"),
