@@ -120,8 +120,7 @@ def deploy_artifact(
     previous = activate_release(device, release, artifact.candidate.id, name)
     pruned = prune_quietly(device, keep)
     return DeployOutcome(report=replace(report, active=True, name=name), transfer=transfer,
-                         health=checked,
-                         previous=previous, pruned=pruned)
+                         health=checked, previous=previous, pruned=pruned)
 
 
 def measure_on_device(

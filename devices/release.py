@@ -295,8 +295,10 @@ def rollback(transport: Transport, *, python: str, work_dir: str,
 
 def _rollback(device: Device, to: str | None, asked: str | None) -> RollbackReport:
     transport = device.transport
-    name = _pick_slot(device.call("releases", device.work), asked, transport.label)
-    state = device.call("releases", device.work, "--slot", name)
+    state = device.call("releases", device.work)
+    name = _pick_slot(state, asked, transport.label)
+    if name != state.get("slot"):
+        state = device.call("releases", device.work, "--slot", name)
     active = state.get("active")
     target = _target(state, to, f"{transport.label} ({name})")
     info = next(r for r in state["releases"] if r["release"] == target)

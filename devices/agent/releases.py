@@ -82,10 +82,10 @@ def cmd_activate(args):
     with _Lock(args.work_dir):
         if not _is_release_dir(args.work_dir, release):
             raise AgentError(f"release {release} is not installed", status=2)
-        folder = made_slot(args.work_dir, slot)
-        adopted = folder == args.work_dir and slot != DEFAULT_SLOT and (
-            top(args.work_dir)[0] == "old")
-        previous = _switch(args.work_dir, folder, slot, release, "deploy", args.artifact)
+        head = top(args.work_dir)
+        folder = made_slot(args.work_dir, slot, head)
+        adopted = folder == args.work_dir and slot != DEFAULT_SLOT and head[0] == "old"
+        previous = _switch(args.work_dir, folder, slot, release, "deploy", args.artifact, head)
         others = [name for name, where in slots(args.work_dir)
                   if where != folder and active(where)]
     return {"active": release, "previous": previous, "changed": previous != release,
@@ -110,7 +110,8 @@ def cmd_rollback(args):
                 raise AgentError(f"release {target} is not installed (installed: "
                                  f"{', '.join(sorted(state['complete'])) or 'none'})", status=2)
         artifact = state["artifacts"].get(target)
-        previous = _switch(args.work_dir, folder, slot, target, "rollback", artifact)
+        previous = _switch(args.work_dir, folder, slot, target, "rollback", artifact,
+                           top(args.work_dir))
     return {"active": target, "previous": previous, "changed": previous != target,
             "artifact": artifact, "slot": slot}
 
@@ -120,7 +121,7 @@ def cmd_releases(args):
     history; every slot's active and previous release."""
     slot = slot_name(args.slot)
     state = _state(args.work_dir, slot, slot_dir(args.work_dir, slot))
-    return {"slot": slot, "active": state["active"], "previous": state["previous"],
+    return {"slot": state["name"], "active": state["active"], "previous": state["previous"],
             "releases": state["releases"], "history": state["history"],
             "slots": state["slots"]}
 
@@ -179,13 +180,14 @@ def _main_model(folder):
     return None
 
 
-def _switch(work_dir, folder, slot, release, action, artifact):
+def _switch(work_dir, folder, slot, release, action, artifact, head):
     """Atomically repoint the slot's ``current`` in ``folder`` (a relative symlink + rename)
     and record it in the slot's history (also when the release stays, if the slot's name is
-    new there: WORK_DIR's own slot is claimed by its name); return the old release."""
+    new there: WORK_DIR's own slot is claimed by its name); return the old release. ``head``:
+    WORK_DIR's own slot as ``top`` read it."""
     previous = active(folder)
     history = read_history(folder)  # unreadable: fail before anything changes
-    state, held = top(work_dir) if folder == work_dir else ("named", slot)
+    state, held = head if folder == work_dir else ("named", slot)
     name = held if slot == DEFAULT_SLOT else slot
     claims = folder == work_dir and slot != DEFAULT_SLOT and (state, held) != ("named", slot)
     # ``default`` on a device from before slots leaves it so (the next model takes it over)
@@ -242,7 +244,8 @@ def _state(work_dir, slot, folder):
     releases.sort(key=lambda r: (r["active"], r["_used"], r["release"]), reverse=True)
     for info in releases:
         del info["_used"]
-    return {"active": mine["active"], "previous": mine["previous"], "releases": releases,
+    return {"name": mine["slot"], "active": mine["active"], "previous": mine["previous"],
+            "releases": releases,
             "history": mine["history"][-20:], "complete": complete, "artifacts": artifacts,
             "slots": [{k: s[k] for k in ("slot", "active", "previous", "artifact")}
                       for s in states if s["active"] or s["history"] or s is mine]}

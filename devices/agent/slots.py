@@ -69,21 +69,21 @@ def top(work_dir):
     return ("old" if used else "empty"), None
 
 
-def slot_dir(work_dir, slot):
+def slot_dir(work_dir, slot, head=None):
     """Where a slot's ``current`` and history.json live: WORK_DIR for ``default``, for the
     model WORK_DIR holds, or for a new model when WORK_DIR is empty or from before slots (and
-    no WORK_DIR/slots/NAME exists); else WORK_DIR/slots/NAME."""
+    no WORK_DIR/slots/NAME exists); else WORK_DIR/slots/NAME. ``head``: ``top``, if read."""
     named = os.path.join(work_dir, "slots", slot)
-    state, held = top(work_dir)
+    state, held = head or top(work_dir)
     if slot in (DEFAULT_SLOT, held) or (state != "named" and not os.path.lexists(named)):
         return work_dir
     return named
 
 
-def made_slot(work_dir, slot):
+def made_slot(work_dir, slot, head=None):
     """The slot's directory, made if new; a link or a file in its place is refused (a switch
     never writes through a link)."""
-    folder = slot_dir(work_dir, slot)
+    folder = slot_dir(work_dir, slot, head)
     if folder == work_dir:
         return folder
     for path in (os.path.join(work_dir, "slots"), folder):

@@ -123,16 +123,11 @@ def run_deploy_outcome(request: DeployRequest) -> tuple[DeployOutcome, Bundle, P
         rounds, threads = _bench(request.device, profile)
         outcome = deploy(bundle_dir, bundle, transport, profile=profile, python=python,
                          work_dir=profile.access.work_dir, rounds=rounds, threads=threads,
-                         keep=request.keep, fastest=fastest, name=slot_of(request, bundle),
+                         keep=request.keep, fastest=fastest, name=request.name,
                          budget=latency_budget(request.options, profile) if fastest else None,
                          opted_out=request.measure_on_device is False)
     keep_result(outcome.report)
     return outcome, bundle, bundle_dir
-
-
-def slot_of(request: DeployRequest, bundle: Bundle) -> str:
-    """The model's slot on the device: --name, else the model file's stem."""
-    return request.name or slot_of_bundle(bundle)
 
 
 def measures_on_device(asked: bool | None, *, local: bool) -> bool:

@@ -353,3 +353,48 @@ def test_a_rollback_never_makes_or_takes_over_a_slot(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == before
     status, reply = _agent("activate", str(tmp_path), A, "--slot", "Face")
     assert status == 2 and "bad slot name" in reply["error"]
+
+
+def _ansible_module():
+    """edge.fleet.release's device half (it resolves a slot before the agent is there)."""
+    import importlib.util
+
+    path = Path(__file__).parents[2] / "devices" / "ansible" / "plugins" / "modules" / "release.py"
+    spec = importlib.util.spec_from_file_location("edge_fleet_release_module", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_ansible_module_resolves_every_slot_as_the_agent_does(tmp_path: Path) -> None:
+    """The module mirrors the agent's slot resolution (devices/agent/slots.py): on an empty
+    work dir, one from before slots, one whose own slot is named or claimed by ``default``,
+    with other slots beside, and with an unreadable history entry, both name the same
+    directory and the same current release for every name."""
+    from devices.agent import slots
+
+    module = _ansible_module()
+    layouts = {
+        "empty": [],
+        "before-slots": [("", A)],
+        "named": [("digits", A), ("face", B)],
+        "default-first": [("default", A), ("kws", C)],
+    }
+    for layout, switches in layouts.items():
+        work = tmp_path / layout
+        for release in (A, B, C):
+            _release(work, release)
+        for slot, release in switches:
+            if slot:
+                assert _agent("activate", str(work), release, "--slot", slot)[0] == 0
+            else:
+                (work / "current").symlink_to(f"releases/{release}")
+        if layout == "named":  # an entry that names no release: neither reads its slot
+            doc = json.loads((work / "history.json").read_text())
+            doc["activations"].append({"release": "../x", "slot": "kws"})
+            (work / "history.json").write_text(json.dumps(doc))
+        for name in ("default", "digits", "face", "kws", "new"):
+            agent_dir = slots.slot_dir(str(work), name)
+            assert module.slot_dir(str(work), name) == agent_dir, (layout, name)
+            assert module.active(str(work), name) == slots.active(agent_dir), (layout, name)
