@@ -177,11 +177,52 @@ class Install(_Reply):
     sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 
 
+class CorunPhase(_Reply):
+    """One model's frames in one phase of a co-run."""
+
+    frames: Count
+    served: Count
+    dropped: Count
+    per_s: Annotated[float, Field(ge=0, le=1e9)]
+    p50_ms: Ms | None = None
+    p99_ms: Ms | None = None
+    max_ms: Ms | None = None
+    service_p50_ms: Ms | None = None
+
+    @model_validator(mode="after")
+    def _counted(self) -> CorunPhase:
+        if self.served + self.dropped > self.frames:
+            raise ValueError("served and dropped frames exceed the frames due")
+        if self.served and self.p99_ms is None:
+            raise ValueError("p99_ms is missing")
+        return self
+
+
+class CorunJob(_Reply):
+    name: Text
+    runtime: Text
+    load_ms: Ms
+    threads: Annotated[int, Field(ge=0, le=4096)]
+    alone: CorunPhase | None = None
+    together: CorunPhase
+    peak_mb: Annotated[float, Field(ge=0, le=2**40)]
+
+
+class Corun(_Reply):
+    jobs: Annotated[list[CorunJob], Field(min_length=1, max_length=64)]
+    peak_mb: Annotated[float, Field(ge=0, le=2**40)]
+    seconds: Annotated[float, Field(gt=0, le=86_400)]
+
+
+class PackSwitch(_Reply):
+    slots: Annotated[list[Switch], Field(min_length=1, max_length=64)]
+
+
 #: Agent command -> its reply's schema (a command not listed is not read for numbers).
 SCHEMAS: dict[str, type[_Reply]] = {
     "bench": Bench, "health": Health, "verify": Verify, "probe": Probe, "activate": Switch,
     "rollback": Switch, "releases": Releases, "prune": Prune, "space": Space,
-    "install": Install,
+    "install": Install, "corun": Corun, "activate-pack": PackSwitch,
 }
 
 

@@ -12,6 +12,8 @@
     python3 edge_agent.pyz space WORK_DIR
     python3 edge_agent.pyz bench MODEL [MODEL ...] [--runs N] [--warmup N] [--threads N]
                                  [--rounds N] [--idle-s S] [--budget-s S] [--min-rounds N]
+    python3 edge_agent.pyz corun --jobs JSON [--seconds S] [--max-wait-s S] [--no-alone]
+    python3 edge_agent.pyz activate-pack WORK_DIR --set SLOT=RELEASE[:ARTIFACT] [--set ...]
     python3 edge_agent.pyz profile --model MODEL.onnx [--threads N] [--runs N]   (onnxruntime)
     python3 edge_agent.pyz perf --model MODEL.xml [--threads N] [--runs N]       (openvino)
 
@@ -23,7 +25,7 @@ Exit status: 0 ok, 2 bad request, 3 runtime missing or failed. Errors are JSON {
 import argparse
 import json
 
-from . import bench, hold, info, releases, runtimes
+from . import bench, corun, hold, info, releases, runtimes
 from .errors import AgentError
 
 
@@ -74,6 +76,9 @@ def parser():
     health.add_argument("--model", required=True)
     health.add_argument("--threads", type=int, default=0)
     _bench(_command(sub, "bench", bench.cmd_bench))
+    _corun(sub)
+    _command(sub, "activate-pack", releases.cmd_activate_pack, "work_dir").add_argument(
+        "--set", action="append", default=[], metavar="SLOT=RELEASE[:ARTIFACT]")
     for name, func, runs, threads in _runtime_commands():
         command = _command(sub, name, func)
         command.add_argument("--model", required=True)
@@ -105,3 +110,19 @@ def _bench(command):
     command.add_argument("--budget-s", type=float, default=None, help="fewer rounds if over")
     command.add_argument("--min-rounds", type=int, default=1, help="fewest rounds in budget")
 
+
+
+def _corun(sub):
+    command = _command(sub, "corun", corun.cmd_corun)
+    command.add_argument("--jobs", required=True, help="JSON list of the models and their plan")
+    command.add_argument("--seconds", type=float, default=5.0, help="of each phase")
+    command.add_argument("--max-wait-s", type=float, default=1.0, help="a frame older: dropped")
+    command.add_argument("--warmup", type=int, default=5, help="untimed calls after loading")
+    command.add_argument("--no-alone", dest="alone", action="store_false",
+                         help="only together, not each model alone first")
+    one = _command(sub, "corun-one", corun.cmd_corun_one)
+    one.add_argument("--model", required=True)
+    one.add_argument("--threads", type=int, default=0)
+    one.add_argument("--cores", default=None)
+    one.add_argument("--unit", default="cpu")
+    one.add_argument("--warmup", type=int, default=5)

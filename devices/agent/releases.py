@@ -11,6 +11,7 @@ import os
 import shutil
 import time
 
+from . import packs
 from .errors import AgentError
 from .files import fsync, sha256_file, unlink_quietly, write_json_atomic
 from .hold import free_bytes
@@ -92,6 +93,53 @@ def cmd_activate(args):
             "slot": slot, "others": others, "adopted": adopted}
 
 
+def cmd_activate_pack(args):
+    """Make several slots' releases current as one: a journal of every slot's release before
+    is written first and removed last, so a switch cut short anywhere is undone whole by the
+    next command that takes the lock (or lists releases)."""
+    pairs = [_pair(text) for text in args.set]
+    if not pairs or len({slot for slot, _, _ in pairs}) != len(pairs):
+        raise AgentError("activate-pack needs --set SLOT=RELEASE[:ARTIFACT], one per slot",
+                         status=2)
+    with _Lock(args.work_dir):
+        for _, release, _ in pairs:
+            if not _is_release_dir(args.work_dir, release):
+                raise AgentError(f"release {release} is not installed", status=2)
+        before = [_before(args.work_dir, slot) for slot, _, _ in pairs]
+        journal = os.path.join(args.work_dir, packs.JOURNAL)
+        write_json_atomic(journal, {"version": 1, "slots": before})
+        switched = [_switch_one(args.work_dir, *pair) for pair in pairs]
+        unlink_quietly(journal)
+        fsync(args.work_dir)
+    return {"slots": switched}
+
+
+def _pair(text):
+    slot, _, rest = text.partition("=")
+    release, _, artifact = rest.partition(":")
+    if artifact and not plain_name(artifact):
+        raise AgentError(f"bad artifact name {artifact!r}", status=2)
+    return slot_name(slot), _release_name(release), artifact or None
+
+
+def _before(work_dir, slot):
+    """What undoing the switch of ``slot`` needs: its folder, release and history length."""
+    folder = slot_dir(work_dir, slot)
+    made = not os.path.lexists(folder)
+    return {"slot": slot, "folder": os.path.relpath(folder, work_dir), "made": made,
+            "active": None if made else active(folder),
+            "history": 0 if made else len(read_history(folder)),
+            "top": top(work_dir)[0]}
+
+
+def _switch_one(work_dir, slot, release, artifact):
+    head = top(work_dir)
+    folder = made_slot(work_dir, slot, head)
+    previous = _switch(work_dir, folder, slot, release, "pack", artifact, head)
+    return {"active": release, "previous": previous, "changed": previous != release,
+            "slot": slot}
+
+
 def cmd_rollback(args):
     """Switch a slot in use back to its previously active release (or --to RELEASE),
     atomically; a rollback never makes a slot or takes one over."""
@@ -120,6 +168,9 @@ def cmd_releases(args):
     """Installed releases (newest use first); the slot's active release, rollback target and
     history; every slot's active and previous release."""
     slot = slot_name(args.slot)
+    if os.path.lexists(os.path.join(args.work_dir, packs.JOURNAL)):
+        with _Lock(args.work_dir):  # a pack switch cut short: undone before it is listed
+            pass
     state = _state(args.work_dir, slot, slot_dir(args.work_dir, slot))
     return {"slot": state["name"], "active": state["active"], "previous": state["previous"],
             "releases": state["releases"], "history": state["history"],
@@ -322,6 +373,7 @@ class _Lock:
         except ImportError:  # not POSIX: no lock
             return self
         fcntl.flock(self.fd, fcntl.LOCK_EX)
+        packs.undo(os.path.dirname(self.path))
         return self
 
     def __exit__(self, *exc):

@@ -30,6 +30,7 @@ from edge.cli import (
     inspect,
     optimize,
     output,
+    pack,
     partition,
     profiles,
     releases,
@@ -206,5 +207,5 @@ def cli(traceback: bool) -> None:
 for _command in (profiles.profiles, inspect.inspect, optimize.optimize, deploy.deploy,
                  bench.bench, releases.releases, releases.rollback, devices.devices,
                  partition.partition, partition.serve_cloud, partition.run_split,
-                 report.report, toolchains.toolchains, export.export):
+                 report.report, toolchains.toolchains, export.export, pack.pack):
     cli.add_command(_command)

@@ -7,6 +7,7 @@ version field and a JSON Schema.
 | split      | SPLIT_DIR/split.yaml                   | SplitDocument      | ``version`` |
 | result     | one line of results/DEVICE/SHA16.jsonl | ResultRecord       | ``version`` |
 | profile    | a device profile (YAML)                | profile.Profile    | ``version`` |
+| pack       | PACK.yaml (``edge pack``)              | PackDocument       | ``version`` |
 
 A document of an unknown version is refused with a one-line error that names the versions this
 edge reads; so is one that does not match its model (the first problem is named, never the
@@ -25,7 +26,7 @@ from typing import Any, Literal
 
 import pydantic
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from edge.core.docfile import check_depth, check_version, read_data
 from edge.core.errors import UsageError
@@ -34,9 +35,9 @@ from edge.core.profile import Profile, Serving, profile_schema
 from edge.core.values import Bundle, DeployReport, _to_json, adapter
 
 __all__ = ["KINDS", "MAX_MS", "BandRow", "CutDocument", "CutTensor", "EnergyDocument", "InputSpec",
-           "Kind", "Predicted", "ResultRecord", "ServingDocument", "SplitDocument",
-           "SplitHalves", "dump", "parse", "read_json", "read_yaml", "schema", "write_json",
-           "write_yaml"]
+           "Kind", "PackDocument", "PackModel", "Predicted", "ResultRecord", "ServingDocument",
+           "SplitDocument", "SplitHalves", "dump", "parse", "read_json", "read_yaml", "schema",
+           "write_json", "write_yaml"]
 
 #: The most bytes a cut may send one way (1 PiB: more is no tensor).
 MAX_BYTES = 2**50
@@ -172,6 +173,44 @@ class ResultRecord(_Doc):
         return self
 
 
+#: A model's slot name on a device (as ``edge deploy --name``).
+SLOT_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
+#: The most models one pack holds.
+MAX_PACK = 16
+
+
+class PackModel(_Doc):
+    """One model of a pack: its file and data (relative to the pack file's folder), its rate
+    and latency objective, its priority (1 first) and its slot name on the device."""
+
+    model: str = Field(min_length=1, max_length=4096)
+    name: str | None = Field(default=None, pattern=SLOT_PATTERN,
+                             description="its slot on the device [the model file's stem]")
+    calib: str | None = Field(default=None, min_length=1, max_length=4096)
+    eval: str | None = Field(default=None, min_length=1, max_length=4096)
+    shape: dict[str, tuple[int, ...]] | None = Field(
+        default=None, description="input name -> fixed shape (as optimize's --shape)")
+    rate: float | None = Field(default=None, gt=0, le=100_000, allow_inf_nan=False,
+                               description="inferences per second [1, with only p99_ms]")
+    p99_ms: float | None = Field(default=None, gt=0, le=3_600_000, allow_inf_nan=False,
+                                 description="the 99th percentile latency it must keep, ms")
+    priority: int = Field(default=1, ge=1, le=100, description="1 first (who is named first)")
+
+    @model_validator(mode="after")
+    def _an_objective(self) -> PackModel:
+        if self.rate is None and self.p99_ms is None:
+            raise ValueError("give a rate (inferences per second) or p99_ms, or both")
+        return self
+
+
+class PackDocument(_Doc):
+    """``edge pack``'s PACK.yaml: the models one device runs together."""
+
+    version: int = 1
+    name: str | None = Field(default=None, pattern=SLOT_PATTERN)
+    models: tuple[PackModel, ...] = Field(min_length=1, max_length=MAX_PACK)
+
+
 _TIMES = ("p50_ms", "p90_ms", "p99_ms", "mean_ms")
 #: The longest time a kept result may hold (11.6 days for one inference: none is longer).
 MAX_MS = 1e9
@@ -195,6 +234,8 @@ KINDS: dict[str, Kind] = {
                    absent=1),
     "profile": Kind(name="profile", model=Profile, version_key="version", versions=(1,),
                     absent=1),
+    "pack": Kind(name="pack", model=PackDocument, version_key="version", versions=(1,),
+                 absent=1),
 }
 
 

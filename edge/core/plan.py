@@ -10,7 +10,7 @@ from edge.core.profile import Profile
 from edge.core.units import MB
 from edge.core.values import ORIGINAL, Candidate, ModelInfo
 
-__all__ = ["BYTES_PER_PARAM", "FALLBACK_NOTE", "HOST_RUNS", "MIXED", "PRECISION_RANK", "PRUNED",
+__all__ = ["BYTES_PER_PARAM", "CANNOT_CONVERT_HERE", "FALLBACK_NOTE", "HOST_RUNS", "MIXED", "PRECISION_RANK", "PRUNED",
            "Planned", "accelerator_options", "fallbacks_in", "make_plan", "plan_original",
            "plan_pruned", "unfit"]
 
@@ -209,7 +209,9 @@ def _judge(profile: Profile, model: ModelInfo, cand: Candidate, caps: Capabiliti
     return Planned(candidate=cand, keep=True, reason=_why_keep(profile, cand))
 
 
-_CANNOT = "cannot convert on this host: "
+#: How a plan says a candidate is dropped only because this host lacks its toolchain.
+CANNOT_CONVERT_HERE = "cannot convert on this host: "
+_CANNOT = CANNOT_CONVERT_HERE
 
 
 def _missing(missing: str | None) -> str | None:

@@ -123,6 +123,9 @@ class Accelerator(_Frozen):
     runtime: Runtime
     memory_mb: int | None = Field(default=None, gt=0,
                                   description="Memory of its own (SRAM, VRAM), MB; null: shared")
+    cores: int = Field(default=1, ge=1, le=64,
+                       description="Cores a model can be placed on alone (the RK3588 NPU has 3, "
+                                   "chosen by rknn's core mask); tops is for all of them")
     options: dict[str, str] = Field(
         default_factory=dict,
         description="Settings its runtime's converter and loader read (rknn: platform; ethos-u: "
