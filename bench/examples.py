@@ -5,8 +5,8 @@
                              [--update-docs | --docs-only]
 
 Each session (bench/docruns/: tutorial, data, optimize, inspect, report, deploy, releases,
-rollback, bench, probe, split, profiles, mender) runs its commands with bash in a fresh scratch
-directory (the tutorial's is /tmp/edge-docs-run, as the page says; the command pages' are
+rollback, bench, probe, split, profiles, mender, pack) runs its commands with bash in a fresh
+scratch directory (the tutorial's is /tmp/edge-docs-run, as the page says; the command pages' are
 /tmp/edge-docs/NAME) with its own ``EDGE_LOCAL_DEVICE`` (``device/`` there) and the tutorial's
 fresh ``EDGE_CACHE_DIR`` (``/tmp/edge-docs-run/cache``: later sessions reuse its conversions),
 this checkout's ``.venv/bin`` first on PATH, stdout and stderr merged as a terminal shows them,
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import provenance
-from docruns import devices, mender, models, pages, profiles, split, tutorial
+from docruns import devices, mender, models, packs, pages, profiles, split, tutorial
 from docruns.shell import run_session
 from docruns.steps import Session
 
@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SESSIONS: dict[str, Session] = {s.name: s for s in (
     tutorial.TUTORIAL, tutorial.DATA, models.OPTIMIZE, models.INSPECT, models.REPORT,
     devices.DEPLOY, devices.RELEASES, devices.ROLLBACK, devices.BENCH, devices.PROBE,
-    split.SESSION, profiles.SESSION, mender.SESSION)}
+    split.SESSION, profiles.SESSION, mender.SESSION, packs.PACK)}
 
 
 def run(names: list[str], argv: list[str] | None, out: Path) -> dict[str, Any]:

@@ -353,6 +353,7 @@ def test_fake_rk3588_big_little_with_mali_and_npu(monkeypatch: pytest.MonkeyPatc
     npu, gpu = result.profile.accelerators
     # the RKNPU driver is the rknn runtime's NPU, built for the SoC the device tree names
     assert (npu.kind, npu.runtime, dict(npu.options)) == ("npu", "rknn", {"platform": "rk3588"})
+    assert npu.cores == 3  # a pack places a model on each (rknn core mask)
     assert npu.name == "Rockchip RK3588 NPU" and npu.precisions == ("int8", "fp16")
     assert (gpu.kind, gpu.runtime, gpu.precisions) == ("gpu", "tflite", ("fp32", "fp16"))
     # rknn and tflite reach the NPU and GPU but are not installed: listed first, and flagged.

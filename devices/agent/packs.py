@@ -51,8 +51,9 @@ def _undo_slot(work_dir, entry):
     if len(history) > keep:
         write_json_atomic(os.path.join(folder, HISTORY), {"version": 1,
                                                            "activations": history[:keep]})
+    fsync(folder)
     if entry.get("made") and folder != work_dir:
         unlink_quietly(os.path.join(folder, HISTORY))
         with contextlib.suppress(OSError):
             os.rmdir(folder)
-    fsync(os.path.dirname(link))
+            fsync(os.path.dirname(folder))

@@ -108,7 +108,11 @@ def cmd_activate_pack(args):
         before = [_before(args.work_dir, slot) for slot, _, _ in pairs]
         journal = os.path.join(args.work_dir, packs.JOURNAL)
         write_json_atomic(journal, {"version": 1, "slots": before})
-        switched = [_switch_one(args.work_dir, *pair) for pair in pairs]
+        try:
+            switched = [_switch_one(args.work_dir, *pair) for pair in pairs]
+        except BaseException:
+            packs.undo(args.work_dir)  # a full disk, a bad slot: every slot back, then say so
+            raise
         unlink_quietly(journal)
         fsync(args.work_dir)
     return {"slots": switched}

@@ -23,6 +23,10 @@ def pack() -> None:
       models:
         - {model: detector.onnx, calib: frames.npy, rate: 15, p99_ms: 60}
         - {model: kws.onnx, name: kws, rate: 50, p99_ms: 20, priority: 2}
+
+    \b
+    Example:
+      edge pack plan camera.yaml --profile rock5b --dry-run
     """
 
 

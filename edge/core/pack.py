@@ -19,8 +19,9 @@ The planner's model of sharing (a guide: the co-run on the device is the proof):
 
 A plan's headroom is the largest factor every rate can grow by with every objective holding;
 the plan chosen holds every objective at the asked rates, fits the memory budget and has the
-largest headroom (ties within ``TIE``: fewer models sharing an accelerator core, whose switches
-between models the planner does not count; then fewer CPU threads; then the order given).
+largest headroom (ties, within edge's one tie band ``select.TIE``: fewer models sharing an
+accelerator core, whose switches between models the planner does not count; then fewer CPU
+threads; then the order given).
 Up to ``EXHAUSTIVE`` combinations every one is judged; beyond, a beam search (``BEAM`` partial
 plans, models taken by priority) finds one.
 """
@@ -29,8 +30,10 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+
+from edge.core.select import TIE
 
 __all__ = ["BEAM", "CPU", "EXHAUSTIVE", "MAX_BUSY", "SHARED", "Objective", "Option", "PackPlan",
            "Placed", "Unit", "naive", "pareto", "refusal", "solve"]
@@ -45,8 +48,6 @@ SHARED = 0.1
 EXHAUSTIVE = 4096
 #: Partial plans the beam search keeps.
 BEAM = 64
-#: Headrooms within this ratio are a tie.
-TIE = 1.02
 #: The most a plan's headroom is searched up to.
 MAX_HEADROOM = 1000.0
 
@@ -141,6 +142,7 @@ def solve(options: Mapping[str, Sequence[Option]], objectives: Mapping[str, Obje
     budget when any plan does."""
     kept = {m: pareto(options[m]) for m in objectives}
     count = math.prod(len(v) for v in kept.values())
+    combos: Iterable[tuple[Option, ...]]
     if count <= EXHAUSTIVE:
         combos = itertools.product(*(kept[m] for m in objectives))
         how = f"every one of {count} combinations"
@@ -159,8 +161,9 @@ def _rank(plan: PackPlan) -> tuple[bool, float, int, int]:
 
 
 def _bucket(headroom: float) -> float:
-    """Headroom on a scale where ratios within TIE fall together."""
-    return math.floor(math.log(max(headroom, 1e-9)) / math.log(TIE))
+    """Headroom on a scale where ratios within edge's one tie band (select.TIE) fall
+    together."""
+    return math.floor(math.log(max(headroom, 1e-9)) / math.log(1.0 + TIE))
 
 
 def _beam(kept: Mapping[str, Sequence[Option]], objectives: Mapping[str, Objective],
@@ -194,7 +197,7 @@ def _plan(combo: Sequence[Option], objectives: Mapping[str, Objective], units: S
     cores = _cores(combo, objectives, _cpu_cores(units), pin)
     memory = sum(o.peak_mb for o in combo)
     headroom = _headroom(combo, cores, objectives)
-    placed = _placed(combo, cores, objectives, 1.0)
+    placed = _placed(combo, cores, objectives, 1.0, pin)
     meets = memory <= budget_mb and all(_holds(p, objectives) for p in placed)
     return PackPlan(placed=placed, headroom=headroom, memory_mb=memory, meets=meets, how="")
 
@@ -230,7 +233,8 @@ def _use(option: Option, objectives: Mapping[str, Objective], scale: float) -> f
 
 
 def _placed(combo: Sequence[Option], cores: Sequence[tuple[int, ...]],
-            objectives: Mapping[str, Objective], scale: float) -> tuple[Placed, ...]:
+            objectives: Mapping[str, Objective], scale: float,
+            pin: bool = True) -> tuple[Placed, ...]:
     uses = [_use(o, objectives, scale) for o in combo]
     placed = []
     for i, option in enumerate(combo):
@@ -238,7 +242,7 @@ def _placed(combo: Sequence[Option], cores: Sequence[tuple[int, ...]],
         busy = uses[i] * slow
         wait = 1.0 / (1.0 - busy / 2.0) if busy < 2.0 else math.inf
         placed.append(Placed(option=option, cores=cores[i], busy=busy,
-                             pinned=len(cores[i]) == option.threads and option.unit == CPU,
+                             pinned=pin and option.unit == CPU,
                              p99_ms=option.p99_ms * slow * wait))
     return tuple(placed)
 

@@ -10,9 +10,9 @@ from edge.core.profile import Profile
 from edge.core.units import MB
 from edge.core.values import ORIGINAL, Candidate, ModelInfo
 
-__all__ = ["BYTES_PER_PARAM", "CANNOT_CONVERT_HERE", "FALLBACK_NOTE", "HOST_RUNS", "MIXED", "PRECISION_RANK", "PRUNED",
-           "Planned", "accelerator_options", "fallbacks_in", "make_plan", "plan_original",
-           "plan_pruned", "unfit"]
+__all__ = ["BYTES_PER_PARAM", "CANNOT_CONVERT_HERE", "FALLBACK_NOTE", "HOST_RUNS", "MIXED",
+           "PRECISION_RANK", "PRUNED", "Planned", "accelerator_options", "fallbacks_in",
+           "make_plan", "plan_original", "plan_pruned", "unfit"]
 
 #: The plan's order, and the preference among tied candidates: bf16 after fp32, since its IR
 #: is fp32's (no smaller) and a tie means it gained nothing for its precision.

@@ -418,7 +418,8 @@ def plan_json(plan: PackPlan, objectives: Mapping[str, Objective]) -> dict[str, 
                         "alone_p50_ms": round(p.option.p50_ms, 4),
                         "alone_p99_ms": round(p.option.p99_ms, 4),
                         "expected_p99_ms": round(p.p99_ms, 4), "busy": round(p.busy, 3),
-                        "peak_mb": round(p.option.peak_mb, 1), "source": p.option.source}
+                        "peak_mb": round(p.option.peak_mb, 1), "source": p.option.source,
+                        "file": p.option.file}
                        for p in plan.placed]}
 
 

@@ -27,6 +27,10 @@ _NOTED_NODES = (("galcore", "Vivante galcore driver (GPU; on i.MX 8M Plus also t
                 ("kfd", "AMD ROCm compute: no edge runtime reaches it"))
 
 
+#: NPU cores of the Rockchip SoCs that have several (rknn's core mask places a model on one).
+NPU_CORES = {"rk3588": 3, "rk3576": 2}
+
+
 class _Found:
     """Accelerators found so far (profile entries), the nodes that showed them, and notes."""
 
@@ -36,10 +40,13 @@ class _Found:
         self.notes = ledger.notes
 
     def add(self, kind: str, name: str, precisions: list[str], runtime: str, where: str,
-            tops: float | None = None, options: dict[str, str] | None = None) -> None:
+            tops: float | None = None, options: dict[str, str] | None = None,
+            cores: int = 1) -> None:
         entry: dict[str, Any] = {"kind": kind, "name": name}
         if tops:
             entry["tops"] = tops
+        if cores > 1:
+            entry["cores"] = cores
         entry |= {"precisions": precisions, "runtime": runtime}
         if options:
             entry["options"] = options
@@ -129,7 +136,7 @@ def _rockchip_npu(*, facts_files: dict[str, str], where: str, found: _Found) -> 
                            "(e.g. rk3588) by hand; not listed")
         return
     found.add("npu", f"Rockchip {platform.upper()} NPU", ["int8", "fp16"], "rknn", where,
-              options={"platform": platform})
+              options={"platform": platform}, cores=NPU_CORES.get(platform, 1))
 
 
 def _notes(facts: Facts, dev: list[str], ledger: Ledger, found: _Found) -> None:

@@ -36,6 +36,19 @@ _ATTRS = b"{'attrs':"
 def load(path, threads):
     """rknnlite on the NPU and a closure running ``path`` on random inputs (``threads`` does
     not apply: the NPU's cores are chosen by the runtime)."""
+    return _start(path, None)
+
+
+def load_on(path, threads, unit):
+    """As ``load``, on one core of the NPU: ``unit`` npuN is rknn's core mask NPU_CORE_N (a
+    pack places each model on its own core; edge.core.pack)."""
+    if not unit.startswith("npu") or not unit[3:].isdigit():
+        raise AgentError(f"rknn places a model on an NPU core (npu0, npu1, ...), not {unit}",
+                         status=2)
+    return _start(path, "NPU_CORE_" + unit[3:])
+
+
+def _start(path, core):
     why = driver_missing()
     if why:
         raise AgentError(f"rknn: the RKNPU driver is not loaded ({why}): a .rknn model runs "
@@ -45,7 +58,7 @@ def load(path, threads):
     lite = api.RKNNLite(verbose=False)
     if lite.load_rknn(path) != 0:
         raise AgentError(f"rknn cannot read {path}: not a .rknn model for this runtime")
-    if lite.init_runtime() != 0:
+    if lite.init_runtime(**_mask(api.RKNNLite, core)) != 0:
         lite.release()
         raise AgentError("rknn: init_runtime failed: the RKNPU driver did not accept the model "
                          "(driver, librknnrt and the model's platform must match)")
@@ -53,6 +66,17 @@ def load(path, threads):
     feeds = [runtimes.random_input(np, shape, "float32") for shape in inputs]
     layout = "nchw" if any(len(shape) == 4 for shape in inputs) else None  # as the ONNX model
     return (lambda: lite.inference(inputs=feeds, data_format=layout)), version()
+
+
+def _mask(lite, core):
+    """init_runtime's core_mask for ``core`` (NPU_CORE_N); none asked: the runtime's choice.
+    A core the runtime does not name (an NPU with fewer cores) is exit 2."""
+    if core is None:
+        return {}
+    if not hasattr(lite, core):
+        raise AgentError(f"rknn has no {core} on this device (rknnlite names the RK3588's "
+                         "NPU_CORE_0..2)", status=2)
+    return {"core_mask": getattr(lite, core)}
 
 
 def driver_missing(debugfs=DEBUGFS, render_nodes=RENDER_NODES):

@@ -106,3 +106,22 @@ def test_on_the_emulated_board_rknnlite_is_provisioned_and_the_agent_refuses_wit
     with pytest.raises(DeviceError, match=DRIVER) as refused:
         device.call("bench", remote, "--runs", "1", timeout=600)
     assert "/sys/kernel/debug/rknpu" in str(refused.value)
+
+
+class _Lite:
+    """rknnlite's RKNNLite core-mask constants (its values, as rknn-toolkit-lite2 2.x names)."""
+
+    NPU_CORE_AUTO, NPU_CORE_0, NPU_CORE_1, NPU_CORE_2 = 0, 1, 2, 4
+
+
+def test_a_pack_places_a_model_on_one_npu_core(rknn_file: Path) -> None:
+    with pytest.raises(AgentError, match=DRIVER):
+        agent.load_on(str(rknn_file), 1, "npu1")
+    with pytest.raises(AgentError, match="not gpu") as wrong:
+        agent.load_on(str(rknn_file), 1, "gpu")
+    assert wrong.value.status == 2
+    assert agent._mask(_Lite, "NPU_CORE_1") == {"core_mask": 2}
+    assert agent._mask(_Lite, None) == {}
+    with pytest.raises(AgentError, match="no NPU_CORE_3") as missing:
+        agent._mask(_Lite, "NPU_CORE_3")
+    assert missing.value.status == 2
