@@ -8,8 +8,12 @@ outcome of the release task streams into the same HostResult values and per-host
 each measurement joins the device's history (edge.core.results), as the built-in engine's do.
 
 One play over every host, in inventory order; each host installs the bundle's chosen candidate
-(as ``--no-on-device``). Not staged: every host on its own (the role's batch rollback off, no
-serial), as the built-in engine's default. Staged (--canary/--batch/--max-fail,
+(as ``--no-on-device``) or, with ``--on-device``, the one edge chooses from every faithful
+candidate timed there (the action plugin chooses with edge.core.select, as the built-in engine
+does); with ``--provision`` the bundle's runtime is first installed into WORK/venv from wheels
+fetched here (edge's provisioning over Ansible's connection) and that venv's python runs the
+agent, the rollback included. Not staged: every host on its own (the role's batch rollback off,
+no serial), as the built-in engine's default. Staged (--canary/--batch/--max-fail,
 edge.flows.fleet_stages): the play's ``serial`` cuts the same stages, its
 ``max_fail_percentage`` and the role's ``rollout_max_fail_percentage`` are the budget, and the
 role rolls a stage over it back to its previous release; then Ansible stops the play. A budget
@@ -41,7 +45,7 @@ from devices.measure import bench_result
 from edge.core.errors import DeviceError, UsageError
 from edge.core.extras import require
 from edge.core.results import keep as keep_result
-from edge.core.values import Bundle, DeployReport
+from edge.core.values import Artifact, Bundle, Contest, DeployReport, MeasuredCandidate
 from edge.flows.fleet import (
     FleetJob,
     build_fleet_bundle,
@@ -58,6 +62,7 @@ from edge.flows.fleet_values import (
     HostResult,
     StageResult,
 )
+from edge.flows.optimize import latency_budget
 
 __all__ = ["COLLECTION", "describe_fleet_ansible", "run_fleet_ansible", "unsafe"]
 
@@ -103,14 +108,34 @@ def describe_fleet_ansible(request: FleetRequest) -> dict[str, Any]:
     """What run_fleet_ansible would do (describe_fleet's plan, then the play), touching
     nothing."""
     _check(request)
-    plan = describe_fleet(replace(request, measure_on_device=False))  # the chosen candidate
+    plan = describe_fleet(replace(request, measure_on_device=_on_device(request)))
     play = _play(request.staging)
     text = (f"run it as one ansible-playbook play of role edge.fleet.rollout (ansible-runner, "
             f"forks {request.forks}): serial {play.get('serial', 'none (every host at once)')}"
             f", max_fail_percentage {play.get('max_fail_percentage', 'none')}, "
-            f"rollout_rollback_batch {str(request.staging.staged).lower()}")
+            f"rollout_rollback_batch {str(request.staging.staged).lower()}, "
+            f"rollout_provision {str(request.device.provision).lower()}, "
+            f"rollout_on_device {str(_on_device(request)).lower()}{_how(request)}")
     return plan | {"engine": "ansible", "play": play, "steps": [*plan["steps"][:-1], text,
                                                                plan["steps"][-1]]}
+
+
+def _on_device(request: FleetRequest) -> bool:
+    """Whether each host times every faithful candidate: only when asked (--on-device); by
+    default the ansible engine installs the bundle's choice."""
+    return bool(request.measure_on_device)
+
+
+def _how(request: FleetRequest) -> str:
+    """What the release task does beyond the chosen candidate, in the dry run's words."""
+    said = []
+    if request.device.provision:
+        said.append("its action plugin provisions the runtime over Ansible's connection and "
+                    "the venv's python runs the agent (the rollback too)")
+    if _on_device(request):
+        said.append("its module installs and times every faithful candidate on the device, "
+                    "edge chooses on this host and the module activates that one")
+    return "".join(f"; {s}" for s in said)
 
 
 def _staged(staging: Staging, jobs: list[FleetJob], results: tuple[HostResult, ...]
@@ -142,12 +167,6 @@ def _unreached(host: HostResult, stage: str) -> HostResult:
 
 
 def _check(request: FleetRequest) -> None:
-    if request.device.provision:
-        raise UsageError("--provision is not supported with --engine ansible: provision the "
-                         "runtime with the built-in engine first")
-    if request.measure_on_device:
-        raise UsageError("--on-device is not supported with --engine ansible: each host gets "
-                         "the bundle's chosen candidate (--no-on-device)")
     budget = request.staging.max_fail
     if budget is not None and budget.percent is None and budget.count:
         raise UsageError(f"--max-fail {budget} is a count, which --engine ansible cannot "
@@ -237,11 +256,14 @@ def _write(folder: Path, request: FleetRequest, jobs: list[FleetJob],
     for job in jobs:
         bundle = bundles[job.profile.id]
         assert not isinstance(bundle, str)
-        hosts[job.host.name] = _host_vars(job) | {"rollout_bundle": str(bundle[1].resolve())}
+        hosts[job.host.name] = (_host_vars(job) | _choice_vars(request, job)
+                                | {"rollout_bundle": str(bundle[1].resolve())})
     group = {"hosts": hosts, "vars": {"rollout_runs": request.device.runs,
                                       "rollout_warmup": request.device.warmup,
                                       "rollout_keep": request.keep,
                                       "rollout_name": request.name or "",
+                                      "rollout_provision": request.device.provision,
+                                      "rollout_on_device": _on_device(request),
                                       **_staging_vars(request.staging)}}
     playbook, inventory = folder / "deploy.yml", folder / "hosts.yml"
     playbook.write_text(yaml.safe_dump([_play(request.staging)], sort_keys=False))
@@ -301,6 +323,19 @@ def _host_vars(job: FleetJob) -> dict[str, Any]:
              "rollout_work_dir": job.work_dir, "rollout_threads": job.threads}
     if job.identity is not None:
         found["ansible_ssh_private_key_file"] = str(job.identity.expanduser())
+    return found
+
+
+def _choice_vars(request: FleetRequest, job: FleetJob) -> dict[str, Any]:
+    """With --on-device, what the host's choice follows: its profile's runtime order and the
+    latency budget (--latency-budget, else the profile's) as the built-in engine applies them."""
+    if not _on_device(request):
+        return {}
+    budget = latency_budget(request.options, job.profile)
+    found: dict[str, Any] = {"rollout_runtimes": list(job.profile.runtimes)}
+    if budget is not None:
+        found |= {"rollout_latency_budget_ms": budget.limit,
+                  "rollout_latency_budget_name": budget.name}
     return found
 
 
@@ -390,14 +425,26 @@ def _rolled_back(host: HostResult, rollback: dict[str, Any] | None) -> HostResul
 
 
 def _report(job: FleetJob, bundle: Bundle, res: dict[str, Any]) -> DeployReport | None:
-    """The device's measurement as a DeployReport (None: already current, nothing measured)."""
+    """The device's measurement as a DeployReport (None: already current, nothing measured),
+    with the candidates it compared (--on-device) as the built-in engine reports them."""
     reply = res.get("bench")
-    chosen = bundle.chosen_result()
-    if not reply or chosen is None or chosen.artifact is None:
+    artifact = _artifact(bundle, res.get("candidate"))
+    if not reply or artifact is None:
         return None
     bench = bench_result(reply, reply["results"][0], job.target, profile=job.profile)
+    contest = res.get("contest")
     return DeployReport(target=job.target, transport="ssh", profile=job.profile.id,
                         candidate=str(res.get("candidate")),
-                        artifact_sha256=chosen.artifact.sha256, release=str(res.get("release")),
+                        artifact_sha256=artifact.sha256, release=str(res.get("release")),
                         bench=bench, active=True,
+                        compared=tuple(MeasuredCandidate.from_json(c)
+                                       for c in res.get("compared") or ()),
+                        reason=str(res.get("reason") or ""),
+                        contest=Contest.from_json(contest) if contest else None,
                         name=str(res["name"]) if res.get("name") else None)
+
+
+def _artifact(bundle: Bundle, candidate: object) -> Artifact | None:
+    """The artifact of the candidate the host activated (the bundle's choice, or the device's)."""
+    found = next((c for c in bundle.candidates if c.candidate.id == candidate), None)
+    return found.artifact if found is not None else None

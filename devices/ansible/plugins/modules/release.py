@@ -16,6 +16,12 @@ description:
     check; C(state=pruned) removes old releases beyond O(keep).
   - Each model has its own slot on the device (O(name)): its current release and rollback,
     beside the other models there, as C(edge deploy --name) keeps them.
+  - With O(on_device), every faithful candidate the device has a runtime for is installed
+    (not activated) and timed there in one interleaved benchmark; edge chooses among them on the
+    controller as C(edge deploy --on-device) does, and that one is then installed as above.
+  - With O(provision), the bundle's runtime is first installed into C(WORK/venv) on the device
+    from wheels fetched on the controller (pip --no-index on the device: it needs no internet),
+    and that venv's python runs edge's agent.
   - Every change holds the device's deploy lock, so a concurrent C(edge deploy) fails at once
     instead of interleaving.
   - The controller half (an action plugin) reads the bundle, so edge must be installed beside
@@ -63,6 +69,36 @@ options:
       O(state=present) the stem of the bundle's model file, as C(edge deploy); otherwise the
       work dir's own slot (the device's first model).
     type: str
+  on_device:
+    description: Time every faithful candidate of the bundle on the device and activate the one
+      edge chooses from those timings (O(state=present)), as C(edge deploy --on-device);
+      false installs the bundle's chosen candidate.
+    type: bool
+    version_added: "1.1.0"
+    default: false
+  provision:
+    description: First install the runtime of the bundle's chosen candidate (or of the first
+      faithful one that can be provisioned) and numpy into C(WORK/venv) from wheels fetched on
+      the controller, and run edge's agent with that venv's python (O(state=present)).
+    type: bool
+    version_added: "1.1.0"
+    default: false
+  latency_budget_ms:
+    description: With O(on_device), only candidates whose median latency on the device is
+      within this many ms compete; none within it fails the task and activates nothing.
+    type: float
+    version_added: "1.1.0"
+  latency_budget_name:
+    description: How messages name O(latency_budget_ms).
+    type: str
+    version_added: "1.1.0"
+    default: latency_budget_ms
+  runtimes:
+    description: With O(on_device), the runtimes in the order that breaks a tie between
+      candidates as fast as each other (default the bundle's profile's order).
+    type: list
+    version_added: "1.1.0"
+    elements: str
 attributes:
   check_mode:
     support: full
@@ -75,6 +111,12 @@ EXAMPLES = r"""
   edge.fleet.release:
     bundle: /srv/bundles/digits-rpi4.bundle
     runs: 20
+
+- name: Install its runtime first, time every candidate there, activate edge's choice
+  edge.fleet.release:
+    bundle: /srv/bundles/digits-rpi4.bundle
+    provision: true
+    on_device: true
 
 - name: Roll back to the previous release
   edge.fleet.release:
@@ -123,6 +165,30 @@ transfer:
   description: Files sent and reused (files_sent, bytes_sent, files_reused, bytes_reused).
   returned: state=present
   type: dict
+compared:
+  description: With O(on_device), each candidate timed on the device (candidate, bench), as
+    C(edge deploy --on-device --json) reports them.
+  returned: when candidates were timed on the device
+  type: list
+  elements: dict
+reason:
+  description: With O(on_device), why edge chose the candidate it activated.
+  returned: when candidates were timed on the device
+  type: str
+contest:
+  description: With O(on_device), the rounds and the spread behind the choice (none when one
+    candidate was timed).
+  returned: when candidates were timed on the device
+  type: dict
+python:
+  description: With O(provision), the venv's python that ran edge's agent.
+  returned: when the runtime was provisioned
+  type: str
+provision:
+  description: What provisioning did (runtime, runtime_version, venv, files_sent,
+    files_reused, installed).
+  returned: when O(provision) is true
+  type: dict
 pruned:
   description: Releases removed.
   returned: always
@@ -151,7 +217,14 @@ ARGS = dict(
     keep=dict(type="int", default=3),
     to=dict(type="str"),
     name=dict(type="str"),
-    _phase=dict(type="str", default="probe", choices=["probe", "apply"]),
+    on_device=dict(type="bool", default=False),
+    provision=dict(type="bool", default=False),
+    latency_budget_ms=dict(type="float"),
+    latency_budget_name=dict(type="str", default="latency_budget_ms"),
+    runtimes=dict(type="list", elements="str"),
+    _phase=dict(type="str", default="probe", choices=["probe", "apply", "measure", "more"]),
+    _candidates=dict(type="list", elements="dict", default=[]),
+    _bench=dict(type="list", elements="str", default=[]),
     _release=dict(type="str"),
     _artifact=dict(type="str"),
     _main=dict(type="str"),
@@ -292,18 +365,24 @@ def place(src, sha, dest, incoming):
     os.replace(tmp, dest)
 
 
+def lacking(work, release, files):
+    """The names of a release's files the device lacks (or holds with another sha256)."""
+    folder = os.path.join(work, "releases", release or "none")
+    return [f["name"] for f in files if not has(os.path.join(folder, f["name"]), f["sha256"])]
+
+
 def probe(params, work):
-    """What the device holds: current release, the agent, which release files it lacks."""
-    folder = os.path.join(work, "releases", params["_release"] or "none")
-    missing = [f["name"] for f in params["_files"]
-               if not has(os.path.join(folder, f["name"]), f["sha256"])]
+    """What the device holds: current release, the agent, which release files it lacks (of
+    the release, and of each candidate with on_device)."""
+    missing = lacking(work, params["_release"], params["_files"])
+    each = {c["release"]: lacking(work, c["release"], c["files"]) for c in params["_candidates"]}
     agent = os.path.join(work, "agent", params["_agent_name"] or "none")
     name = params["name"]
     folder = slot_dir(work, name)
     # the work dir's own slot not yet recorded as this model's: the apply must claim it
     claimed = folder != work or not name or name == "default" or top(work) == ("named", name)
     return dict(work=work, current=active(work, name), missing=missing, claimed=claimed,
-                agent_present=os.path.isfile(agent), changed=False)
+                candidates_missing=each, agent_present=os.path.isfile(agent), changed=False)
 
 
 def prepare(params, work):
@@ -318,21 +397,31 @@ def prepare(params, work):
     return Agent(params["python"] or sys.executable, path, work)
 
 
+def install(agent, release, files):
+    """A release's files sent installed (each sha256-checked by the agent), the others found
+    in place; how many were sent."""
+    folder = os.path.join(agent.work, "releases", release)
+    sent = 0
+    for entry in files:
+        dest = os.path.join(folder, entry["name"])
+        if entry.get("src"):
+            name = f"{entry['sha256'][:16]}.{os.urandom(4).hex()}.partial"
+            tmp = os.path.join(agent.work, "incoming", name)
+            shutil.copyfile(entry["src"], tmp)
+            agent.call("install", tmp, dest, "--sha256", entry["sha256"])
+            sent += 1
+        elif not os.path.isfile(dest):
+            raise Failed(f"release {release}: {entry['name']} is gone from the device since "
+                         "it was probed (another deploy pruned it?): run the task again")
+    return sent
+
+
 def deploy(params, agent):
     """Install the files sent, health-check, benchmark, activate, prune."""
     release, work = params["_release"], agent.work
     folder = os.path.join(work, "releases", release)
-    sent = reused = 0
-    for entry in params["_files"]:
-        dest = os.path.join(folder, entry["name"])
-        if entry.get("src"):
-            name = f"{entry['sha256'][:16]}.{os.urandom(4).hex()}.partial"
-            tmp = os.path.join(work, "incoming", name)
-            shutil.copyfile(entry["src"], tmp)
-            agent.call("install", tmp, dest, "--sha256", entry["sha256"])
-            sent += 1
-        else:
-            reused += 1
+    sent = install(agent, release, params["_files"])
+    reused = len(params["_files"]) - sent
     model = os.path.join(folder, params["_main"])
     checked = health(agent, model, release)
     bench = agent.call("bench", model, "--runs", str(params["runs"]), "--warmup",
@@ -347,6 +436,60 @@ def deploy(params, agent):
                 health=checked, bench=bench, p50_ms=entry.get("p50_ms"),
                 transfer=dict(files_sent=sent, files_reused=reused),
                 pruned=prune(agent, params["keep"]), changed=True)
+
+
+def model_of(work, candidate):
+    return os.path.join(work, "releases", candidate["release"], candidate["main"])
+
+
+def measure(params, agent):
+    """Every candidate the device has a runtime for installed (not activated) and timed in
+    one interleaved bench, or one after another when they cannot run together."""
+    have = set(agent.call("probe").get("runtimes") or {})
+    usable = [c for c in params["_candidates"] if c["runtime"] in have]
+    if not usable:
+        need = ", ".join(sorted({c["runtime"] for c in params["_candidates"]}))
+        raise Failed(f"the device has no runtime for this bundle (needs one of {need}; has "
+                     f"{', '.join(sorted(have)) or 'none'}): install one into the device's "
+                     "python, e.g. pip install ai-edge-litert, onnxruntime or openvino")
+    installed, dropped, sent = [], [], 0
+    for candidate in usable:
+        try:
+            sent += install(agent, candidate["release"], candidate["files"])
+        except Failed as exc:  # this candidate does not reach the device; others compete
+            dropped.append([candidate["artifact"], str(exc)])
+            continue
+        installed.append(candidate)
+    if not installed:
+        raise Failed(dropped[0][1])
+    benches, how = timed(params, agent, installed, dropped)
+    return dict(benches=benches, how=how, dropped=dropped, sent=sent, changed=sent > 0)
+
+
+def timed(params, agent, candidates, dropped):
+    """The bench replies ([{ids, reply}]) and how the candidates were timed; each that
+    failed alone added to ``dropped``."""
+    try:
+        return [bench(params, agent, candidates)], "in one interleaved bench"
+    except Failed:
+        if len(candidates) < 2:
+            raise
+    benches = []
+    for candidate in candidates:
+        try:
+            benches.append(bench(params, agent, [candidate]))
+        except Failed as exc:  # it fails alone too: it drops out
+            dropped.append([candidate["artifact"], str(exc)])
+    if not benches:
+        raise Failed("no candidate could be benchmarked on the device")
+    return benches, "one after another (not together: they failed in one bench)"
+
+
+def bench(params, agent, candidates):
+    """One agent bench of ``candidates`` with the controller's options."""
+    models = [model_of(agent.work, c) for c in candidates]
+    reply = agent.call("bench", *models, *params["_bench"], "--threads", str(params["threads"]))
+    return dict(ids=[c["artifact"] for c in candidates], reply=reply)
 
 
 def health(agent, model, release):
@@ -408,13 +551,16 @@ def apply(params, work, check):
     agent = prepare(params, work) if not check else Agent(
         params["python"] or sys.executable,
         os.path.join(work, "agent", params["_agent_name"]), work)
-    if params["state"] == "present":
-        what = "deploy"
-    else:
-        what = "rollback" if params["state"] == "rolled_back" else "prune"
+    what = {"present": "deploy", "rolled_back": "rollback", "pruned": "prune"}[params["state"]]
+    if params["_phase"] in ("measure", "more"):
+        what = "measurement"
     if not check:
         agent.lock(what)
     try:
+        if params["_phase"] == "measure":
+            return measure(params, agent)
+        if params["_phase"] == "more":
+            return dict(benches=[bench(params, agent, params["_candidates"])], changed=False)
         if params["state"] == "present":
             return deploy(params, agent)
         if params["state"] == "rolled_back":
