@@ -183,7 +183,8 @@ class PackModel(_Doc):
     """One model of a pack: its file and data (relative to the pack file's folder), its rate
     and latency objective, its priority (1 first) and its slot name on the device."""
 
-    model: str = Field(min_length=1, max_length=4096)
+    model: str = Field(min_length=1, max_length=4096,
+                       description="a model file, or a bundle folder edge optimize wrote")
     name: str | None = Field(default=None, pattern=SLOT_PATTERN,
                              description="its slot on the device [the model file's stem]")
     calib: str | None = Field(default=None, min_length=1, max_length=4096)

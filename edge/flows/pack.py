@@ -36,15 +36,17 @@ from devices.release import (
     slot_name_for,
 )
 from edge.core import progress
+from edge.core.bundle import is_bundle, read_bundle
 from edge.core.documents import PackDocument, read_yaml
 from edge.core.errors import CheckFailed, UsageError
 from edge.core.files import write_atomic
 from edge.core.intake import reference_model
 from edge.core.model import inspect_model
 from edge.core.pack import CPU, MAX_BUSY, Objective, Option, PackPlan, naive, refusal, solve
+from edge.core.plan import Planned
 from edge.core.profile import Profile, load_profile
 from edge.core.select import runnable
-from edge.core.values import Bundle, CandidateResult
+from edge.core.values import Bundle, CandidateResult, ModelInfo
 from edge.flows.optimize import OptimizeOptions, optimize
 from edge.flows.pack_options import (
     BASE_MB,
@@ -143,12 +145,20 @@ def read_pack(path: Path) -> tuple[str, tuple[PackEntry, ...]]:
 
 def _entry(folder: Path, model: Any, where: str) -> PackEntry:
     file = _inside(folder, model.model, where)
-    name = model.name or slot_name_for(str(file))
+    name = model.name or slot_name_for(str(_original(file)))
     rate = model.rate if model.rate is not None else 1.0
     return PackEntry(name=name, model=file, calib=_maybe(folder, model.calib, where),
                      eval=_maybe(folder, model.eval, where), shapes=model.shape,
                      objective=Objective(rate=rate, p99_ms=model.p99_ms,
                                          priority=model.priority))
+
+
+def _original(file: Path) -> Path:
+    """The user's model file a bundle was made from (its stem names the slot), else ``file``."""
+    if not is_bundle(file):
+        return file
+    bundle = read_bundle(file)
+    return Path((bundle.origin or bundle.source).path)
 
 
 def _maybe(folder: Path, text: str | None, where: str) -> Path | None:
@@ -199,15 +209,27 @@ def _estimates(profile: Profile, entries: Sequence[PackEntry], cores: int,
                optimistic: bool = False) -> tuple[dict[str, list[Option]], tuple[Any, ...]]:
     options = {}
     for entry in entries:
-        origin, reference = reference_model(entry.model, shapes=entry.shapes)
-        info = inspect_model(reference)
-        plan = plan_for(profile, info, origin_format=origin.format)
+        info, plan = _planned_candidates(profile, entry)
         options[entry.name] = estimated_options(profile, info, entry.name, plan, cores,
                                                 optimistic=optimistic)
         if not options[entry.name]:
             raise UsageError(f"{entry.name}: no candidate of {entry.model.name} can run on "
                              f"{profile.id} (edge optimize --dry-run shows why)")
     return options, units_of(profile, cores)
+
+
+def _planned_candidates(profile: Profile, entry: PackEntry
+                        ) -> tuple[ModelInfo, tuple[Planned, ...]]:
+    """The model and the candidates to estimate: a bundle's faithful ones (its source as the
+    manifest describes it), else the plan of the model file."""
+    if is_bundle(entry.model):
+        bundle = read_bundle(entry.model)
+        faithful = runnable(bundle.candidates, bundle.chosen, frozenset(profile.runtimes))
+        return bundle.source, tuple(Planned(candidate=r.candidate, keep=True, reason="")
+                                    for r in faithful)
+    origin, reference = reference_model(entry.model, shapes=entry.shapes)
+    info = inspect_model(reference)
+    return info, plan_for(profile, info, origin_format=origin.format)
 
 
 def _estimated(name: str, profile: Profile, entries: Sequence[PackEntry]) -> PackReport:
@@ -272,6 +294,14 @@ def _device_cores(device: Device, profile: Profile) -> int:
 
 
 def _bundle(entry: PackEntry, profile: Profile, out: Path) -> tuple[Bundle, Path]:
+    """The model's bundle: as the pack names it (made by edge optimize), else optimized now
+    into OUT/NAME.bundle."""
+    if is_bundle(entry.model):
+        bundle = read_bundle(entry.model)
+        if bundle.chosen is None:
+            raise CheckFailed(f"{entry.name}: {entry.model} has no chosen candidate (none kept "
+                              "fidelity)")
+        return bundle, entry.model
     where = out / f"{entry.name}.bundle"
     options = OptimizeOptions(calib=entry.calib, eval=entry.eval, shapes=entry.shapes,
                               device_measures=True)

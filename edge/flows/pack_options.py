@@ -90,8 +90,19 @@ def estimated_options(profile: Profile, info: ModelInfo, name: str,
 
 def _figures(info: ModelInfo) -> Figures:
     io = [*info.inputs, *info.outputs]
-    return Figures(work=est.work(info.path), params=info.params,
+    return Figures(work=_work(info), params=info.params,
                    io_bytes=max((_bytes(t) for t in io), default=0))
+
+
+def _work(info: ModelInfo) -> est.Work:
+    """The model's work from its ONNX file; from the figures a manifest keeps when the file is
+    not here (a bundle made elsewhere): its MACs, weights, inputs and outputs, op count."""
+    try:
+        return est.work(info.path)
+    except Exception:  # noqa: BLE001 - onnx's own errors: the manifest's figures instead
+        io = sum(_bytes(t) // 4 for t in (*info.inputs, *info.outputs))
+        return est.Work(macs=info.macs, weight_values=info.params, other_values=io,
+                        nodes=max(sum(info.ops.values()), 1))
 
 
 def _bytes(spec: TensorSpec) -> int:
