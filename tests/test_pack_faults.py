@@ -67,7 +67,7 @@ def packs(tmp_path_factory: pytest.TempPathFactory, digits: DigitsModel) -> dict
 def _profile(folder: Path, work_dir: str = "~/.edge") -> Path:
     path = folder / f"host{'-small' if 'small' in work_dir else ''}.yaml"
     path.write_text("extends: x86-64\nid: host\naccelerators: []\nruntimes: [onnxruntime]\n"
-                    f"access: {{work_dir: '{work_dir}'}}\n")
+                    f"compute: {{threads: 1}}\naccess: {{work_dir: '{work_dir}'}}\n")
     return path
 
 
