@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     arms = {"edge": report["plan"]["models"], "naive": report["naive"]["models"]}
     runs = _sweep(arms, agent, args)
     result = _summary(report, runs, arms)
-    out = {**record("bench/pack.py", argv), "pack": str(args.pack),
+    out = {"provenance": record("bench/pack.py", argv), "pack": str(args.pack),
            "pack_yaml": args.pack.read_text(), "profile": args.profile,
            "seconds": args.seconds, "repeats": args.repeats, "factors": list(FACTORS),
            "plan": report["plan"], "naive": report["naive"], "co_run": report["tried"],

@@ -1,6 +1,7 @@
 """The session of docs/pack.md: a camera pack (three real text detectors and a classifier from
-the zoo's wheels) planned for rock5b, jetson-orin-nano and rpi5 from estimates, and a pack of
-three real models planned, proven and switched on the embedded local device (this host)."""
+the zoo's wheels) planned for rock5b, jetson-orin-nano and rpi5 from estimates, and
+bench/pack.py's pack of three real models planned, proven and switched on the embedded local
+device (this host)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sys
 from pathlib import Path
 
 from .models import DOCS_DIR
-from .steps import Session, Step
+from .steps import Session, Step, from_
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,16 +25,6 @@ CAMERA = {"name": "camera", "models": [
      "rate": 10, "p99_ms": 200},
     {"model": "ch_ppocr_mobile_v2.0_cls_infer.onnx", "name": "cls",
      "shape": {"x": [1, 3, 48, 192]}, "rate": 20, "p99_ms": 50, "priority": 2}]}
-#: ... and of the pack this host runs: a detector, the classifier and a wake-word embedding.
-TRIO = {"name": "trio", "models": [
-    {"model": "ch_PP-OCRv4_det_infer.onnx", "name": "det", "shape": {"x": [1, 3, 320, 320]},
-     "rate": 10, "p99_ms": 100},
-    {"model": "ch_ppocr_mobile_v2.0_cls_infer.onnx", "name": "cls",
-     "shape": {"x": [1, 3, 48, 192]}, "rate": 50, "p99_ms": 20},
-    {"model": "embedding_model.onnx", "name": "oww", "shape": {"input_1": [1, 76, 32, 1]},
-     "rate": 20, "p99_ms": 30}]}
-
-
 def _files(work: Path) -> None:
     sys.path.insert(0, str(ROOT))
     from tests.support.zoo import entry, model
@@ -41,7 +32,7 @@ def _files(work: Path) -> None:
     for name in ("rapidocr-det", "ddddocr-det", "rapidocr-cls", "oww-embedding"):
         shutil.copy(model(entry(name)), work)
     (work / "camera.yaml").write_text(json.dumps(CAMERA, indent=1) + "\n")
-    (work / "trio.yaml").write_text(json.dumps(TRIO, indent=1) + "\n")
+    shutil.copy(ROOT / "bench" / "packs" / "trio.yaml", work)  # bench/pack.py's
 
 
 PACK = Session(name="pack", docs=("docs/pack.md",), workdir=DOCS_DIR / "pack", files=_files,
@@ -49,6 +40,7 @@ PACK = Session(name="pack", docs=("docs/pack.md",), workdir=DOCS_DIR / "pack", f
     Step(command="edge pack plan camera.yaml --profile rock5b --dry-run", block=0),
     Step(command="edge pack plan camera.yaml --profile jetson-orin-nano --dry-run", block=1),
     Step(command="edge pack plan camera.yaml --profile rpi5 --dry-run", block=1, gap=True),
-    Step(command="edge pack deploy trio.yaml --profile x86-64 --seconds 3", block=2),
+    Step(command="edge pack deploy trio.yaml --profile x86-64 --seconds 3", block=2,
+         show=from_("pack trio on")),
     Step(command="edge releases", block=2, gap=True),
 ])
