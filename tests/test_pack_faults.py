@@ -1,12 +1,12 @@
-"""A pack switches as one under the deploy fault matrix, on the embedded local device.
+"""A pack switches as one under the deploy fault matrix, against a real sshd.
 
 A real ``edge pack deploy`` process is killed (SIGKILL) at each step of the device's side —
-installing releases, timing candidates, the co-run, the switch, the prune — with the device's
-command it was waiting for killed too (as an SSH session's end would); the agent is killed
-(SIGKILL) in the middle of the switch, after its first slot; the disk fills (a real, small
-tmpfs). Afterwards every model's slot is on a whole pack — the one before, or (killed in the
-prune, after the switch) the new one — never a mix, and the next deploy succeeds with no human
-step. The packs name bundles made once (edge optimize), so each deploy is the device's part.
+installing releases, timing candidates, the co-run, the switch, the prune — and the device's
+command it was waiting for with it; the agent is killed (SIGKILL) in the middle of the switch,
+after its first slot; the disk fills (a real, small tmpfs). Afterwards every model's slot is on
+a whole pack — the one before, or (killed in the prune, after the switch) the new one — never a
+mix, and the next deploy succeeds with no human step. The packs name bundles made once (edge
+optimize), so each deploy is the device's part.
 """
 
 from __future__ import annotations
@@ -18,13 +18,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.support.cli import run_cli
 from tests.support.digits import DigitsModel, kept_digits
+from tests.support.sshd import SSHDevice
+from tests.test_deploy_fault_matrix import _fill, small_disk
 
 STEPS = ("install", "bench", "corun", "activate-pack")  # killed before the switch
 STEP_WAIT_S = 300.0
@@ -48,11 +49,12 @@ sys.exit(cli.entry())
 
 
 @pytest.fixture(scope="module")
-def packs(tmp_path_factory: pytest.TempPathFactory, digits: DigitsModel) -> dict[str, Path]:
+def packs(tmp_path_factory: pytest.TempPathFactory, digits: DigitsModel,
+          ssh_device: SSHDevice) -> dict[str, Path]:
     """Pack A (two digits CNNs in three slots) and pack B (a third CNN in all three), their
-    models optimized once into bundles, and the profile (this host, onnxruntime only)."""
+    models optimized once into bundles, and the device's profile (onnxruntime only)."""
     folder = tmp_path_factory.mktemp("packs")
-    profile = _profile(folder)
+    profile = _profile(ssh_device, folder)
     models = {"digits": digits, "other": kept_digits(folder / "seed1", seed=1),
               "third": kept_digits(folder / "seed2", seed=2)}
     for name, model in models.items():
@@ -64,10 +66,17 @@ def packs(tmp_path_factory: pytest.TempPathFactory, digits: DigitsModel) -> dict
     return {"a": a, "b": b, "profile": profile, "folder": folder}
 
 
-def _profile(folder: Path, work_dir: str = "~/.edge") -> Path:
-    path = folder / f"host{'-small' if 'small' in work_dir else ''}.yaml"
-    path.write_text("extends: x86-64\nid: host\naccelerators: []\nruntimes: [onnxruntime]\n"
-                    f"compute: {{threads: 1}}\naccess: {{work_dir: '{work_dir}'}}\n")
+def _keys(device: SSHDevice) -> list[str]:
+    return ["--identity", str(device.identity), "--known-hosts", str(device.known_hosts)]
+
+
+def _profile(device: SSHDevice, folder: Path, work_dir: str = "~/.edge-packs") -> Path:
+    path = folder / f"device{'-small' if 'small' in work_dir else ''}.yaml"
+    path.write_text(
+        "extends: x86-64\nid: pack-device\naccelerators: []\nruntimes: [onnxruntime]\n"
+        "compute: {threads: 1}\naccess:\n"
+        f"  host: {device.host}\n  port: {device.port}\n  user: {device.user}\n"
+        f"  python: {device.python}\n  work_dir: '{work_dir}'\n")
     return path
 
 
@@ -77,45 +86,54 @@ def _write(path: Path, slots: dict[str, str]) -> Path:
     return path
 
 
-def _slots(profile: Path) -> dict[str, str]:
-    listed = run_cli("releases", "--profile", str(profile), "--json")
+def _slots(device: SSHDevice, profile: Path) -> dict[str, str]:
+    listed = run_cli("releases", "--profile", str(profile), *_keys(device), "--json")
     assert listed.status == 0, listed.stderr
     return {s["name"]: s["active"] for s in listed.json()["slots"]}
 
 
-def _deploy(pack: Path, profile: Path, *more: str) -> subprocess.CompletedProcess[str]:
+def _deploy(device: SSHDevice, pack: Path, profile: Path,
+            *more: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "edge", "pack", "deploy", str(pack),
-                           "--profile", str(profile), "--seconds", "0.5", "--tries", "1",
-                           "-o", str(pack.parent / "out"), *more],
+                           "--profile", str(profile), *_keys(device), "--seconds", "0.5",
+                           "--tries", "1", "-o", str(pack.parent / "out"), *more],
                           capture_output=True, text=True, check=False, timeout=900)
 
 
-def _deployed(pack: Path, profile: Path) -> dict[str, str]:
-    done = _deploy(pack, profile, "--json")
+def _deployed(device: SSHDevice, pack: Path, profile: Path) -> dict[str, str]:
+    done = _deploy(device, pack, profile, "--json")
     assert done.returncode == 0, done.stderr
     return {s["slot"]: s["active"] for s in json.loads(done.stdout)["switched"]}
 
 
-def _pausing_python(folder: Path, step: str) -> tuple[Path, Path]:
+def _device_folder(device: SSHDevice) -> Path:
+    folder = device.home / "pack-python"
+    folder.mkdir(exist_ok=True)
+    os.chmod(folder, 0o777)  # the device user writes its markers here
+    return folder
+
+
+def _pausing_python(device: SSHDevice, step: str) -> tuple[Path, Path]:
     """A device python that, asked for agent ``step``, writes its PID and waits (it is killed
     there); every other command runs."""
+    folder = _device_folder(device)
     marker = folder / f"{step}.pid"
     marker.unlink(missing_ok=True)
     script = folder / f"python-{step}"
     script.write_text(f"#!/bin/sh\nfor arg in \"$@\"; do\n  if [ \"$arg\" = {step} ]; then\n"
                       f"    echo $$ > {marker}\n    while true; do sleep 0.05; done\n  fi\n"
-                      f"done\nexec {sys.executable} \"$@\"\n")
+                      f"done\nexec {device.python} \"$@\"\n")
     script.chmod(0o755)
     return script, marker
 
 
-def _kill_at(step: str, pack: Path, profile: Path) -> None:
+def _kill_at(device: SSHDevice, step: str, pack: Path, profile: Path) -> None:
     """``edge pack deploy`` started, SIGKILLed once the device is asked for ``step``, with the
     device's command it waits for."""
-    python, marker = _pausing_python(pack.parent, step)
+    python, marker = _pausing_python(device, step)
     proc = subprocess.Popen(
         [sys.executable, "-m", "edge", "pack", "deploy", str(pack), "--profile", str(profile),
-         "--seconds", "0.5", "--tries", "1", "-o", str(pack.parent / "out"),
+         *_keys(device), "--seconds", "0.5", "--tries", "1", "-o", str(pack.parent / "out"),
          "--device-python", str(python)],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + STEP_WAIT_S
@@ -133,76 +151,54 @@ def _kill_at(step: str, pack: Path, profile: Path) -> None:
         os.kill(int(marker.read_text()), signal.SIGKILL)
 
 
-def _killing_python(folder: Path) -> Path:
+def _killing_python(device: SSHDevice) -> Path:
+    folder = _device_folder(device)
     (folder / "killer.py").write_text(KILLER)
     script = folder / "python-killer"
     script.write_text(f"#!/bin/sh\nfor arg in \"$@\"; do\n  if [ \"$arg\" = activate-pack ]; "
-                      f"then exec {sys.executable} {folder / 'killer.py'} \"$@\"; fi\ndone\n"
-                      f"exec {sys.executable} \"$@\"\n")
+                      f"then exec {device.python} {folder / 'killer.py'} \"$@\"; fi\ndone\n"
+                      f"exec {device.python} \"$@\"\n")
     script.chmod(0o755)
     return script
 
 
 def test_a_pack_deploy_killed_at_any_step_leaves_every_slot_on_a_whole_pack(
-        packs: dict[str, Path]) -> None:
-    a, b, profile = packs["a"], packs["b"], packs["profile"]
-    before = _deployed(a, profile)
-    assert set(before) == set(SLOTS) and _slots(profile) == before
+        packs: dict[str, Path], ssh_device: SSHDevice) -> None:
+    device, a, b, profile = ssh_device, packs["a"], packs["b"], packs["profile"]
+    before = _deployed(device, a, profile)
+    assert set(before) == set(SLOTS) and _slots(device, profile) == before
     for step in STEPS:
-        _kill_at(step, b, profile)
-        assert _slots(profile) == before, f"killed in {step}: the slots moved"
+        _kill_at(device, step, b, profile)
+        assert _slots(device, profile) == before, f"killed in {step}: the slots moved"
     # the agent itself killed after the first slot of the switch: the journal undoes it
-    killed = _deploy(b, profile, "--device-python", str(_killing_python(packs["folder"])))
+    killed = _deploy(device, b, profile, "--device-python", str(_killing_python(device)))
     assert killed.returncode == 3 and "activate-pack was killed" in killed.stderr
-    work = Path(json.loads(run_cli("releases", "--profile", str(profile), "--json").stdout)[
-        "work_dir"])
-    assert _slots(profile) == before and not (work / "pack-switch.json").exists()
+    work = device.home / ".edge-packs"
+    assert (work / "pack-switch.json").exists()  # cut short: the journal is left
+    assert _slots(device, profile) == before and not (work / "pack-switch.json").exists()
     # killed in the prune, after the switch: every slot is on the new pack
-    _kill_at("prune", b, profile)
-    after = _slots(profile)
+    _kill_at(device, "prune", b, profile)
+    after = _slots(device, profile)
     assert all(after[s] != before[s] for s in SLOTS)
-    # the lock died with each process; the next deploys need no human step
-    healed = _deployed(a, profile)  # (each slot's candidate as measured now)
-    assert _slots(profile) == healed and set(healed) == set(SLOTS)
-
-
-@contextlib.contextmanager
-def _small_disk(megabytes: int) -> Iterator[Path]:
-    """The local device's ~/.edge-small on a real tmpfs of ``megabytes``."""
-    folder = Path(os.environ["EDGE_LOCAL_DEVICE"]).expanduser() / ".edge-small"
-    folder.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={megabytes}m,mode=0755",
-                           "tmpfs", str(folder)], capture_output=True, text=True, check=False)
-    if done.returncode != 0:  # never a silent skip: CI runs as root, where this works
-        pytest.fail(f"cannot mount a tmpfs for the disk-full test: {done.stderr.strip()}")
-    try:
-        yield folder
-    finally:
-        subprocess.run(["umount", "-l", str(folder)], check=False)
-
-
-def _fill(folder: Path, leave: int) -> Path:
-    stat = os.statvfs(folder)
-    filler = folder / "someone-elses-data"
-    with open(filler, "wb") as handle:
-        left = stat.f_bavail * stat.f_frsize - leave
-        while left > 0:
-            left -= handle.write(b"\0" * min(left, 1 << 20))
-    return filler
+    # the lock died with each process; the next deploy needs no human step
+    healed = _deployed(device, a, profile)  # (each slot's candidate as measured now)
+    assert _slots(device, profile) == healed and set(healed) == set(SLOTS)
 
 
 def test_a_full_disk_leaves_every_slot_and_the_next_deploy_needs_no_cleanup(
-        packs: dict[str, Path]) -> None:
-    profile = _profile(packs["folder"], "~/.edge-small")
-    with _small_disk(64) as root:
-        before = _deployed(packs["a"], profile)
-        filler = _fill(root, 20_000)
-        done = _deploy(packs["b"], profile)
+        packs: dict[str, Path], ssh_device: SSHDevice) -> None:
+    device = ssh_device
+    with small_disk(device, 64) as work_dir:
+        profile = _profile(device, packs["folder"], work_dir)
+        root = device.home / ".edge-small"
+        before = _deployed(device, packs["a"], profile)
+        filler = _fill(root, "someone-elses-data", 20_000)
+        done = _deploy(device, packs["b"], profile)
         assert done.returncode == 3, done.stderr
         line = done.stderr.strip().splitlines()[-1]
         assert line.startswith("error: ") and "space" in line
-        assert _slots(profile) == before
+        assert _slots(device, profile) == before
         filler.unlink()  # the user frees space
-        healed = _deployed(packs["b"], profile)
-        assert _slots(profile) == healed and all(healed[s] != before[s] for s in SLOTS)
+        healed = _deployed(device, packs["b"], profile)
+        assert _slots(device, profile) == healed and all(healed[s] != before[s] for s in SLOTS)
         assert list((root / "incoming").glob("*.partial")) == []
