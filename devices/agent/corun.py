@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 
+from . import timing
 from .errors import AgentError, one_line
 from .runtimes import load, model_runtime, plugins, threads_for
 
@@ -186,9 +187,7 @@ def _prepare(args):
     threads = threads_for(args.threads) if cores is None else min(threads_for(args.threads),
                                                                   len(cores))
     runtime = model_runtime(args.model)
-    started = time.perf_counter()
-    (run, version) = _load(args.model, threads, args.unit, runtime)
-    load_ms = (time.perf_counter() - started) * 1e3
+    (run, version), load_ms = timing.elapsed_ms(_load, args.model, threads, args.unit, runtime)
     for _ in range(max(args.warmup, 1)):
         _call(run, runtime)
     return {"ready": True, "runtime": runtime, "runtime_version": version,
@@ -215,40 +214,18 @@ def _call(run, runtime):
 
 
 def _frames(call, start, rate, seconds, max_wait_s):
-    """Frames due every 1/rate seconds from ``start`` for ``seconds``: latencies (ms, from
-    when due), service times, drops."""
-    period, end = 1.0 / rate, start + seconds
-    latencies, service, dropped, index = [], [], 0, 0
-    while start + index * period < end:
-        due = start + index * period
-        index += 1
-        now = time.monotonic()
-        if now < due:
-            time.sleep(due - now)
-        elif now - due > max_wait_s:
-            dropped += 1
-            continue
-        began = time.monotonic()
-        call()
-        done = time.monotonic()
-        latencies.append((done - due) * 1e3)
-        service.append((done - began) * 1e3)
-    return _summary(latencies, service, dropped, index, seconds)
-
-
-def _summary(latencies, service, dropped, due, seconds):
-    ordered = sorted(latencies)
+    """Frames due every 1/rate seconds from ``start`` for ``seconds`` (timing.paced): p50/p99
+    of their latencies (ms, from when due), served and dropped frames."""
+    latencies, service, dropped, due = timing.paced(call, start, rate, seconds, max_wait_s)
     return {"frames": due, "served": len(latencies), "dropped": dropped,
             "per_s": round(len(latencies) / seconds, 3),
-            "p50_ms": _pick(ordered, 0.50), "p99_ms": _pick(ordered, 0.99),
-            "max_ms": round(ordered[-1], 4) if ordered else None,
-            "service_p50_ms": _pick(sorted(service), 0.50)}
+            "p50_ms": _pick(latencies, 50), "p99_ms": _pick(latencies, 99),
+            "max_ms": round(max(latencies), 4) if latencies else None,
+            "service_p50_ms": _pick(service, 50)}
 
 
-def _pick(ordered, q):
-    if not ordered:
-        return None
-    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 4)
+def _pick(values, q):
+    return round(timing.percentile(values, q), 4) if values else None
 
 
 def _peak_mb():

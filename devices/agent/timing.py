@@ -8,6 +8,9 @@ then timed calls. The timed calls of a candidate (``runs``) are spread over the 
 as possible. With a time budget, the first round's duration lowers the number of rounds (never
 below ``min_rounds``). Results: every candidate's samples in ms, summarized as p50/p90/p99/mean.
 
+The co-run of several models (``paced``) is the other method: calls on a clock, at a rate,
+each one's latency from when it was due.
+
 Standard library only, Python 3.8 syntax: the device agent runs this module, and edge imports
 the same module on its host (optimize's candidates, per-layer and per-node timings). Nothing
 else in edge reads a clock around a timed call.
@@ -119,6 +122,30 @@ def percentile(values, q):
     low = int(pos)
     high = min(low + 1, len(ordered) - 1)
     return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def paced(call, start, rate, seconds, max_wait_s, clock=time.monotonic, sleep=time.sleep):
+    """Calls due every 1/``rate`` s from ``start`` (on ``clock``, shared by processes: the
+    co-run's) for ``seconds``, whether the last one is done or not: each call's latency from
+    when it was due and its own time (ms); a call still waiting ``max_wait_s`` after it was due
+    is dropped. Returns (latencies, service times, dropped, calls due)."""
+    period, end = 1.0 / rate, start + seconds
+    latencies, service, dropped, index = [], [], 0, 0
+    while start + index * period < end:
+        due = start + index * period
+        index += 1
+        now = clock()
+        if now < due:
+            sleep(due - now)
+        elif now - due > max_wait_s:
+            dropped += 1
+            continue
+        began = clock()
+        call()
+        done = clock()
+        latencies.append((done - due) * 1e3)
+        service.append((done - began) * 1e3)
+    return latencies, service, dropped, index
 
 
 def elapsed_ms(call, *args):

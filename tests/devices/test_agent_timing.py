@@ -198,3 +198,32 @@ def test_only_the_timing_module_reads_the_clock_around_a_timed_call() -> None:
                for path in (root / folder).rglob("*.py")
                if "perf_counter" in path.read_text() and path.name != "timing.py"}
     assert readers == set(NOT_TIMINGS), readers
+
+
+class _PacedClock:
+    """A clock the paced calls advance: a call takes ``cost`` s, a sleep what it asks."""
+
+    def __init__(self, cost: float) -> None:
+        self.now, self.cost = 0.0, cost
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+    def call(self) -> None:
+        self.now += self.cost
+
+
+def test_paced_calls_come_on_the_clock_and_late_ones_are_dropped() -> None:
+    quick = _PacedClock(0.01)
+    latencies, service, dropped, due = timing.paced(quick.call, 0.0, 10.0, 1.0, 0.5,
+                                                    clock=quick, sleep=quick.sleep)
+    assert (due, dropped, len(latencies)) == (10, 0, 10)
+    assert all(abs(ms - 10.0) < 1e-6 for ms in latencies + service)  # none waited
+    slow = _PacedClock(0.25)  # each call takes 2.5 periods: the queue grows, stale ones go
+    latencies, _, dropped, due = timing.paced(slow.call, 0.0, 10.0, 1.0, 0.3,
+                                              clock=slow, sleep=slow.sleep)
+    assert due == 10 and dropped > 0 and len(latencies) + dropped == due
+    assert max(latencies) <= (0.3 + 0.25) * 1e3 + 1e-6  # never older than max_wait + a call

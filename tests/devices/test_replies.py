@@ -38,10 +38,26 @@ GOOD: dict[str, dict[str, Any]] = {
     "prune": {"kept": ["ab12"], "removed": [], "stale_removed": []},
     "space": {"work_dir": "/w", "free_bytes": 5},
     "install": {"installed": "/w/m", "sha256": "0" * 64},
+    "corun": {"seconds": 5.0, "peak_mb": 120.5, "jobs": [
+        {"name": "det", "runtime": "onnxruntime", "load_ms": 40.0, "threads": 1,
+         "alone": {"frames": 50, "served": 50, "dropped": 0, "per_s": 10.0, "p50_ms": 8.0,
+                   "p99_ms": 9.5, "max_ms": 9.9, "service_p50_ms": 7.9},
+         "together": {"frames": 50, "served": 49, "dropped": 1, "per_s": 9.8, "p50_ms": 9.0,
+                      "p99_ms": 12.5, "max_ms": 14.0, "service_p50_ms": 8.8},
+         "peak_mb": 120.5}]},
+    "activate-pack": {"slots": [{"active": "ab12", "previous": None, "changed": True,
+                                 "slot": "det"}]},
 }
 
 #: (command, path to the value, the lie, the field the error names)
 LIES = [
+    ("corun", ("jobs", 0, "together", "p99_ms"), float("nan"), "jobs.0.together.p99_ms"),
+    ("corun", ("jobs", 0, "together", "p99_ms"), None, "jobs.0.together: p99_ms is missing"),
+    ("corun", ("jobs", 0, "together", "served"), 10**6, "jobs.0.together: served and dropped"),
+    ("corun", ("jobs", 0, "peak_mb"), -1.0, "jobs.0.peak_mb"),
+    ("corun", ("jobs",), [], "jobs"),
+    ("activate-pack", ("slots", 0, "active"), 5, "slots.0.active"),
+    ("activate-pack", ("slots",), [], "slots"),
     *(("bench", ("results", 0, key), value,
        f"results.0: {key} is missing" if value is None else f"results.0.{key}")
       for key in ("p50_ms", "p90_ms", "p99_ms", "mean_ms", "load_ms")
