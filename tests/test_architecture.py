@@ -4,6 +4,7 @@ at the top of their module (but for lazy loads of heavy frameworks and the CLI's
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
@@ -157,3 +158,39 @@ def test_the_import_rules_tell_lazy_loads_from_hidden_imports(
         import_rules: Rules, path: str, module: str, allowed: bool) -> None:
     found = InnerImport(path=path, line=1, function="f", modules=(module,))
     assert import_rules.allowed(found) is allowed
+
+
+COLLECTION = ROOT / "devices" / "ansible" / "plugins"
+#: The edge.fleet collection's controller plugins are a client of edge, at the top beside
+#: edge.cli (Ansible loads them as ansible_collections.edge.fleet; no package imports them):
+#: they reach edge through these doors only; its module runs on the device, standard library only.
+CONTROLLER_DOORS = ("edge.core.", "devices.", "targets.provision")
+
+
+def _imported(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module)
+    return found
+
+
+def test_the_collection_is_a_client_of_edge_through_its_doors() -> None:
+    controller = [*COLLECTION.glob("action/*.py"), *COLLECTION.glob("plugin_utils/*.py")]
+    edge_side = {(p.name, m) for p in controller for m in _imported(p)
+                 if m.split(".")[0] in PACKAGES}
+    assert edge_side, "the controller plugins read bundles with edge"
+    assert {(f, m) for f, m in edge_side
+            if not m.startswith(CONTROLLER_DOORS) or (m + ".").startswith("devices.agent.")
+            } == set()
+    device_side = {m for p in COLLECTION.glob("modules/*.py") for m in _imported(p)
+                   if m.split(".")[0] not in sys.stdlib_module_names | {"__future__"}}
+    assert {m for m in device_side if not m.startswith("ansible.module_utils")} == set()
+
+
+def test_no_package_of_edge_imports_the_collection() -> None:
+    graph = grimp.build_graph(*PACKAGES, include_external_packages=True, cache_dir=None)
+    assert "ansible_collections" not in graph.modules
+    assert not any(m.startswith("devices.ansible") for m in graph.modules)

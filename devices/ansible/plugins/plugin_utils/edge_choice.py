@@ -3,7 +3,8 @@ code: the bundle's faithful candidates, the choice among the device's timings of
 (edge.core.select, as ``edge deploy --on-device`` chooses: the latency budget, the least
 fidelity loss, the fastest by paired rounds, more rounds of the contenders while the winner is
 not clear), and the bundle's runtime provisioned (targets.provision) over the task's
-connection."""
+connection. The collection is a client of edge (beside edge.cli, not in the devices layer;
+tests/test_architecture.py holds it to edge.core, devices and targets.provision)."""
 
 from __future__ import annotations
 
