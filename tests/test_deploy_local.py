@@ -198,6 +198,9 @@ def test_measure_on_device_times_every_candidate_in_one_interleaved_bench(
     rounds = {s["candidate"]: s["round_ms"] for s in contest["standings"]}
     assert set(rounds) == runnable
     assert all(rounds[k][:len(b["round_ms"])] == b["round_ms"] for k, b in compared.items())
+    # each shown with the paired figure the choice compared (issue 41: like for like)
+    paired = {s["candidate"]: s["paired_ms"] for s in contest["standings"]}
+    assert {k: b["paired_ms"] for k, b in compared.items()} == paired
     choice, _, _ = settle(bundle.candidates, load_profile("rpi4").runtimes, rounds, None,
                           where=f"{label} in one interleaved bench")
     assert report["candidate"] == choice.id

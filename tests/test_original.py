@@ -9,12 +9,16 @@ there, verified as exact, timed, and that a bundle whose choice is the original 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from edge.cli.render import render_bundle
+from edge.core.bundle import read_bundle
 from edge.core.model import sha256_file
+from edge.core.select import PAIRED_NOTE, TIE
 from tests.support.cli import run_cli
 from tests.support.digits import DigitsModel
 
@@ -164,3 +168,40 @@ def test_an_already_quantized_original_keeps_its_own_precision(
     assert original["candidate"]["precision"] == "int8-dynamic"
     assert original["status"] in ("passed", "chosen"), original["reason"]
     assert original["artifact"]["sha256"] == sha256_file(model)
+
+
+def _row_ms(text: str, label: str) -> float:
+    """The latency column of ``label``'s row in edge optimize's candidate table (aligned under
+    its header)."""
+    lines = text.splitlines()
+    header = next(line for line in lines if line.startswith("candidate "))
+    row = next(line for line in lines if line.startswith(label + " "))
+    return float(row[header.index("ms, paired"):].split()[0])
+
+
+def test_the_same_computation_under_two_names_is_timed_alike(x86_bundle: Path) -> None:
+    """Issue 41: the original ONNX and onnxruntime-fp32 (the same file, the same runtime) are
+    shown within the tie margin, from paired rounds, whatever the host did between rounds."""
+    bundle = read_bundle(x86_bundle)
+    benches = {r.candidate.id: r.bench for r in bundle.candidates if r.bench is not None}
+    original, copy = benches["original"], benches["onnxruntime-fp32"]
+    assert original.paired_ms is not None and copy.paired_ms is not None
+    assert abs(original.paired_ms / copy.paired_ms - 1) <= TIE, (original, copy)
+    text = render_bundle(bundle, str(x86_bundle))
+    shown = _row_ms(text, "original (onnxruntime, fp32)"), _row_ms(text, "onnxruntime-fp32")
+    assert shown == (round(original.paired_ms, 3), round(copy.paired_ms, 3)), text
+    assert PAIRED_NOTE in text
+
+
+def test_a_drifting_host_does_not_set_one_name_apart(x86_bundle: Path) -> None:
+    """A host slower in some rounds than others (a shared VM: 34 then 44 ms by turns) makes
+    one candidate's pooled p50 1.3x the other's for the same file; the table, the report and
+    the ratios show the paired figure the choice compared, not that p50."""
+    bundle = read_bundle(x86_bundle)
+    drifted = replace(bundle, candidates=tuple(
+        replace(r, bench=replace(r.bench, p50_ms=1.3 * r.bench.p50_ms))
+        if r.candidate.id == "original" and r.bench is not None else r
+        for r in bundle.candidates))
+    text = render_bundle(drifted, str(x86_bundle))
+    ratio = _row_ms(text, "original (onnxruntime, fp32)") / _row_ms(text, "onnxruntime-fp32")
+    assert abs(ratio - 1) <= TIE, text

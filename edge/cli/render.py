@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from edge.core.bundle import chosen_load_line, load_line
 from edge.core.extras import not_installed
 from edge.core.model import macs_caveat
-from edge.core.select import label
+from edge.core.select import PAIRED_NOTE, label
 from edge.core.tables import table
 from edge.core.units import size_text
 from edge.core.values import (
@@ -85,10 +85,20 @@ def render_bundle(bundle: Bundle, where: str) -> str:
     tail = [f"chosen: {bundle.chosen or 'none'} - {bundle.reason}", *([load] if load else []),
             *([f"rounds: {contest_text(bundle.contest)}"] if bundle.contest else []),
             f"bundle: {where}"]
-    headers = ("candidate", "status", "size", "fidelity", "p50 ms" if mixed else "p50 ms (host)",
+    paired = any(r.bench is not None and r.bench.paired_ms is not None
+                 for r in bundle.candidates)
+    ms = "ms, paired" if paired else "p50 ms"
+    headers = ("candidate", "status", "size", "fidelity", ms if mixed else f"{ms} (host)",
                "reason")
-    lines = ["", table(headers, rows), *([extras] if extras else []), ""]
+    lines = ["", table(headers, rows), *([extras] if extras else []),
+             *([PAIRED_NOTE] if paired else []), ""]
     return "\n".join(head + lines + _per_output(bundle) + tail)
+
+
+def _compared(candidate: str, bench: BenchResult) -> str:
+    if bench.paired_ms is None:
+        return f"{candidate} p50 {bench.p50_ms:.3f} ms"
+    return f"{candidate} {bench.paired_ms:.3f} ms paired (p50 {bench.p50_ms:.3f})"
 
 
 def _p50(result: CandidateResult, labelled: bool) -> str:
@@ -96,7 +106,8 @@ def _p50(result: CandidateResult, labelled: bool) -> str:
     bench = result.bench
     if bench is None:
         return ""
-    return f"{bench.p50_ms:.3f} ({bench.source_label})" if labelled else f"{bench.p50_ms:.3f}"
+    ms = bench.compared_ms
+    return f"{ms:.3f} ({bench.source_label})" if labelled else f"{ms:.3f}"
 
 
 def _per_output(bundle: Bundle) -> list[str]:
@@ -129,7 +140,7 @@ def render_deploy(report: DeployReport,
     ]
     rows += _bench_metric_rows(b)
     if report.compared:
-        rows.append(("compared", "; ".join(f"{c.candidate} p50 {c.bench.p50_ms:.3f} ms"
+        rows.append(("compared", "; ".join(_compared(c.candidate, c.bench)
                                             for c in report.compared)))
     if report.contest:
         rows.append(("rounds", contest_text(report.contest)))

@@ -38,8 +38,9 @@ from edge.core.errors import CheckFailed
 from edge.core.plan import PRECISION_RANK
 from edge.core.values import ORIGINAL, CandidateResult, Contest, Standing
 
-__all__ = ["BASELINE", "BEYOND_TIE", "LOSS_BAND", "TIE", "Budget", "Choice", "Option", "choose",
-           "choose_candidate", "contest_note", "describe_original", "dominated_by", "label",
+__all__ = ["BASELINE", "BEYOND_TIE", "LOSS_BAND", "PAIRED_NOTE", "TIE", "Budget", "Choice",
+           "Option", "choose", "choose_candidate", "contest_note", "describe_original",
+           "dominated_by", "label",
            "least_loss", "may_win", "paired", "preference", "runnable", "settle",
            "within_budget"]
 
@@ -427,6 +428,12 @@ def settle(results: Sequence[CandidateResult], runtimes: Sequence[str],
         ran += len(new)
     contest = _contest(results, runtimes, table, ms, first, ran, contenders, not rivals, tie)
     return replace(choice, reason=choice.reason + contest_note(contest)), contest, ms
+
+
+#: Under a table of paired figures: what they are, and where the pooled p50 is.
+PAIRED_NOTE = ("ms, paired: the figure the choice compared, each candidate's median ratio to "
+               "the leader over the interleaved rounds both ran, times the leader's median "
+               "round (like for like where the host's speed drifts; each one's own p50: --json)")
 
 
 def paired(table: Sequence[Mapping[str, float]]) -> dict[str, float]:

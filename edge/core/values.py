@@ -305,14 +305,24 @@ class BenchResult(JsonValue):
     source: Literal["host", "device", "estimate", "simulated"] | None = None
     #: the median ms of each interleaved round, in the order run (empty: not recorded)
     round_ms: tuple[float, ...] = ()
+    #: the figure a measured choice compared (edge.core.select.paired): the median ratio to
+    #: the leader over the interleaved rounds both ran, times the leader's median round; like
+    #: for like where the host's speed drifts between rounds, which a pooled p50 is not
+    paired_ms: float | None = None
 
-    OMIT_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("source", "round_ms")
+    OMIT_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("source", "round_ms", "paired_ms")
 
     @property
     def measured(self) -> bool:
         """Whether it is a timing of the artifact running (not a vendor's estimate or a
         simulator's figure)."""
         return self.source in (None, "host", "device")
+
+    @property
+    def compared_ms(self) -> float:
+        """What tables and ratios show: the paired figure when a choice compared it, else the
+        p50 of its own calls."""
+        return self.paired_ms if self.paired_ms is not None else self.p50_ms
 
     @property
     def source_label(self) -> str:

@@ -4,15 +4,16 @@ the device's kind, else by the profile's order (``edge.core.select``)."""
 from __future__ import annotations
 
 import platform
+from dataclasses import replace
 from typing import Any
 
 from devices.measure import More
 from edge.core.profile import Profile
 from edge.core.select import choose_candidate, least_loss, settle
-from edge.core.values import CandidateResult
+from edge.core.values import CandidateResult, Contest
 from edge.flows.budgets import host_is
 
-__all__ = ["choose_bundle"]
+__all__ = ["choose_bundle", "with_paired"]
 
 
 def choose_bundle(results: list[CandidateResult], profile: Profile, band: float | None = None,
@@ -48,3 +49,12 @@ def _untimed(results: list[CandidateResult], ms: dict[str, float]) -> str:
         return ""
     return (f"{', '.join(waiting)} run(s) on the device's accelerator, timed only there (edge "
             "deploy --host measures them); among the rest: ")
+
+
+def with_paired(result: CandidateResult, contest: Contest | None) -> CandidateResult:
+    """``result`` with the figure the measured choice compared on its bench (tables and ratios
+    show it: like for like where a pooled p50 is not)."""
+    found = {s.candidate: s.paired_ms for s in contest.standings} if contest else {}
+    if result.bench is None or result.candidate.id not in found:
+        return result
+    return replace(result, bench=replace(result.bench, paired_ms=found[result.candidate.id]))

@@ -299,8 +299,9 @@ def _deploy_fastest(device: Device, bundle_dir: Path, bundle: Bundle, *, profile
     assert chosen.artifact is not None
     outcome = deploy_artifact(device, bundle_dir, chosen.artifact, profile=profile,
                               rounds=rounds, threads=threads, keep=keep, name=name)
-    compared = tuple(MeasuredCandidate(candidate=r.candidate.id, bench=benches[r.candidate.id])
-                     for r in measured)
+    paired = {s.candidate: s.paired_ms for s in contest.standings} if contest else {}
+    compared = tuple(MeasuredCandidate(candidate=r.candidate.id, bench=replace(
+        benches[r.candidate.id], paired_ms=paired.get(r.candidate.id))) for r in measured)
     report = replace(outcome.report, compared=compared, reason=note + choice.reason,
                      contest=contest)
     return replace(outcome, report=report, transfer=transfer)

@@ -53,7 +53,7 @@ from edge.flows.budgets import (
     none_within,
     within_budgets,
 )
-from edge.flows.choice import choose_bundle
+from edge.flows.choice import choose_bundle, with_paired
 from edge.flows.planning import plan_for, tflite_readers
 from edge.flows.prune import PruneOptions, prune_model
 from edge.flows.recover import recover
@@ -150,7 +150,8 @@ def optimize(model_path: Path, profile: Profile, out: Path, options: OptimizeOpt
         format=FORMAT, profile=profile.id, profile_spec=profile.to_json(), source=ctx.model,
         calibration=ctx.calib.source,
         evaluation=ctx.held_out.source + (" (held-out split)" if options.eval is None else ""),
-        candidates=tuple(_mark(r, chosen) for r in results), chosen=chosen, reason=reason,
+        candidates=tuple(_mark(with_paired(r, contest), chosen) for r in results),
+        chosen=chosen, reason=reason,
         origin=origin, contest=contest)
     files = {name: path for o in outcomes for name, path in o.files.items()}
     write_bundle(out, bundle, files | _serving_files(outcomes, chosen))

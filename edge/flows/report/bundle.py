@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from edge.core.bundle import chosen_load_line, read_bundle
-from edge.core.select import TIE, dominated_by
+from edge.core.select import PAIRED_NOTE, TIE, dominated_by
 from edge.core.select import label as candidate_label
 from edge.core.verify.rows import HEADERS, kind_lines, output_rows
 from edge.flows.report.history import bundle_history, history_section
@@ -61,7 +61,7 @@ def _candidates_plot(plt: Any, bundle: Any, plotted: list[Any]) -> list[str]:
     """The latency x fidelity plot; a candidate whose numbers cannot be drawn (NaN, Inf,
     beyond +/-1e12) is left out with a note."""
     label, fidelity = _fidelity_axis(plotted)
-    drawn = [r for r in plotted if drawable(r.bench.p50_ms, fidelity(r))]
+    drawn = [r for r in plotted if drawable(r.bench.compared_ms, fidelity(r))]
     left_out = [note(f"{len(plotted) - len(drawn)} candidate(s) left out of the plot: their "
                      "p50 or fidelity is not a finite number (see the table).")
                 ] if len(drawn) < len(plotted) else []
@@ -73,14 +73,14 @@ def _candidates_plot(plt: Any, bundle: Any, plotted: list[Any]) -> list[str]:
         if not group:
             continue
         marker, color, size = _STYLE[status]
-        ax.scatter([r.bench.p50_ms for r in group], [fidelity(r) for r in group],
+        ax.scatter([r.bench.compared_ms for r in group], [fidelity(r) for r in group],
                    marker=marker, c=color, s=size, label=status, zorder=3,
                    edgecolors="black" if status == "chosen" else "none", linewidths=0.8)
     ref = next((r.fidelity.reference_accuracy for r in drawn
                 if r.fidelity.reference_accuracy is not None), None)
     if ref is not None and label.startswith("accuracy") and drawable(ref):
         ax.axhline(100 * ref, color="#555", ls="--", lw=1, label="fp32 reference")
-    xs = [r.bench.p50_ms for r in drawn]
+    xs = [r.bench.compared_ms for r in drawn]
     if min(xs) > 0 and max(xs) / min(xs) > 20:
         ax.set_xscale("log")
     ax.set_xlabel(f"p50 latency, ms (measured on {drawn[0].bench.where})")
@@ -90,13 +90,20 @@ def _candidates_plot(plt: Any, bundle: Any, plotted: list[Any]) -> list[str]:
     ax.grid(True, alpha=0.3)
     ax.legend(loc="best", fontsize=8)
     ax.margins(x=0.15, y=0.15)
-    _label_apart(ax, [(r.bench.p50_ms, fidelity(r), r.candidate.id) for r in drawn])
+    _label_apart(ax, [(r.bench.compared_ms, fidelity(r), r.candidate.id) for r in drawn])
     return [figure(
         svg(fig, "plot-candidates", "Candidates: latency x fidelity"),
         "Each candidate that was verified and timed, at its p50 latency on the machine "
         "that optimized it (not the device unless stated) and its fidelity to the fp32 "
         "model; the star is the chosen one. Skipped and failed candidates are in the table."),
         *left_out]
+
+
+def _ms_head(bundle: Any) -> str:
+    """The latency column's name: the paired figure where a measured choice compared them."""
+    paired = any(r.bench is not None and r.bench.paired_ms is not None
+                 for r in bundle.candidates)
+    return "ms, paired" if paired else "p50 ms"
 
 
 def _candidates_section(plt: Any, bundle: Any) -> Section:
@@ -114,11 +121,12 @@ def _candidates_section(plt: Any, bundle: Any) -> Section:
                      fmt_size(r.artifact.total_bytes) if r.artifact else "",
                      f"{fid.cosine:.5f}" if fid else "",
                      f"{100 * fid.accuracy:.1f}%" if fid and fid.accuracy is not None else "",
-                     _sourced(r.bench, r.bench.p50_ms) if r.bench else "",
+                     _sourced(r.bench, r.bench.compared_ms) if r.bench else "",
                      _sourced(r.bench, r.bench.p90_ms) if r.bench else "", r.reason))
         classes.append(r.status)
-    body.append(table(("candidate", "status", "size", "cosine", "accuracy", "p50 ms",
+    body.append(table(("candidate", "status", "size", "cosine", "accuracy", _ms_head(bundle),
                         "p90 ms", "reason"), rows, classes, numeric=(2, 3, 4, 5, 6)))
+    body += [note(PAIRED_NOTE)] if _ms_head(bundle) != "p50 ms" else []
     body.append(_per_output(bundle))
     body.append(_pareto(bundle))
     body.append(_pruning(bundle))
@@ -138,7 +146,7 @@ def _pareto(bundle: Any) -> str:
              and r.fidelity is not None and r.fidelity.allowance_used is not None]
     if len(timed) < 2:
         return ""
-    points = {candidate_label(r): (r.bench.p50_ms, r.fidelity.allowance_used,
+    points = {candidate_label(r): (r.bench.compared_ms, r.fidelity.allowance_used,
                                    r.artifact.total_bytes) for r in timed}
     rows = [(name, fmt_ms(ms), f"{100 * used:.0f}%", fmt_size(size), r.status,
              dominated_by(name, points) or "Pareto-optimal")
@@ -149,7 +157,8 @@ def _pareto(bundle: Any) -> str:
                  "the thresholds; a budget chooses the least within it), and whether another "
                  f"candidate beats it on all three (latencies within {100 * TIE:.0f}% are "
                  "a tie).")
-            + table(("candidate", "p50 ms", "fidelity loss used", "size", "status", "Pareto"),
+            + table(("candidate", _ms_head(bundle), "fidelity loss used", "size", "status",
+                     "Pareto"),
                     rows, [row[4] for row in rows], numeric=(1, 2)))
 
 

@@ -9,6 +9,7 @@ tests/test_architecture.py holds it to edge.core, devices and targets.provision)
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -100,8 +101,10 @@ def choose(bundle: Bundle, benches: dict[str, BenchResult], *, how: str, where: 
     choice, contest, _ = settle(pool, tuple(runtimes), rounds,
                                 more if how == TOGETHER else None, where=f"{where} {how}")
     chosen = next(r for r in measured if r.candidate.id == choice.id)
-    compared = [MeasuredCandidate(candidate=r.candidate.id, bench=benches[r.candidate.id])
-                .to_json() for r in measured]
+    paired = {s.candidate: s.paired_ms for s in contest.standings} if contest else {}
+    compared = [MeasuredCandidate(candidate=r.candidate.id, bench=replace(
+        benches[r.candidate.id], paired_ms=paired.get(r.candidate.id))).to_json()
+        for r in measured]
     return chosen, {"compared": compared, "reason": note + choice.reason,
                     "contest": contest.to_json() if contest is not None else None}
 
