@@ -62,6 +62,12 @@ SAMPLE = "calibration_image_sample_data_20x128x128x3_float32.npy"
 CONVERTERS = ("onnx2tf", "tensorflow", "tf-keras", "onnx-graphsurgeon", "onnxsim", "sng4onnx",
               "onnx", "numpy")
 RECIPE = 3  # 2: TensorFlow-family inputs keep their layout (-kat); 3: -odrqt for integer inputs
+#: ONNX ops onnx2tf writes as Select-TF (Flex) ops, which LiteRT's builtin interpreter cannot
+#: load (GELU's Erf in attention blocks: FlexErf), and its -rtpo name for writing them with
+#: builtin ops instead (its approximations: verified like every candidate). A model without
+#: them converts as before, with the same cache keys.
+PSEUDO_OPS = {"Erf": "Erf", "Gelu": "GeLU", "Asin": "Asin", "Acos": "Acos", "Atan": "Atan",
+              "MatMulInteger": "MatMulInteger"}
 HEARTBEAT_S = 30.0
 #: onnx2tf's command line less its int16-activation variants (two calibration passes fewer).
 CHILD = "targets.tflite.onnx2tf_child"
@@ -99,9 +105,17 @@ class _RunFailed(Exception):
 
 
 def failure_key(model: ModelInfo, calib: Dataset, timeout: float) -> str:
-    """What a remembered failure is valid for: model, samples, timeout, converter versions."""
-    return cache_key(model.sha256, dataset_digest(calib), round(timeout), recipe=RECIPE,
+    """What a remembered failure is valid for: model, samples, timeout, converter versions
+    (and the ops written with builtins, where there are any)."""
+    pseudo = pseudo_ops(model)
+    return cache_key(model.sha256, dataset_digest(calib), round(timeout),
+                     *([",".join(pseudo)] if pseudo else []), recipe=RECIPE,
                      converters=CONVERTERS)
+
+
+def pseudo_ops(model: ModelInfo) -> list[str]:
+    """onnx2tf's -rtpo names of the model's ops it would otherwise write as Flex ops."""
+    return [name for op, name in PSEUDO_OPS.items() if model.ops.get(op)]
 
 
 def _raise_remembered(workdir: Path, key: str) -> None:
@@ -130,7 +144,8 @@ def read_marker(workdir: Path, model: ModelInfo) -> dict[str, Any] | None:
         run = json.loads((workdir / MARKER).read_text())
     except (OSError, ValueError):
         return None
-    if run.get("model_sha256") != model.sha256 or run.get("recipe", 1) != RECIPE:
+    if run.get("model_sha256") != model.sha256 or run.get("recipe", 1) != RECIPE \
+            or run.get("pseudo_ops", []) != pseudo_ops(model):
         return None
     if not all((workdir / f).is_file() for f in run.get("files", {}).values()):
         return None
@@ -199,13 +214,15 @@ def prepare(model: ModelInfo, calib: Dataset, scratch: Path) -> tuple[list[str],
     kept = kept_layout(model)
     flags = _shape_flags(model, calib)
     quant, missing = _calibration_flags(model, calib, scratch, kept)
+    pseudo = pseudo_ops(model)
     run: dict[str, Any] = {
         "model_sha256": model.sha256, "onnx2tf": version("onnx2tf"), "files": {},
         "missing": missing,
         "calibration_samples": len(calib), "fixed_shapes": flags[1::2], "recipe": RECIPE,
-        "kept_layout": list(kept),
+        "kept_layout": list(kept), **({"pseudo_ops": pseudo} if pseudo else {}),
     }
-    return flags + (["-kat", *kept] if kept else []) + quant, run
+    return (flags + (["-kat", *kept] if kept else []) + (["-rtpo", *pseudo] if pseudo else [])
+            + quant), run
 
 
 def _copy_model(src: Path, dst: Path) -> None:

@@ -92,6 +92,9 @@ def _notes(precision: str, model: ModelInfo, run: dict[str, Any],
     if precision == "int8":
         notes.append(f"calibrated on {run['calibration_samples']} samples, as given "
                      "(mean 0, std 1)")
+    if run.get("pseudo_ops"):
+        notes.append(f"{', '.join(run['pseudo_ops'])} written with builtin ops (onnx2tf -rtpo, "
+                     "its approximations), not as Select-TF ops LiteRT cannot load")
     if run.get("kept_layout"):
         notes.append(f"input layout kept as in the model (onnx2tf -kat): "
                      f"{', '.join(run['kept_layout'])}")

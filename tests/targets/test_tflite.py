@@ -212,6 +212,56 @@ def test_three_channel_two_outputs_offline(tmp_path: Path) -> None:
                 assert float(np.abs(g - w).max()) < tol, precision
 
 
+def _gelu_model(path: Path) -> Path:
+    """An attention block's MLP: MatMul, GELU as BERT exports it (0.5 x (1 + Erf(x / sqrt 2))),
+    MatMul; input 'tokens' [1, 8, 16]."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    consts = [numpy_helper.from_array(rng.normal(0, 0.3, (16, 32)).astype(np.float32), "w1"),
+              numpy_helper.from_array(rng.normal(0, 0.3, (32, 16)).astype(np.float32), "w2"),
+              numpy_helper.from_array(np.array(2 ** 0.5, np.float32), "sqrt2"),
+              numpy_helper.from_array(np.array(1.0, np.float32), "one"),
+              numpy_helper.from_array(np.array(0.5, np.float32), "half")]
+    nodes = [helper.make_node("MatMul", ["tokens", "w1"], ["h"]),
+             helper.make_node("Div", ["h", "sqrt2"], ["scaled"]),
+             helper.make_node("Erf", ["scaled"], ["erf"]),
+             helper.make_node("Add", ["erf", "one"], ["shifted"]),
+             helper.make_node("Mul", ["h", "shifted"], ["gated"]),
+             helper.make_node("Mul", ["gated", "half"], ["gelu"]),
+             helper.make_node("MatMul", ["gelu", "w2"], ["hidden"])]
+    graph = helper.make_graph(
+        nodes, "gelu_mlp", [helper.make_tensor_value_info("tokens", TensorProto.FLOAT, [1, 8, 16])],
+        [helper.make_tensor_value_info("hidden", TensorProto.FLOAT, [1, 8, 16])], consts)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
+@pytest.mark.slow
+@needs_tflite
+def test_gelus_erf_is_written_with_builtin_ops_litert_loads(tmp_path: Path) -> None:
+    """Issue 41: onnx2tf writes Erf as the Select-TF op FlexErf, which LiteRT cannot load, so
+    every TFLite candidate of a transformer failed; asked with -rtpo it writes builtins."""
+    import onnxruntime as ort
+
+    model = inspect_model(_gelu_model(tmp_path / "gelu.onnx"))
+    x = np.random.default_rng(1).normal(0, 1, (12, 1, 8, 16)).astype(np.float32)
+    calib = Dataset(feeds=tuple({"tokens": x[i]} for i in range(8)))
+    path, notes = TARGET.convert(model, "fp32", calib=calib, workdir=tmp_path / "cache")
+    assert any(n.startswith("Erf written with builtin ops (onnx2tf -rtpo") for n in notes), notes
+    runner = TARGET.load(path, model, threads=1)  # a Flex op would fail here
+    session = ort.InferenceSession(model.path, providers=["CPUExecutionProvider"])
+    for i in range(8, 12):
+        got, want = runner.run({"tokens": x[i]})[0], session.run(None, {"tokens": x[i]})[0]
+        assert float(np.abs(got - want).max()) < 1e-2 * float(np.abs(want).max())
+    run = json.loads((tmp_path / "cache" / onnx2tf_run.MARKER).read_text())
+    assert run["pseudo_ops"] == ["Erf"]
+    assert onnx2tf_run.pseudo_ops(inspect_model(_two_output_model(tmp_path / "two.onnx"))) == []
+
+
 # ---------------------------------------------------------------- failures
 
 
