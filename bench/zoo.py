@@ -119,7 +119,8 @@ def candidates(report: dict[str, Any]) -> list[dict[str, Any]]:
 def _timing(bench: dict[str, Any] | None) -> dict[str, Any]:
     if not bench or bench.get("p50_ms") is None:
         return {}
-    return {"p50_ms": bench["p50_ms"], "timed": bench.get("source") or "host"}
+    paired = {"paired_ms": bench["paired_ms"]} if bench.get("paired_ms") is not None else {}
+    return {"p50_ms": bench["p50_ms"], "timed": bench.get("source") or "host", **paired}
 
 
 def own_checks(entry: zoo.Entry, path: Path, report: dict[str, Any], work: Path,
@@ -194,8 +195,8 @@ def host_kind(profile: str) -> bool:
     return load_profile(profile).compute.arch == platform.machine()
 
 
-def result_path(name: str, profile: str) -> Path:
-    return RESULTS / f"{name}-{profile}.json"
+def result_path(name: str, profile: str, into: Path = RESULTS) -> Path:
+    return into / f"{name}-{profile}.json"
 
 
 def gather() -> list[dict[str, Any]]:
@@ -210,10 +211,11 @@ def main(argv: list[str] | None = None) -> int:
     picked = [zoo.entry(n) for n in args.only] if args.only else list(zoo.entries())
     picked = [e for e in picked if not args.fast or e.fast]
     metrics = metric_flag_supported()
-    RESULTS.mkdir(parents=True, exist_ok=True)
+    into = ROOT / "bench" / "results" / args.into
+    into.mkdir(parents=True, exist_ok=True)
     for entry in picked:
         for profile in args.profile:
-            target = result_path(entry.name, profile)
+            target = result_path(entry.name, profile, into)
             if target.is_file() and not args.force:
                 print(f"{entry.name} {profile}: kept from an earlier run ({target.name})")
                 continue
@@ -221,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
             result = run_one(entry, profile, args, metrics)
             target.write_text(json.dumps(result, indent=1, default=str) + "\n")
             print(zoo_doc.line(result), flush=True)
-    write_summary(args, len(zoo.entries()))
+    if into == RESULTS:  # a run into another folder (bench/claims.py's) leaves the zoo's alone
+        write_summary(args, len(zoo.entries()))
     return 0
 
 
@@ -247,6 +250,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=1800.0, help="per edge optimize, s")
     parser.add_argument("--rounds", type=int, default=7, help="interleaved speed rounds")
     parser.add_argument("--work", default=str(Path.home() / ".cache" / "edge-zoo-work"))
+    parser.add_argument("--into", default="zoo",
+                        help="the folder under bench/results for each result (zoo: also "
+                             "rebuild zoo.json and docs/zoo.md)")
     return parser.parse_args(argv)
 
 
