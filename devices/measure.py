@@ -47,7 +47,7 @@ class Rounds:
     rounds: int = 5
     calls: int = 100
     warmup: int = 3
-    idle_s: float = 0.1
+    idle_s: float = 0.02  # a spinning thread pool stops within milliseconds
     budget_s: float | None = None
     min_rounds: int = 1
 

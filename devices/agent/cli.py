@@ -106,7 +106,7 @@ def _bench(command):
     command.add_argument("--warmup", type=int, default=5, help="untimed calls before a block")
     command.add_argument("--threads", type=int, default=0, help="0: all cores")
     command.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
-    command.add_argument("--idle-s", type=float, default=0.1, help="idle gap before a block")
+    command.add_argument("--idle-s", type=float, default=0.02, help="idle gap before a block")
     command.add_argument("--budget-s", type=float, default=None, help="fewer rounds if over")
     command.add_argument("--min-rounds", type=int, default=1, help="fewest rounds in budget")
 

@@ -99,7 +99,7 @@ def test_a_bad_host_plan_is_a_usage_error() -> None:
         with pytest.raises(UsageError, match="cannot time with"):
             Rounds(**bad)
     assert Rounds(calls=7, warmup=2).options() == [
-        "--runs", "7", "--warmup", "2", "--rounds", "5", "--idle-s", "0.1", "--min-rounds", "1"]
+        "--runs", "7", "--warmup", "2", "--rounds", "5", "--idle-s", "0.02", "--min-rounds", "1"]
 
 
 def test_medians_and_percentiles_of_the_samples() -> None:
