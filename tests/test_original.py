@@ -181,7 +181,8 @@ def _row_ms(text: str, label: str) -> float:
 
 def _conv_net(path: Path) -> Path:
     """Three 3x3 convolutions on a [1, 3, 128, 128] image, then a classifier (random weights):
-    milliseconds a call, where a 20 us model's two sessions differ by their memory layout."""
+    milliseconds a call (two sessions of the 20 us digits model differed by 17 % in one run, a
+    per-session effect no pairing removes)."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
