@@ -42,7 +42,7 @@ from typing import Any
 
 from devices.transport import Transport, check_device_path, expand_home
 from edge.core.cache import cache_root
-from edge.core.errors import DeviceError
+from edge.core.errors import DeviceError, UsageError
 from edge.core.model import sha256_file
 
 __all__ = ["NUMPY", "PIP", "DevicePlatform", "ProvisionReport", "default_cache",
@@ -540,3 +540,23 @@ def _json_run(transport: Transport, argv: list[str], what: str, *,
 def _tail(done: Any) -> str:
     lines = [ln.strip() for ln in (done.stderr or done.stdout or "").splitlines() if ln.strip()]
     return (lines[-1] if lines else f"exit {done.status}")[:300]
+
+
+def runtime_to_provision(bundle: Any, specs: Iterable[str], runtimes: Iterable[str] = ()) -> str:
+    """The runtime to provision for a bundle among ``specs`` (the runtimes provisioning can
+    install): its chosen artifact's runtime when it can, else that of the first faithful
+    candidate it can; ``runtimes`` (what the device has already) wins when a faithful candidate
+    can use one of them."""
+    have, specs = set(runtimes), list(specs)
+    faithful = [c for c in bundle.candidates
+                if c.status in ("chosen", "passed") and c.artifact is not None]
+    chosen = bundle.chosen_result()
+    ordered = ([chosen] if chosen is not None and chosen.artifact is not None else []) + \
+        [c for c in faithful if c is not chosen]
+    needs = [c.artifact.runtime for c in ordered]
+    for runtime in [n for n in needs if n in have] + needs:
+        if runtime in specs:
+            return runtime
+    raise UsageError(f"no faithful candidate of the bundle uses a runtime that can be "
+                     f"provisioned ({', '.join(specs)}); candidates need "
+                     f"{', '.join(sorted(set(needs))) or 'nothing'}")

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from devices.provision import ProvisionReport, install_runtime
+from devices.provision import ProvisionReport, install_runtime, runtime_to_provision
 from devices.transport import Transport
 from edge.core.errors import UsageError
 from targets import runtimes as registered
@@ -37,22 +37,6 @@ def provision_runtime(transport: Transport, *, device_python: str, work_dir: str
 
 
 def runtime_for_bundle(bundle: Any, runtimes: Iterable[str] = ()) -> str:
-    """The runtime to provision for a bundle: its chosen artifact's runtime when provisioning
-    can install it, else that of the first faithful candidate it can; ``runtimes`` (what the
-    device has already) wins when a faithful candidate can use one of them."""
-    have, specs = set(runtimes), provisionable()
-    faithful = [c for c in bundle.candidates
-                if c.status in ("chosen", "passed") and c.artifact is not None]
-    chosen = bundle.chosen_result()
-    ordered = ([chosen] if chosen is not None and chosen.artifact is not None else []) + \
-        [c for c in faithful if c is not chosen]
-    needs = [c.artifact.runtime for c in ordered]
-    for runtime in needs:
-        if runtime in have and runtime in specs:
-            return runtime
-    for runtime in needs:
-        if runtime in specs:
-            return runtime
-    raise UsageError(f"no faithful candidate of the bundle uses a runtime that can be "
-                     f"provisioned ({', '.join(specs)}); candidates need "
-                     f"{', '.join(sorted(set(needs))) or 'nothing'}")
+    """The runtime to provision for a bundle (``devices.provision.runtime_to_provision`` among
+    the registered runtimes that declare their wheels)."""
+    return runtime_to_provision(bundle, provisionable(), runtimes)

@@ -40,12 +40,16 @@ def _bundled():
     return {m.NAME: m for m in modules}
 
 
+def declared():
+    """Every registered runtime's declaration (edge's host only): the folders of the
+    ``targets`` package that declare ``RUNTIME``, then the ``edge.targets`` entry points."""
+    return [r for r in (*_folders(), *(ep.load() for ep in md.entry_points(group=GROUP)))
+            if r is not None]
+
+
 def _installed():
-    """Every registered runtime's declared ``agent`` module (edge's host only): the folders of
-    the ``targets`` package that declare ``RUNTIME``, then the ``edge.targets`` entry points."""
-    declared = [r for r in (*_folders(), *(ep.load() for ep in md.entry_points(group=GROUP)))
-                if r is not None]
-    modules = [importlib.import_module(d.agent) for d in declared if d.agent]
+    """Every registered runtime's declared ``agent`` module (edge's host only)."""
+    modules = [importlib.import_module(d.agent) for d in declared() if d.agent]
     return {m.NAME: m for m in sorted(modules, key=lambda m: m.NAME)}
 
 

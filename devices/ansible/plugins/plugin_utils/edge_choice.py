@@ -2,9 +2,9 @@
 code: the bundle's faithful candidates, the choice among the device's timings of them
 (edge.core.select, as ``edge deploy --on-device`` chooses: the latency budget, the least
 fidelity loss, the fastest by paired rounds, more rounds of the contenders while the winner is
-not clear), and the bundle's runtime provisioned (targets.provision) over the task's
-connection. The collection is a client of edge (beside edge.cli, not in the devices layer;
-tests/test_architecture.py holds it to edge.core, devices and targets.provision)."""
+not clear), and the bundle's runtime provisioned (devices.provision, with the wheels each
+runtime declares, found as the agent finds them: no import of targets) over the task's
+connection."""
 
 from __future__ import annotations
 
@@ -15,13 +15,14 @@ from typing import Any
 
 from ansible.errors import AnsibleActionFail
 
+from devices.agent.runtimes import declared
 from devices.measure import Rounds, bench_result
+from devices.provision import install_runtime, runtime_to_provision
 from devices.release import release_files
 from devices.transport import Transport
 from edge.core.errors import EdgeError, first_line
 from edge.core.select import Budget, runnable, settle, within_budget
 from edge.core.values import BenchResult, Bundle, CandidateResult, MeasuredCandidate
-from targets.provision import provision_runtime, runtime_for_bundle
 
 __all__ = ["TOGETHER", "bench_options", "candidates", "choose", "device_benches", "provision",
            "round_ms"]
@@ -112,10 +113,17 @@ def choose(bundle: Bundle, benches: dict[str, BenchResult], *, how: str, where: 
 def provision(transport: Transport, bundle: Bundle, *, python: str,
               work_dir: str) -> dict[str, Any]:
     """The bundle's runtime (its chosen candidate's, else the first faithful one's that can be)
-    and numpy into WORK/venv from wheels fetched here; that venv's python and what was done."""
+    and numpy into WORK/venv from wheels fetched here; that venv's python and what was done.
+    The runtimes' wheels come from their declarations, found as the agent finds them (the
+    ``targets`` folders, the ``edge.targets`` entry points), not by importing targets."""
+    specs = {r.name: r.provision for r in declared() if r.provision is not None}
     try:
-        report = provision_runtime(transport, device_python=python, work_dir=work_dir,
-                                   runtime=runtime_for_bundle(bundle))
+        runtime = runtime_to_provision(bundle, specs)
+        spec = specs[runtime]
+        report = install_runtime(transport, device_python=python, work_dir=work_dir,
+                                 runtime=runtime, requirements=spec.requirements,
+                                 module=spec.module, distribution=spec.distribution,
+                                 no_deps=spec.no_deps)
     except EdgeError as exc:
         raise AnsibleActionFail(first_line(exc)) from None
     done = report.to_json()
