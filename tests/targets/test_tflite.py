@@ -166,7 +166,6 @@ def test_fp16_keeps_accuracy(digits: dict[str, Any], converted: dict[str, Any],
 
 def _two_output_model(path: Path) -> Path:
     """3-channel input named 'image:0'; outputs: pooled [1, 4] then feature map [1, 4, 8, 8]."""
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(0)
@@ -176,11 +175,18 @@ def _two_output_model(path: Path) -> Path:
              helper.make_node("Relu", ["conv"], ["feat"]),
              helper.make_node("GlobalAveragePool", ["feat"], ["gap"]),
              helper.make_node("Flatten", ["gap"], ["pooled"])]
-    graph = helper.make_graph(
+    return _saved(path, helper.make_graph(
         nodes, "two_outputs",
         [helper.make_tensor_value_info("image:0", TensorProto.FLOAT, [1, 3, 8, 8])],
         [helper.make_tensor_value_info("pooled", TensorProto.FLOAT, [1, 4]),
-         helper.make_tensor_value_info("feat", TensorProto.FLOAT, [1, 4, 8, 8])], weights)
+         helper.make_tensor_value_info("feat", TensorProto.FLOAT, [1, 4, 8, 8])], weights))
+
+
+def _saved(path: Path, graph: Any) -> Path:
+    """``graph`` as an opset-17, IR-8 ONNX file at ``path``."""
+    import onnx
+    from onnx import helper
+
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.save(model, str(path))
@@ -215,7 +221,6 @@ def test_three_channel_two_outputs_offline(tmp_path: Path) -> None:
 def _gelu_model(path: Path) -> Path:
     """An attention block's MLP: MatMul, GELU as BERT exports it (0.5 x (1 + Erf(x / sqrt 2))),
     MatMul; input 'tokens' [1, 8, 16]."""
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(0)
@@ -231,13 +236,9 @@ def _gelu_model(path: Path) -> Path:
              helper.make_node("Mul", ["h", "shifted"], ["gated"]),
              helper.make_node("Mul", ["gated", "half"], ["gelu"]),
              helper.make_node("MatMul", ["gelu", "w2"], ["hidden"])]
-    graph = helper.make_graph(
+    return _saved(path, helper.make_graph(
         nodes, "gelu_mlp", [helper.make_tensor_value_info("tokens", TensorProto.FLOAT, [1, 8, 16])],
-        [helper.make_tensor_value_info("hidden", TensorProto.FLOAT, [1, 8, 16])], consts)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save(model, str(path))
-    return path
+        [helper.make_tensor_value_info("hidden", TensorProto.FLOAT, [1, 8, 16])], consts))
 
 
 @pytest.mark.slow
