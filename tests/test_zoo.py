@@ -25,7 +25,8 @@ CATEGORIES = ("classification", "detection", "landmarks", "segmentation", "ocr/c
               "recurrent state", "0-d int64 input", "keras .h5", "float tflite",
               "already-quantized tflite", "dynamic dims", "transformer text encoder",
               "int64 ids + attention mask", "multi-label sigmoid maps", "int32 input",
-              "torchscript", "recurrent (LSTM)", "declared shape differs")
+              "torchscript", "recurrent (LSTM)", "declared shape differs",
+              "multi-label logits", "in-graph STFT")
 ORT_ONLY = "extends: x86-64\nid: x86-64-ort\nruntimes: [onnxruntime]\n"
 
 

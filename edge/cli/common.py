@@ -160,7 +160,8 @@ optimize_options = with_options([
     click.option("--metric", "metrics", multiple=True, metavar="OUTPUT=KIND|MODULE:FUNCTION",
                  help="How to judge an output (repeatable): KIND is values, classes, probs, "
                       "sequence[:layout=tnc], ctc[:blank=K,layout=tnc], exact, yolo[:obj], "
-                      "ssd[:scores=OUTPUT] or regression (layout=tnc: time first, [T, N, C]); "
+                      "ssd[:scores=OUTPUT], regression, embedding[:threshold=T] or "
+                      "multilabel[:threshold=T,k=K] (layout=tnc: time first, [T, N, C]); "
                       "OUTPUT may be '*'. MODULE:FUNCTION is your own check (see docs)."),
     click.option("--latency-budget", type=Finite(min=0, min_open=True),
                  help="Reject candidates whose p50 exceeds this (ms): timed on this host "

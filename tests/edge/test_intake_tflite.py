@@ -4,13 +4,14 @@ names the operator and is remembered, and ``edge optimize`` still verifies a bun
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from edge.core.intake import NoOnnxReference, inspect_tflite, to_reference
-from edge.core.intake.tflite import named_operator
+from edge.core.intake.tflite import named_operators
 from tests.support import mediapipe
 from tests.support.cli import run_cli
 
@@ -47,11 +48,40 @@ def test_no_converter_names_the_operator_and_the_failure_is_remembered(
     assert not logs[0].exists()  # the converters did not run again
 
 
+#: A "python" for the intake child whose first converter crashes the process (SIGSEGV) after
+#: reporting the operator it could not convert, as tf2onnx does on BirdNET's RFFT2D.
+_CRASHING = """#!{python}
+import os, runpy, signal, sys
+import edge.core.intake.tflite as chain
+def crash(job):
+    print("Failed to convert node 'x' OP=DENSIFY", flush=True)
+    os.kill(os.getpid(), signal.SIGSEGV)
+chain._ATTEMPTS = (("tf2onnx", crash),) + chain._ATTEMPTS[1:]
+sys.argv = ["edge.core.intake.tf", sys.argv[-1]]
+runpy.run_module("edge.core.intake.tf", run_name="__main__")
+"""
+
+
+def test_a_converter_that_crashes_the_child_is_named_and_the_others_still_run(
+        sparse: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = tmp_path / "python"
+    fake.write_text(_CRASHING.format(python=sys.executable))
+    fake.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(fake))
+    with pytest.raises(NoOnnxReference, match=r"unsupported operator DENSIFY: tf2onnx: crashed "
+                       r"\(SIGSEGV\) after it could not convert DENSIFY; ") as err:
+        to_reference(sparse, tmp_path / "ref")
+    assert "tflite2onnx: " in str(err.value)  # the chain went on past the crash
+    assert len(list((tmp_path / "ref").glob("*.failed.txt"))) == 1  # a crash is the model's
+
+
 def test_the_operator_is_taken_from_the_model_s_own_operators() -> None:
     reasons = ["tf2onnx: ValueError: cannot reshape", "tflite2onnx: Unsupported TFLite OP: "
                "124 DENSIFY!"]
-    assert named_operator(reasons, ["DEPTHWISE_CONV_2D", "DENSIFY", "CONV_2D"]) == "DENSIFY"
-    assert named_operator(["tf2onnx: ValueError: cannot reshape"], ["CONV_2D"]) is None
+    assert named_operators(reasons, ["DEPTHWISE_CONV_2D", "DENSIFY", "CONV_2D"]) == ["DENSIFY"]
+    assert named_operators(["tf2onnx: ValueError: cannot reshape"], ["CONV_2D"]) == []
+    both = ["tf2onnx: unsupported ops: RFFT2D", "tflite2onnx: Unsupported TFLite OP: REDUCE_MIN"]
+    assert named_operators(both, ["RFFT2D", "REDUCE_MIN", "MUL"]) == ["REDUCE_MIN", "RFFT2D"]
 
 
 def test_a_tflite_reference_is_described_by_litert(sparse: Path) -> None:

@@ -98,7 +98,8 @@ def test_sigmoid_decisions_crossing_half() -> None:
 
 def test_unlabelled_scores_are_values_unless_named_or_labelled() -> None:
     emb = RNG.normal(size=(10, 1, 16))
-    assert _fid([emb], [emb], ["embedding"]).outputs[0].kind == "values"
+    assert _fid([emb], [emb], ["y"]).outputs[0].kind == "values"
+    assert _fid([emb], [emb], ["embedding"]).outputs[0].kind == "embedding"
     assert _fid([emb], [emb], ["logits"]).outputs[0].kind == "classes"
     labelled = _fid([emb], [emb], ["y"], labels=emb.argmax(-1)[:, 0])
     assert labelled.outputs[0].kind == "classes" and "labels" in labelled.outputs[0].why

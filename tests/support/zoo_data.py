@@ -132,6 +132,34 @@ def _unit(wave: np.ndarray) -> np.ndarray:
     return wave / max(float(np.abs(wave).max()), 1e-6)
 
 
+def songs(n: int, samples: int, rate: int = 48_000, seed: int = 0) -> np.ndarray:
+    """``n`` clips of bird-like song at ``rate``: 3-12 syllables, each a 40-250 ms sweep
+    between 1.5 and 9 kHz with its second harmonic, over wind-like noise; every fifth clip
+    noise alone. [n, samples] float32."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(samples) / rate
+    clips = rng.normal(0, 1, (n, samples)).cumsum(1) * 1e-3  # brown noise
+    clips -= clips.mean(1, keepdims=True)
+    for i in range(n):
+        if i % 5 != 4:
+            clips[i] += _song(t, rng)
+        clips[i] = _unit(clips[i]) * rng.uniform(0.1, 0.8)
+    return clips.astype(np.float32)
+
+
+def _song(t: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    song = np.zeros(t.size)
+    low, high = sorted(rng.uniform(1500, 9000, 2))
+    for start in np.sort(rng.uniform(0, t[-1] - 0.3, int(rng.integers(3, 13)))):
+        length = rng.uniform(0.04, 0.25)
+        inside = (t >= start) & (t < start + length)
+        u = (t[inside] - start) / length
+        freq = low + (high - low) * (u if rng.random() < 0.5 else 1 - u)
+        phase = 2 * np.pi * np.cumsum(freq) / (1 / (t[1] - t[0]))
+        song[inside] += np.sin(np.pi * u) * (np.sin(phase) + 0.3 * np.sin(2 * phase))
+    return song
+
+
 def sentences(n: int, seed: int = 0) -> list[str]:
     """``n`` sentences of 5-14 words drawn from WORDS."""
     rng = np.random.default_rng(seed)

@@ -331,8 +331,8 @@ OWW_EMBED = Entry(
     member=f"{_OWW}/embedding_model.onnx",
     sha256="ba754db3cd768a524c655ea90655ee5e6055a43b8dfd29366a11e93716ae9e51",
     task="speech embedding of 76 mel frames", covers=("audio", "dynamic batch", "NHWC onnx"),
-    inputs=_embedding_inputs, judge=_judge(("embedding", m.values, (0,))),
-    metrics=("conv2d_19=values",), fast=True)
+    inputs=_embedding_inputs, judge=_judge(("embedding", m.neighbours, (0,))),
+    metrics=("conv2d_19=embedding",), fast=True)
 
 OWW_MYCROFT = Entry(
     name="oww-hey-mycroft", package="openwakeword", version="0.4.0",
@@ -378,8 +378,8 @@ MINILM = Entry(
     task="sentence embedding (BERT, 6 layers; token states + pooled embedding)",
     covers=("transformer text encoder", "int64 ids + attention mask", "several inputs"),
     build=_minilm_onnx, built_suffix=".onnx", inputs=_minilm_inputs,
-    judge=_judge(("token states", m.values, (0,)), ("embedding", m.values, (1,))),
-    metrics=("last_hidden_state=values", "sentence_embedding=values"),
+    judge=_judge(("token states", m.values, (0,)), ("embedding", m.neighbours, (1,))),
+    metrics=("last_hidden_state=values", "sentence_embedding=embedding"),
     note="ONNX exported at fetch time (tests/support/zoo_bert.py) from the packaged "
          "safetensors weights; tokenized by a WordPiece over its tokenizer.json vocabulary")
 

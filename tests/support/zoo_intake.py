@@ -17,6 +17,8 @@ LITERT_REFERENCE: dict[str, str] = {
     "mp-pose-detection": "unsupported operator DENSIFY",
     # tf2onnx keeps the custom Convolution2DTransposeBias; tflite2onnx has no HARD_SWISH
     "mp-selfie-segmentation": "unsupported operator HARD_SWISH",
+    # BirdNET's in-graph STFT: tf2onnx crashes on its RFFT2D, tflite2onnx has no REDUCE_MIN
+    "birdnet": "unsupported operators REDUCE_MIN, RFFT2D",
     # an int8 TFLite converts with a small drift the parity check refuses (cos 0.9996), on
     # x86 CPUs without VNNI only (see SATURATING)
     "fer-emotion-int8": "does not reproduce",

@@ -9,6 +9,8 @@ does not depend on how edge judges fidelity; the bars are issue 12's "Done when"
     ctc        greedy-decoded strings equal >= 98%   boxes   original detections matched >= 95%
     mask       mean IoU of masks at 0.5 >= 0.95  values  cosine >= 0.98, error <= 10% of spread
     events     F1 of the original's positives (>= 0.5) in a multi-label sigmoid map >= 0.98
+    neighbours the original's 5 nearest samples (cosine) found in the candidate's 5 >= 95%
+    tags       multi-label logits: top label the same >= 99%, F1 of logits >= 0 >= 0.98
 """
 
 from __future__ import annotations
@@ -42,6 +44,25 @@ def values(ref: np.ndarray, got: np.ndarray) -> Score:
                  text=f"cos {cos:.4f}, error {rel:.1%} of spread")
 
 
+def neighbours(ref: np.ndarray, got: np.ndarray) -> Score:
+    """Embeddings: of every sample's 5 nearest other samples under the original (cosine),
+    the share among its 5 nearest under the candidate (recall@5 of a search)."""
+    a, b = _flat(ref), _flat(got)
+    a = a / np.linalg.norm(a, axis=1, keepdims=True)
+    b = b / np.linalg.norm(b, axis=1, keepdims=True)
+    near_a, near_b = _nearest(a @ a.T), _nearest(b @ b.T)
+    kept = float(np.mean([len(set(x) & set(y)) / len(x)
+                          for x, y in zip(near_a, near_b, strict=True)]))
+    return Score(kind="neighbours", value=kept, passed=kept >= 0.95,
+                 text=f"5 nearest kept {kept:.1%}")
+
+
+def _nearest(sim: np.ndarray, k: int = 5) -> np.ndarray:
+    sim = sim.copy()
+    np.fill_diagonal(sim, -np.inf)
+    return np.argsort(-sim, axis=1)[:, :k]
+
+
 def classes(ref: np.ndarray, got: np.ndarray) -> Score:
     """Top-1 agreement over the last axis."""
     agree = float(np.mean(_flat(ref).argmax(-1) == _flat(got).argmax(-1)))
@@ -64,6 +85,16 @@ def events(ref: np.ndarray, got: np.ndarray) -> Score:
     f1 = 2 * both / total if total else 1.0
     return Score(kind="events", value=f1, passed=f1 >= 0.98,
                  text=f"event F1 {f1:.3f} of {int(np.sum(a))} events")
+
+
+def tags(ref: np.ndarray, got: np.ndarray) -> Score:
+    """Multi-label logits: the top label of every sample the same, and the F1 of the
+    decisions at sigmoid 0.5 (logit 0) as ``events`` (none in either counts as 1)."""
+    a, b = _flat(ref), _flat(got)
+    top = float(np.mean(a.argmax(-1) == b.argmax(-1)))
+    f1 = events(a >= 0.0, b >= 0.0).value
+    return Score(kind="tags", value=min(top, f1), passed=top >= 0.99 and f1 >= 0.98,
+                 text=f"top label {top:.1%}, positive tags' F1 {f1:.3f}")
 
 
 def ctc(ref: np.ndarray, got: np.ndarray, *, blank: int = 0) -> Score:

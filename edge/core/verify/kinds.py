@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from edge.core.verify.detect import measure_detections
+from edge.core.verify.embed import embedding, multilabel
 from edge.core.verify.spec import Spec
 
 __all__ = ["KINDS", "Measured", "Spec", "common", "frames", "measure_kind", "softmax_rows"]
@@ -253,12 +254,27 @@ def _detector(ref: Arrays, got: Arrays, spec: Spec, labels: Any) -> Measured:
     return Measured(drop=found.drop, detail=found.detail, numbers=found.numbers)
 
 
+def _embedding(ref: Arrays, got: Arrays, spec: Spec, labels: Any) -> Measured:
+    threshold = spec.options.get("threshold")
+    found = embedding(ref, got, None if threshold is None else float(threshold))
+    return Measured(drop=found.drop, detail=found.detail, numbers=found.numbers)
+
+
+def _multilabel(ref: Arrays, got: Arrays, spec: Spec, labels: Any) -> Measured:
+    threshold = float(spec.options.get("threshold", 0.5))
+    if not 0.0 < threshold < 1.0:
+        raise ValueError(f"threshold={threshold:g} is not a probability between 0 and 1")
+    found = multilabel(ref, got, threshold, int(spec.options.get("k", 1)))
+    return Measured(drop=found.drop, detail=found.detail, numbers=found.numbers)
+
+
 Kind = Callable[[Arrays, Arrays, Spec, Any], Measured]
 
 #: the built-in kinds, by the name ``--metric OUTPUT=KIND`` uses
 KINDS: dict[str, Kind] = {
     "values": _values, "classes": _classes, "probs": _probs, "sequence": _sequence,
     "ctc": _ctc, "exact": _exact, "yolo": _detector, "ssd": _detector, "regression": _regression,
+    "embedding": _embedding, "multilabel": _multilabel,
 }
 
 

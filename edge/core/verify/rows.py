@@ -12,7 +12,8 @@ __all__ = ["HEADERS", "kind_lines", "output_rows", "passed_reason"]
 HEADERS = ("candidate", "output", "kind", "cosine", "RMS err / spread", "task metric", "verdict")
 
 _CHANGED = {"classes": "top-1 changed", "probs": "decisions flipped",
-            "sequence": "positions changed", "ctc": "strings changed", "exact": "values changed"}
+            "sequence": "positions changed", "ctc": "strings changed", "exact": "values changed",
+            "embedding": "neighbours or pairs changed", "multilabel": "tags changed"}
 
 
 def _number(value: float | None, digits: int) -> str:
