@@ -258,3 +258,41 @@ def test_on_device_a_latency_budget_is_judged_by_the_devices_own_timings(
     used = {Candidate(**c["candidate"]).id: c["fidelity"]["allowance_used"]
             for c in manifest["candidates"] if c["status"] in ("passed", "chosen")}
     assert used[report["candidate"]] <= min(used.values()) + 0.1  # the least loss, within 10
+
+
+def test_deploy_candidate_makes_a_second_release_to_roll_back_from(tmp_path: Path) -> None:
+    # issue 42: tutorial section 8 needs a second release of the same model; --candidate
+    # deploys another faithful candidate of the bundle as asked (no contest), rollback undoes it
+    out = tmp_path / "digits.bundle"
+    first = run_cli("deploy", "sample:digits", "--profile", "rpi4", "-o", str(out), "--runs",
+                    "3", "--json")
+    assert first.status == 0, first.stderr
+    chosen = first.json()["candidate"]
+    second = run_cli("deploy", str(out), "--candidate", "original", "--runs", "3", "--json")
+    assert second.status == 0, second.stderr
+    report = second.json()
+    assert report["candidate"] == "original" != chosen
+    assert report["release"] != first.json()["release"]
+    assert report["reason"].startswith(f"asked for with --candidate original (the bundle chose "
+                                       f"{chosen})")
+    back = run_cli("rollback", "--json")
+    assert back.status == 0, back.stderr
+    assert back.json()["release"] == first.json()["release"]
+
+
+@pytest.mark.parametrize(("flags", "words"), [
+    (("--candidate", "tflite-fp99"), "has no such candidate (deployable: "),
+    (("--candidate", "tflite-fp32"), "it was skipped: "),
+    (("--candidate", "original", "--on-device"), "give one of them"),
+    (("--candidate", "original", "--inventory", "hosts.yml"), "--candidate deploys to one"),
+])
+def test_a_bad_candidate_is_refused_before_connecting(tmp_path: Path, flags: tuple[str, ...],
+                                                      words: str) -> None:
+    out = tmp_path / "digits.bundle"
+    made = run_cli("optimize", "sample:digits", "--profile", "rpi4", "-o", str(out))
+    assert made.status == 0, made.stderr
+    (tmp_path / "hosts.yml").write_text("all:\n  hosts:\n    a: {ansible_host: 192.0.2.1}\n")
+    flags = tuple(str(tmp_path / f) if f == "hosts.yml" else f for f in flags)
+    result = run_cli("deploy", str(out), "--host", "pi@192.0.2.1", *flags)
+    assert result.status == 2, result.stderr
+    assert words in result.stderr and result.stderr.count("\n") == 1

@@ -17,9 +17,13 @@ CACHE = TUTORIAL_DIR / "cache"
 
 
 def previous_release(ctx: Ctx) -> str:
-    """``edge rollback --to`` with the first 4 digits of the release rolled back to."""
-    current = (ctx.work / "device" / ".edge" / "current").resolve().name
-    return f"edge rollback --to {current[:4]}"
+    """``edge rollback --to`` with the first 4 digits of the newest release kept that is not
+    the current one (after a rollback: the release rolled back from)."""
+    edge = ctx.work / "device" / ".edge"
+    current = (edge / "current").resolve().name
+    kept = sorted((p for p in (edge / "releases").iterdir() if p.name != current),
+                  key=lambda p: p.stat().st_mtime)
+    return f"edge rollback --to {(kept[-1].name if kept else current)[:4]}"
 
 
 def _tutorial_files(work: Path) -> None:
@@ -40,9 +44,8 @@ def _data_files(work: Path) -> None:
     np.save(work / "big_calib.npy", rng.standard_normal((20, 1024)).astype(np.float32))
 
 
-# A second release, deterministically another artifact: only onnxruntime-fp32 is exact.
-_DEPLOY_EXACT = ("edge deploy sample:digits --profile rpi4 --max-drop 0 --min-cosine 1 "
-                 "-o exact.bundle --runs 20")
+# A second release: another faithful candidate of the first deploy's bundle, as asked.
+_DEPLOY_OTHER = "edge deploy digits-rpi4.bundle --candidate original --runs 20"
 _RUN_SPLIT = ("EDGE_CLOUD_TOKEN=s3cret edge run-split digits-split --url http://127.0.0.1:8765 "
               "--input calib.npy --runs 20")
 _OPTIMIZE = "edge optimize model.onnx --profile rpi4 --calib calib.npy --eval eval.npz"
@@ -61,7 +64,8 @@ TUTORIAL = Session(name="tutorial", docs=("docs/tutorial.md",), workdir=TUTORIAL
     Step(command="edge bench model-rpi4.bundle --runs 50"),
     Step(command="edge bench model-rpi4.bundle --runs 50 --baseline last --max-regression 25",
          block=6),
-    Step(command=_DEPLOY_EXACT, block=7, show=only("release", "sent", "health", "previous")),
+    Step(command=_DEPLOY_OTHER, block=7, show=only("release", "sent", "health", "previous",
+                                                    "reason")),
     Step(command="edge releases", block=7),
     Step(command="edge rollback", block=7),
     Step(command=previous_release, block=7),

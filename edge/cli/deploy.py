@@ -60,6 +60,10 @@ __all__ = ["deploy"]
               show_default=True,
               help="Who drives an --inventory deploy: edge itself, or ansible-playbook with "
                    "the edge.fleet collection (edge[fleet]; the bundle's choice on each host).")
+@click.option("--candidate", metavar="ID",
+              help="Deploy this faithful candidate of the bundle, e.g. tflite-fp32 [the "
+                   "bundle's choice, or with --on-device the one its timings choose]; given "
+                   "a model, every candidate is converted first.")
 @optimize_options
 @click.option("--dry-run", is_flag=True, help="Say what would be done; touch nothing.")
 @click.option("--report", "report_file", type=PATH, metavar="FILE",
@@ -70,7 +74,7 @@ def deploy(source: Path, profile_ref: str | None, on_device: bool | None,
            measure_on_device: bool, slot: str | None,
            keep: int, inventory: Path | None, limit: str | None, forks: int,
            canary: int | None, batch: str | None, max_fail: str | None, engine: str,
-           out: Path | None,
+           candidate: str | None, out: Path | None,
            dry_run: bool, report_file: Path | None, as_json: bool, **opts: Any) -> int:
     """Optimize (if given a model), push to the device, benchmark ON the device, report.
 
@@ -87,6 +91,7 @@ def deploy(source: Path, profile_ref: str | None, on_device: bool | None,
       edge deploy sample:digits --profile rpi4 --report deploy.html
       edge deploy rpi4.bundle --inventory hosts.yml --canary 1 --batch 25%
       edge deploy face.onnx --profile rpi5 --host pi@pi5.local --name face  # beside the others
+      edge deploy rpi4.bundle --candidate tflite-fp32   # another candidate: a new release
     """
     source, opts["calib"], opts["eval_"] = with_sample(source, opts["calib"], opts["eval_"])
     if not dry_run:
@@ -99,6 +104,9 @@ def deploy(source: Path, profile_ref: str | None, on_device: bool | None,
         raise UsageError(f"{flag} stages a fleet rollout: give --inventory too")
     if inventory is None and engine != "edge":
         raise UsageError(f"--engine {engine} deploys to a fleet: give --inventory too")
+    if inventory is not None and candidate is not None:
+        raise UsageError("--candidate deploys to one device; a fleet gets the bundle's choice "
+                         "(or with --on-device each host's own): drop --candidate or --inventory")
     fields = {"source": source, "profile": profile_ref, "device": device(opts),
               "options": optimize_settings(opts), "keep": keep, "name": slot,
               "measure_on_device": True if measure_on_device else on_device}
@@ -113,12 +121,14 @@ def deploy(source: Path, profile_ref: str | None, on_device: bool | None,
         return _deploy_fleet(request, dry_run, as_json, report_file, engine)
     from edge.flows.deploy import DeployRequest
 
-    return _deploy_one(DeployRequest(out=out, **fields), dry_run, as_json, report_file)
+    return _deploy_one(DeployRequest(out=out, candidate=candidate, **fields), dry_run, as_json,
+                       report_file)
 
 
 def _deploy_one(request: Any, dry_run: bool, as_json: bool, report_file: Path | None) -> int:
     """One device: the release flow, its measurement kept, the outcome shown."""
     from edge.cli.render import render_bundle, render_deploy_outcome
+    from edge.cli.verdict import deploy_verdict
     from edge.flows.deploy import describe, run_deploy_outcome
 
     if dry_run:
@@ -130,7 +140,8 @@ def _deploy_one(request: Any, dry_run: bool, as_json: bool, report_file: Path | 
     with stdout_to_stderr(as_json):
         html = write_report(bundle_report, bundle_dir, report_file) if report_file else None
     text = render_bundle(bundle, str(bundle_dir)) + "\n\n" + render_deploy_outcome(outcome, bundle)
-    text += f"\nreport: {html}" if html else ""
+    text += (f"\nreport: {html}" if html else "") + "\n" + deploy_verdict(outcome.report,
+                                                                     outcome.previous)
     emit(as_json, outcome.to_json() | {"bundle": str(bundle_dir)}
          | ({"report": html} if html else {}), text)
     return 0

@@ -46,6 +46,7 @@ def optimize(model: Path, profile_ref: str, out: Path | None, dry_run: bool,
       edge optimize det.onnx --profile x86-64 --calib imgs/ --metric output0=yolo
     """
     from edge.cli.render import render_bundle
+    from edge.cli.verdict import optimize_verdict
     from edge.core.profile import load_profile
     from edge.flows.optimize import optimize as run_optimize
 
@@ -60,7 +61,8 @@ def optimize(model: Path, profile_ref: str, out: Path | None, dry_run: bool,
         bundle = run_optimize(model, profile, where, options)
         html = write_report(bundle_report, where, report_file) if report_file else None
     emit(as_json, bundle.to_json() | {"bundle": str(where)} | ({"report": html} if html else {}),
-         render_bundle(bundle, str(where)) + (f"\nreport: {html}" if html else ""))
+         render_bundle(bundle, str(where)) + (f"\nreport: {html}" if html else "")
+         + "\n" + optimize_verdict(bundle, str(where)))
     return 0 if bundle.chosen else int(ExitStatus.CHECK_FAILED)
 
 

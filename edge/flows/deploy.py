@@ -90,6 +90,8 @@ class DeployRequest:
     #: the model's slot on the device (its own current release and rollback); None: the
     #: model file's stem
     name: str | None = None
+    #: the bundle's candidate to deploy as asked (its id, e.g. tflite-fp32); None: the choice
+    candidate: str | None = None
 
 
 def run_deploy(request: DeployRequest) -> tuple[DeployReport, Bundle, Path]:
@@ -105,6 +107,9 @@ def run_deploy_outcome(request: DeployRequest) -> tuple[DeployOutcome, Bundle, P
     read = _check_source(request)
     _check_keep(request.keep)
     _check_name(request.name)
+    _check_candidate_flags(request)
+    if read is not None and request.candidate is not None:
+        asked_candidate(read, request.candidate, request.source)  # before connecting
     profile = _profile(request, read=read)
     _check_paths(request.device, profile)
     with transport_for(request.device, profile) as transport:
@@ -112,9 +117,12 @@ def run_deploy_outcome(request: DeployRequest) -> tuple[DeployOutcome, Bundle, P
         with progress.step(f"connecting to {transport.label}"):
             transport.home()  # connect and authenticate before any work: fail fast, write nothing
         transport.close()  # a long conversion must not hold an idle session open; reconnects
-        fastest = measures_on_device(request.measure_on_device, local=transport.is_local)
+        fastest = request.candidate is None and measures_on_device(request.measure_on_device,
+                                                                   local=transport.is_local)
         # the device's timings will choose: optimize keeps what could win there
-        options = replace(request.options, device_measures=fastest)
+        # --candidate given a model: every candidate converted, so the one asked for is made
+        options = replace(request.options, device_measures=fastest,
+                          exhaustive=request.options.exhaustive or request.candidate is not None)
         bundle, bundle_dir = _bundle(replace(request, options=options), profile, read)
         log.info("deploying %s to %s", bundle.chosen, transport.label)
         python = device_python(request.device, profile, transport)
@@ -125,7 +133,8 @@ def run_deploy_outcome(request: DeployRequest) -> tuple[DeployOutcome, Bundle, P
                          work_dir=profile.access.work_dir, rounds=rounds, threads=threads,
                          keep=request.keep, fastest=fastest, name=request.name,
                          budget=latency_budget(request.options, profile) if fastest else None,
-                         opted_out=request.measure_on_device is False)
+                         opted_out=request.measure_on_device is False,
+                         candidate=request.candidate)
     keep_result(outcome.report)
     return outcome, bundle, bundle_dir
 
@@ -232,6 +241,7 @@ def deploy(
     bundle_dir: Path, bundle: Bundle, transport: Transport, *, profile: Profile, python: str,
     work_dir: str, rounds: Rounds, threads: int, keep: int = DEFAULT_KEEP, fastest: bool = False,
     budget: Budget | None = None, opted_out: bool = False, name: str | None = None,
+    candidate: str | None = None,
 ) -> DeployOutcome:
     """Deploy a bundle: its chosen artifact (or the first faithful one the device runs), or with
     ``fastest`` every faithful candidate measured on the device and the one ``edge.core.select``
@@ -239,6 +249,7 @@ def deploy(
     that loses the least fidelity). ``profile`` is the device's profile (its runtime order and
     power estimate). ``opted_out``: the user said --no-on-device (the reason says so).
     ``name``: the model's slot on the device (None: the stem of the bundle's source model).
+    ``candidate``: the faithful candidate to deploy as asked (``edge deploy --candidate``).
 
     Only files the device lacks (by sha256) are sent; the release becomes current only after
     its health check and benchmark passed; afterwards releases beyond ``keep`` are pruned.
@@ -250,11 +261,12 @@ def deploy(
         if fastest:
             return _deploy_fastest(device, bundle_dir, bundle, profile=profile, rounds=rounds,
                                    threads=threads, keep=keep, budget=budget, name=slot)
-        result = _usable(bundle, device.runtimes, device.label)[0]
+        result = (_asked_on(bundle, candidate, device) if candidate is not None
+                  else _usable(bundle, device.runtimes, device.label)[0])
         assert result.artifact is not None
         outcome = deploy_artifact(device, bundle_dir, result.artifact, profile=profile,
                                   rounds=rounds, threads=threads, keep=keep, name=slot)
-    why = _why(bundle, result) + (OPTED_OUT if opted_out else "")
+    why = _why(bundle, result, asked=candidate is not None) + (OPTED_OUT if opted_out else "")
     return replace(outcome, report=replace(outcome.report, reason=why))
 
 
@@ -263,9 +275,12 @@ OPTED_OUT = ("; --no-on-device: the other faithful candidates were not measured 
              "(without it, edge times them all there and chooses from those timings)")
 
 
-def _why(bundle: Bundle, result: CandidateResult) -> str:
-    """Why plain deploy sent this candidate: the bundle's choice, or the device lacked its
-    runtime."""
+def _why(bundle: Bundle, result: CandidateResult, *, asked: bool = False) -> str:
+    """Why plain deploy sent this candidate: asked for by --candidate, the bundle's choice,
+    or the device lacked its runtime."""
+    if asked:
+        return (f"asked for with --candidate {result.candidate.id} (the bundle chose "
+                f"{bundle.chosen}); it kept fidelity: {result.reason}")
     if result.candidate.id == bundle.chosen:
         return f"the bundle's choice: {bundle.reason}"
     chosen = bundle.chosen_result()
@@ -305,6 +320,42 @@ def _deploy_fastest(device: Device, bundle_dir: Path, bundle: Bundle, *, profile
     report = replace(outcome.report, compared=compared, reason=note + choice.reason,
                      contest=contest)
     return replace(outcome, report=report, transfer=transfer)
+
+
+def asked_candidate(bundle: Bundle, wanted: str, source: Path | str) -> CandidateResult:
+    """The bundle's faithful candidate ``wanted`` with its artifact, or a UsageError naming
+    the ones that can be deployed."""
+    found = next((c for c in bundle.candidates if c.candidate.id == wanted), None)
+    faithful = [c.candidate.id for c in bundle.candidates
+                if c.status in ("chosen", "passed") and c.artifact is not None]
+    choices = f"deployable: {', '.join(faithful)}" if faithful else "none kept fidelity"
+    if found is None:
+        raise UsageError(f"--candidate {wanted}: {source} has no such candidate ({choices})")
+    if found.status not in ("chosen", "passed") or found.artifact is None:
+        more = (" (edge optimize --exhaustive converts every candidate)"
+                if found.status == "skipped" else "")
+        raise UsageError(f"--candidate {wanted}: it was {found.status}: {found.reason}{more}; "
+                         f"{choices}")
+    return found
+
+
+def _asked_on(bundle: Bundle, wanted: str, device: Device) -> CandidateResult:
+    """The asked candidate, if the device has its runtime (else a DeviceError)."""
+    result = asked_candidate(bundle, wanted, "the bundle")
+    assert result.artifact is not None
+    if result.artifact.runtime not in device.runtimes:
+        have = ", ".join(sorted(device.runtimes)) or "none"
+        raise DeviceError(f"{device.label} has no {result.artifact.runtime} runtime for "
+                          f"--candidate {wanted} (has {have}); give --provision or pick "
+                          "another candidate")
+    return result
+
+
+def _check_candidate_flags(request: DeployRequest) -> None:
+    """--candidate deploys one candidate as asked: no contest on the device."""
+    if request.candidate is not None and request.measure_on_device:
+        raise UsageError(f"--candidate {request.candidate} deploys that candidate as asked; "
+                         "--on-device times every candidate to choose one: give one of them")
 
 
 def _round_ms(bench: Any) -> tuple[float, ...]:
@@ -351,6 +402,9 @@ def describe(request: DeployRequest) -> dict[str, Any]:
     """What run_deploy would do, without doing it."""
     read = _check_source(request)
     _check_name(request.name)
+    _check_candidate_flags(request)
+    if read is not None and request.candidate is not None:
+        asked_candidate(read, request.candidate, request.source)
     profile = _profile(request, read=read)
     _check_paths(request.device, profile)
     host = request.device.host or profile_host(profile)
@@ -358,13 +412,17 @@ def describe(request: DeployRequest) -> dict[str, Any]:
     steps = []
     slot = request.name or (slot_of_bundle(read) if read else slot_name_for(str(request.source)))
     fastest = (("every faithful candidate ", "the one chosen from those timings")
-               if measures_on_device(request.measure_on_device, local=host is None)
+               if request.candidate is None
+               and measures_on_device(request.measure_on_device, local=host is None)
                else ("", "it"))
     if not _is_bundle(request.source):
         out = request.out or Path(f"{request.source.stem}-{profile.id}.bundle")
-        steps.append(f"optimize {request.source} for {profile.id} into {out}")
+        every = ", converting every candidate" if request.candidate is not None else ""
+        steps.append(f"optimize {request.source} for {profile.id} into {out}{every}")
+    which = (f"candidate {request.candidate}'s" if request.candidate is not None
+             else "the chosen artifact's")
     steps += [f"connect to {where}",
-              "push the agent and the chosen artifact's files the device lacks (sha256-checked)",
+              f"push the agent and {which} files the device lacks (sha256-checked)",
               "health-check it on the device (load and run once)",
               f"benchmark {fastest[0]}on the device ({request.device.runs} timed runs in "
               f"interleaved rounds, {request.device.warmup} warm-up runs before each)",
