@@ -43,6 +43,7 @@ from edge.core.values import (
     StoredFile,
 )
 from edge.core.verify import Outputs, Thresholds, check_metrics, judge, measure, run_all
+from edge.core.verify.auto import warn_flat
 from edge.core.verify.diverge import labelled
 from edge.core.verify.rows import passed_reason
 from edge.flows import mixed, worklist
@@ -202,8 +203,9 @@ def _context(model: ModelInfo, options: OptimizeOptions) -> _Context:
     model = _pinned(model, options)
     calib, held_out = _data(model, options)
     key = f"{model.sha256[:16]}-{dataset_digest(calib)[:16]}"
-    return _Context(model=model, calib=calib, held_out=held_out,
-                    reference=_reference_outputs(model, held_out),
+    reference = _reference_outputs(model, held_out)
+    warn_flat([o.name for o in model.outputs], reference)
+    return _Context(model=model, calib=calib, held_out=held_out, reference=reference,
                     workroot=cache_root() / "convert" / key, limits=options.limits)
 
 

@@ -6,6 +6,9 @@ intake) are hints. Auto-detection only picks a kind when that is sound:
 
 * integers from ArgMax/ArgMin/TopK, and any integer or boolean output (ids, counts, masks),
   are ``exact`` (every value must stay the same);
+* floats that barely vary over the samples (spread across them below ``kinds.FLAT``, 1e-7, of
+  their values: wrong preprocessing, an untrained model) are ``values`` scaled by their
+  values: a task judged on their noise would mean nothing;
 * values in [0, 1] computed by a Sigmoid are ``probs`` (decisions at 0.5), whatever the shape;
 * time-first class scores [T, 1, C], as PyTorch's CTC writes them, are ``ctc`` (with
   ``layout=tnc``) when one class, 0 or C - 1, is the arg-max on most frames (the blank,
@@ -26,6 +29,7 @@ intake) are hints. Auto-detection only picks a kind when that is sound:
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,10 +38,12 @@ import numpy as np
 
 from edge.core.values import TensorSpec
 from edge.core.verify.embed import unit_norm
-from edge.core.verify.kinds import KINDS, softmax_rows
+from edge.core.verify.kinds import KINDS, flat, softmax_rows
 from edge.core.verify.spec import Spec
 
-__all__ = ["Picked", "pick_kinds"]
+__all__ = ["FLAT_WORDS", "Picked", "pick_kinds", "warn_flat"]
+
+log = logging.getLogger("edge")
 
 _LOGITS = re.compile(r"logit|class|pred", re.IGNORECASE)
 _PROBS = re.compile(r"prob|score|conf|sigmoid", re.IGNORECASE)
@@ -108,6 +114,16 @@ def pick_kinds(names: Sequence[str], reference: Sequence[Sequence[np.ndarray]],
     return picked
 
 
+def warn_flat(names: Sequence[str], reference: Sequence[Sequence[np.ndarray]]) -> None:
+    """A warning for each float output of the original that barely varies over the samples."""
+    for index, name in enumerate(names):
+        ref = [np.asarray(sample[index]) for sample in reference]
+        share = flat(ref) if ref and all(r.dtype.kind == "f" for r in ref) else None
+        if share is not None:
+            log.warning("%s; it is judged by cosine and RMS error against its values, not by "
+                        "a task", FLAT_WORDS.format(name=name, share=share, count=len(ref)))
+
+
 def _detect(name: str, ref: list[np.ndarray], labels_free: bool,
             hint: TensorSpec | None) -> Picked:
     """The auto-detected kind of one output (fp32 values, one array per sample)."""
@@ -116,8 +132,24 @@ def _detect(name: str, ref: list[np.ndarray], labels_free: bool,
         return _unknown(name, "default (shapes vary or values not finite)")
     seen = _Seen(name=name, ref=ref, declared=hint.shape if hint else None,
                  last_op=hint.last_op if hint else "")
-    return (_indices(seen) or _integers(seen) or _sigmoid(seen) or _sequence(seen)
-            or _classes(seen) or _scores(seen, labels_free))
+    return (_indices(seen) or _integers(seen) or _flat(seen) or _sigmoid(seen)
+            or _sequence(seen) or _classes(seen) or _scores(seen, labels_free))
+
+
+def _flat(seen: _Seen) -> Picked | None:
+    """Floats that barely vary over the samples: no task can be judged on their noise."""
+    share = flat(seen.ref) if all(r.dtype.kind == "f" for r in seen.ref) else None
+    if share is None:
+        return None
+    return Picked(spec=Spec(kind="values"), why=(
+        f"{seen.text()}: {FLAT_WORDS.format(name=seen.name, share=share, count=len(seen.ref))}"
+        "; judged by cosine and RMS error against its values, not by a task"))
+
+
+#: How an output that barely varies is described (also optimize's warning).
+FLAT_WORDS = ("output {name!r} of the original barely varies over these {count} samples (its "
+              "spread across them is {share:.1e} of its values): wrong preprocessing, or an "
+              "untrained model?")
 
 
 def _indices(seen: _Seen) -> Picked | None:
@@ -263,11 +295,12 @@ def _embedding(seen: _Seen) -> Picked | None:
 
 
 def _multilabel(seen: _Seen) -> Picked | None:
-    """[1, K] logits (K >= 16, not all equal) whose labels mostly sit far below 0 on every
-    sample, as a sigmoid multi-label head's do (a softmax head's logits need not)."""
+    """[1, K] (or [K]) logits (K >= 16, not all equal) whose labels mostly sit far below 0 on
+    every sample, as a sigmoid multi-label head's do (a softmax head's logits need not)."""
     size = _vector(seen.dims)
-    if size < _LABELS or not all(r.dtype.kind == "f" and np.ptp(r) > 0 for r in seen.ref):
-        return None
+    if (size < _LABELS or len(seen.dims) > 2 or seen.dims[-1] != size
+            or not all(r.dtype.kind == "f" and np.ptp(r) > 0 for r in seen.ref)):
+        return None  # [K] or [1, K] only: [1, N, 1] is a detector's per-anchor scores
     middle = max(float(np.median(r)) for r in seen.ref)
     if middle > _ABSENT_LOGIT:
         return None

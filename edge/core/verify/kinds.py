@@ -17,7 +17,8 @@ from edge.core.verify.detect import measure_detections
 from edge.core.verify.embed import embedding, multilabel
 from edge.core.verify.spec import Spec
 
-__all__ = ["KINDS", "Measured", "Spec", "common", "frames", "measure_kind", "softmax_rows"]
+__all__ = ["FLAT", "KINDS", "Measured", "Spec", "common", "flat", "frames", "measure_kind",
+           "softmax_rows"]
 
 Arrays = Sequence[np.ndarray]
 
@@ -69,12 +70,20 @@ def _f64(array: np.ndarray) -> np.ndarray:
     return np.asarray(array, dtype=np.float64)
 
 
+#: An output whose spread across samples is below this share of its values' RMS barely varies
+#: (wrong preprocessing, an untrained model): its spread would be noise, so its values scale it.
+#: Float32 resolves about 1e-7 of a value: a variation below that is round-off, not signal (an
+#: offset output such as a timestamp varies by far more).
+FLAT = 1e-7
+
+
 def spread(ref: Arrays) -> float:
     """RMS over elements of the std across samples; with one sample (or an output that does
-    not vary across samples) the std of its values, then their RMS, so it still has a scale."""
+    not vary across samples, or barely: ``flat``) the std of its values, then their RMS, so it
+    still has a scale."""
     if len(ref) > 1 and len({r.shape for r in ref}) == 1:
         across = _across(ref)
-        if across > 0.0:
+        if across > 0.0 and not across < FLAT * _rms(ref):
             return across
     count = sum(r.size for r in ref)
     if count == 0:
@@ -84,6 +93,24 @@ def spread(ref: Arrays) -> float:
     squares = sum(float(np.sum((_f64(r) - shift) ** 2)) for r in ref)
     std = float(np.sqrt(max(0.0, squares / count - (total / count) ** 2)))
     return std or float(np.sqrt(sum(float(np.sum(_f64(r) ** 2)) for r in ref) / count))
+
+
+def flat(ref: Arrays) -> float | None:
+    """An output's spread across samples as a share of its values' RMS when below ``FLAT``
+    (it barely varies over these samples), else None; samples that are all exactly equal are
+    left to the kinds as before (a test's repeated sample, a constant output)."""
+    if len(ref) < 2 or len({r.shape for r in ref}) != 1:
+        return None
+    scale = _rms(ref)
+    if scale == 0.0:
+        return None
+    share = _across(ref) / scale
+    return share if 0.0 < share < FLAT else None  # exactly equal samples: as before
+
+
+def _rms(ref: Arrays) -> float:
+    count = sum(r.size for r in ref)
+    return float(np.sqrt(sum(float(np.sum(_f64(r) ** 2)) for r in ref) / count)) if count else 0.0
 
 
 def _across(ref: Arrays) -> float:
