@@ -42,8 +42,7 @@ from edge.core.values import (
     Pruning,
     StoredFile,
 )
-from edge.core.verify import Outputs, Thresholds, check_metrics, judge, measure, run_all
-from edge.core.verify.auto import warn_flat
+from edge.core.verify import Outputs, Thresholds, check_metrics, judge, measure, run_all, warn_flat
 from edge.core.verify.diverge import labelled
 from edge.core.verify.rows import passed_reason
 from edge.flows import mixed, worklist

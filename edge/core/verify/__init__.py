@@ -19,13 +19,13 @@ import numpy as np
 from edge.core.errors import UsageError
 from edge.core.values import Dataset, Fidelity, OutputFidelity, TensorSpec
 from edge.core.verify.allowance import allowance_used
-from edge.core.verify.auto import Picked, pick_kinds
+from edge.core.verify.auto import Picked, pick_kinds, warn_flat
 from edge.core.verify.custom import call_metric, load_metric
 from edge.core.verify.kinds import KINDS, common, measure_kind
 from edge.core.verify.spec import Spec
 
 __all__ = ["KINDS", "Outputs", "Thresholds", "check_metrics", "judge", "measure",
-           "output_failure", "parse_metrics", "run_all"]
+           "output_failure", "parse_metrics", "run_all", "warn_flat"]
 
 #: per sample, the list of output arrays
 Outputs = list[list[np.ndarray]]
