@@ -46,7 +46,8 @@ from edge.core.errors import DeviceError, UsageError
 from edge.core.model import sha256_file
 
 __all__ = ["NUMPY", "PIP", "DevicePlatform", "ProvisionReport", "default_cache",
-           "fetch_wheels", "install_runtime", "parse_platform", "probe_platform"]
+           "fetch_wheels", "install_declared", "install_runtime", "parse_platform",
+           "probe_platform", "runtime_to_provision"]
 
 # The project's pins (pyproject.toml): the device gets the same runtime the host verified.
 NUMPY = "numpy>=2.4,<2.5"
@@ -540,6 +541,16 @@ def _json_run(transport: Transport, argv: list[str], what: str, *,
 def _tail(done: Any) -> str:
     lines = [ln.strip() for ln in (done.stderr or done.stdout or "").splitlines() if ln.strip()]
     return (lines[-1] if lines else f"exit {done.status}")[:300]
+
+
+def install_declared(transport: Transport, spec: Any, *, device_python: str, work_dir: str,
+                     runtime: str, host_cache: Path | None = None) -> ProvisionReport:
+    """``install_runtime`` with what a runtime declares (``spec``: its ``Runtime.provision``,
+    with ``requirements``, ``module``, ``distribution`` and ``no_deps``)."""
+    return install_runtime(transport, device_python=device_python, work_dir=work_dir,
+                           runtime=runtime, requirements=spec.requirements, module=spec.module,
+                           distribution=spec.distribution, host_cache=host_cache,
+                           no_deps=spec.no_deps)
 
 
 def runtime_to_provision(bundle: Any, specs: Iterable[str], runtimes: Iterable[str] = ()) -> str:

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from devices.provision import ProvisionReport, install_runtime, runtime_to_provision
+from devices.provision import ProvisionReport, install_declared, runtime_to_provision
 from devices.transport import Transport
 from edge.core.errors import UsageError
 from targets import runtimes as registered
@@ -24,16 +24,13 @@ def provisionable() -> dict[str, Provision]:
 def provision_runtime(transport: Transport, *, device_python: str, work_dir: str, runtime: str,
                       host_cache: Path | None = None) -> ProvisionReport:
     """Install ``runtime`` (one that declares its wheels) and numpy into ``WORK/venv`` on the
-    device from wheels fetched on this host (``devices.provision.install_runtime``)."""
+    device from wheels fetched on this host (``devices.provision.install_declared``)."""
     specs = provisionable()
     if runtime not in specs:
         raise UsageError(f"cannot provision runtime {runtime!r}: choose one of "
                          f"{', '.join(specs)}")
-    spec = specs[runtime]
-    return install_runtime(transport, device_python=device_python, work_dir=work_dir,
-                           runtime=runtime, requirements=spec.requirements, module=spec.module,
-                           distribution=spec.distribution, host_cache=host_cache,
-                           no_deps=spec.no_deps)
+    return install_declared(transport, specs[runtime], device_python=device_python,
+                            work_dir=work_dir, runtime=runtime, host_cache=host_cache)
 
 
 def runtime_for_bundle(bundle: Any, runtimes: Iterable[str] = ()) -> str:

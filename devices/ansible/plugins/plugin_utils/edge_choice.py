@@ -17,7 +17,7 @@ from ansible.errors import AnsibleActionFail
 
 from devices.agent.runtimes import declared
 from devices.measure import Rounds, bench_result
-from devices.provision import install_runtime, runtime_to_provision
+from devices.provision import install_declared, runtime_to_provision
 from devices.release import release_files
 from devices.transport import Transport
 from edge.core.errors import EdgeError, first_line
@@ -119,11 +119,8 @@ def provision(transport: Transport, bundle: Bundle, *, python: str,
     specs = {r.name: r.provision for r in declared() if r.provision is not None}
     try:
         runtime = runtime_to_provision(bundle, specs)
-        spec = specs[runtime]
-        report = install_runtime(transport, device_python=python, work_dir=work_dir,
-                                 runtime=runtime, requirements=spec.requirements,
-                                 module=spec.module, distribution=spec.distribution,
-                                 no_deps=spec.no_deps)
+        report = install_declared(transport, specs[runtime], device_python=python,
+                                  work_dir=work_dir, runtime=runtime)
     except EdgeError as exc:
         raise AnsibleActionFail(first_line(exc)) from None
     done = report.to_json()
