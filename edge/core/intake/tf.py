@@ -88,7 +88,8 @@ def _run_child(job: dict[str, Any], log: Path, source: Path, kind: str) -> None:
             except subprocess.TimeoutExpired:
                 raise over_deadline(f"{source}: converting and first running this {kind} "
                                     "model", limits) from None
-        if not _crashed_converter(job, kind, done.returncode, (log, start)):
+        crashed = kind == "tflite" and -done.returncode in _CRASHES
+        if not (crashed and _crashed_converter(job, done.returncode, _read_from(log, start))):
             break
         job_file.write_text(json.dumps(job))
     job_file.unlink(missing_ok=True)
@@ -96,27 +97,28 @@ def _run_child(job: dict[str, Any], log: Path, source: Path, kind: str) -> None:
 
 
 #: Signals a crashing converter dies of (an interrupted run or the OOM killer sends others)
-_CRASHES = {signal.SIGSEGV: "SIGSEGV", signal.SIGBUS: "SIGBUS", signal.SIGILL: "SIGILL",
-            signal.SIGFPE: "SIGFPE", signal.SIGABRT: "SIGABRT"}
+_CRASHES = frozenset({signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE,
+                      signal.SIGABRT})
 _OP = re.compile(r"OP=([A-Z][A-Z0-9_]*)")
 
 
-def _crashed_converter(job: dict[str, Any], kind: str, code: int,
-                       log: tuple[Path, int]) -> bool:
-    """Whether a TFLite converter crashed the child (a signal after its start line in the
-    log, from the offset given): then it is put in ``job["crashed"]``, with the operators it
-    reported failing on, to be skipped on the next run."""
-    if kind != "tflite" or -code not in _CRASHES:
-        return False
-    with open(log[0], errors="replace") as handle:
-        handle.seek(log[1])
-        text = handle.read()
+def _read_from(log: Path, offset: int) -> str:
+    """What the child wrote to ``log`` in this run (from ``offset``)."""
+    with open(log, errors="replace") as handle:
+        handle.seek(offset)
+        return handle.read()
+
+
+def _crashed_converter(job: dict[str, Any], code: int, text: str) -> bool:
+    """Whether the crash (signal ``-code``) came from a TFLite converter not yet recorded (the
+    last start line in the run's log ``text``): then it is put in ``job["crashed"]``, with the
+    operators it reported failing on, to be skipped on the next run."""
     started = [ln[len(START):].strip() for ln in text.splitlines() if ln.startswith(START)]
     crashed = job.setdefault("crashed", {})
     if not started or started[-1] in crashed:
         return False
     ops = sorted(set(_OP.findall(text.split(START + started[-1], 1)[-1])))
-    crashed[started[-1]] = (f"crashed ({_CRASHES[signal.Signals(-code)]})"
+    crashed[started[-1]] = (f"crashed ({signal.Signals(-code).name})"
                             + (f" after it could not convert {', '.join(ops)}" if ops else ""))
     return True
 
