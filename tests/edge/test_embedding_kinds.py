@@ -72,6 +72,17 @@ def test_pair_decisions_use_the_threshold_asked_for() -> None:
     assert "(fp32's similar/dissimilar split)" in _fid(ref, got, "y").outputs[0].detail
 
 
+def test_many_samples_are_compared_up_to_a_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    # similarity matrices grow with the square of the samples: a large --eval is cut, and says so
+    from edge.core.verify import embed
+
+    monkeypatch.setattr(embed, "MAX_SAMPLES", 20)
+    ref, got = _clusters(np.random.default_rng(7))
+    (out,) = _fid(ref, got, "y").outputs
+    assert "changes on" in out.detail and "of 20 samples (the first 20 of 100)" in out.detail
+    assert "of 190 pair decisions" in out.detail
+
+
 def test_two_samples_have_no_neighbours_and_fall_back_to_values() -> None:
     ref, got = _clusters(np.random.default_rng(4))
     (out,) = _fid(ref[:2], got[:2], "y").outputs

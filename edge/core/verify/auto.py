@@ -41,7 +41,7 @@ from edge.core.verify.embed import unit_norm
 from edge.core.verify.kinds import KINDS, flat, softmax_rows
 from edge.core.verify.spec import Spec
 
-__all__ = ["FLAT_WORDS", "Picked", "pick_kinds", "warn_flat"]
+__all__ = ["Picked", "pick_kinds", "warn_flat"]
 
 log = logging.getLogger("edge")
 
@@ -117,11 +117,9 @@ def pick_kinds(names: Sequence[str], reference: Sequence[Sequence[np.ndarray]],
 def warn_flat(names: Sequence[str], reference: Sequence[Sequence[np.ndarray]]) -> None:
     """A warning for each float output of the original that barely varies over the samples."""
     for index, name in enumerate(names):
-        ref = [np.asarray(sample[index]) for sample in reference]
-        share = flat(ref) if ref and all(r.dtype.kind == "f" for r in ref) else None
-        if share is not None:
-            log.warning("%s; it is judged by cosine and RMS error against its values, not by "
-                        "a task", FLAT_WORDS.format(name=name, share=share, count=len(ref)))
+        words = _flat_words(name, [np.asarray(sample[index]) for sample in reference])
+        if words:
+            log.warning("%s", words)
 
 
 def _detect(name: str, ref: list[np.ndarray], labels_free: bool,
@@ -138,18 +136,20 @@ def _detect(name: str, ref: list[np.ndarray], labels_free: bool,
 
 def _flat(seen: _Seen) -> Picked | None:
     """Floats that barely vary over the samples: no task can be judged on their noise."""
-    share = flat(seen.ref) if all(r.dtype.kind == "f" for r in seen.ref) else None
+    words = _flat_words(seen.name, seen.ref)
+    return Picked(spec=Spec(kind="values"), why=f"{seen.text()}: {words}") if words else None
+
+
+def _flat_words(name: str, ref: list[np.ndarray]) -> str:
+    """What an output that barely varies is told (the kind's reason, optimize's warning), or
+    '' for one that varies."""
+    share = flat(ref) if ref and all(r.dtype.kind == "f" for r in ref) else None
     if share is None:
-        return None
-    return Picked(spec=Spec(kind="values"), why=(
-        f"{seen.text()}: {FLAT_WORDS.format(name=seen.name, share=share, count=len(seen.ref))}"
-        "; judged by cosine and RMS error against its values, not by a task"))
-
-
-#: How an output that barely varies is described (also optimize's warning).
-FLAT_WORDS = ("output {name!r} of the original barely varies over these {count} samples (its "
-              "spread across them is {share:.1e} of its values): wrong preprocessing, or an "
-              "untrained model?")
+        return ""
+    return (f"output {name!r} of the original barely varies over these {len(ref)} samples "
+            f"(its spread across them is {share:.1e} of its values): wrong preprocessing, or "
+            "an untrained model?; it is judged by cosine and RMS error against its values, not "
+            "by a task")
 
 
 def _indices(seen: _Seen) -> Picked | None:

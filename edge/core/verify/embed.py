@@ -18,7 +18,8 @@ threshold) — fp32 ranks them as good (fp32 and an exact fp32 rebuild disagree 
 rounding).
 
 The drop is the largest share of the three that changed. With fewer than three samples
-there are no neighbours: the output is judged by cosine and RMS error, and says so.
+there are no neighbours: the output is judged by cosine and RMS error, and says so; of more
+than ``MAX_SAMPLES``, the first ones are compared (the detail says how many).
 
 **Multi-label** scores ([1, K] logits read through a sigmoid, or probabilities) carry a
 decision per label: the labels at or above ``threshold`` (0.5, on the sigmoid) and the top
@@ -34,13 +35,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Found", "embedding", "multilabel", "unit_norm"]
+__all__ = ["MAX_SAMPLES", "Found", "embedding", "multilabel", "unit_norm"]
 
 Arrays = Sequence[np.ndarray]
 
 #: as a share of the spread of fp32's pair similarities: what fp32 ranks as good as the best
 _TIE_SHARE = 0.01
 _BINS = 256
+#: Samples compared with each other at most (similarity matrices of MAX_SAMPLES squared).
+MAX_SAMPLES = 2000
 _TIE = 1e-6  # top-k labels: a label fp32 scores equal to its k-th is as good
 _NORM_TOLERANCE = 1e-3
 
@@ -79,20 +82,22 @@ def embedding(ref: Arrays, got: Arrays, threshold: float | None) -> Found:
     if len(ref) < 3:
         return Found(drop=None, detail=f"{len(ref)} samples have no neighbours: judged by "
                                        "cosine and RMS error")
-    a, b = _rows(ref), _rows(got)
+    a, b = _rows(ref[:MAX_SAMPLES]), _rows(got[:MAX_SAMPLES])
     sim_ref, sim_got = a @ a.T, b @ b.T
-    tie = _TIE_SHARE * float(np.std(_pairs(sim_ref)))
+    pairs_ref = _pairs(sim_ref)
+    tie = _TIE_SHARE * float(np.std(pairs_ref))
     moved = _neighbours_moved(sim_ref, sim_got, tie)
-    cut = _split(_pairs(sim_ref)) if threshold is None else threshold
-    flips, pairs = _pair_flips(sim_ref, sim_got, cut, tie)
-    lost = _self_missed(a, b, tie)
-    count = len(ref)
+    cut = _split(pairs_ref) if threshold is None else threshold
+    flips, pairs = _pair_flips(pairs_ref, _pairs(sim_got), cut, tie)
+    lost = _self_missed(sim_ref, b @ a.T, tie)
+    count = len(a)
     drop = max(_percent(moved, count), _percent(flips, pairs), _percent(lost, count))
     said = "fp32's similar/dissimilar split" if threshold is None else "threshold="
+    first = f" (the first {count} of {len(ref)})" if count < len(ref) else ""
     return Found(drop=drop, detail=(
-        f"nearest neighbour changes on {moved} of {count} samples, {flips} of {pairs} pair "
-        f"decisions flip at cosine {cut:.3f} ({said}), {count - lost} of {count} find their "
-        "own fp32 vector first"),
+        f"nearest neighbour changes on {moved} of {count} samples{first}, {flips} of {pairs} "
+        f"pair decisions flip at cosine {cut:.3f} ({said}), {count - lost} of {count} find "
+        "their own fp32 vector first"),
         numbers={"neighbours_kept": 1.0 - moved / count, "pairs_kept": 1.0 - flips / pairs,
                  "self_retrieval": 1.0 - lost / count, "pair_threshold": cut})
 
@@ -127,23 +132,19 @@ def _neighbours_moved(sim_ref: np.ndarray, sim_got: np.ndarray, tie: float) -> i
     return int(np.sum(chosen < best - tie))
 
 
-def _pair_flips(sim_ref: np.ndarray, sim_got: np.ndarray, cut: float,
-                tie: float) -> tuple[int, int]:
+def _pair_flips(ref: np.ndarray, got: np.ndarray, cut: float, tie: float) -> tuple[int, int]:
     """Pairs whose "similar" decision (cosine >= cut) differs, fp32 deciding them by more
-    than ``tie``, and the number of pairs."""
-    ref, got = _pairs(sim_ref), _pairs(sim_got)
+    than ``tie``, and the number of pairs (``ref``, ``got``: the pairs' similarities)."""
     decided = np.abs(ref - cut) > tie
     return int(np.sum(((ref >= cut) != (got >= cut)) & decided)), int(ref.size)
 
 
-def _self_missed(a: np.ndarray, b: np.ndarray, tie: float) -> int:
-    """Candidate vectors whose most similar fp32 vector is not their own, nor one that fp32
-    finds as similar to it (within ``tie``)."""
-    cross = b @ a.T
-    top = cross.argmax(1)
-    rows = np.arange(len(a))
-    fp32 = a @ a.T
-    return int(np.sum(fp32[rows, top] < 1.0 - tie))
+def _self_missed(sim_ref: np.ndarray, cross: np.ndarray, tie: float) -> int:
+    """Candidate vectors whose most similar fp32 vector (``cross``: candidate x fp32
+    similarities) is not their own, nor one that fp32 finds as similar to it (within
+    ``tie``)."""
+    rows = np.arange(len(sim_ref))
+    return int(np.sum(sim_ref[rows, cross.argmax(1)] < 1.0 - tie))
 
 
 # ---------------------------------------------------------------- multi-label

@@ -83,7 +83,7 @@ def spread(ref: Arrays) -> float:
     still has a scale."""
     if len(ref) > 1 and len({r.shape for r in ref}) == 1:
         across = _across(ref)
-        if across > 0.0 and not across < FLAT * _rms(ref):
+        if across > 0.0 and _flat_share(across, ref) is None:
             return across
     count = sum(r.size for r in ref)
     if count == 0:
@@ -92,7 +92,7 @@ def spread(ref: Arrays) -> float:
     total = sum(float(np.sum(_f64(r) - shift)) for r in ref)
     squares = sum(float(np.sum((_f64(r) - shift) ** 2)) for r in ref)
     std = float(np.sqrt(max(0.0, squares / count - (total / count) ** 2)))
-    return std or float(np.sqrt(sum(float(np.sum(_f64(r) ** 2)) for r in ref) / count))
+    return std or _rms(ref)
 
 
 def flat(ref: Arrays) -> float | None:
@@ -101,11 +101,15 @@ def flat(ref: Arrays) -> float | None:
     left to the kinds as before (a test's repeated sample, a constant output)."""
     if len(ref) < 2 or len({r.shape for r in ref}) != 1:
         return None
+    return _flat_share(_across(ref), ref)
+
+
+def _flat_share(across: float, ref: Arrays) -> float | None:
+    """``across`` (the spread across samples) over the values' RMS when it is below ``FLAT``
+    and above 0 (exactly equal samples are left as they were), else None."""
     scale = _rms(ref)
-    if scale == 0.0:
-        return None
-    share = _across(ref) / scale
-    return share if 0.0 < share < FLAT else None  # exactly equal samples: as before
+    share = across / scale if scale > 0.0 else 0.0
+    return share if 0.0 < share < FLAT else None
 
 
 def _rms(ref: Arrays) -> float:
