@@ -280,19 +280,25 @@ def test_deploy_candidate_makes_a_second_release_to_roll_back_from(tmp_path: Pat
     assert back.json()["release"] == first.json()["release"]
 
 
+@pytest.fixture(scope="module")
+def rpi4_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One optimized sample bundle (and a fleet inventory beside it) for the refusals below."""
+    out = tmp_path_factory.mktemp("refusals") / "digits.bundle"
+    made = run_cli("optimize", "sample:digits", "--profile", "rpi4", "-o", str(out))
+    assert made.status == 0, made.stderr
+    (out.parent / "hosts.yml").write_text("all:\n  hosts:\n    a: {ansible_host: 192.0.2.1}\n")
+    return out
+
+
 @pytest.mark.parametrize(("flags", "words"), [
     (("--candidate", "tflite-fp99"), "has no such candidate (deployable: "),
     (("--candidate", "tflite-fp32"), "it was skipped: "),
     (("--candidate", "original", "--on-device"), "give one of them"),
     (("--candidate", "original", "--inventory", "hosts.yml"), "--candidate deploys to one"),
 ])
-def test_a_bad_candidate_is_refused_before_connecting(tmp_path: Path, flags: tuple[str, ...],
+def test_a_bad_candidate_is_refused_before_connecting(rpi4_bundle: Path, flags: tuple[str, ...],
                                                       words: str) -> None:
-    out = tmp_path / "digits.bundle"
-    made = run_cli("optimize", "sample:digits", "--profile", "rpi4", "-o", str(out))
-    assert made.status == 0, made.stderr
-    (tmp_path / "hosts.yml").write_text("all:\n  hosts:\n    a: {ansible_host: 192.0.2.1}\n")
-    flags = tuple(str(tmp_path / f) if f == "hosts.yml" else f for f in flags)
-    result = run_cli("deploy", str(out), "--host", "pi@192.0.2.1", *flags)
+    flags = tuple(str(rpi4_bundle.parent / f) if f == "hosts.yml" else f for f in flags)
+    result = run_cli("deploy", str(rpi4_bundle), "--host", "pi@192.0.2.1", *flags)
     assert result.status == 2, result.stderr
     assert words in result.stderr and result.stderr.count("\n") == 1

@@ -48,6 +48,7 @@ def optimize(model: Path, profile_ref: str, out: Path | None, dry_run: bool,
     from edge.cli.render import render_bundle
     from edge.cli.verdict import optimize_verdict
     from edge.core.profile import load_profile
+    from edge.flows.budgets import host_is
     from edge.flows.optimize import optimize as run_optimize
 
     profile = load_profile(profile_ref)
@@ -62,7 +63,7 @@ def optimize(model: Path, profile_ref: str, out: Path | None, dry_run: bool,
         html = write_report(bundle_report, where, report_file) if report_file else None
     emit(as_json, bundle.to_json() | {"bundle": str(where)} | ({"report": html} if html else {}),
          render_bundle(bundle, str(where)) + (f"\nreport: {html}" if html else "")
-         + "\n" + optimize_verdict(bundle, str(where)))
+         + "\n" + optimize_verdict(bundle, str(where), timed_here=host_is(profile)))
     return 0 if bundle.chosen else int(ExitStatus.CHECK_FAILED)
 
 

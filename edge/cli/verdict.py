@@ -11,14 +11,17 @@ from edge.core.values import ORIGINAL, BenchResult, Bundle, CandidateResult, Dep
 __all__ = ["deploy_verdict", "optimize_verdict"]
 
 
-def optimize_verdict(bundle: Bundle, where: str) -> str:
-    """``verdict: deploy X (size, fidelity, speed); next: edge deploy BUNDLE --host ...``."""
+def optimize_verdict(bundle: Bundle, where: str, *, timed_here: bool) -> str:
+    """``verdict: deploy X (size, fidelity, speed); next: edge deploy BUNDLE --host ...``
+    (``timed_here``: this host's timings stand for the device's, ``edge.flows.budgets.host_is``;
+    else they only inform and the profile's order chose)."""
     chosen = bundle.chosen_result()
     if chosen is None or chosen.artifact is None:
         return ("verdict: nothing to deploy: no candidate kept fidelity (each reason above says "
                 "why); check the data's preprocessing, or relax --max-drop / --min-cosine")
     original = _original(bundle)
-    parts = [_size(chosen, original), _fidelity(chosen), _speed(chosen, original, bundle)]
+    parts = [_size(chosen, original), _fidelity(chosen),
+             _speed(chosen, original, bundle.profile, timed_here)]
     return (f"verdict: deploy {label(chosen)} ({'; '.join(p for p in parts if p)}); "
             f"next: edge deploy {where} --host USER@HOST")
 
@@ -61,17 +64,18 @@ def _fidelity(chosen: CandidateResult) -> str:
     return f"{kept}, cosine {fid.cosine:.4f}"
 
 
-def _speed(chosen: CandidateResult, original: CandidateResult | None, bundle: Bundle) -> str:
+def _speed(chosen: CandidateResult, original: CandidateResult | None, profile: str,
+           timed_here: bool) -> str:
     """Its speed against the original's and where that comes from, or why there is none."""
     mine, theirs = chosen.bench, original.bench if original is not None else None
     if mine is None:
-        return (f"speed not measured: this host is not a {bundle.profile}, so the profile's "
-                "order chose; --host measures every candidate on the device")
+        return (f"speed not measured here: the {profile} profile's order chose; --host "
+                "measures every candidate on the device")
     ratio = "" if chosen is original or theirs is None or mine.compared_ms <= 0 else \
         f", {theirs.compared_ms / mine.compared_ms:.2f}x the original's speed"
-    if bundle.contest is None and mine.source == "host":  # timed here, chosen by order
-        return (f"{_ms(mine)}{ratio} on this host, which is not a {bundle.profile}: the "
-                "profile's order chose; --host measures every candidate on the device")
+    if not timed_here and mine.source == "host":  # timed here, chosen by order
+        return (f"{_ms(mine)}{ratio} on this host, which is not a {profile}: the profile's "
+                "order chose; --host measures every candidate on the device")
     return f"{_ms(mine)}{ratio} ({mine.source_label})"
 
 

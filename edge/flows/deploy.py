@@ -107,9 +107,7 @@ def run_deploy_outcome(request: DeployRequest) -> tuple[DeployOutcome, Bundle, P
     read = _check_source(request)
     _check_keep(request.keep)
     _check_name(request.name)
-    _check_candidate_flags(request)
-    if read is not None and request.candidate is not None:
-        asked_candidate(read, request.candidate, request.source)  # before connecting
+    _check_candidate(request, read)
     profile = _profile(request, read=read)
     _check_paths(request.device, profile)
     with transport_for(request.device, profile) as transport:
@@ -351,11 +349,16 @@ def _asked_on(bundle: Bundle, wanted: str, device: Device) -> CandidateResult:
     return result
 
 
-def _check_candidate_flags(request: DeployRequest) -> None:
-    """--candidate deploys one candidate as asked: no contest on the device."""
-    if request.candidate is not None and request.measure_on_device:
+def _check_candidate(request: DeployRequest, read: Bundle | None) -> None:
+    """--candidate, before connecting: one candidate as asked (no contest on the device), and
+    a bundle given must have it faithful."""
+    if request.candidate is None:
+        return
+    if request.measure_on_device:
         raise UsageError(f"--candidate {request.candidate} deploys that candidate as asked; "
                          "--on-device times every candidate to choose one: give one of them")
+    if read is not None:
+        asked_candidate(read, request.candidate, request.source)
 
 
 def _round_ms(bench: Any) -> tuple[float, ...]:
@@ -402,9 +405,7 @@ def describe(request: DeployRequest) -> dict[str, Any]:
     """What run_deploy would do, without doing it."""
     read = _check_source(request)
     _check_name(request.name)
-    _check_candidate_flags(request)
-    if read is not None and request.candidate is not None:
-        asked_candidate(read, request.candidate, request.source)
+    _check_candidate(request, read)
     profile = _profile(request, read=read)
     _check_paths(request.device, profile)
     host = request.device.host or profile_host(profile)
