@@ -138,39 +138,30 @@ def own_checks(entry: zoo.Entry, path: Path, report: dict[str, Any], work: Path,
             model = artifact_model(work / "bundle", cand, report["source"])
             out["fidelity"][name] = fidelity(entry, orig, ref, model, held)
             if cand["status"] == "chosen":
-                out["speed"] = chosen_speed(path, cand, _edge_original(work, report, orig),
-                                            model, held, rounds)
-                out.update(_pinning(path, work, report, orig, held, rounds))
+                pinned = _pinned_original(path, work, report)
+                out["speed"] = chosen_speed(path, cand, pinned or orig, model, held, rounds)
+                out.update(_pinning(orig, pinned, held, rounds))
         except Exception as exc:  # noqa: BLE001 - a bench records what broke and goes on
             error = f"{type(exc).__name__}: {exc}"[:400]
             out["fidelity"][name] = {"passed": False, "error": error}
     return out
 
 
-def _original_row(report: dict[str, Any]) -> dict[str, Any] | None:
-    """The bundle's original candidate when it is a file other than the one edge was given
-    (an ONNX whose dynamic dims edge pinned: what its "x the speed of the original" means)."""
+def _pinned_original(path: Path, work: Path, report: dict[str, Any]) -> Any:
+    """The bundle's original when it is another file than ``path`` (an ONNX whose dynamic dims
+    edge pinned: what its "x the speed of the original" is against), loaded; else None."""
     row = next((c for c in report["candidates"] if ident(c) == "original"), None)
-    if row is None or not row.get("artifact") or row["status"] not in ("chosen", "passed"):
+    if (row is None or not row.get("artifact") or row["status"] not in ("chosen", "passed")
+            or row["artifact"].get("sha256") == zoo.sha256(path)):
         return None
-    notes = " ".join(row["artifact"].get("notes") or ())
-    return row if "pinned" in notes else None
+    return artifact_model(work / "bundle", row, report["source"])
 
 
-def _edge_original(work: Path, report: dict[str, Any], orig: Any) -> Any:
-    """The original edge timed its claim against: its pinned copy, or the file as it is."""
-    row = _original_row(report)
-    return orig if row is None else artifact_model(work / "bundle", row, report["source"])
-
-
-def _pinning(path: Path, work: Path, report: dict[str, Any], orig: Any, held: Any,
-             rounds: int) -> dict[str, Any]:
+def _pinning(orig: Any, pinned: Any, held: Any, rounds: int) -> dict[str, Any]:
     """Where edge pinned the original's dims: the pinned copy's speed over the file as it is,
     timed the same way (a speed-up edge makes but does not claim)."""
-    row = _original_row(report)
-    if row is None or rounds == 0:
+    if pinned is None or rounds == 0:
         return {}
-    pinned = artifact_model(work / "bundle", row, report["source"])
     return {"pinning": {**speed(orig, pinned, held, rounds=rounds),
                         "note": "the original with its dynamic dims pinned (edge's original "
                                 "row) against the file as it is"}}
