@@ -350,8 +350,7 @@ def _asked_on(bundle: Bundle, wanted: str, device: Device) -> CandidateResult:
 
 
 def _check_candidate(request: DeployRequest, read: Bundle | None) -> None:
-    """--candidate, before connecting: one candidate as asked (no contest on the device), and
-    a bundle given must have it faithful."""
+    """--candidate, before connecting: no contest on the device; a bundle's must be faithful."""
     if request.candidate is None:
         return
     if request.measure_on_device:
