@@ -31,7 +31,7 @@ __all__ = ["Rounds", "bench_result", "here", "host_label", "more_here", "more_on
            "time_files_here", "time_here", "time_on_device"]
 
 #: More interleaved rounds of some candidates: (ids, rounds) -> id -> each new round's median ms
-#: (``edge.core.select.Timer``, what settles an unclear measured choice).
+#: (``edge.core.settle.Timer``, what settles an unclear measured choice).
 More = Callable[[Sequence[str], int], dict[str, tuple[float, ...]]]
 
 log = logging.getLogger("edge")

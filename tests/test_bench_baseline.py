@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from edge.core.results import history, results_dir
+from edge.core.results import ALPHA, history, results_dir
 from edge.core.values import DeployReport
 from tests.support.cli import run_cli
 from tests.support.profiles import one_runtime
@@ -52,6 +52,7 @@ def test_a_slower_result_than_the_baseline_exits_1(bundle: Path, tmp_path: Path)
     assert status == 0 and doc is not None
     fast = json.loads(json.dumps(doc))
     fast["bench"]["p50_ms"] = doc["bench"]["p50_ms"] / 100  # a baseline 100x faster
+    fast["bench"]["round_ms"] = [v / 100 for v in doc["bench"]["round_ms"]]
     saved = tmp_path / "baseline.json"
     saved.write_text(json.dumps(fast))
     status, regressed, err = _bench(bundle, "--baseline", str(saved))
@@ -59,6 +60,7 @@ def test_a_slower_result_than_the_baseline_exits_1(bundle: Path, tmp_path: Path)
     assert err.count("\n") == 1 and err.startswith("error: latency regressed")
     assert regressed is not None and regressed["baseline"]["regressed"] is True
     assert regressed["baseline"]["change_pct"] > 1000
+    assert regressed["baseline"]["p_value"] < ALPHA  # every new round slower: significant
 
 
 def test_bad_baselines_are_usage_errors(bundle: Path, tmp_path: Path) -> None:

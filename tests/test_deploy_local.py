@@ -155,7 +155,7 @@ def test_measure_on_device_times_every_candidate_in_one_interleaved_bench(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from devices.device import Device
     from edge.core.profile import load_profile
-    from edge.core.select import settle
+    from edge.core.settle import settle
     from edge.core.values import Bundle
 
     benches: list[tuple[str, ...]] = []

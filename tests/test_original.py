@@ -18,7 +18,7 @@ import pytest
 from edge.cli.render import render_bundle
 from edge.core.bundle import read_bundle
 from edge.core.model import sha256_file
-from edge.core.select import PAIRED_NOTE
+from edge.core.settle import PAIRED_NOTE
 from tests.support.cli import run_cli
 from tests.support.digits import DigitsModel
 

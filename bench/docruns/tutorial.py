@@ -62,8 +62,7 @@ TUTORIAL = Session(name="tutorial", docs=("docs/tutorial.md",), workdir=TUTORIAL
     Step(command="edge deploy model-rpi4.bundle --host pi@raspberrypi.local --identity "
                  "~/.ssh/id_ed25519 --dry-run", block=5),
     Step(command="edge bench model-rpi4.bundle --runs 50"),
-    Step(command="edge bench model-rpi4.bundle --runs 50 --baseline last --max-regression 25",
-         block=6),
+    Step(command="edge bench model-rpi4.bundle --runs 50 --baseline last", block=6),
     Step(command=_DEPLOY_OTHER, block=7, show=only("release", "sent", "health", "previous",
                                                     "reason")),
     Step(command="edge releases", block=7),

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 from edge.core.bundle import chosen_load_line, load_line
 from edge.core.extras import not_installed
 from edge.core.model import macs_caveat
-from edge.core.select import PAIRED_NOTE, label
+from edge.core.select import label
+from edge.core.settle import PAIRED_NOTE
 from edge.core.tables import table
 from edge.core.units import size_text
 from edge.core.values import (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from edge.core.capabilities import Capabilities, IsaNeed
@@ -12,7 +12,7 @@ from edge.core.values import ORIGINAL, Candidate, ModelInfo
 
 __all__ = ["BYTES_PER_PARAM", "CANNOT_CONVERT_HERE", "FALLBACK_NOTE", "HOST_RUNS", "MIXED",
            "PRECISION_RANK", "PRUNED", "Planned", "accelerator_options", "fallbacks_in",
-           "make_plan", "plan_original", "plan_pruned", "unfit"]
+           "make_plan", "plan_original", "plan_pruned", "runs_faster", "unfit"]
 
 #: The plan's order, and the preference among tied candidates: bf16 after fp32, since its IR
 #: is fp32's (no smaller) and a tie means it gained nothing for its precision.
@@ -243,6 +243,28 @@ def computes_fp16(profile: Profile, runtime: str) -> bool:
     return ("fp16" in profile.compute.peak_gops or bool(isa & {"fp16", "asimdhp", "avx512_fp16"})
             or any("fp16" in a.precisions and a.runtime == runtime
                    for a in profile.accelerators))
+
+
+def runs_faster(profile: Profile, tie: float) -> Callable[[str, str], bool]:
+    """Whether the device runs (runtime, precision) faster than fp32, as the order takes it: a
+    lower precision is, unless the profile's peak figures for the unit that runs it say it
+    gains no more than ``tie`` (planning already skips a precision the unit lacks)."""
+    def faster(runtime: str, precision: str) -> bool:
+        if PRECISION_RANK.get(precision, 99) >= PRECISION_RANK["fp32"]:
+            return False
+        peak = _peaks(profile, runtime)
+        base, mine = peak.get("fp32"), peak.get("int8" if precision.startswith("int8")
+                                                else precision)
+        return not (base and mine) or mine > base * (1 + tie)
+    return faster
+
+
+def _peaks(profile: Profile, runtime: str) -> Mapping[str, float]:
+    """The peak figures of the unit a runtime runs on: an accelerator's are not given per
+    precision (its precisions are what it computes), the CPU's are the profile's."""
+    if any(a.runtime == runtime for a in profile.accelerators):
+        return {}
+    return {str(k): v for k, v in profile.compute.peak_gops.items()}
 
 
 def _unverifiable(cand: Candidate, need: IsaNeed | None,

@@ -4,8 +4,12 @@ Every ``edge bench`` / ``edge deploy`` measurement is appended to
 ``$EDGE_CACHE_DIR/results/<device>/<artifact sha256[:16]>.jsonl`` (one JSON document per line:
 the DeployReport plus the time it was kept). ``edge bench --baseline last`` compares a new
 measurement with the previous one kept for the same device and artifact; ``--baseline FILE``
-with a report saved from ``edge bench --json``. A p50 slower than the baseline by more than
-``--max-regression`` percent is a failed check (exit 1), so CI pipelines can gate on it.
+with a report saved from ``edge bench --json``. A failed check (exit 1), so CI pipelines can
+gate on it, is by default a slow-down the interleaved rounds make significant (``slower``: a
+one-sided Mann-Whitney test of the new round medians against the baseline's, p < ALPHA) and
+larger than the baseline's own spread of round medians (at least FLOOR_PCT); with
+``--max-regression PCT``, a p50 slower by more than PCT percent (also the fallback, at
+FALLBACK_PCT, when either side has fewer than MIN_ROUNDS rounds).
 A baseline holds a p50 above 0 and at most MAX_MS (1e9 ms), or is refused (exit 2): a NaN,
 0, -1 or 1e308 would pass every check. A saved one is read by the bounded document reader
 (edge.core.docfile) and checked before anything is measured; a kept line whose times are not
@@ -15,15 +19,18 @@ times is skipped. A kept-results path that is no regular file (a FIFO) is refuse
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import math
 import os
 import re
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 from edge.core.cache import cache_root
@@ -33,40 +40,90 @@ from edge.core.errors import UsageError
 from edge.core.files import is_no_space, no_space
 from edge.core.values import DeployReport
 
-__all__ = ["Comparison", "Kept", "check_baseline", "compare", "history", "keep", "kept_results",
-           "load_baseline", "results_dir"]
+__all__ = ["ALPHA", "FALLBACK_PCT", "FLOOR_PCT", "MIN_ROUNDS", "Comparison", "Kept",
+           "check_baseline", "compare", "history", "keep", "kept_results", "load_baseline",
+           "results_dir", "slower"]
 
 log = logging.getLogger("edge")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._@-]+")
+#: The default check: a slow-down this unlikely to be noise over the interleaved rounds ...
+ALPHA = 0.01
+#: ... and larger than the spread of the baseline's rounds, at least this (percent of its p50):
+#: a real 1 % drift fails no pipeline.
+FLOOR_PCT = 2.0
+#: Rounds each side needs for the test; with fewer, a flat limit of FALLBACK_PCT percent.
+MIN_ROUNDS = 3
+FALLBACK_PCT = 10.0
+#: Rounds beyond this many per side are tested by the normal approximation, not exactly.
+EXACT_ROUNDS = 20
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Comparison:
-    """A measurement against its baseline."""
+    """A measurement against its baseline: by a flat limit (``max_regression_pct``) or, with
+    none given, by the significance of the slow-down over the interleaved rounds (``p_value``)."""
 
     baseline_p50_ms: float
     p50_ms: float
     change_pct: float  # positive: slower than the baseline
-    max_regression_pct: float
+    max_regression_pct: float | None  # None: the significance test decides
     baseline_source: str
+    p_value: float | None = None  # one-sided, new rounds slower than the baseline's
+    rounds: tuple[int, int] = (0, 0)  # rounds tested: baseline, new
+    floor_pct: float = FLOOR_PCT  # the least slow-down that counts: the baseline's spread
 
     @property
     def regressed(self) -> bool:
-        """Slower than the baseline by more than the allowed percentage."""
-        return self.change_pct > self.max_regression_pct
+        """Slower than the allowed percentage, or significantly and beyond the floor."""
+        if self.max_regression_pct is not None:
+            return self.change_pct > self.max_regression_pct
+        return (self.p_value is not None and self.p_value < ALPHA
+                and self.change_pct > self.floor_pct)
 
     def to_json(self) -> dict[str, Any]:
         return {"baseline_p50_ms": self.baseline_p50_ms, "p50_ms": self.p50_ms,
                 "change_pct": round(self.change_pct, 2),
-                "max_regression_pct": self.max_regression_pct,
+                "max_regression_pct": self.max_regression_pct, "p_value": self.p_value,
+                "rounds": list(self.rounds), "floor_pct": round(self.floor_pct, 2),
+                "test": self.test,
                 "baseline": self.baseline_source, "regressed": self.regressed}
+
+    @property
+    def test(self) -> str:
+        """What decided, in words."""
+        if self.max_regression_pct is not None:
+            return f"limit +{self.max_regression_pct:g} %"
+        return (f"{self.rounds[1]} rounds vs {self.rounds[0]}: one-sided Mann-Whitney "
+                f"p={self.p_value:.3g} (regression: p < {ALPHA:g} and over "
+                f"+{self.floor_pct:.1f} %: the baseline's spread, at least {FLOOR_PCT:g} %)")
 
     def line(self) -> str:
         """One line for the terminal."""
         verdict = "REGRESSION" if self.regressed else "ok"
         return (f"p50 {self.p50_ms:.3f} ms vs baseline {self.baseline_p50_ms:.3f} ms "
-                f"({self.change_pct:+.1f} %, limit +{self.max_regression_pct:g} %): {verdict} "
-                f"[{self.baseline_source}]")
+                f"({self.change_pct:+.1f} %, {self.test}): {verdict} [{self.baseline_source}]")
+
+
+def slower(new: Sequence[float], base: Sequence[float]) -> float:
+    """The one-sided Mann-Whitney p-value that ``new`` round medians are slower than ``base``:
+    the chance that rounds drawn alike would rank at least this far above (ties count half;
+    the exact distribution up to EXACT_ROUNDS rounds a side, else the normal approximation)."""
+    n, m = len(new), len(base)
+    u = sum(1.0 if a > b else 0.5 if a == b else 0.0 for a in new for b in base)
+    if n > EXACT_ROUNDS or m > EXACT_ROUNDS:
+        mean, sd = n * m / 2, math.sqrt(n * m * (n + m + 1) / 12)
+        return 0.5 * math.erfc((u - 0.5 - mean) / sd / math.sqrt(2))
+    return sum(_ways(n, m, k) for k in range(math.floor(u), n * m + 1)) / math.comb(n + m, n)
+
+
+@functools.cache
+def _ways(n: int, m: int, u: int) -> int:
+    """Orderings of n and m values whose statistic U (pairs with the first above) is ``u``."""
+    if u < 0:
+        return 0
+    if n == 0 or m == 0:
+        return 1 if u == 0 else 0
+    return _ways(n - 1, m, u - m) + _ways(n, m - 1, u)
 
 
 def results_dir() -> Path:
@@ -232,17 +289,32 @@ def _check_p50(baseline: DeployReport, where: str) -> None:
 
 
 def compare(report: DeployReport, baseline: DeployReport, source: str,
-            max_regression_pct: float) -> Comparison:
-    """The new p50 against the baseline's (a warning when the baseline was timed another way:
-    before edge timed in interleaved rounds, runs were one after another)."""
+            max_regression_pct: float | None) -> Comparison:
+    """The new p50 against the baseline's, by the flat limit given or by the significance of
+    the slow-down over both sides' interleaved rounds (a flat FALLBACK_PCT where either has
+    fewer than MIN_ROUNDS); a warning when the baseline was timed another way."""
     _check_p50(baseline, f"baseline {source}")
     if _method(baseline) != _method(report):
         log.warning("the baseline (%s) was measured %s, this result %s: compare with care",
                     source, _method(baseline), _method(report))
     base = baseline.bench.p50_ms
     change = (report.bench.p50_ms - base) / base * 100
-    return Comparison(baseline_p50_ms=base, p50_ms=report.bench.p50_ms, change_pct=change,
+    done = Comparison(baseline_p50_ms=base, p50_ms=report.bench.p50_ms, change_pct=change,
                       max_regression_pct=max_regression_pct, baseline_source=source)
+    if max_regression_pct is not None:
+        return done
+    new, old = _rounds(report), _rounds(baseline)
+    if min(len(new), len(old)) < MIN_ROUNDS:
+        return replace(done, max_regression_pct=FALLBACK_PCT)
+    spread = (max(old) - min(old)) / median(old) * 100
+    return replace(done, p_value=slower(new, old), rounds=(len(old), len(new)),
+                   floor_pct=max(FLOOR_PCT, spread))
+
+
+def _rounds(report: DeployReport) -> tuple[float, ...]:
+    """The round medians of a result that are times (a saved report's are checked here)."""
+    return tuple(v for v in report.bench.round_ms
+                 if isinstance(v, int | float) and math.isfinite(v) and 0 < v <= MAX_MS)
 
 
 def _method(report: DeployReport) -> str:

@@ -4,9 +4,15 @@ Three ways to choose, in order of trust:
 
 * **measured where it will run** (this host when it is the device's kind, or the device itself
   through its agent): the fastest median; options within ``TIE`` of it are noise on a shared
-  machine, and the preference order decides among them;
+  machine, and among them the most faithful wins (``faithful_first``: the original, then the
+  least fidelity lost, the higher precision, the profile's runtime order): a gain within the
+  noise is no gain;
 * **measured elsewhere**: the timings only inform; the preference order decides;
-* **not measured**: the preference order decides.
+* **not measured**: the preference order decides (``preference``: the profile's runtime order,
+  within a runtime the lower precision only where the device runs it faster by its profile,
+  else the more faithful), and a converted candidate replaces the original only with something
+  to show for it (``without_gain``: not larger on disk, and smaller when it is of the original's
+  own runtime). docs/choosing.md states these rules for users.
 
 The user's own model file (candidate ``original``, when the device runs its format) takes part
 like any other candidate, with one rule: it is never replaced by noise. Measured, a converted
@@ -20,29 +26,22 @@ candidates measured on the device here, ``deploy`` picks the candidate a device 
 and the split client picks its cut here (its options are cuts priced by the partition model,
 with no tie band: the model is exact).
 
-A measured choice is settled here too (``settle``): from interleaved rounds, each candidate's
-figure is the median of its round medians paired with the leader's in the same rounds (a load
-spike that slows a whole round slows both sides of the ratio), and while the winner is not clear
-(a round alone chooses another, or its spread of round medians overlaps that of a candidate
-outside the tie band) more interleaved rounds of just the contenders are run, a bounded number.
-``Contest`` records the rounds and spreads behind the choice.
+A measured choice is settled by more interleaved rounds in ``edge.core.settle``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from statistics import median
 
 from edge.core.errors import CheckFailed
 from edge.core.plan import PRECISION_RANK
-from edge.core.values import ORIGINAL, CandidateResult, Contest, Standing
+from edge.core.values import ORIGINAL, CandidateResult
 
-__all__ = ["BASELINE", "BEYOND_TIE", "LOSS_BAND", "PAIRED_NOTE", "TIE", "Budget", "Choice",
-           "Option", "choose", "choose_candidate", "contest_note", "describe_original",
-           "dominated_by", "label",
-           "least_loss", "may_win", "paired", "preference", "runnable", "settle",
-           "within_budget"]
+__all__ = ["BASELINE", "BEYOND_TIE", "FAITHFUL", "LOSS_BAND", "LOWER", "TIE",
+           "FIDELITY_STEP", "Budget", "Choice", "Faster", "Option", "choose", "choose_candidate",
+           "describe_original", "dominated_by", "faithful_first", "label",
+           "least_loss", "may_win", "preference", "runnable", "within_budget", "without_gain"]
 
 #: Medians within this fraction of the fastest are a tie on a shared, noisy machine.
 TIE = 0.10
@@ -52,13 +51,18 @@ BEYOND_TIE = 1 / (1 + TIE)
 LOSS_BAND = 0.10
 #: What speed-ups are quoted against.
 BASELINE = "onnxruntime-fp32"
-#: Interleaved rounds of the contenders run at a time while the winner is not clear ...
-EXTRA_ROUNDS = 5
-#: ... and at most this many in all (then the paired medians decide, marked not clear).
-MAX_EXTRA_ROUNDS = 10
+#: Whether the device runs (runtime, precision) faster than fp32, by its profile's figures.
+Faster = Callable[[str, str], bool]
+#: Precisions from the most faithful down: what a tie, or a precision with no gain, falls to.
+FAITHFUL = {"fp32": 0, "bf16": 1, "fp16": 2, "int8-dynamic": 3, "int8": 4}
+#: Precisions taken to run faster than fp32 when nothing says otherwise.
+LOWER = frozenset({"int8", "int8-dynamic", "fp16"})
+#: Fidelity lost (share of the allowance, rounded to this) below which two are equally faithful.
+FIDELITY_STEP = 0.01
 
-#: More interleaved rounds: (candidate ids, rounds) -> id -> the median ms of each new round.
-Timer = Callable[[Sequence[str], int], Mapping[str, Sequence[float]]]
+
+def _lower(runtime: str, precision: str) -> bool:
+    return precision in LOWER
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -133,10 +137,12 @@ def _order(option: Option) -> tuple[tuple[int, ...], str]:
     return option.rank, option.id
 
 
-def preference(runtimes: Sequence[str]) -> Callable[[CandidateResult], tuple[int, ...]]:
-    """A candidate's rank: an accelerator's artifact that leaves operators to the CPU after every
-    one that does not (only a measurement on the device shows whether it still wins), then its
-    runtime in the profile's runtime order, then the lower precision, then the user's original
+def preference(runtimes: Sequence[str],
+               faster: Faster = _lower) -> Callable[[CandidateResult], tuple[int, ...]]:
+    """A candidate's rank by order: an accelerator's artifact that leaves operators to the CPU
+    after every one that does not (only a measurement on the device shows whether it still
+    wins), then its runtime in the profile's runtime order, then the lower precision where the
+    device runs it ``faster`` (else the more faithful precision first), then the user's original
     file before a converted artifact of the same runtime and precision, and the full model
     before its pruned twin (a pruned model wins only when measurably faster)."""
     order = list(runtimes)
@@ -145,9 +151,35 @@ def preference(runtimes: Sequence[str]) -> Callable[[CandidateResult], tuple[int
         runtime = _runtime(result)
         return (1 if _fallbacks(result) else 0,
                 order.index(runtime) if runtime in order else len(order),
-                PRECISION_RANK.get(result.candidate.precision, len(PRECISION_RANK)),
+                _precision_rank(runtime, result.candidate.precision, faster),
                 0 if result.candidate.target == ORIGINAL else 1,
                 1 if result.candidate.variant else 0)
+    return rank
+
+
+def _precision_rank(runtime: str, precision: str, faster: Faster) -> int:
+    """Lower precisions first where the device runs them faster, then the rest from the most
+    faithful down."""
+    if faster(runtime, precision):
+        return PRECISION_RANK.get(precision, len(PRECISION_RANK))
+    return len(PRECISION_RANK) + FAITHFUL.get(precision, len(FAITHFUL))
+
+
+def faithful_first(runtimes: Sequence[str]) -> Callable[[CandidateResult], tuple[int, ...]]:
+    """A candidate's rank among measured ties (a gain within the noise is no gain): one that
+    leaves operators to a CPU last, then the user's original file, the full model before a
+    mixed or pruned variant, the least fidelity lost, the higher precision, the profile's
+    runtime order."""
+    order = list(runtimes)
+
+    def rank(result: CandidateResult) -> tuple[int, ...]:
+        runtime = _runtime(result)
+        return (1 if _fallbacks(result) else 0,
+                0 if result.candidate.target == ORIGINAL else 1,
+                1 if result.candidate.variant else 0,
+                round(_allowance(result) / FIDELITY_STEP),
+                FAITHFUL.get(result.candidate.precision, len(FAITHFUL)),
+                order.index(runtime) if runtime in order else len(order))
     return rank
 
 
@@ -174,25 +206,30 @@ def _runtime(result: CandidateResult) -> str:
 def choose_candidate(results: Iterable[CandidateResult], runtimes: Sequence[str], *,
                      ms: dict[str, float] | None = None, where: str = "this host",
                      trusted: bool = True, untrusted_why: str = "",
-                     tie: float = TIE) -> Choice:
+                     tie: float = TIE, faster: Faster = _lower,
+                     blind: frozenset[str] = frozenset()) -> Choice:
     """Among passed candidates: the fastest measured ``where`` (``ms``: candidate id -> median
-    ms), or the first in ``runtimes`` order at the lowest precision; the reason says which.
+    ms; among ties the most faithful), or the first by the profile's order (``faster``: which
+    precisions the device runs faster; ``blind``: precisions whose timings ``where`` do not
+    tell for the device); the reason says which.
 
     The user's original file, when it passed, is never beaten by noise: a converted candidate
     is chosen over it only when measured faster by more than ``tie``, and the reason quotes
-    the ratio to it.
+    the ratio to it; by order, only when it has something to show (``without_gain``).
     """
     passed = [r for r in results if r.status in ("passed", "chosen")]
     if not passed:
         return Choice(id=None, basis="none", reason="no candidate kept fidelity (and the "
                       "budget); see each candidate's reason")
-    rank = preference(runtimes)
     times = ms or {}
+    measured = trusted and any(r.candidate.id in times for r in passed)
+    rank = faithful_first(runtimes) if measured else preference(runtimes, faster)
     options = [Option(id=r.candidate.id, cost=times.get(r.candidate.id), rank=rank(r))
                for r in passed]
     original = next((r for r in passed if r.candidate.target == ORIGINAL), None)
-    slower = {} if trusted else _slower_than_original(passed, times, original, tie)
-    options = [o for o in options if o.id not in slower]
+    slower = {} if trusted else _slower_than_original(passed, times, original, tie, blind)
+    empty = {} if measured else without_gain(passed, original, tie)
+    options = [o for o in options if o.id not in slower and o.id not in empty]
     choice = _original_in_tie(choose(options, tie=tie, trusted=trusted))
     copy = choice.id if choice.id in _copies(passed, original) else None
     if copy:  # the original file, byte for byte: only noise made it faster
@@ -202,11 +239,49 @@ def choose_candidate(results: Iterable[CandidateResult], runtimes: Sequence[str]
         done = _measured_reason(choice, options, where, tie, original)
         return replace(done, reason=done.reason + _copy_note(copy))
     note = f"; {untrusted_why}" if times and untrusted_why else ""
-    note += _slower_note(slower, times, where) + _fallback_note(passed, choice.id)
+    note += _slower_note(slower, times, where) + _no_gain_note(empty)
+    note += _fallback_note(passed, choice.id)
     chosen = next(r for r in passed if r.candidate.id == choice.id)
     return Choice(id=choice.id, basis="order", reason=(
-        f"first in the runtime order ({' > '.join(runtimes)}) at the lowest precision that "
-        f"keeps fidelity{_order_vs_original(chosen, original)}{note}"))
+        f"first by the profile's order ({_order_words(runtimes, chosen, faster)})"
+        f"{_order_vs_original(chosen, original)}{note}"))
+
+
+def _order_words(runtimes: Sequence[str], chosen: CandidateResult, faster: Faster) -> str:
+    """The order that decided: runtimes, and how precisions rank within the chosen one's."""
+    runtime = _runtime(chosen)
+    gains = [p for p in sorted(FAITHFUL, key=PRECISION_RANK.__getitem__) if faster(runtime, p)]
+    within = (f"lower precision first where the device runs it faster ({', '.join(gains)}), "
+              "then the most faithful" if gains else
+              "the device runs no lower precision faster: the most faithful first")
+    return f"runtimes {' > '.join(runtimes)}; within {runtime}, {within}"
+
+
+def without_gain(passed: Sequence[CandidateResult], original: CandidateResult | None,
+                 tie: float = TIE) -> dict[str, str]:
+    """Converted candidates that the order alone would put before the original with nothing to
+    show for it: larger on disk (beyond ``tie``), or of the original's own runtime and not
+    smaller by more than ``tie`` (a quantizer that left the weights alone): id -> why."""
+    if original is None or original.artifact is None:
+        return {}
+    size = original.artifact.total_bytes
+    out = {}
+    for r in passed:
+        if r.candidate.target == ORIGINAL or r.artifact is None or not size:
+            continue
+        ratio = r.artifact.total_bytes / size
+        same = _runtime(r) == _runtime(original)
+        if ratio > 1 + tie or (same and ratio > 1 - tie):
+            out[r.candidate.id] = f"{r.candidate.id} {ratio:.2f}x"
+    return out
+
+
+def _no_gain_note(empty: dict[str, str]) -> str:
+    if not empty:
+        return ""
+    return (f"; not preferred to the original by order, with nothing to show for it (size on "
+            f"disk against the original's, and not measured faster where it runs): "
+            f"{', '.join(empty[k] for k in sorted(empty))}")
 
 
 def _copy_timed(options: Sequence[Option], copy: str) -> list[Option]:
@@ -270,19 +345,22 @@ def _allowance(result: CandidateResult) -> float:
 
 
 def _slower_than_original(passed: Sequence[CandidateResult], times: dict[str, float],
-                          original: CandidateResult | None, tie: float) -> dict[str, float]:
+                          original: CandidateResult | None, tie: float,
+                          blind: frozenset[str] = frozenset()) -> dict[str, float]:
     """Candidates on the original's own runtime that ``times`` (measured off the device) put
     slower than the original by more than ``tie``: id -> ratio of their speed to the original's.
 
     Timings off the device do not rank runtimes against each other, but the same runtime on
     the same file format slowing down on the host is evidence enough not to swap the user's
-    file for it on the profile's word alone.
+    file for it on the profile's word alone, except at a precision the host does not compute
+    as the device does (``blind``: fp16 on a host without fp16 arithmetic).
     """
     mine = times.get(ORIGINAL)
     if original is None or not mine:
         return {}
     same = [r for r in passed if r.candidate.target != ORIGINAL
-            and _runtime(r) == _runtime(original) and r.candidate.id in times]
+            and _runtime(r) == _runtime(original) and r.candidate.id in times
+            and r.candidate.precision not in blind]
     return {r.candidate.id: mine / times[r.candidate.id] for r in same
             if times[r.candidate.id] > mine * (1 + tie)}
 
@@ -361,7 +439,8 @@ def _measured_reason(choice: Choice, options: Sequence[Option], where: str, tie:
     if len(times) > 1 and slowest != choice.id:
         text += f" (slowest {slowest} {times[slowest]:.3f} ms)"
     if len(choice.tied) > 1:
-        decided = "the original kept" if choice.id == ORIGINAL else "runtime order decided"
+        decided = ("the original kept" if choice.id == ORIGINAL else
+                   "the most faithful kept (a gain within the noise is no gain)")
         text += f"; {len(choice.tied)} candidates within {tie:.0%} (noise): {decided}"
     return Choice(id=choice.id, basis="measured", reason=text, tied=choice.tied)
 
@@ -394,126 +473,3 @@ def runnable(results: Iterable[CandidateResult], chosen: str | None,
     faithful = [r for r in results if r.status in ("chosen", "passed") and r.artifact is not None]
     ordered = sorted(faithful, key=lambda r: r.candidate.id != chosen)  # stable: chosen first
     return [r for r in ordered if r.artifact is not None and r.artifact.runtime in runtimes]
-
-
-# ---------------------------------------------------------------- settling a measured choice
-
-
-def settle(results: Sequence[CandidateResult], runtimes: Sequence[str],
-           round_ms: Mapping[str, Sequence[float]], more: Timer | None, *,
-           where: str = "this host", tie: float = TIE, extra: int = EXTRA_ROUNDS,
-           most: int = MAX_EXTRA_ROUNDS) -> tuple[Choice, Contest | None, dict[str, float]]:
-    """The measured choice among ``results`` from each candidate's round medians
-    (``round_ms``), with more interleaved rounds of just the contenders (``more``, ``extra`` at
-    a time, ``most`` in all) while the winner is not clear; the choice, its ``Contest`` (None:
-    fewer than two candidates timed, nothing to settle) and the figures (id -> ms) compared."""
-    table = [dict(r) for r in _rounds_table({k: v for k, v in round_ms.items() if v})]
-    if len(_by_candidate(table)) < 2:
-        ms = {k: median(v) for k, v in _by_candidate(table).items()}
-        return choose_candidate(results, runtimes, ms=ms, where=where, tie=tie), None, ms
-    first, ran, contenders = len(table), 0, set()
-    while True:
-        ms = paired(table)
-        choice = choose_candidate(results, runtimes, ms=ms, where=where, tie=tie)
-        window = table[first:] if ran else table
-        rivals = _open(results, runtimes, window, choice, tie)
-        if not rivals or more is None or ran >= most or choice.id is None:
-            break
-        contenders |= rivals | {choice.id}
-        batch = min(extra, most - ran)
-        new = _new_rounds(more(sorted(contenders), batch), batch)
-        if not new:  # the timer could not run them (a warning said why): not clear
-            break
-        table += new
-        ran += len(new)
-    contest = _contest(results, runtimes, table, ms, first, ran, contenders, not rivals, tie)
-    return replace(choice, reason=choice.reason + contest_note(contest)), contest, ms
-
-
-#: Under a table of paired figures: what they are, and where the pooled p50 is.
-PAIRED_NOTE = ("ms, paired: the figure the choice compared, each candidate's median ratio to "
-               "the leader over the interleaved rounds both ran, times the leader's median "
-               "round (like for like where the host's speed drifts; each one's own p50: --json)")
-
-
-def paired(table: Sequence[Mapping[str, float]]) -> dict[str, float]:
-    """Each candidate's figure: the median over the rounds it shares with the leader (most
-    rounds, then the lowest median) of its ratio to the leader's round median, times the
-    leader's median round."""
-    runs = _by_candidate(table)
-    if not runs:
-        return {}
-    leader = min(runs, key=lambda k: (-len(runs[k]), median(runs[k]), k))
-    level = median(runs[leader])
-    return {k: _ratio(table, k, leader, level) or median(v) for k, v in runs.items()}
-
-
-def _ratio(table: Sequence[Mapping[str, float]], name: str, leader: str,
-           level: float) -> float | None:
-    """``name``'s median ratio to ``leader`` over the rounds both ran, times ``level``."""
-    ratios = [r[name] / r[leader] for r in table if name in r and r.get(leader, 0) > 0]
-    return level * median(ratios) if ratios else None
-
-
-def _rounds_table(round_ms: Mapping[str, Sequence[float]]) -> list[dict[str, float]]:
-    """Round medians by candidate as rounds (round -> id -> ms)."""
-    count = max((len(v) for v in round_ms.values()), default=0)
-    return [{k: v[i] for k, v in round_ms.items() if i < len(v)} for i in range(count)]
-
-
-def _new_rounds(timed: Mapping[str, Sequence[float]], batch: int) -> list[dict[str, float]]:
-    rows = _rounds_table(timed)
-    return rows[:batch]
-
-
-def _by_candidate(table: Sequence[Mapping[str, float]]) -> dict[str, list[float]]:
-    runs: dict[str, list[float]] = {}
-    for row in table:
-        for k, v in row.items():
-            runs.setdefault(k, []).append(v)
-    return runs
-
-
-def _round_winners(results: Sequence[CandidateResult], runtimes: Sequence[str],
-                   table: Sequence[Mapping[str, float]], tie: float) -> list[str]:
-    """What each round alone would choose."""
-    return [choose_candidate(results, runtimes, ms=dict(row), tie=tie).id or "" for row in table]
-
-
-def _open(results: Sequence[CandidateResult], runtimes: Sequence[str],
-          window: Sequence[Mapping[str, float]], choice: Choice, tie: float) -> set[str]:
-    """The candidates that keep the winner from being clear in ``window``: a round chose
-    them, or, outside the winner's tie band by their medians, their spread reaches into it:
-    in a round, paired with the winner's block of that round, within ``tie`` of it or faster
-    (paired, a spike that slows a whole round leaves the spread alone)."""
-    if choice.basis != "measured" or choice.id is None:
-        return set()
-    winners = {w for w in _round_winners(results, runtimes, window, tie) if w != choice.id}
-    mine = choice.id
-    overlap = {k for row in window if row.get(mine, 0) > 0 for k, v in row.items()
-               if k != mine and k not in choice.tied and v <= row[mine] * (1 + tie)}
-    return winners | overlap
-
-
-def _contest(results: Sequence[CandidateResult], runtimes: Sequence[str],
-             table: Sequence[Mapping[str, float]], ms: Mapping[str, float], first: int,
-             ran: int, contenders: set[str], clear: bool, tie: float) -> Contest:
-    runs = _by_candidate(table)
-    standings = tuple(Standing(candidate=k, round_ms=tuple(v), low_ms=min(v), high_ms=max(v),
-                               paired_ms=ms[k]) for k, v in sorted(runs.items()))
-    return Contest(rounds=first, extra_rounds=ran, contenders=tuple(sorted(contenders)),
-                   clear=clear, standings=standings,
-                   round_winners=tuple(_round_winners(results, runtimes, table, tie)))
-
-
-def contest_note(contest: Contest) -> str:
-    """What the reason of a settled choice adds: the rounds behind it."""
-    if not contest.extra_rounds:
-        return (f"; clear in {contest.rounds} interleaved rounds (each chose it, no contender's "
-                "spread overlapping)" if contest.clear else
-                f"; not clear in {contest.rounds} interleaved rounds: the median of paired "
-                "round ratios decided")
-    verdict = ("then clear" if contest.clear else
-               "still not clear: the median of paired round ratios decided")
-    return (f"; not clear after {contest.rounds} interleaved rounds, so "
-            f"{contest.extra_rounds} more of {', '.join(contest.contenders)}: {verdict}")

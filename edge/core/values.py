@@ -305,7 +305,7 @@ class BenchResult(JsonValue):
     source: Literal["host", "device", "estimate", "simulated"] | None = None
     #: the median ms of each interleaved round, in the order run (empty: not recorded)
     round_ms: tuple[float, ...] = ()
-    #: the figure a measured choice compared (edge.core.select.paired): the median ratio to
+    #: the figure a measured choice compared (edge.core.settle.paired): the median ratio to
     #: the leader over the interleaved rounds both ran, times the leader's median round; like
     #: for like where the host's speed drifts between rounds, which a pooled p50 is not
     paired_ms: float | None = None
@@ -376,7 +376,7 @@ class Standing(JsonValue):
 
 @pydantic_dataclass(frozen=True, kw_only=True, slots=True)
 class Contest(JsonValue):
-    """The rounds and the spread behind a measured choice (``edge.core.select.settle``): all
+    """The rounds and the spread behind a measured choice (``edge.core.settle.settle``): all
     candidates timed in ``rounds`` interleaved rounds; while the winner was not clear (spreads
     overlapping, a round choosing another), ``extra_rounds`` more of just the contenders."""
 

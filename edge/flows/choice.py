@@ -8,12 +8,14 @@ from dataclasses import replace
 from typing import Any
 
 from devices.measure import More
+from edge.core.plan import computes_fp16, runs_faster
 from edge.core.profile import Profile
-from edge.core.select import choose_candidate, least_loss, settle
+from edge.core.select import TIE, choose_candidate, least_loss
+from edge.core.settle import settle
 from edge.core.values import CandidateResult, Contest
-from edge.flows.budgets import host_is
+from edge.flows.budgets import host_is, host_isa
 
-__all__ = ["choose_bundle", "with_paired"]
+__all__ = ["choose_bundle", "host_blind", "with_paired"]
 
 
 def choose_bundle(results: list[CandidateResult], profile: Profile, band: float | None = None,
@@ -34,10 +36,20 @@ def choose_bundle(results: list[CandidateResult], profile: Profile, band: float 
         choice, contest, ms = settle(results, profile.runtimes, rounds, more, where=where)
     else:
         choice = choose_candidate(results, profile.runtimes, ms=ms, where=where,
-                                  trusted=False, untrusted_why=why)
+                                  trusted=False, untrusted_why=why,
+                                  faster=runs_faster(profile, TIE), blind=host_blind(profile))
     if choice.basis == "measured":
         note += _untimed(results, ms)
     return choice.id, note + choice.reason if choice.id else choice.reason, contest
+
+
+def host_blind(profile: Profile) -> frozenset[str]:
+    """Precisions this host's timings do not tell for the device: fp16 where the device's CPU
+    computes it and this host's does not (here it computes in fp32, or emulates)."""
+    here = {i.lower() for i in host_isa()}
+    if computes_fp16(profile, "") and not here & {"fp16", "asimdhp", "avx512_fp16"}:
+        return frozenset({"fp16"})
+    return frozenset()
 
 
 def _untimed(results: list[CandidateResult], ms: dict[str, float]) -> str:

@@ -51,7 +51,8 @@ from edge.core.plugins import full_suffix
 from edge.core.profile import Profile, catalog_ids, load_profile
 from edge.core.results import Comparison, check_baseline, compare, load_baseline
 from edge.core.results import keep as keep_result
-from edge.core.select import Budget, runnable, settle, within_budget
+from edge.core.select import Budget, runnable, within_budget
+from edge.core.settle import settle
 from edge.core.values import (
     Artifact,
     Bundle,
@@ -290,8 +291,7 @@ def _why(bundle: Bundle, result: CandidateResult, *, asked: bool = False) -> str
 def _deploy_fastest(device: Device, bundle_dir: Path, bundle: Bundle, *, profile: Profile,
                     rounds: Rounds, threads: int, keep: int,
                     budget: Budget | None, name: str) -> DeployOutcome:
-    """Every faithful candidate the device runs installed and timed there; the choice
-    activated."""
+    """Every faithful candidate the device runs installed and timed there, the choice live."""
     installed, transfer = install_all(device, bundle_dir,
                                       _usable(bundle, device.runtimes, device.label))
     models = {r.candidate.id: m for r, m in installed}
@@ -510,7 +510,7 @@ class BenchRequest:
     profile: str | None = None
     device: DeviceTarget = DeviceTarget()
     baseline: str | None = None  # "last" or a saved `edge bench --json` report
-    max_regression: float = 10.0  # allowed p50 slow-down against the baseline, percent
+    max_regression: float | None = None  # a flat limit, percent (None: significance test)
     name: str | None = None  # the slot whose current release "active" is said of [default]
 
 

@@ -29,7 +29,7 @@ from edge.core import estimate as est
 from edge.core.cache import cache_root
 from edge.core.plan import MIXED, Planned
 from edge.core.profile import Profile
-from edge.core.select import TIE, may_win, preference
+from edge.core.select import TIE, may_win, preference, without_gain
 from edge.core.values import ORIGINAL, CandidateResult
 
 __all__ = ["Policy", "cannot_win", "corrections", "describe", "estimates", "keep_timings",
@@ -168,12 +168,15 @@ def _after_settled(planned: Planned, done: Sequence[CandidateResult],
 def _settled(done: Sequence[CandidateResult], rank: Rank) -> CandidateResult | None:
     """The best-ranked faithful candidate that no host timing can set aside: the original, or
     one on another runtime than the original's (edge.core.select sets aside a candidate on the
-    original's runtime that this host times slower than it)."""
+    original's runtime that this host times slower than it), and not one the choice would set
+    aside for having nothing to show against the original (``without_gain``)."""
     original = next((r for r in done if r.candidate.target == ORIGINAL
                      and r.status == "passed" and r.artifact is not None), None)
     mine = original.artifact.runtime if original and original.artifact else None
+    aside = without_gain([r for r in done if r.status == "passed"], original)
     firm = [r for r in done if r.status == "passed" and r.artifact is not None
-            and (r is original or r.artifact.runtime != mine)]
+            and (r is original or r.artifact.runtime != mine)
+            and r.candidate.id not in aside]
     return min(firm, key=rank, default=None)
 
 

@@ -63,7 +63,7 @@ def _board_deploy(bundle: Path, board: Any, python: str, *extra: str) -> Any:
 
 def test_deploy_to_the_arm_board_measures_every_faithful_candidate_there(
         arm_bundle: Path, arm_device, provisioned: Any) -> None:
-    assert read_bundle(arm_bundle).reason.startswith("first in the runtime order")  # not here
+    assert read_bundle(arm_bundle).reason.startswith("first by the profile's order")  # not here
     result = _board_deploy(arm_bundle, arm_device, provisioned.python, "--json")
     assert result.status == 0, result.stderr
     report = result.json()

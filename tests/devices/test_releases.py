@@ -356,14 +356,22 @@ def test_a_rollback_never_makes_or_takes_over_a_slot(tmp_path: Path) -> None:
 
 
 def _ansible_module():
-    """edge.fleet.release's device half (it resolves a slot before the agent is there)."""
+    """edge.fleet.release's device half (it resolves a slot before the agent is there).
+
+    Importing ansible.module_utils replaces ``sys.intern`` for the whole process (ansible-core's
+    _patches), and torch.export in a later test of the same pytest worker then fails in
+    dynamo's polyfills ("substitute_in_graph expects a function"): the original is put back."""
     import importlib.util
 
     path = Path(__file__).parents[2] / "devices" / "ansible" / "plugins" / "modules" / "release.py"
     spec = importlib.util.spec_from_file_location("edge_fleet_release_module", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    intern = sys.intern
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.intern = intern
     return module
 
 

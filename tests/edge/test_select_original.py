@@ -12,14 +12,16 @@ from edge.core.select import TIE, choose_candidate, label
 from edge.core.values import ORIGINAL, Artifact, Candidate, CandidateResult
 
 RPI4 = ("tflite", "onnxruntime")
+#: Bytes on disk by precision (a quantizer that did its work shrinks the file).
+SIZE = {"fp32": 4000, "fp16": 2000, "int8": 1000, "int8-dynamic": 1000}
 
 
 def _result(target: str, precision: str, runtime: str | None = None,
-            status: str = "passed", sha256: str = "") -> CandidateResult:
+            status: str = "passed", sha256: str = "", size: int = 0) -> CandidateResult:
     cand = Candidate(target=target, precision=precision)
     digest = sha256 or hashlib.sha256(f"{cand.id} {runtime}".encode()).hexdigest()
     artifact = Artifact(candidate=cand, file=f"artifacts/{cand.id}", sha256=digest,
-                        size_bytes=1, runtime=runtime or target)
+                        size_bytes=size or SIZE[precision], runtime=runtime or target)
     return CandidateResult(candidate=cand, status=status, reason="keeps fidelity",
                            artifact=artifact)
 

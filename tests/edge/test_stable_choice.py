@@ -10,7 +10,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
-from edge.core.select import MAX_EXTRA_ROUNDS, choose_candidate, paired, settle
+from edge.core.select import choose_candidate
+from edge.core.settle import MAX_EXTRA_ROUNDS, paired, settle
 from edge.core.values import Artifact, Candidate, CandidateResult, Contest
 
 X86 = ("onnxruntime", "openvino", "tflite")

@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from edge.core.bundle import chosen_load_line, read_bundle
-from edge.core.select import PAIRED_NOTE, TIE, dominated_by
+from edge.core.select import TIE, dominated_by
 from edge.core.select import label as candidate_label
+from edge.core.settle import PAIRED_NOTE
 from edge.core.verify.rows import HEADERS, kind_lines, output_rows
 from edge.flows.report.history import bundle_history, history_section
 from edge.flows.report.html import (

@@ -21,7 +21,8 @@ from devices.provision import install_declared, runtime_to_provision
 from devices.release import release_files
 from devices.transport import Transport
 from edge.core.errors import EdgeError, first_line
-from edge.core.select import Budget, runnable, settle, within_budget
+from edge.core.select import Budget, runnable, within_budget
+from edge.core.settle import settle
 from edge.core.values import BenchResult, Bundle, CandidateResult, MeasuredCandidate
 
 __all__ = ["TOGETHER", "bench_options", "candidates", "choose", "device_benches", "provision",
