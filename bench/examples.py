@@ -2,7 +2,7 @@
 """Run the terminal sessions shown in docs/ (every ```console block); record their output.
 
     python bench/examples.py [--out bench/results/examples.json] [--only NAME ...]
-                             [--update-docs | --docs-only]
+                             [--update-docs | --docs-only | --check]
 
 Each session (bench/docruns/: tutorial, data, optimize, inspect, report, deploy, releases,
 rollback, bench, probe, split, profiles, mender, pack) runs its commands with bash in a fresh
@@ -16,8 +16,10 @@ tests/support/sshd.py (root only). Every command's output, exit status and wall 
 the JSON with the git sha and the machine ("provenance"). ``--update-docs`` then rewrites the
 pages' console blocks from it (each trimmed as the page trims it, ``...`` marking cut lines).
 tests/test_doc_figures.py checks that every command and output line shown in a console block of
-docs/ is in the JSON. ``--only`` reruns some sessions and keeps the others' records. Takes
-about 15 minutes (the first onnx2tf conversions dominate).
+docs/ is in the JSON; ``--check`` (run by tests/test_doc_figures.py, in seconds: nothing runs)
+that every session is recorded with its current commands and every console block it shows is
+exactly what the record gives (exit 1 naming each stale block). ``--only`` reruns some sessions
+and keeps the others' records. Takes about 15 minutes (the first onnx2tf conversions dominate).
 """
 
 from __future__ import annotations
@@ -65,6 +67,23 @@ def update_docs(doc: dict[str, Any]) -> list[str]:
     return pages.rewrite(texts)
 
 
+def check(doc: dict[str, Any]) -> list[str]:
+    """What keeps the pages from being their record: sessions not recorded, commands changed
+    since, console blocks that differ from the recorded output."""
+    problems: list[str] = []
+    texts: dict[tuple[str, int], list[str]] = {}
+    for name, session in SESSIONS.items():
+        if name not in doc["sessions"]:
+            problems.append(f"{name}: not recorded (run bench/examples.py --only {name})")
+            continue
+        problems += pages.changed_commands(doc["sessions"][name], session)
+        try:
+            texts.update(pages.block_texts(doc["sessions"][name], session))
+        except ValueError as exc:
+            problems.append(str(exc))
+    return problems + pages.stale(texts)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "examples.json")
@@ -73,7 +92,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--update-docs", action="store_true", help="rewrite the console blocks")
     parser.add_argument("--docs-only", action="store_true",
                         help="run nothing: rewrite the console blocks from the --out JSON")
+    parser.add_argument("--check", action="store_true",
+                        help="run nothing: exit 1 unless every console block is its record")
     args = parser.parse_args(argv)
+    if args.check:
+        problems = check(json.loads(args.out.read_text()))
+        print("\n".join(problems) or "every console block is its recorded output")
+        return 1 if problems else 0
     if args.docs_only:
         doc = json.loads(args.out.read_text())
     else:

@@ -11,6 +11,7 @@ numbers come from").
   bench/examples.py, which runs those sessions), and every command it shows there (``$ ...``,
   continuation lines joined) was recorded for that page, in the page's order, with every
   output line shown (in order; ``...`` lines mark cuts, blank lines are not checked).
+* ``bench/examples.py --check`` passes: every console block is exactly its record;
 * a ```sh block (commands to type, not run) shows no ``$ `` session: output belongs in a
   ```console block, which is checked.
 """
@@ -19,6 +20,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -244,3 +247,11 @@ def test_a_shell_block_shows_no_session(page: str) -> None:
     prompts = [line for block in SHELL.findall((ROOT / page).read_text())
                for line in block.splitlines() if line.startswith("$ ")]
     assert not prompts, f"{page}: a ```sh block shows a session (make it ```console): {prompts}"
+
+
+def test_every_console_block_is_its_record() -> None:
+    """`bench/examples.py --check`: each session recorded with its current commands, and every
+    console block it shows exactly what its record gives (not only each shown line in it)."""
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "examples.py"), "--check"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr

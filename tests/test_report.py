@@ -3,6 +3,7 @@ folder, checked as text and rendered in a real headless Chromium (Debian's ``chr
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -10,13 +11,19 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from devices.layers import LayerProfile
 from edge.core.bundle import read_bundle
 from edge.flows.report import layers as report_layers
-from edge.flows.report import render_bundle_report, render_partition_report, write_report
+from edge.flows.report import (
+    render_bundle_report,
+    render_partition_report,
+    render_results_report,
+    write_report,
+)
 from edge.flows.report.layers import MAX_LAYER_PLOTS, layer_candidates
 from tests.support.cli import run_cli
 
@@ -201,8 +208,8 @@ def test_a_candidate_that_cannot_be_measured_is_a_note(openvino_bundle: Path,
 
     monkeypatch.setattr(report_layers, "measure_layers", refuse_openvino)
     text = render_bundle_report(openvino_bundle)
-    assert "openvino-int8 (openvino): not measured - RuntimeError: no CPU plugin &lt;here&gt;" \
-        in text and "second line" not in text
+    assert ("openvino-int8: per-layer times not available for openvino - no CPU plugin "
+            "&lt;here&gt;") in text and "second line" not in text and "RuntimeError" not in text
     shown = layer_candidates(read_bundle(openvino_bundle), openvino_bundle)[:MAX_LAYER_PLOTS]
     panels = {t.split(" \u2014 ")[0] for t in _layer_panels(text)}
     assert panels == {cid for cid, runtime, _ in shown if runtime != "openvino"}
@@ -210,7 +217,7 @@ def test_a_candidate_that_cannot_be_measured_is_a_note(openvino_bundle: Path,
     monkeypatch.setattr(report_layers, "measure_layers", lambda path, **kw: 1 / 0)
     text = render_bundle_report(openvino_bundle)
     assert "plot-layers" not in _plots(text) and "could be broken down" in text
-    assert text.count("not measured - ZeroDivisionError") == min(6, _measurable(openvino_bundle))
+    assert text.count("per-layer times not available for ") == min(6, _measurable(openvino_bundle))
 
 
 def test_every_runtime_broken_down_on_the_embedded_device(openvino_bundle: Path,
@@ -264,7 +271,7 @@ def test_bundle_report_without_results_or_layers_and_with_a_rejected_candidate(
     empty.mkdir()
     text = render_bundle_report(copy, layers=False, results=empty)
     assert_self_contained(text)
-    assert list(_plots(text)) == ["plot-candidates"]
+    assert list(_plots(text)) == ["plot-candidates", "plot-fidelity"]  # the rejected one too
     assert "cosine 0.91 &lt; 0.98 &lt;script&gt;x&lt;/script&gt;" in text
     assert '<tr class="rejected">' in text and ">rejected</text>" in text  # table + legend
     assert "No measurements kept on this host" in text
@@ -441,3 +448,89 @@ def test_the_browser_check_sees_errors_and_fetches(tmp_path: Path) -> None:
     _, console = _browse(page)
     text = "\n".join(console)
     assert "missingFn is not defined" in text and "example.invalid/x.png" in text
+
+
+# ---------------------------------------------------------------- what a reader sees
+#: Runs in a copy of the report (CSP dropped): the text of every drawn label and table cell.
+TEXT_PROBE = """<script>window.addEventListener('load', function () {
+  var grab = function (sel) { return Array.prototype.map.call(document.querySelectorAll(sel),
+    function (n) { return n.textContent.trim(); }).filter(function (t) { return t; }); };
+  var pre = document.createElement('pre'); pre.id = 'edge-text';
+  pre.textContent = JSON.stringify({labels: grab('svg.plot text'), cells: grab('td, th'),
+    rows: Array.prototype.map.call(document.querySelectorAll('table'), function (t) {
+      return Array.prototype.map.call(t.querySelectorAll('tr'), function (r) {
+        return r.textContent.trim(); }); })});
+  document.body.appendChild(pre);
+});</script>"""
+#: What no label or cell may show: TeX that was never typeset, a Python repr, an exception's
+#: name, matplotlib's offset notation (an axis reading "1e-8+1").
+UNREADABLE = {
+    "raw TeX": re.compile(r"\$|\\math|\^\{|_\{"),
+    "a Python repr": re.compile(r"\{'|\['|'\}|'\]|\bNone\b|object at 0x|array\(|np\.\w+\("),
+    "an exception": re.compile(r"\b[A-Z]\w*(Error|Exception)\b|Traceback"),
+    "offset notation": re.compile(r"\de[−-]?\d+[+−-]\d|^[+−]\d+(\.\d+)?$"),
+}
+
+
+def _seen(text: str, tmp_path: Path) -> dict[str, list[Any]]:
+    """The labels, cells and table rows headless Chromium shows for a report."""
+    page = write_report(re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", text)
+                        .replace("</body>", TEXT_PROBE + "</body>"), tmp_path / "text.html")
+    dom, console = _browse(page)
+    assert console == []
+    found = re.search(r'<pre id="edge-text">(.*?)</pre>', dom, re.S)
+    assert found is not None
+    return json.loads(html.unescape(found.group(1)))
+
+
+def _unreadable(seen: dict[str, list[Any]]) -> list[str]:
+    return [f"{kind}: {t!r}" for t in [*seen["labels"], *seen["cells"]]
+            for kind, pattern in UNREADABLE.items() if pattern.search(t)]
+
+
+def test_the_reader_check_finds_what_it_looks_for(tmp_path: Path) -> None:
+    """The check below can fail: raw TeX, a dict, an exception and an offset are found."""
+    page = ('<!DOCTYPE html><html><body><svg class="plot"><text>$\\mathdefault{10^{2}}$</text>'
+            "<text>1e\u22128+1</text></svg><table><tr><td>{'energy': 1.0}</td>"
+            "<td>UsageError: no profiler</td></tr></table></body></html>")
+    found = _unreadable(_seen(page, tmp_path))
+    assert [f.split(":")[0] for f in found] == [
+        "raw TeX", "offset notation", "a Python repr", "an exception"], found
+
+
+@pytest.mark.slow
+def test_every_report_reads_plainly_in_chromium(bundle: Path, split: Path,
+                                                three_regimes: Path, tmp_path: Path) -> None:
+    """The bundle (every candidate, layers, history), split and device-history reports as
+    Chromium shows them: no raw TeX, Python repr, exception text or offset notation in any
+    axis label or table cell, and no table row twice."""
+    results = Path(os.environ["EDGE_CACHE_DIR"]) / "results"
+    reports = {"bundle": render_bundle_report(bundle),
+               "split": render_partition_report(split),
+               "regimes": render_partition_report(three_regimes / "split.yaml"),
+               "history": render_results_report(results)}
+    for name, text in reports.items():
+        seen = _seen(text, tmp_path / name)
+        assert seen["labels"] and seen["cells"], name
+        assert _unreadable(seen) == [], name
+        for rows in seen["rows"]:
+            assert len(rows) == len(set(rows)), (name, rows)
+
+
+def test_a_one_point_history_stays_on_its_day(tmp_path: Path) -> None:
+    """One kept result: the time axis spans that day, not 2025-2029 (matplotlib's default
+    range around a single date)."""
+    device = tmp_path / "results" / "pi_10.0.0.7"
+    device.mkdir(parents=True)
+    bench = {"where": "pi@10.0.0.7", "runtime": "tflite", "runs": 50, "warmup": 5,
+             "threads": 4, "p50_ms": 1.0, "p90_ms": 1.2, "p99_ms": 1.5, "mean_ms": 1.1}
+    report = {"target": "pi@10.0.0.7", "transport": "ssh", "profile": "rpi4",
+              "candidate": "tflite-int8", "artifact_sha256": "a" * 64, "release": "a" * 16,
+              "bench": bench}
+    (device / ("a" * 16 + ".jsonl")).write_text(json.dumps(
+        {"kept_at": "2026-11-30T10:00:00+0000", "regressed": False, "report": report}) + "\n")
+    text = render_results_report(tmp_path / "results")
+    svg = text[text.index("<svg"):text.index("</svg>")]
+    labels = re.findall(r">([^<>]+)</text>", svg)
+    years = {y for label in labels for y in re.findall(r"\b20\d\d\b", label)}
+    assert years <= {"2026"}, labels

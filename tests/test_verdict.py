@@ -55,3 +55,14 @@ def test_deploy_ends_with_what_is_live_and_how_to_undo(tmp_path: Path) -> None:
     second = run_cli("deploy", str(bundle), "--candidate", "original", "--runs", "3")
     assert second.status == 0, second.stderr
     assert _last(second.stdout).endswith("undo: edge rollback --name digits")
+
+
+def test_json_keeps_the_verdict(tmp_path: Path) -> None:
+    bundle = tmp_path / "j.bundle"
+    optimized = run_cli("optimize", "sample:digits", "--profile", "rpi4", "-o", str(bundle),
+                        "--json")
+    assert optimized.status == 0, optimized.stderr
+    assert optimized.json()["verdict"].startswith("deploy tflite-")
+    deployed = run_cli("deploy", str(bundle), "--runs", "3", "--json")
+    assert deployed.status == 0, deployed.stderr
+    assert " is live on local:" in deployed.json()["verdict"]

@@ -33,6 +33,27 @@ def block_texts(recorded: dict[str, Any], session: Session) -> dict[tuple[str, i
     return texts
 
 
+def changed_commands(recorded: dict[str, Any], session: Session) -> list[str]:
+    """The shown steps whose command (a plain string) is not the one recorded for them."""
+    records = [r for r in recorded["steps"] if r["block"] is not None]
+    steps = [step for _, _, step in iter_blocks(session.steps, session.docs)]
+    return [f"{session.name}: `{step.command}` is recorded as `{record['command']}`"
+            for step, record in zip(steps, records, strict=False)
+            if isinstance(step.command, str) and step.command != record["command"]]
+
+
+def stale(texts: dict[tuple[str, int], list[str]]) -> list[str]:
+    """The (page, block)s whose text is not what the records give, as 'PAGE console block N'."""
+    out = []
+    for doc in sorted({d for d, _ in texts}):
+        blocks = console_blocks((ROOT / doc).read_text())
+        for index in sorted(i for d, i in texts if d == doc):
+            body = "\n".join(texts[(doc, index)]) + "\n"
+            if index >= len(blocks) or blocks[index].group(1) != body:
+                out.append(f"{doc} console block {index + 1}")
+    return out
+
+
 def rewrite(texts: dict[tuple[str, int], list[str]]) -> list[str]:
     """Replace every (page, block) in ``texts``; the pages rewritten."""
     pages = sorted({doc for doc, _ in texts})

@@ -140,9 +140,10 @@ def _deploy_one(request: Any, dry_run: bool, as_json: bool, report_file: Path | 
     with stdout_to_stderr(as_json):
         html = write_report(bundle_report, bundle_dir, report_file) if report_file else None
     text = render_bundle(bundle, str(bundle_dir)) + "\n\n" + render_deploy_outcome(outcome, bundle)
-    text += (f"\nreport: {html}" if html else "") + "\n" + deploy_verdict(outcome.report,
-                                                                     outcome.previous)
-    emit(as_json, outcome.to_json() | {"bundle": str(bundle_dir)}
+    verdict = deploy_verdict(outcome.report, outcome.previous)
+    text += (f"\nreport: {html}" if html else "") + "\n" + verdict
+    emit(as_json, outcome.to_json() | {"bundle": str(bundle_dir),
+                                       "verdict": verdict.split(": ", 1)[1]}
          | ({"report": html} if html else {}), text)
     return 0
 

@@ -61,9 +61,10 @@ def optimize(model: Path, profile_ref: str, out: Path | None, dry_run: bool,
     with stdout_to_stderr(as_json):
         bundle = run_optimize(model, profile, where, options)
         html = write_report(bundle_report, where, report_file) if report_file else None
-    emit(as_json, bundle.to_json() | {"bundle": str(where)} | ({"report": html} if html else {}),
-         render_bundle(bundle, str(where)) + (f"\nreport: {html}" if html else "")
-         + "\n" + optimize_verdict(bundle, str(where), timed_here=host_is(profile)))
+    verdict = optimize_verdict(bundle, str(where), timed_here=host_is(profile))
+    emit(as_json, bundle.to_json() | {"bundle": str(where), "verdict": verdict.split(": ", 1)[1]}
+         | ({"report": html} if html else {}),
+         render_bundle(bundle, str(where)) + (f"\nreport: {html}" if html else "") + "\n" + verdict)
     return 0 if bundle.chosen else int(ExitStatus.CHECK_FAILED)
 
 

@@ -248,9 +248,12 @@ def computes_fp16(profile: Profile, runtime: str) -> bool:
 def runs_faster(profile: Profile, tie: float) -> Callable[[str, str], bool]:
     """Whether the device runs (runtime, precision) faster than fp32, as the order takes it: a
     lower precision is, unless the profile's peak figures for the unit that runs it say it
-    gains no more than ``tie`` (planning already skips a precision the unit lacks)."""
+    gains no more than ``tie``, or it is fp16 on a unit without fp16 arithmetic (planning
+    already skips a precision the unit lacks)."""
     def faster(runtime: str, precision: str) -> bool:
         if PRECISION_RANK.get(precision, 99) >= PRECISION_RANK["fp32"]:
+            return False
+        if precision == "fp16" and not computes_fp16(profile, runtime):
             return False
         peak = _peaks(profile, runtime)
         base, mine = peak.get("fp32"), peak.get("int8" if precision.startswith("int8")

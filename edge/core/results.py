@@ -93,15 +93,14 @@ class Comparison:
         """What decided, in words."""
         if self.max_regression_pct is not None:
             return f"limit +{self.max_regression_pct:g} %"
-        return (f"{self.rounds[1]} rounds vs {self.rounds[0]}: one-sided Mann-Whitney "
-                f"p={self.p_value:.3g} (regression: p < {ALPHA:g} and over "
-                f"+{self.floor_pct:.1f} %: the baseline's spread, at least {FLOOR_PCT:g} %)")
+        return (f"{self.rounds[1]} rounds vs {self.rounds[0]}, Mann-Whitney p={self.p_value:.2g}"
+                f"; a regression needs p < {ALPHA:g} and over +{self.floor_pct:.1f} %")
 
     def line(self) -> str:
         """One line for the terminal."""
         verdict = "REGRESSION" if self.regressed else "ok"
         return (f"p50 {self.p50_ms:.3f} ms vs baseline {self.baseline_p50_ms:.3f} ms "
-                f"({self.change_pct:+.1f} %, {self.test}): {verdict} [{self.baseline_source}]")
+                f"({self.change_pct:+.1f} %; {self.test}): {verdict} [{self.baseline_source}]")
 
 
 def slower(new: Sequence[float], base: Sequence[float]) -> float:

@@ -228,7 +228,8 @@ def choose_candidate(results: Iterable[CandidateResult], runtimes: Sequence[str]
                for r in passed]
     original = next((r for r in passed if r.candidate.target == ORIGINAL), None)
     slower = {} if trusted else _slower_than_original(passed, times, original, tie, blind)
-    empty = {} if measured else without_gain(passed, original, tie)
+    empty = {} if measured else _before(without_gain(passed, original, tie), passed,
+                                        original, rank)
     options = [o for o in options if o.id not in slower and o.id not in empty]
     choice = _original_in_tie(choose(options, tie=tie, trusted=trusted))
     copy = choice.id if choice.id in _copies(passed, original) else None
@@ -274,6 +275,17 @@ def without_gain(passed: Sequence[CandidateResult], original: CandidateResult | 
         if ratio > 1 + tie or (same and ratio > 1 - tie):
             out[r.candidate.id] = f"{r.candidate.id} {ratio:.2f}x"
     return out
+
+
+def _before(found: dict[str, str], passed: Sequence[CandidateResult],
+            original: CandidateResult | None,
+            rank: Callable[[CandidateResult], tuple[int, ...]]) -> dict[str, str]:
+    """Of ``found``, those the order would put before the original (the rest lose to it
+    anyway, and the reason need not name them)."""
+    if original is None:
+        return {}
+    return {r.candidate.id: found[r.candidate.id] for r in passed
+            if r.candidate.id in found and rank(r) < rank(original)}
 
 
 def _no_gain_note(empty: dict[str, str]) -> str:

@@ -100,6 +100,34 @@ def _candidates_plot(plt: Any, bundle: Any, plotted: list[Any]) -> list[str]:
         *left_out]
 
 
+def _fidelity_plot(plt: Any, verified: list[Any]) -> list[str]:
+    """Every verified candidate's fidelity, the rejected ones marked beside those that kept it
+    (they were not timed, so the latency plot cannot show what int8 cost); none rejected: no
+    plot (the latency plot shows them all)."""
+    label, fidelity = _fidelity_axis(verified)
+    drawn = [r for r in verified if drawable(fidelity(r))]
+    if not any(r.status in ("rejected", "failed") for r in drawn):
+        return []
+    fig, ax = plt.subplots(figsize=(8, 0.9 + 0.32 * len(drawn)))
+    names = [candidate_label(r) for r in drawn]
+    for status in ("rejected", "failed", "passed", "chosen"):
+        rows = [(i, fidelity(r)) for i, r in enumerate(drawn) if r.status == status]
+        if rows:
+            marker, color, size = _STYLE[status]
+            ax.scatter([x for _, x in rows], [i for i, _ in rows], marker=marker, c=color,
+                       s=size, label=status, zorder=3)
+    ax.set_yticks(range(len(drawn)), names, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel(label)
+    ax.set_title("Fidelity of every verified candidate")
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.legend(loc="best", fontsize=8)
+    return [figure(svg(fig, "plot-fidelity", "Fidelity of every verified candidate"),
+                   "Each candidate edge verified, at its fidelity to the fp32 model: those "
+                   "rejected (X) beside those that kept it, the trade-off the latency plot "
+                   "cannot show (a rejected candidate is not timed).")]
+
+
 def _ms_head(bundle: Any) -> str:
     """The latency column's name: the paired figure where a measured choice compared them."""
     paired = any(r.bench is not None and r.bench.paired_ms is not None
@@ -112,6 +140,7 @@ def _candidates_section(plt: Any, bundle: Any) -> Section:
                if r.fidelity is not None and r.bench is not None and r.bench.measured]
     body = _candidates_plot(plt, bundle, plotted) if plotted else [
         note("No candidate was both verified and timed: nothing to plot.")]
+    body += _fidelity_plot(plt, [r for r in bundle.candidates if r.fidelity is not None])
     body.append(note(f"chosen: {bundle.chosen or 'none'} - {bundle.reason}"))
     load = chosen_load_line(bundle)
     body += [note(load)] if load else []
@@ -214,10 +243,12 @@ def _label_apart(ax: Any, points: Sequence[tuple[float, float, str]], size: floa
 
 def _model_table(bundle: Any) -> str:
     src, origin = bundle.source, bundle.origin
+    apart = origin is not None and (origin.path, origin.sha256) != (src.path, src.sha256)
     given = ([("model", f"{origin.path} ({origin.format})"), ("sha256", origin.sha256)]
-             if origin is not None else [])
-    reference = "reference ONNX" if origin is not None and origin.path != src.path else "model"
-    rows = [*given, (reference, src.path), ("sha256", src.sha256),
+             if origin is not None and apart else [])
+    reference = ("reference ONNX" if apart else "model",
+                 src.path if apart or origin is None else f"{src.path} ({origin.format})")
+    rows = [*given, reference, ("sha256", src.sha256),
             ("size", fmt_size(src.size_bytes)), ("precision", src.precision),
             ("opset", src.opset), ("params", src.params), ("MACs", src.macs),
             ("inputs", ", ".join(f"{t.name} {list(t.shape)} {t.dtype}" for t in src.inputs)),

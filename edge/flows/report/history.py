@@ -38,7 +38,7 @@ def history_section(plt: Any, history: dict[str, list[Any]], bundle: Any = None)
 
 def _device_history(plt: Any, n: int, device: str, kept: list[Any], ids: dict[str, str]) -> str:
     target = kept[-1].report.target or device
-    dated = all(k.kept_at is not None for k in kept)
+    dated = len({k.kept_at for k in kept}) > 1 and all(k.kept_at is not None for k in kept)
     series: dict[str, list[tuple[Any, Any]]] = {}
     for i, k in enumerate(kept):
         when = k.kept_at.astimezone().replace(tzinfo=None) if dated else i + 1

@@ -98,7 +98,7 @@ def layers_section(plt: Any, bundle: Any, bundle_dir: Path, top: int,
             try:
                 measured.append((candidate, runtime, _measure_layers(path, device)))
             except Exception as exc:  # noqa: BLE001 - one unmeasurable artifact must not sink it
-                notes.append(f"{candidate} ({runtime}): not measured - {type(exc).__name__}: "
+                notes.append(f"{candidate}: per-layer times not available for {runtime} - "
                              f"{first_line(exc)}")
             bar.advance()
     if len(candidates) > MAX_LAYER_PLOTS:

@@ -37,7 +37,8 @@ def render_partition_report(split_dir: Path) -> str:
     plt = pyplot()
     sections = [_partition_plot_section(plt, plan), _cuts_section(plan),
                 Section("Prediction at the link", table(
-                    ("key", "value"), [(k, v) for k, v in predicted.items()]), "predicted")]
+                    ("key", "value"), [(k, _value(v)) for k, v in predicted.items()]),
+                   "predicted")]
     subtitle = (f"{split_dir.resolve()}: chosen {predicted.get('kind', '?')} at "
                 f"{predicted.get('bandwidth_mbps', '?')} Mbit/s up, RTT "
                 f"{predicted.get('rtt_ms', '?')} ms; objective "
@@ -109,6 +110,17 @@ def _partition_plot_section(plt: Any, plan: Any) -> Section:
     body = figure(svg(fig, "plot-partition", "Partition: predicted latency vs bandwidth"),
                    caption)
     return Section("Latency vs bandwidth", body, "latency")
+
+
+def _value(value: Any) -> str:
+    """A predicted figure as a reader reads it: numbers to 4 digits, a mapping as its pairs."""
+    if isinstance(value, dict):
+        return "; ".join(f"{k} {_value(v)}" for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return ", ".join(_value(v) for v in value)
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
 
 
 def _regimes(rows: Sequence[dict[str, Any]], lo: float, hi: float
