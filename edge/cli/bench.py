@@ -25,8 +25,9 @@ __all__ = ["bench"]
                    "a report saved from `edge bench --json`; exit 1 on a regression.")
 @click.option("--max-regression", type=Finite(min=0), metavar="PCT",
               help="Allowed p50 slow-down against --baseline, percent [a slow-down significant "
-                   "over the interleaved rounds (one-sided Mann-Whitney p < 0.01) and over "
-                   "2 %; 10 % for a baseline without rounds].")
+                   "over the interleaved rounds (one-sided Mann-Whitney p < 0.01) and beyond "
+                   "the baseline's deviation between rounds (2 % to 10 %); 10 % when the "
+                   "rounds are too few].")
 @name_option("The model's slot whose current release \"active\" is said of [any slot].")
 @json_option
 def bench(source: Path, candidate: str | None, profile_ref: str | None, baseline: str | None,

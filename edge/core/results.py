@@ -7,9 +7,10 @@ measurement with the previous one kept for the same device and artifact; ``--bas
 with a report saved from ``edge bench --json``. A failed check (exit 1), so CI pipelines can
 gate on it, is by default a slow-down the interleaved rounds make significant (``slower``: a
 one-sided Mann-Whitney test of the new round medians against the baseline's, p < ALPHA) and
-larger than the baseline's own spread of round medians (at least FLOOR_PCT); with
-``--max-regression PCT``, a p50 slower by more than PCT percent (also the fallback, at
-FALLBACK_PCT, when either side has fewer than MIN_ROUNDS rounds).
+larger than the baseline's typical deviation between rounds (at least FLOOR_PCT, at most
+FALLBACK_PCT); with ``--max-regression PCT``, a p50 slower by more than PCT percent (also the
+fallback, at FALLBACK_PCT, when either side has fewer than MIN_ROUNDS rounds or too few for
+the test to reach p < ALPHA).
 A baseline holds a p50 above 0 and at most MAX_MS (1e9 ms), or is refused (exit 2): a NaN,
 0, -1 or 1e308 would pass every check. A saved one is read by the bounded document reader
 (edge.core.docfile) and checked before anything is measured; a kept line whose times are not
@@ -48,8 +49,8 @@ log = logging.getLogger("edge")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._@-]+")
 #: The default check: a slow-down this unlikely to be noise over the interleaved rounds ...
 ALPHA = 0.01
-#: ... and larger than the spread of the baseline's rounds, at least this (percent of its p50):
-#: a real 1 % drift fails no pipeline.
+#: ... and larger than the baseline's typical deviation between rounds, at least this (percent
+#: of its p50: a real 1 % drift fails no pipeline) and at most FALLBACK_PCT.
 FLOOR_PCT = 2.0
 #: Rounds each side needs for the test; with fewer, a flat limit of FALLBACK_PCT percent.
 MIN_ROUNDS = 3
@@ -70,7 +71,7 @@ class Comparison:
     baseline_source: str
     p_value: float | None = None  # one-sided, new rounds slower than the baseline's
     rounds: tuple[int, int] = (0, 0)  # rounds tested: baseline, new
-    floor_pct: float = FLOOR_PCT  # the least slow-down that counts: the baseline's spread
+    floor_pct: float = FLOOR_PCT  # the least slow-down that counts (``_floor``)
 
     @property
     def regressed(self) -> bool:
@@ -303,11 +304,25 @@ def compare(report: DeployReport, baseline: DeployReport, source: str,
     if max_regression_pct is not None:
         return done
     new, old = _rounds(report), _rounds(baseline)
-    if min(len(new), len(old)) < MIN_ROUNDS:
+    if min(len(new), len(old)) < MIN_ROUNDS or not _can_reach(len(new), len(old)):
         return replace(done, max_regression_pct=FALLBACK_PCT)
-    spread = (max(old) - min(old)) / median(old) * 100
     return replace(done, p_value=slower(new, old), rounds=(len(old), len(new)),
-                   floor_pct=max(FLOOR_PCT, spread))
+                   floor_pct=_floor(old))
+
+
+def _can_reach(n: int, m: int) -> bool:
+    """Whether n rounds against m can be significant at all (3 against 3 cannot: the rarest
+    ordering has p = 1/20)."""
+    return n > EXACT_ROUNDS or m > EXACT_ROUNDS or 1 / math.comb(n + m, n) < ALPHA
+
+
+def _floor(rounds: Sequence[float]) -> float:
+    """The least slow-down that counts, percent: the baseline's typical round-to-round
+    deviation (the median absolute deviation, scaled to a normal's sigma: one spiked round
+    does not set it), at least FLOOR_PCT and at most FALLBACK_PCT."""
+    mid = median(rounds)
+    spread = 1.4826 * median(abs(v - mid) for v in rounds) / mid * 100
+    return min(FALLBACK_PCT, max(FLOOR_PCT, spread))
 
 
 def _rounds(report: DeployReport) -> tuple[float, ...]:

@@ -230,8 +230,12 @@ def choose_candidate(results: Iterable[CandidateResult], runtimes: Sequence[str]
     slower = {} if trusted else _slower_than_original(passed, times, original, tie, blind)
     empty = {} if measured else _before(without_gain(passed, original, tie), passed,
                                         original, rank)
-    options = [o for o in options if o.id not in slower and o.id not in empty]
-    choice = _original_in_tie(choose(options, tie=tie, trusted=trusted))
+    noise = _within_noise(options, tie) if measured else set()
+    options = [o for o in options if o.id not in {*slower, *empty}]
+    choice = _original_in_tie(choose([o for o in options if o.id not in noise], tie=tie,
+                                     trusted=trusted))
+    if choice.id == ORIGINAL and noise:  # the original kept: name every tie it kept over
+        choice = replace(choice, tied=choose(options, tie=tie).tied)
     copy = choice.id if choice.id in _copies(passed, original) else None
     if copy:  # the original file, byte for byte: only noise made it faster
         choice = replace(choice, id=ORIGINAL)
@@ -246,6 +250,17 @@ def choose_candidate(results: Iterable[CandidateResult], runtimes: Sequence[str]
     return Choice(id=choice.id, basis="order", reason=(
         f"first by the profile's order ({_order_words(runtimes, chosen, faster)})"
         f"{_order_vs_original(chosen, original)}{note}"))
+
+
+def _within_noise(options: Sequence[Option], tie: float) -> set[str]:
+    """Measured: converted candidates not faster than the timed original by more than ``tie``
+    (the most faithful of a tie must not slip in where the fastest beat the original and it
+    did not)."""
+    mine = next((o.cost for o in options if o.id == ORIGINAL), None)
+    if mine is None:
+        return set()
+    return {o.id for o in options if o.id != ORIGINAL and o.cost is not None
+            and o.cost * (1 + tie) >= mine}
 
 
 def _order_words(runtimes: Sequence[str], chosen: CandidateResult, faster: Faster) -> str:
@@ -463,7 +478,9 @@ def _versus_original(chosen: str, times: dict[str, float], where: str, tie: floa
     mine = times[ORIGINAL]
     if chosen != ORIGINAL:
         best = times[chosen]
-        return (f"fastest that keeps fidelity: median {best:.3f} ms measured on {where}, "
+        lead = ("fastest" if best <= min(times.values()) else
+                f"within {tie:.0%} of the fastest, the most faithful")
+        return (f"{lead} that keeps fidelity: median {best:.3f} ms measured on {where}, "
                 f"{mine / best:.2f}x the speed of {original} ({mine:.3f} ms)")
     others = {k: v for k, v in times.items() if k != ORIGINAL}
     if not others:

@@ -11,12 +11,13 @@ choice.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from statistics import median
 
 from edge.core.select import TIE, Choice, choose_candidate
-from edge.core.values import CandidateResult, Contest, Standing
+from edge.core.values import ORIGINAL, CandidateResult, Contest, Standing
 
 __all__ = ["EXTRA_ROUNDS", "MAX_EXTRA_ROUNDS", "PAIRED_NOTE", "Timer", "contest_note", "paired",
            "settle"]
@@ -114,15 +115,18 @@ def _round_winners(results: Sequence[CandidateResult], runtimes: Sequence[str],
 def _open(results: Sequence[CandidateResult], runtimes: Sequence[str],
           window: Sequence[Mapping[str, float]], choice: Choice, tie: float) -> set[str]:
     """The candidates that keep the winner from being clear in ``window``: a round chose
-    them, or, outside the winner's tie band by their medians, their spread reaches into it:
-    in a round, paired with the winner's block of that round, within ``tie`` of it or faster
-    (paired, a spike that slows a whole round leaves the spread alone)."""
+    them, or, outside the tie band by their medians, their spread reaches into it: in a round,
+    within ``tie`` of that round's fastest (paired: a spike that slows a whole round leaves the
+    spread alone; the band is the fastest's, as the choice's is, not the winner's, which may be
+    the more faithful at its edge), and faster than that round's original beyond ``tie`` (one
+    that is not cannot replace it)."""
     if choice.basis != "measured" or choice.id is None:
         return set()
     winners = {w for w in _round_winners(results, runtimes, window, tie) if w != choice.id}
     mine = choice.id
     overlap = {k for row in window if row.get(mine, 0) > 0 for k, v in row.items()
-               if k != mine and k not in choice.tied and v <= row[mine] * (1 + tie)}
+               if k != mine and k not in choice.tied and v <= min(row.values()) * (1 + tie)
+               and v * (1 + tie) < row.get(ORIGINAL, math.inf)}
     return winners | overlap
 
 

@@ -191,11 +191,9 @@ def work_policy(plan: tuple[Planned, ...], profile: Profile, options: OptimizeOp
         options.size_budget_mb or profile.budgets.size_mb)
     by_order = (not (host_is(profile) and options.measure) and not options.device_measures
                 and not budgeted)
-    return worklist.Policy(runtimes=tuple(profile.runtimes), profile=profile.id,
-                           by_order=by_order, exhaustive=options.exhaustive,
-                           budget_s=options.time_budget_s,
-                           started=time.monotonic() if started is None else started,
-                           estimates=worklist.estimates(plan, model.path, profile))
+    return worklist.policy(plan, profile, model.path, by_order=by_order,
+                           exhaustive=options.exhaustive, budget_s=options.time_budget_s,
+                           started=time.monotonic() if started is None else started)
 
 
 def _context(model: ModelInfo, options: OptimizeOptions) -> _Context:

@@ -27,12 +27,12 @@ from pathlib import Path
 
 from edge.core import estimate as est
 from edge.core.cache import cache_root
-from edge.core.plan import MIXED, Planned
+from edge.core.plan import MIXED, Planned, runs_faster
 from edge.core.profile import Profile
-from edge.core.select import TIE, may_win, preference, without_gain
-from edge.core.values import ORIGINAL, CandidateResult
+from edge.core.select import TIE, Faster, faithful_first, may_win, preference, without_gain
+from edge.core.values import ORIGINAL, CandidateResult, Fidelity
 
-__all__ = ["Policy", "cannot_win", "corrections", "describe", "estimates", "keep_timings",
+__all__ = ["Policy", "cannot_win", "corrections", "describe", "estimates", "keep_timings", "policy",
            "work_order"]
 
 log = logging.getLogger("edge")
@@ -52,10 +52,25 @@ class Policy:
     started: float = field(default_factory=time.monotonic)
     #: candidate id -> its estimated latency on the device
     estimates: Mapping[str, est.Estimate] = field(default_factory=dict)
+    #: whether the device runs (runtime, precision) faster than fp32 (edge.core.plan)
+    faster: Faster | None = None
 
     @property
     def rank(self) -> Rank:
-        return preference(self.runtimes)
+        """As the choice ranks: by the profile's order, else measured ties (most faithful)."""
+        if not self.by_order:
+            return faithful_first(self.runtimes)
+        return preference(self.runtimes, self.faster) if self.faster else \
+            preference(self.runtimes)
+
+
+def policy(plan: Sequence[Planned], profile: Profile, model_path: str | Path, *, by_order: bool,
+           exhaustive: bool, budget_s: float | None, started: float) -> Policy:
+    """The Policy of an optimize run for ``profile`` (its estimates, its order's precisions)."""
+    return Policy(runtimes=tuple(profile.runtimes), profile=profile.id, by_order=by_order,
+                  exhaustive=exhaustive, budget_s=budget_s, started=started,
+                  estimates=estimates(plan, model_path, profile),
+                  faster=runs_faster(profile, TIE))
 
 
 def corrections() -> est.Corrections:
@@ -109,9 +124,14 @@ def keep_timings(results: Sequence[CandidateResult], model_path: str | Path,
 
 
 def _optimistic(planned: Planned) -> CandidateResult:
-    """A candidate not tried yet, as ranked before its artifact is known (no CPU fallbacks:
-    its best rank)."""
-    return CandidateResult(candidate=planned.candidate, status="skipped", reason="")
+    """A candidate not tried yet, as ranked before its artifact is known (no CPU fallbacks,
+    exact: its best rank)."""
+    return CandidateResult(candidate=planned.candidate, status="skipped", reason="",
+                           fidelity=_EXACT)
+
+
+#: The fidelity an untried candidate may turn out to have, at best.
+_EXACT = Fidelity(samples=0, cosine=1.0, max_abs=0.0, allowance_used=0.0)
 
 
 def work_order(plan: Sequence[Planned], policy: Policy) -> list[int]:

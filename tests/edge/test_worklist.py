@@ -8,14 +8,16 @@ from __future__ import annotations
 import hashlib
 import math
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from edge.core import estimate as est
-from edge.core.plan import MIXED, Planned
+from edge.core.plan import MIXED, Planned, runs_faster
 from edge.core.profile import load_profile
-from edge.core.values import ORIGINAL, Artifact, Candidate, CandidateResult
+from edge.core.select import TIE
+from edge.core.values import ORIGINAL, Artifact, Candidate, CandidateResult, Fidelity
 from edge.flows.worklist import Policy, cannot_win, work_order
 
 RPI4 = ("tflite", "onnxruntime", "ncnn", "executorch", "ncnn-vulkan")
@@ -117,12 +119,17 @@ def test_measured_a_candidate_whose_best_case_cannot_win_is_skipped() -> None:
     estimates = _estimates({"tflite-int8": 1.0, "tflite-fp32": 2.0, "onnxruntime-int8": 1.4},
                            {"tflite-int8": 1.5, "tflite-fp32": 4.0, "onnxruntime-int8": 2.0})
     policy = _policy(by_order=False, estimates=estimates)
-    done = [ORIG, _result("tflite", "int8")]
+    exact = Fidelity(samples=20, cosine=1.0, max_abs=0.0, allowance_used=0.0)
+    done = [ORIG, replace(_result("tflite", "int8"), fidelity=exact)]
     why = cannot_win(PLAN[4], done, policy)  # tflite-fp32: best 2.0 > 1.5 * 1.1
     assert why is not None and "cannot win by the 10% tie margin" in why
-    # onnxruntime-int8 could tie with it (1.4 < 1.5 * 1.1) but ranks after it, and cannot beat
-    # it by the margin (1.4 * 1.1 >= 1.5): no win either
+    # onnxruntime-int8 could tie with it (1.4 < 1.5 * 1.1) but ranks after it (as faithful at
+    # best, the same precision, a later runtime), and cannot beat it by the margin
+    # (1.4 * 1.1 >= 1.5): no win either
     assert cannot_win(PLAN[5], done, policy) is not None
+    # a tie goes to the more faithful: against a lossy tflite-int8, it may still win
+    lossy = replace(exact, allowance_used=0.6)
+    assert cannot_win(PLAN[5], [ORIG, replace(done[1], fidelity=lossy)], policy) is None
     # by the estimates' order, the likely faster are tried first
     assert _ids(work_order(PLAN, policy))[:3] == ["original", "tflite-int8", "onnxruntime-int8"]
 
@@ -173,3 +180,15 @@ def test_a_torn_corrections_file_reads_as_nothing_kept(tmp_path: Path) -> None:
     est.Corrections(path).add({"k": float("nan"), "j": 2.0}, "m" * 64)
     assert est.Corrections(path).ratios("k") == [2.0]
     assert est.Corrections(path).ratios("j") == [2.0]
+
+
+def test_by_order_a_precision_the_profile_gives_no_gain_comes_after_fp32() -> None:
+    # a profile whose int8 peak is fp32's: fp32 is tried (and ranks) before int8, so a
+    # faithful int8 does not make fp32 unchoosable
+    rpi4 = load_profile("rpi4")
+    flat = rpi4.model_copy(update={"compute": rpi4.compute.model_copy(
+        update={"peak_gops": {"fp32": 48.0, "int8": 48.0}})})
+    policy = _policy(faster=runs_faster(flat, TIE))
+    order = _ids(work_order(PLAN, policy))
+    assert order.index("tflite-fp32") < order.index("tflite-int8")
+    assert cannot_win(PLAN[4], [ORIG, _result("tflite", "int8")], policy) is None
