@@ -90,7 +90,8 @@ def test_first_last_baseline_passes_and_regressions_are_not_baselines(tmp_path: 
     assert status == 0, err  # nothing kept yet for a fresh artifact: kept, passes
     assert first is not None and "baseline" not in first
     report = DeployReport.from_json(first)
-    fast = dict(first, bench=dict(first["bench"], p50_ms=first["bench"]["p50_ms"] / 100))
+    fast = dict(first, bench=dict(first["bench"], p50_ms=first["bench"]["p50_ms"] / 100,
+                                  round_ms=[v / 100 for v in first["bench"]["round_ms"]]))
     saved = tmp_path / "fast.json"
     saved.write_text(json.dumps(fast))
     assert _bench(out, "--baseline", str(saved))[0] == 1
