@@ -141,9 +141,8 @@ def _deploy_one(request: Any, dry_run: bool, as_json: bool, report_file: Path | 
         html = write_report(bundle_report, bundle_dir, report_file) if report_file else None
     text = render_bundle(bundle, str(bundle_dir)) + "\n\n" + render_deploy_outcome(outcome, bundle)
     verdict = deploy_verdict(outcome.report, outcome.previous)
-    text += (f"\nreport: {html}" if html else "") + "\n" + verdict
-    emit(as_json, outcome.to_json() | {"bundle": str(bundle_dir),
-                                       "verdict": verdict.split(": ", 1)[1]}
+    text += (f"\nreport: {html}" if html else "") + f"\nverdict: {verdict}"
+    emit(as_json, outcome.to_json() | {"bundle": str(bundle_dir), "verdict": verdict}
          | ({"report": html} if html else {}), text)
     return 0
 

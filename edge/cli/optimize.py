@@ -62,9 +62,9 @@ def optimize(model: Path, profile_ref: str, out: Path | None, dry_run: bool,
         bundle = run_optimize(model, profile, where, options)
         html = write_report(bundle_report, where, report_file) if report_file else None
     verdict = optimize_verdict(bundle, str(where), timed_here=host_is(profile))
-    emit(as_json, bundle.to_json() | {"bundle": str(where), "verdict": verdict.split(": ", 1)[1]}
-         | ({"report": html} if html else {}),
-         render_bundle(bundle, str(where)) + (f"\nreport: {html}" if html else "") + "\n" + verdict)
+    emit(as_json, bundle.to_json() | {"bundle": str(where), "verdict": verdict}
+         | ({"report": html} if html else {}), render_bundle(bundle, str(where))
+         + (f"\nreport: {html}" if html else "") + f"\nverdict: {verdict}")
     return 0 if bundle.chosen else int(ExitStatus.CHECK_FAILED)
 
 

@@ -17,12 +17,12 @@ def optimize_verdict(bundle: Bundle, where: str, *, timed_here: bool) -> str:
     else they only inform and the profile's order chose)."""
     chosen = bundle.chosen_result()
     if chosen is None or chosen.artifact is None:
-        return ("verdict: nothing to deploy: no candidate kept fidelity (each reason above says "
+        return ("nothing to deploy: no candidate kept fidelity (each reason above says "
                 "why); check the data's preprocessing, or relax --max-drop / --min-cosine")
     original = _original(bundle)
     parts = [_size(chosen, original), _fidelity(chosen),
              _speed(chosen, original, bundle.profile, timed_here)]
-    return (f"verdict: deploy {label(chosen)} ({'; '.join(p for p in parts if p)}); "
+    return (f"deploy {label(chosen)} ({'; '.join(p for p in parts if p)}); "
             f"next: edge deploy {where} --host USER@HOST")
 
 
@@ -32,7 +32,7 @@ def deploy_verdict(report: DeployReport, previous: str | None) -> str:
     name = f" --name {report.name}" if report.name else ""
     undo = (f"undo: edge rollback{name}" if previous and previous != report.release
             else "the slot's first release: nothing to roll back to")
-    return (f"verdict: {report.candidate} is live on {report.target} as release "
+    return (f"{report.candidate} is live on {report.target} as release "
             f"{report.release}, {_ms(report.bench)} ({report.bench.source_label}); {undo}")
 
 

@@ -10,7 +10,8 @@ from edge.core.profile import Profile
 from edge.core.units import MB
 from edge.core.values import ORIGINAL, Candidate, ModelInfo
 
-__all__ = ["BYTES_PER_PARAM", "CANNOT_CONVERT_HERE", "FALLBACK_NOTE", "HOST_RUNS", "MIXED",
+__all__ = ["BYTES_PER_PARAM", "CANNOT_CONVERT_HERE", "FALLBACK_NOTE", "FP16_ISA", "HOST_RUNS",
+           "MIXED",
            "PRECISION_RANK", "PRUNED", "Planned", "accelerator_options", "fallbacks_in",
            "make_plan", "plan_original", "plan_pruned", "runs_faster", "unfit"]
 
@@ -237,10 +238,14 @@ def _requantized(model: ModelInfo, cand: Candidate) -> str | None:
             "stack a second rounding on the first; the original competes as it is")
 
 
+#: Instruction sets, in the profiles' vocabulary, of a CPU with fp16 arithmetic.
+FP16_ISA = frozenset({"fp16", "asimdhp", "avx512_fp16"})
+
+
 def computes_fp16(profile: Profile, runtime: str) -> bool:
     """Whether the CPU, or an accelerator this runtime reaches, computes in fp16."""
     isa = {i.lower() for i in profile.compute.isa}
-    return ("fp16" in profile.compute.peak_gops or bool(isa & {"fp16", "asimdhp", "avx512_fp16"})
+    return ("fp16" in profile.compute.peak_gops or bool(isa & FP16_ISA)
             or any("fp16" in a.precisions and a.runtime == runtime
                    for a in profile.accelerators))
 

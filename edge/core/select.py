@@ -38,8 +38,8 @@ from edge.core.errors import CheckFailed
 from edge.core.plan import PRECISION_RANK
 from edge.core.values import ORIGINAL, CandidateResult
 
-__all__ = ["BASELINE", "BEYOND_TIE", "FAITHFUL", "LOSS_BAND", "LOWER", "TIE",
-           "FIDELITY_STEP", "Budget", "Choice", "Faster", "Option", "choose", "choose_candidate",
+__all__ = ["BASELINE", "BEYOND_TIE", "FAITHFUL", "FIDELITY_STEP", "LOSS_BAND", "TIE", "Budget",
+           "Choice", "Faster", "Option", "any_lower", "choose", "choose_candidate",
            "describe_original", "dominated_by", "faithful_first", "label",
            "least_loss", "may_win", "preference", "runnable", "within_budget", "without_gain"]
 
@@ -55,14 +55,13 @@ BASELINE = "onnxruntime-fp32"
 Faster = Callable[[str, str], bool]
 #: Precisions from the most faithful down: what a tie, or a precision with no gain, falls to.
 FAITHFUL = {"fp32": 0, "bf16": 1, "fp16": 2, "int8-dynamic": 3, "int8": 4}
-#: Precisions taken to run faster than fp32 when nothing says otherwise.
-LOWER = frozenset({"int8", "int8-dynamic", "fp16"})
 #: Fidelity lost (share of the allowance, rounded to this) below which two are equally faithful.
 FIDELITY_STEP = 0.01
 
 
-def _lower(runtime: str, precision: str) -> bool:
-    return precision in LOWER
+def any_lower(runtime: str, precision: str) -> bool:
+    """The default ``Faster`` when no profile says: every precision below fp32 runs faster."""
+    return PRECISION_RANK.get(precision, len(PRECISION_RANK)) < PRECISION_RANK["fp32"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -138,7 +137,7 @@ def _order(option: Option) -> tuple[tuple[int, ...], str]:
 
 
 def preference(runtimes: Sequence[str],
-               faster: Faster = _lower) -> Callable[[CandidateResult], tuple[int, ...]]:
+               faster: Faster = any_lower) -> Callable[[CandidateResult], tuple[int, ...]]:
     """A candidate's rank by order: an accelerator's artifact that leaves operators to the CPU
     after every one that does not (only a measurement on the device shows whether it still
     wins), then its runtime in the profile's runtime order, then the lower precision where the
@@ -206,7 +205,7 @@ def _runtime(result: CandidateResult) -> str:
 def choose_candidate(results: Iterable[CandidateResult], runtimes: Sequence[str], *,
                      ms: dict[str, float] | None = None, where: str = "this host",
                      trusted: bool = True, untrusted_why: str = "",
-                     tie: float = TIE, faster: Faster = _lower,
+                     tie: float = TIE, faster: Faster = any_lower,
                      blind: frozenset[str] = frozenset()) -> Choice:
     """Among passed candidates: the fastest measured ``where`` (``ms``: candidate id -> median
     ms; among ties the most faithful), or the first by the profile's order (``faster``: which

@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from devices.measure import More
-from edge.core.plan import computes_fp16, runs_faster
+from edge.core.plan import FP16_ISA, computes_fp16, runs_faster
 from edge.core.profile import Profile
 from edge.core.select import TIE, choose_candidate, least_loss
 from edge.core.settle import settle
@@ -47,7 +47,7 @@ def host_blind(profile: Profile) -> frozenset[str]:
     """Precisions this host's timings do not tell for the device: fp16 where the device's CPU
     computes it and this host's does not (here it computes in fp32, or emulates)."""
     here = {i.lower() for i in host_isa()}
-    if computes_fp16(profile, "") and not here & {"fp16", "asimdhp", "avx512_fp16"}:
+    if computes_fp16(profile, "") and not here & FP16_ISA:
         return frozenset({"fp16"})
     return frozenset()
 

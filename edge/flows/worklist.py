@@ -29,7 +29,15 @@ from edge.core import estimate as est
 from edge.core.cache import cache_root
 from edge.core.plan import MIXED, Planned, runs_faster
 from edge.core.profile import Profile
-from edge.core.select import TIE, Faster, faithful_first, may_win, preference, without_gain
+from edge.core.select import (
+    TIE,
+    Faster,
+    any_lower,
+    faithful_first,
+    may_win,
+    preference,
+    without_gain,
+)
 from edge.core.values import ORIGINAL, CandidateResult, Fidelity
 
 __all__ = ["Policy", "cannot_win", "corrections", "describe", "estimates", "keep_timings", "policy",
@@ -53,15 +61,14 @@ class Policy:
     #: candidate id -> its estimated latency on the device
     estimates: Mapping[str, est.Estimate] = field(default_factory=dict)
     #: whether the device runs (runtime, precision) faster than fp32 (edge.core.plan)
-    faster: Faster | None = None
+    faster: Faster = any_lower
 
     @property
     def rank(self) -> Rank:
         """As the choice ranks: by the profile's order, else measured ties (most faithful)."""
         if not self.by_order:
             return faithful_first(self.runtimes)
-        return preference(self.runtimes, self.faster) if self.faster else \
-            preference(self.runtimes)
+        return preference(self.runtimes, self.faster)
 
 
 def policy(plan: Sequence[Planned], profile: Profile, model_path: str | Path, *, by_order: bool,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from edge.core.plan import runs_faster
+from edge.core.plan import FP16_ISA, runs_faster
 from edge.core.profile import load_profile
 from edge.core.select import FAITHFUL, FIDELITY_STEP, LOSS_BAND, TIE, choose_candidate
 from edge.core.settle import MAX_EXTRA_ROUNDS, settle
@@ -97,7 +97,7 @@ def test_fp16_is_chosen_for_a_cpu_with_fp16_arithmetic_whatever_this_host_times(
 
 def test_which_hosts_cannot_tell_fp16() -> None:
     here = {i.lower() for i in host_isa()}
-    expected = frozenset() if here & {"fp16", "avx512_fp16"} else frozenset({"fp16"})
+    expected = frozenset() if here & FP16_ISA else frozenset({"fp16"})
     assert host_blind(load_profile("rpi5")) == expected
     assert host_blind(load_profile("rpi4")) == frozenset()  # no fp16 arithmetic there
 
