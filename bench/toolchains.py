@@ -1,11 +1,13 @@
 """What a toolchain environment costs a new machine: its wheels (size, download time), its build
 from an empty pip cache (time, size on disk), and a conversion in it (the shipped digits CNN).
 
-    python bench/toolchains.py [NAME]   # rknn-toolkit2 by default; bench/results/toolchains.json
+    python bench/toolchains.py [NAME]   # rknn-toolkit2 by default: bench/results/toolchains.json;
+                                        # another: bench/results/toolchains-NAME.json
 
 Everything runs in a temporary directory (``EDGE_TOOLCHAIN_DIR`` and pip's cache both fresh), so
 the numbers are those of a machine that has never built it; docs/commands/toolchains.md cites
-them.
+them, and each ``Toolchain``'s declared sizes (``wheels_mb``, ``installed_mb``: what a plan that
+skips it says it would cost) are checked against them by tests/edge/test_toolchain.py.
 """
 
 from __future__ import annotations
@@ -78,7 +80,8 @@ def main(argv: list[str]) -> int:
                   **wheels(toolchain, Path(tmp) / "wheels"), **built(toolchain),
                   **converted(name, Path(tmp) / "convert")}
     result["provenance"] = record("bench/toolchains.py", argv)
-    OUT.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    out = OUT if name == "rknn-toolkit2" else OUT.with_name(f"toolchains-{name}.json")
+    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(json.dumps({k: v for k, v in result.items() if k != "provenance"}, indent=2))
     return 0
 

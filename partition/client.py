@@ -40,6 +40,7 @@ from partition.client_grpc import GrpcLink, GrpcUnreachable, available
 from partition.client_http import CloudUnreachable, HttpLink
 from partition.kserve import (
     NP_TO_KSERVE,
+    TOKEN_ENV,
     Declared,
     Expected,
     Reply,
@@ -49,7 +50,6 @@ from partition.split import CutOption, SplitPlan, read_split_yaml
 
 __all__ = ["CloudUnreachable", "LinkEstimate", "SplitClient", "SplitResult"]
 
-TOKEN_ENV = "EDGE_CLOUD_TOKEN"
 
 
 @dataclass(frozen=True, slots=True)

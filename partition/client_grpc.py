@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from edge.core.errors import DeviceError
+from edge.core.errors import DeviceError, UsageError
 from partition.kserve import (
     MAX_REPLY,
     NP_TO_KSERVE,
@@ -21,6 +21,7 @@ from partition.kserve import (
     raw_bytes,
     raw_tensor,
     server_ms,
+    token_refused,
 )
 
 _UNREACHABLE = ("UNAVAILABLE", "DEADLINE_EXCEEDED")
@@ -53,6 +54,7 @@ class GrpcLink:
             ("grpc.max_receive_message_length", MAX_REPLY)])
         self._stub = service_pb2_grpc.GRPCInferenceServiceStub(self._channel)
         self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        self._token = token
         self._timeout = timeout_s
         self.where = f"{host}:{port}"
 
@@ -85,6 +87,8 @@ class GrpcLink:
             return method(request, metadata=self._metadata, timeout=self._timeout)
         except self._grpc.RpcError as exc:
             code = exc.code().name if exc.code() else "UNKNOWN"
+            if code == "UNAUTHENTICATED":
+                raise UsageError(token_refused(self.where, self._token)) from None
             if code in _UNREACHABLE:
                 raise GrpcUnreachable(f"{self.where}: {code} {exc.details()}") from None
             raise DeviceError(f"cloud server {self.where} refused the request: gRPC {code} "

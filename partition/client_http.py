@@ -32,6 +32,7 @@ from partition.kserve import (
     raw_bytes,
     raw_tensor,
     server_ms,
+    token_refused,
 )
 
 __all__ = ["HEADER_LEN", "MAX_REPLY_JSON", "CloudUnreachable", "HttpLink"]
@@ -96,6 +97,8 @@ class HttpLink:
             "POST", f"/v2/models/{urllib.parse.quote(model, safe='')}/infer", body, headers,
             MAX_REPLY)
         wall = (time.perf_counter() - start) * 1e3
+        if status == 401:
+            raise UsageError(token_refused(self.where, self._token))
         if status != 200:
             raise DeviceError(f"cloud server {self.where} refused the request: HTTP {status} "
                               f"{_error_text(data)}")

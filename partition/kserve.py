@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 __all__ = ["CONTENTS", "DTYPE_TO_KSERVE", "KSERVE_TO_NP", "MAX_REPLY", "NP_TO_KSERVE",
-           "ORT_TO_KSERVE", "BadReply", "Declared", "Expected", "Reply", "from_raw",
-           "json_tensor", "raw_bytes", "raw_tensor", "server_ms"]
+           "ORT_TO_KSERVE", "TOKEN_ENV", "BadReply", "Declared", "Expected", "Reply", "from_raw",
+           "json_tensor", "raw_bytes", "raw_tensor", "server_ms", "token_refused"]
 
 #: Largest reply body (or gRPC message) a client reads, bytes
 MAX_REPLY = 256 * 2**20
+#: Where the split client reads its bearer token when --token-file is not given
+TOKEN_ENV = "EDGE_CLOUD_TOKEN"
 
 #: KServe v2 datatype -> numpy dtype (the tensor types a tail may carry; no BYTES)
 KSERVE_TO_NP: dict[str, np.dtype] = {
@@ -204,3 +206,13 @@ def _representable(values: np.ndarray, dtype: np.dtype) -> bool:
     finite = values[np.isfinite(values)] if kind == "f" else values
     return kind == "f" and (not finite.size or float(np.abs(finite).max())
                             <= float(np.finfo(dtype).max))
+
+
+def token_refused(where: str, token: str | None) -> str:
+    """The line for a server that refused a request's bearer token (HTTP 401, gRPC
+    UNAUTHENTICATED): what to give it."""
+    if token:
+        return (f"cloud server {where} refused the bearer token: give the token the server was "
+                f"started with (--token-file FILE, or ${TOKEN_ENV})")
+    return (f"cloud server {where} needs a bearer token and none was given: pass the server's "
+            f"token with --token-file FILE or set ${TOKEN_ENV}")

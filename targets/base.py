@@ -35,6 +35,9 @@ class ConvertSettings:
 
     calibration: Literal["minmax", "entropy", "percentile"] = "minmax"
     keep_float: tuple[str, ...] = ()  # reference ONNX node names left in float (recovery)
+    #: ONNX operator types left in float wherever the target's graph has them, also in ops its
+    #: importer made from them (recovery's last rung: int8 only where a product is computed)
+    float_ops: tuple[str, ...] = ()
     #: the profile's options for the accelerator this target reaches (``Accelerator.options``
     #: of the one whose runtime is the target's name or runtime), sorted (key, value) pairs:
     #: an NPU's SoC, a compiler's configuration; read them with ``dict(settings.accelerator)``
@@ -45,6 +48,8 @@ class ConvertSettings:
         if self == ConvertSettings():
             return "default"
         text = f"{self.calibration}|{','.join(sorted(self.keep_float))}"
+        if self.float_ops:
+            text += "|ops:" + ",".join(sorted(self.float_ops))
         if self.accelerator:
             text += "|" + ",".join(f"{k}={v}" for k, v in sorted(self.accelerator))
         return hashlib.sha256(text.encode()).hexdigest()[:12]

@@ -115,13 +115,31 @@ def test_json_on_a_terminal_shows_no_progress(ort_profile: Path, tmp_path: Path)
     assert "converting" not in run.raw and "edge:" not in run.raw
 
 
-def test_piped_stderr_shows_no_progress(ort_profile: Path, tmp_path: Path) -> None:
+def test_piped_stderr_shows_one_plain_line_per_step(ort_profile: Path, tmp_path: Path) -> None:
+    """Without a terminal (a CI log, nohup) no bars and no escapes, but one line per step as it
+    starts, with the time since the command began; stdout is untouched."""
     result = run_edge("optimize", "sample:digits", "--profile", str(ort_profile),
                       "-o", str(tmp_path / "b"))
     assert result.status == 0, result.stderr
-    assert BAR not in result.stderr and "\x1b[" not in result.stderr
-    assert "converting" not in result.stderr
-    assert "bundle:" in result.stdout
+    raw = "\n".join((*result.steps, result.stderr))
+    assert BAR not in raw and "\x1b[" not in raw and "\r" not in raw
+    steps = list(result.steps)
+    assert all(re.fullmatch(r"edge: \[\d+:[0-5]\d\] \S.*", line) for line in steps), steps
+    assert not [line for line in result.stderr.splitlines() if line.startswith("edge: [")]
+    text = "\n".join(steps)
+    assert "onnxruntime-int8: calibrating on" in text and "onnxruntime-fp32: verifying on" in text
+    described = [line.split("] ", 1)[1] for line in steps]
+    repeated = {d for d in described if described.count(d) > 1}
+    assert repeated <= {"timing"}, repeated  # a step once, not once per redraw
+    assert "bundle:" in result.stdout and "edge: [" not in result.stdout
+
+
+def test_json_off_a_terminal_shows_no_step_lines(ort_profile: Path, tmp_path: Path) -> None:
+    result = run_edge("optimize", "sample:digits", "--profile", str(ort_profile),
+                      "-o", str(tmp_path / "b"), "--json")
+    assert result.status == 0, result.stderr
+    assert not result.steps and "edge: [" not in result.stderr
+    assert json.loads(result.stdout)["chosen"]
 
 
 def test_fleet_shows_a_hosts_bar_and_counts_failures(optimized: tuple[Terminal, Path],

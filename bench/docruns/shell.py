@@ -3,7 +3,9 @@
 A command runs in a fresh ``bash -c`` that starts where the last one left off: in its working
 directory, with its exported variables (``export X=...``, ``cd DIR && ...`` carry over) and
 ``$?`` set to its exit status (so ``echo $?`` works). stdout and stderr are merged as a
-terminal shows them. A ``tty`` step runs on a pseudo-terminal (``script``, ``TERM=dumb``: the
+terminal shows them, without the plain step lines (``edge: [m:ss] ...``) the CLI prints when
+stderr is not a terminal: a terminal shows those as bars that are gone when the command ends. A
+``tty`` step runs on a pseudo-terminal (``script``, ``TERM=dumb``: the
 CLI then prints its ``edge: ...`` progress lines, but draws no bars). A ``background`` step is
 a server: started, its output read until its marker line, left running (and drained) until a
 ``stop`` step or the end of the session.
@@ -12,6 +14,7 @@ a server: started, its output read until its marker line, left running (and drai
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -30,6 +33,9 @@ TIMEOUT = 1800
 SERVER_START = 120
 #: Variables bash sets by itself: not part of the state carried to the next command.
 BASH_OWN = ("_", "SHLVL", "PWD", "OLDPWD")
+
+#: A plain progress line of the CLI (stderr not a terminal).
+STEP = re.compile(r"^edge: \[\d+:\d\d\] ")
 
 
 @dataclass(slots=True)
@@ -123,7 +129,8 @@ def run_command(command: str, step: Step, shell: Shell) -> tuple[int, str]:
     shell.absorb(done.returncode)
     if step.cwd is not None:
         shell.cwd = cwd
-    output = done.stdout.replace("\r\n", "\n").replace("\r", "\n") if step.tty else done.stdout
+    output = done.stdout.replace("\r\n", "\n").replace("\r", "\n") if step.tty else \
+        "".join(line for line in done.stdout.splitlines(keepends=True) if not STEP.match(line))
     return done.returncode, output.rstrip("\n")
 
 

@@ -117,8 +117,9 @@ def _show_warning(message: Any, category: type, filename: str, lineno: int,
 
 @contextlib.contextmanager
 def session(*, as_json: bool) -> Iterator[None]:
-    """While a command runs: collect its warnings and show them; progress bars and lines only
-    on a terminal's stderr and never under --json. Restores the logger and warnings after."""
+    """While a command runs: collect its warnings and show them; progress bars and lines on a
+    terminal's stderr, one plain line per step elsewhere, nothing under --json. Restores the
+    logger and warnings after."""
     terminal = not as_json and sys.stderr.isatty()
     logger = logging.getLogger(_LOGGER)
     saved = logger.handlers[:], logger.level, logger.propagate
@@ -128,6 +129,8 @@ def session(*, as_json: bool) -> Iterator[None]:
     logger.propagate = False
     if terminal:
         progress.enable(sys.stderr)
+    elif not as_json:
+        progress.enable(sys.stderr, plain=True)  # a CI log, nohup: one line per step
     try:
         with warnings.catch_warnings():  # entering it shows each warning again, once per run
             warnings.showwarning = _show_warning

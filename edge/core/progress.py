@@ -2,8 +2,11 @@
 imported only when shown).
 
 Off by default, so a library caller sees nothing. ``edge.cli`` turns it on for a terminal's
-stderr, never under ``--json``. While a bar is shown, ``edge`` log lines and warnings are printed
-above it through the same console, so nothing tears. Safe to use from many threads at once.
+stderr, never under ``--json``; on a stderr that is not a terminal (a CI log, nohup, a pipe) it
+turns on the plain form: one line per step as it starts, with the time since the command began
+(``edge: [1:05] tflite-int8: converting``), no bars and no redraws. While a bar is shown,
+``edge`` log lines and warnings are printed above it through the same console, so nothing
+tears. Safe to use from many threads at once.
 
     with progress.step("converting", total=9) as bar:
         bar.update("converting 1/9 tflite-int8")
@@ -15,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from types import ModuleType
 from typing import IO, Any
@@ -37,21 +41,26 @@ class _State:
     live: Any = None  # rich.progress.Progress while at least one step is shown
     steps = 0
     redraws: Any = None  # the _Redraws thread of ``live``
+    plain = False  # one line per step, no bars (a stream that is not a terminal)
+    since = 0.0  # when the plain form was enabled (time.monotonic)
 
 
 _state = _State()
 
 
-def enable(stream: IO[str], *, terminal: bool | None = None) -> None:
-    """Show bars on ``stream`` from now on (``terminal`` forces rich's terminal detection)."""
+def enable(stream: IO[str], *, terminal: bool | None = None, plain: bool = False) -> None:
+    """Show bars on ``stream`` from now on (``terminal`` forces rich's terminal detection), or
+    with ``plain`` one line per step as it starts."""
     with _LOCK:
         _state.stream, _state.terminal, _state.console = stream, terminal, None
+        _state.plain, _state.since = plain, time.monotonic()
 
 
 def disable() -> None:
     """Show nothing from now on (the default)."""
     with _LOCK:
         _state.stream = _state.console = None
+        _state.plain = False
 
 
 def enabled() -> bool:
@@ -86,7 +95,12 @@ class Step:
 
 @contextlib.contextmanager
 def step(description: str, total: float | None = None, *, unit: str = "") -> Iterator[Step]:
-    """A bar over ``total`` units, or a spinner when the total is unknown."""
+    """A bar over ``total`` units, or a spinner when the total is unknown (the plain form: one
+    line as it starts)."""
+    if _state.plain:
+        _plain_line(description)
+        yield Step()
+        return
     with _LOCK:
         live = _start() if _state.stream is not None else None
         task = live.add_task(description, total=total, unit=unit) if live is not None else None
@@ -95,6 +109,17 @@ def step(description: str, total: float | None = None, *, unit: str = "") -> Ite
     finally:
         if live is not None:
             _finish(live, task)
+
+
+def _plain_line(description: str) -> None:
+    """``edge: [m:ss] description`` on the stream, when one is set."""
+    with _LOCK:
+        stream = _state.stream
+        if stream is None:
+            return
+        minutes, seconds = divmod(int(time.monotonic() - _state.since), 60)
+        stream.write(f"edge: [{minutes}:{seconds:02d}] {description}\n")
+        stream.flush()
 
 
 def transfer(description: str, size: int) -> contextlib.AbstractContextManager[Step]:

@@ -72,6 +72,10 @@ class Toolchain:
     requirements: tuple[str, ...]  # every distribution of the environment, ``name==version``
     records: tuple[str, ...] = ()  # key distributions recorded in cache keys and manifests
     build_timeout_s: int = 3600  # the whole build (download, install, check)
+    #: what building it costs a new machine, measured by bench/toolchains.py (0: not measured):
+    #: the pinned wheels downloaded and the environment on disk, in MB
+    wheels_mb: int = 0
+    installed_mb: int = 0
 
     def __post_init__(self) -> None:
         loose = [r for r in self.requirements if not _PIN.match(r)]
@@ -181,8 +185,19 @@ def unbuilt(toolchain: Toolchain) -> str | None:
     if built(toolchain) is not None:
         return None
     return (f"its toolchain {toolchain.name} is not built: run edge toolchains install "
-            f"{toolchain.name} (it downloads its pinned packages; edge reaches the network "
-            "only then)")
+            f"{toolchain.name} (it downloads its pinned packages{_cost(toolchain)}; edge "
+            "reaches the network only then)")
+
+
+def _cost(toolchain: Toolchain) -> str:
+    """``, 1.98 GB of wheels, 3.97 GB installed`` when measured, else nothing."""
+    if not toolchain.wheels_mb:
+        return ""
+    return f", {_mb(toolchain.wheels_mb)} of wheels, {_mb(toolchain.installed_mb)} installed"
+
+
+def _mb(mb: int) -> str:
+    return f"{mb / 1000:.2f} GB" if mb >= 1000 else f"{mb} MB"
 
 
 def require_built(toolchain: Toolchain) -> BuiltToolchain:

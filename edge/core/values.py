@@ -206,13 +206,15 @@ class Artifact(JsonValue):
     notes: tuple[str, ...] = ()
     companions: tuple[StoredFile, ...] = ()
     kept_float: tuple[str, ...] = ()
+    #: ONNX operator types kept float wherever they occur (accuracy recovery's last rung)
+    float_ops: tuple[str, ...] = ()
     #: the versions of the converter's own environment, when it ran in one (edge toolchains)
     toolchain: dict[str, str] = field(default_factory=dict)
     #: an accelerator's artifact: the operators it leaves to the device's CPU (its runtime runs
     #: them there, copying tensors across at every boundary); () when the unit takes them all
     fallbacks: tuple[str, ...] = ()
 
-    OMIT_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("toolchain", "fallbacks")
+    OMIT_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("toolchain", "fallbacks", "float_ops")
 
     @property
     def release_id(self) -> str:

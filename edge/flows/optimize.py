@@ -353,7 +353,7 @@ def _layer_planned(planned: Planned, ctx: _Context, int8: _Outcome,
     ``fp32``, or a whole-model trial), then convert with them kept float."""
     cand = planned.candidate
     assert int8.result.artifact is not None
-    kept = int8.result.artifact.kept_float
+    kept, ops = int8.result.artifact.kept_float, int8.result.artifact.float_ops
     how = _target(cand.target, ctx).caps.layer_plan
     try:
         with progress.step(f"{cand.id}: {mixed.DOING[how]}"):
@@ -362,19 +362,20 @@ def _layer_planned(planned: Planned, ctx: _Context, int8: _Outcome,
                                        threads=ctx.threads)
             else:
                 plan = mixed.by_kinds(_main_file(int8), ctx.model, kept,
-                                      _converter(cand.target, ctx, kept), threads=ctx.threads)
+                                      _converter(cand.target, ctx, kept, ops),
+                                      threads=ctx.threads)
     except Exception as exc:  # noqa: BLE001 - no plan: the others go on
         return _failed(cand, f"planning failed: {type(exc).__name__}: {first_line(exc)}")
     if isinstance(plan, str):
         return _skipped(cand, plan)
-    return _try(planned, ctx, tuple(dict.fromkeys((*kept, *plan.nodes))), (plan.note,))
+    return _try(planned, ctx, tuple(dict.fromkeys((*kept, *plan.nodes))), (plan.note,), ops)
 
 
-def _converter(target: str, ctx: _Context,
-               kept: tuple[str, ...]) -> Callable[[tuple[str, ...]], Path]:
+def _converter(target: str, ctx: _Context, kept: tuple[str, ...],
+               float_ops: tuple[str, ...]) -> Callable[[tuple[str, ...]], Path]:
     """nodes -> the int8 artifact of ``target`` with ``kept`` and those nodes in float."""
     def convert(nodes: tuple[str, ...]) -> Path:
-        settings = _settings(ctx, _target(target, ctx), (*kept, *nodes))
+        settings = _settings(ctx, _target(target, ctx), (*kept, *nodes), float_ops)
         return _target(target, ctx).convert(ctx.model, "int8", calib=ctx.calib,
                                             settings=settings,
                                             workdir=_workdir(ctx, target, settings))[0]
@@ -393,12 +394,12 @@ def _skipped(cand: Candidate, reason: str) -> _Outcome:
 
 
 def _try(planned: Planned, ctx: _Context, keep_float: tuple[str, ...] = (),
-         plan_notes: tuple[str, ...] = ()) -> _Outcome:
+         plan_notes: tuple[str, ...] = (), float_ops: tuple[str, ...] = ()) -> _Outcome:
     cand = planned.candidate
     if not planned.keep:
         return _skipped(cand, planned.reason)
     target = _target(cand.target, ctx)
-    settings = _settings(ctx, target, keep_float)
+    settings = _settings(ctx, target, keep_float, float_ops)
     log.info("converting and verifying %s", cand.id)
     try:
         with progress.step(_doing(cand, len(ctx.calib))):
@@ -417,17 +418,18 @@ def _try(planned: Planned, ctx: _Context, keep_float: tuple[str, ...] = (),
         return _failed(cand, f"{target.caps.runtime} could not run the artifact: "
                              f"{type(exc).__name__}: {first_line(exc)}", ctx.pruning)
     failure = judge(fidelity, ctx.limits)
-    kept = keep_float
+    kept, ops = keep_float, float_ops
     if (failure and not keep_float and cand.precision in ("int8", "int8-dynamic")
             and target.caps.keeps_float):
         recovered = _recover(target, cand.precision, ctx, settings)
         if recovered is not None:
-            file, notes, fidelity, kept = recovered
+            file, notes, fidelity, kept, ops = recovered
             failure = None
     artifact, files = _store(target, cand, file, (*notes, *plan_notes))
-    artifact = replace(artifact, kept_float=tuple(kept), fallbacks=fallbacks_in(notes))
+    artifact = replace(artifact, kept_float=tuple(kept), float_ops=ops,
+                       fallbacks=fallbacks_in(notes))
     status, reason = ("rejected", failure) if failure else (
-        "passed", passed_reason(fidelity, () if plan_notes else kept))
+        "passed", passed_reason(fidelity, *(((), ()) if plan_notes else (kept, ops))))
     if plan_notes and not failure:
         reason += f", with {len(kept)} layer(s) in float by the mixed plan"
     if ctx.pruning is not None:
@@ -440,11 +442,12 @@ def _try(planned: Planned, ctx: _Context, keep_float: tuple[str, ...] = (),
     return _Outcome(result=result, files=files, runner=None if failure else runner)
 
 
-def _settings(ctx: _Context, target: Any, keep_float: tuple[str, ...] = ()) -> ConvertSettings:
+def _settings(ctx: _Context, target: Any, keep_float: tuple[str, ...] = (),
+              float_ops: tuple[str, ...] = ()) -> ConvertSettings:
     """The conversion settings of ``target``: the nodes kept in float, and the options of the
     profile's accelerator it reaches (by its name, else by its runtime's)."""
     accel = ctx.accelerators.get(target.name, ctx.accelerators.get(target.caps.runtime, ()))
-    return ConvertSettings(keep_float=keep_float, accelerator=accel)
+    return ConvertSettings(keep_float=keep_float, float_ops=float_ops, accelerator=accel)
 
 
 def _workdir(ctx: _Context, target: str, settings: Any) -> Path:
@@ -485,7 +488,6 @@ def _recover(target: Any, precision: str, ctx: _Context, settings: Any) -> Any:
 def _failed(cand: Any, reason: str, pruning: Pruning | None = None) -> _Outcome:
     return _Outcome(result=CandidateResult(candidate=cand, status="failed", reason=reason,
                                            pruning=pruning), files={})
-
 
 
 def _store(target: Any, cand: Any, file: Path,

@@ -17,6 +17,7 @@ import logging
 import math
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -37,13 +38,23 @@ from targets.tflite.litert_rank import rank_sensitive_ops
 if TYPE_CHECKING:
     from targets.base import Target
 
-__all__ = ["Recovery", "attempt_sizes", "rank_sensitive_nodes", "recover"]
+__all__ = ["ARITHMETIC", "Recovery", "arithmetic_nodes", "attempt_sizes", "rank_sensitive_nodes",
+           "recover"]
 
 log = logging.getLogger("edge")
 
 _QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
 _Q_INPUT = "_QuantizeLinear_Input"  # the quantizer's rename of a quantized graph output
 _W_SUFFIX = "_quantized"  # the quantizer's name for a quantized initializer
+
+#: Arithmetic an int8 grid can break while int8 barely speeds it up: normalizations written out
+#: as operators (mean, square, square root, reciprocal), activations' polynomials (GELU's tanh
+#: form), softmax, residual and scaling sums, concatenations of unlike ranges. The last rung of
+#: recovery keeps all of them float and leaves int8 to the convolutions and matrix products.
+ARITHMETIC = frozenset({
+    "Abs", "Add", "Concat", "Div", "Erf", "Exp", "InstanceNormalization", "LayerNormalization",
+    "Log", "Max", "Min", "Mul", "Neg", "Pow", "Reciprocal", "ReduceL2", "ReduceMax", "ReduceMean",
+    "ReduceMin", "ReduceSum", "ReduceSumSquare", "Softmax", "Sqrt", "Sub", "Tanh"})
 
 
 class Recovery(NamedTuple):
@@ -53,6 +64,7 @@ class Recovery(NamedTuple):
     notes: tuple[str, ...]
     fidelity: Fidelity
     kept_float: tuple[str, ...]
+    float_ops: tuple[str, ...] = ()  # operator types kept float wherever they occur
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,12 +108,54 @@ def recover(
             continue
         file, notes, fidelity, failure = tried
         if size == 1 and sha256_file(file) == naive_sha:
-            log.info("%s ignored keep_float (artifact unchanged): no recovery", target.name)
-            return None
+            log.info("%s ignored keep_float (artifact unchanged)", target.name)
+            break
         if failure is None:
             return Recovery(file, (*notes, _note(ranking, names[:size], cap)), fidelity, kept)
     log.info("recovery of %s %s failed with up to %d node(s) float", target.name, precision, cap)
-    return None
+    found = _arithmetic_float(target, model, precision, calib, held_out, reference, limits,
+                              workdir_for, base, threads)
+    return None if found is None or sha256_file(found.file) == naive_sha else found
+
+
+def _arithmetic_float(
+    target: Target, model: ModelInfo, precision: str, calib: Dataset, held_out: Dataset,
+    reference: Outputs, limits: Thresholds, workdir_for: Callable[[ConvertSettings], Path],
+    base: ConvertSettings, threads: int | None,
+) -> Recovery | None:
+    """The last rung: every ``ARITHMETIC`` operator float, int8 only where it multiplies."""
+    nodes = arithmetic_nodes(model)
+    if target.caps.reads == ".tflite" or not nodes:  # a .tflite's operators are not ONNX's
+        return None
+    settings = replace(base, float_ops=tuple(sorted(ARITHMETIC)))
+    tried = _attempt(target, model, precision, calib, held_out, reference, limits,
+                     workdir_for, settings, threads)
+    if tried is None or tried[3] is not None:
+        log.info("%s %s with its arithmetic float: %s", target.name, precision,
+                 "no artifact" if tried is None else tried[3])
+        return None
+    file, notes, fidelity, _ = tried
+    return Recovery(file, (*notes, _arithmetic_note(model)), fidelity, base.keep_float,
+                    settings.float_ops)
+
+
+def arithmetic_nodes(model: ModelInfo) -> list[str]:
+    """The reference model's ``ARITHMETIC`` nodes, in graph order."""
+    return [n.name for n in _arithmetic(model)]
+
+
+def _arithmetic(model: ModelInfo) -> list[onnx.NodeProto]:
+    proto = name_nodes(onnx.load(model.path, load_external_data=False))
+    return [n for n in proto.graph.node if n.op_type in ARITHMETIC]
+
+
+def _arithmetic_note(model: ModelInfo) -> str:
+    """What the last rung kept float and why."""
+    kinds = Counter(n.op_type for n in _arithmetic(model))
+    listed = ", ".join(f"{count} {op}" for op, count in kinds.most_common())
+    return (f"accuracy recovery: no few nodes sufficed, so the arithmetic was kept float "
+            f"({listed}, and what the runtime made of them); int8 only in the convolutions "
+            "and matrix products")
 
 
 def attempt_sizes(cap: int) -> list[int]:

@@ -35,6 +35,7 @@ from edge.core.model import ort_refusal
 from edge.flows.cloud.batch import ServedTail, tensor_specs
 from edge.flows.cloud.engine import DEFAULT_ENGINE, Limits, ServeConfig, load_engine
 from edge.flows.cloud.repository import Batching, is_repository, servable, write_repository
+from partition.kserve import TOKEN_ENV
 from partition.split import read_split_yaml
 
 __all__ = ["Batching", "EdgeCloudServer", "ServeOptions", "chosen_serving", "default_processes",
@@ -42,7 +43,6 @@ __all__ = ["Batching", "EdgeCloudServer", "ServeOptions", "chosen_serving", "def
            "split_serving"]
 
 MODEL_NAME = "tail"
-TOKEN_ENV = "EDGE_CLOUD_TOKEN"
 DEFAULT_MAX_BODY = 64 * 2**20
 _READY = re.compile(r"serving .* on http://(?P<host>\S+):(?P<port>\d+)/v2 and grpc "
                     r"\S+:(?P<grpc>\d+)")

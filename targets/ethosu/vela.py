@@ -30,6 +30,7 @@ TOOLCHAIN = Toolchain(
     name="ethos-u-vela",
     requirements=("ethos-u-vela==5.2.0", "numpy==2.4.6", "flatbuffers==25.12.19"),
     records=("ethos-u-vela",),
+    wheels_mb=19, installed_mb=102,  # bench/results/toolchains-ethos-u-vela.json
 )
 VELA = TOOLCHAIN.pins["ethos-u-vela"]
 TIMEOUT_S = 900  # one compile: Vela's scheduler on a large CNN takes minutes

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from edge.core.cache import cache_root
 from edge.core.capabilities import Capabilities
 from edge.core.errors import first_line
 from edge.core.files import no_space_as
@@ -49,15 +50,20 @@ class ExecuTorchRunner:
 
         self._torch = torch
         self._names = [spec.name for spec in model.inputs]
-        with _quiet_stderr():  # XNNPACK's cpuinfo reports the sysfs files it missed
+        with _stderr_to_log():  # XNNPACK's cpuinfo reports the sysfs files it missed
             self._program = _C._load_for_executorch(str(path))
             self._program.method_meta("forward")
+        self._first = True  # the first run makes XNNPACK's threadpool: cpuinfo talks again
 
     def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         """Outputs in the reference's order."""
         # fresh copies: a sample sliced from a batch may carry a 0 stride, which ExecuTorch refuses
         inputs = [self._torch.from_numpy(np.array(feeds[n], order="C", copy=True))
                   for n in self._names]
+        if self._first:
+            self._first = False
+            with _stderr_to_log():
+                return [np.asarray(out.numpy()) for out in self._program.forward(inputs)]
         return [np.asarray(out.numpy()) for out in self._program.forward(inputs)]
 
 
@@ -155,18 +161,35 @@ def _quiet_loggers() -> Iterator[None]:
             logger.setLevel(level)
 
 
+#: The runtime log starts over past this size.
+LOG_BYTES = 1 << 20
+
+
+def runtime_log() -> Path:
+    """Where the runtime's own C++ output goes (XNNPACK's cpuinfo notes on the sysfs files it
+    missed): a log to read when something goes wrong, not the terminal."""
+    return cache_root() / "logs" / "executorch.log"
+
+
 @contextlib.contextmanager
-def _quiet_stderr() -> Iterator[None]:
-    """File descriptor 2 to /dev/null: what the runtime's C++ writes there is not edge's."""
+def _stderr_to_log() -> Iterator[None]:
+    """File descriptor 2 appended to ``runtime_log()`` (/dev/null when it cannot be written)."""
     sys.stderr.flush()
+    log = runtime_log()
+    try:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        mode = "w" if log.is_file() and log.stat().st_size > LOG_BYTES else "a"  # bounded
+        sink = open(log, mode, encoding="utf-8")  # noqa: SIM115 - closed below, after dup2 back
+    except OSError:
+        sink = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115
     saved = os.dup(2)
     try:
-        with open(os.devnull, "w") as null:
-            os.dup2(null.fileno(), 2)
-            yield
+        os.dup2(sink.fileno(), 2)
+        yield
     finally:
         os.dup2(saved, 2)
         os.close(saved)
+        sink.close()
 
 
 # ---------------------------------------------------------------- cache (atomic, with notes)

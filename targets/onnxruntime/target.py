@@ -178,6 +178,7 @@ def _build_dynamic(model: ModelInfo, calib: Dataset, settings: ConvertSettings, 
     prepared, per_channel, opset_notes = _per_channel_ready(prepared)
     rewritten = gemms_to_matmuls(prepared)
     exclude, keep_notes = map_keep_float(reference, prepared, settings.keep_float)
+    exclude, keep_notes = by_type(prepared, settings.float_ops, exclude, keep_notes)
     ops = [*DYNAMIC_OPS, *(op for op in ATTENTION_OPS if model.ops.get(op))]
     source = _save(prepared, scratch / "matmul.onnx")
     try:
@@ -229,6 +230,7 @@ def _static_attempt(reference: onnx.ModelProto, prepared: onnx.ModelProto, calib
     """Quantize ``prepared`` to ``dst``; the notes (description, histogram warning, ...)."""
     prepared, per_channel, opset_notes = _per_channel_ready(prepared)
     exclude, keep_notes = map_keep_float(reference, prepared, settings.keep_float)
+    exclude, keep_notes = by_type(prepared, settings.float_ops, exclude, keep_notes)
     method = CALIBRATION[settings.calibration]
     source = _save(prepared, scratch / "prepared.onnx")
     try:
@@ -508,6 +510,18 @@ def map_keep_float(reference: onnx.ModelProto, prepared: onnx.ModelProto,
     if exclude:
         notes.insert(0, f"kept float (keep_float): {', '.join(exclude)}")
     return exclude, tuple(notes)
+
+
+def by_type(prepared: onnx.ModelProto, float_ops: Sequence[str], exclude: list[str],
+            notes: tuple[str, ...]) -> tuple[list[str], tuple[str, ...]]:
+    """``exclude`` and every node of ``prepared`` whose operator type is in ``float_ops``."""
+    typed = [node_name(n) for n in prepared.graph.node
+             if n.op_type in float_ops and node_name(n) not in exclude]
+    if not typed:
+        return exclude, notes
+    kinds = sorted({n.op_type for n in prepared.graph.node if node_name(n) in set(typed)})
+    return [*exclude, *typed], (*notes, f"kept float by type: {len(typed)} node(s) "
+                                        f"({', '.join(kinds)})")
 
 
 # ---------------------------------------------------------------- small helpers

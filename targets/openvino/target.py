@@ -366,12 +366,33 @@ def _quantize(ov_model: Any, model: ModelInfo, calib: Dataset, settings: Convert
     try:
         with _quiet(log):
             quantized = nncf.quantize(ov_model, dataset, subset_size=len(calib),
-                                      ignored_scope=nncf.IgnoredScope(names=names, validate=False),
+                                      ignored_scope=nncf.IgnoredScope(
+                                          names=names, types=ov_types(settings.float_ops),
+                                          validate=False),
                                       **kwargs)
     except Exception as exc:  # NNCF raises many types; report one line
         raise ConversionError(f"NNCF int8 quantization failed: {first_line(exc)} "
                               f"(log: {log})") from None
+    if settings.float_ops:
+        float_notes += (f"kept float by type: {', '.join(ov_types(settings.float_ops))}",)
     return quantized, (*notes, f"{len(calib)} calibration samples", *float_notes)
+
+
+#: The OpenVINO operator types convert_model makes of an ONNX operator (NNCF ignores by these).
+OV_TYPES = {"Abs": ("Abs",), "Add": ("Add",), "Concat": ("Concat",), "Div": ("Divide",),
+            "Erf": ("Erf",), "Exp": ("Exp",), "InstanceNormalization": ("MVN",),
+            "LayerNormalization": ("MVN",), "Log": ("Log",), "Max": ("Maximum",),
+            "Min": ("Minimum",), "Mul": ("Multiply",), "Neg": ("Negative",), "Pow": ("Power",),
+            "Reciprocal": ("Power", "Divide"), "ReduceL2": ("ReduceL2",),
+            "ReduceMax": ("ReduceMax",), "ReduceMean": ("ReduceMean",),
+            "ReduceMin": ("ReduceMin",), "ReduceSum": ("ReduceSum",),
+            "ReduceSumSquare": ("ReduceSum", "Multiply"), "Softmax": ("SoftMax", "Softmax"),
+            "Sqrt": ("Sqrt",), "Sub": ("Subtract",), "Tanh": ("Tanh",)}
+
+
+def ov_types(onnx_ops: Sequence[str]) -> list[str]:
+    """The OpenVINO operator types made of ``onnx_ops`` (an unknown one by its own name)."""
+    return sorted({t for op in onnx_ops for t in OV_TYPES.get(op, (op,))})
 
 
 def _nncf_options(model: ModelInfo, settings: ConvertSettings) -> tuple[dict[str, Any],
@@ -423,12 +444,13 @@ def _keep_float(ov_model: Any, model: ModelInfo,
     """OpenVINO op names made from the ``keep`` ONNX nodes, and notes saying what was kept."""
     if not keep:
         return [], ()
-    bases = _onnx_bases(model)
+    proto = _onnx_graph(model)
+    bases, after = node_bases(proto), _single_consumers(proto)
     owners = _ov_owners(ov_model, set(bases.values()))
     names: list[str] = []
     kept: list[str] = []
     for wanted in keep:
-        ops = sorted(n for n, base in owners.items() if base == bases.get(wanted))
+        ops = _ops_of(wanted, bases, after, owners)
         names += ops
         kept += [f"{wanted} (OpenVINO ops {', '.join(ops)})"] if ops else []
     notes: tuple[str, ...] = (f"kept in float: {'; '.join(kept)}",) if kept else ()
@@ -438,23 +460,63 @@ def _keep_float(ov_model: Any, model: ModelInfo,
     return names, notes
 
 
-def _onnx_bases(model: ModelInfo) -> dict[str, str]:
-    """ONNX node name or output tensor name -> the base OpenVINO names its ops after.
+#: ONNX nodes followed downstream to find the ops a node was fused into (Conv -> BatchNorm).
+FUSED_HOPS = 3
 
-    convert_model names a node's ops after the node's name (its first output when unnamed),
-    e.g. Conv '/0/Conv' becomes Convolution '/0/Conv/WithoutBiases' and Add '/0/Conv'.
-    """
+
+def _ops_of(wanted: str, bases: dict[str, str], after: dict[str, str],
+            owners: dict[str, str]) -> list[str]:
+    """The OpenVINO ops of ONNX node ``wanted``; a node the importer fused into the next one
+    (a Conv whose BatchNormalization was folded in) has none of its own: those of the node it
+    was fused into, its single consumer."""
+    node = wanted
+    for _ in range(FUSED_HOPS + 1):
+        ops = sorted(n for n, base in owners.items() if base == bases.get(node))
+        if ops or node not in after:
+            return ops
+        node = after[node]
+    return []
+
+
+def _onnx_graph(model: ModelInfo) -> onnx.ModelProto:
+    """The reference ONNX model, for the names convert_model gives its ops: a node's ops are
+    named after the node (its first output when unnamed), e.g. Conv '/0/Conv' becomes
+    Convolution '/0/Conv/WithoutBiases' and Add '/0/Conv'."""
     try:
-        return node_bases(onnx.load(model.path, load_external_data=False))
+        return onnx.load(model.path, load_external_data=False)
     except Exception as exc:  # onnx raises several types for a bad file
         raise ConversionError(f"cannot read node names for keep_float: {first_line(exc)}") from None
 
 
+def _single_consumers(proto: onnx.ModelProto) -> dict[str, str]:
+    """ONNX node name -> the one node reading its outputs (nodes with one consumer only)."""
+    readers: dict[str, list[str]] = {}
+    for node in proto.graph.node:
+        for tensor in node.input:
+            readers.setdefault(tensor, []).append(node.name)
+    found: dict[str, str] = {}
+    for node in proto.graph.node:
+        users = {u for out in node.output for u in readers.get(out, [])}
+        if node.name and len(users) == 1 and (user := next(iter(users))):
+            found[node.name] = user
+    return found
+
+
 def _ov_owners(ov_model: Any, bases: set[str]) -> dict[str, str]:
-    """OpenVINO op name -> the longest ONNX base it equals or extends with '/...'."""
-    names = (op.get_friendly_name() for op in ov_model.get_ordered_ops()
-             if op.get_type_name() not in ("Constant", "Parameter", "Result"))
-    return {name: base for name in names if (base := layer_owner(name, bases)) is not None}
+    """OpenVINO op name -> the longest ONNX base it equals or extends with '/...'; an op the
+    importer made and named itself (``Multiply_11074``: a Convolution with its BatchNormalization
+    folded in) belongs to the node its single consumer belongs to."""
+    ops = [op for op in ov_model.get_ordered_ops()
+           if op.get_type_name() not in ("Constant", "Parameter", "Result")]
+    owners = {name: base for op in ops
+              if (base := layer_owner(name := op.get_friendly_name(), bases)) is not None}
+    for op in reversed(ops):
+        users = {t.get_node().get_friendly_name() for out in op.outputs()
+                 for t in out.get_target_inputs()}
+        name = op.get_friendly_name()
+        if name not in owners and len(users) == 1 and (user := next(iter(users))) in owners:
+            owners[name] = owners[user]
+    return owners
 
 
 @contextlib.contextmanager

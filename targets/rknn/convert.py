@@ -40,6 +40,7 @@ TOOLCHAIN = Toolchain(
         "nvidia-cudnn-cu11==8.5.0.96", "setuptools==65.5.0", "wheel==0.48.0",
     ),
     records=("rknn-toolkit2", "torch", "numpy", "onnx", "onnxruntime", "protobuf"),
+    wheels_mb=1976, installed_mb=3973,  # bench/results/toolchains.json
 )
 #: The SoCs rknn-toolkit2 2.5.0 builds for (``target_platform``).
 PLATFORMS = ("rk2118", "rk3562", "rk3566", "rk3568", "rk3576", "rk3588", "rv1103", "rv1103b",

@@ -28,6 +28,7 @@ from edge.core.toolchain import (
     built,
     location,
     run,
+    unbuilt,
 )
 from edge.core.values import Artifact, Candidate
 from targets import workdir_name
@@ -80,6 +81,23 @@ def test_a_toolchain_pins_every_requirement() -> None:
         Toolchain(name="loose", requirements=("six>=1",))
     with pytest.raises(ValueError, match="not requirements"):
         Toolchain(name="x", requirements=("six==1.17.0",), records=("numpy",))
+
+
+@pytest.mark.parametrize("name,measured", [("rknn-toolkit2", "toolchains.json"),
+                                           ("ethos-u-vela", "toolchains-ethos-u-vela.json")])
+def test_what_a_plan_says_a_toolchain_costs_is_what_it_was_measured_to_cost(
+        name: str, measured: str) -> None:
+    """A skipped candidate names the download and the disk its toolchain would take: the
+    declared figures are bench/toolchains.py's, for the same pins."""
+    toolchain = targets.declared_toolchains()[name]
+    bench = json.loads((Path(__file__).parents[2] / "bench" / "results" / measured).read_text())
+    assert bench["requirements"] == list(toolchain.requirements)
+    assert toolchain.wheels_mb == round(bench["wheel_bytes"] / 1e6)
+    assert toolchain.installed_mb == round(bench["installed_bytes"] / 1e6)
+    said = unbuilt(replace(toolchain, name=f"{name}-absent-here")) or ""
+    size = {"rknn-toolkit2": "1.98 GB of wheels, 3.97 GB installed",
+            "ethos-u-vela": "19 MB of wheels, 102 MB installed"}[name]
+    assert f"it downloads its pinned packages, {size}; edge reaches the network" in said
 
 
 def test_the_environment_is_keyed_by_requirements_and_python() -> None:

@@ -128,14 +128,22 @@ def test_cloud_down_falls_back_to_the_device(split_dir: Path, splitnet: SplitNet
         client.infer(feeds)
 
 
-@pytest.mark.parametrize("protocol,refusal", [("http", "HTTP 401"),
-                                              ("grpc", "gRPC UNAUTHENTICATED")])
-def test_wrong_token_is_a_one_line_device_error(split_dir: Path, server: EdgeCloudServer,
-                                                splitnet: SplitNet, protocol: str,
-                                                refusal: str) -> None:
-    with SplitClient(split_dir, server.url, token="wrong", cut="split",
-                     protocol=protocol) as client, pytest.raises(DeviceError, match=refusal):
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+@pytest.mark.parametrize("token", ["wrong", None])
+def test_a_refused_token_names_the_fix(split_dir: Path, server: EdgeCloudServer,
+                                       splitnet: SplitNet, protocol: str, token: str | None,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """HTTP 401 and gRPC UNAUTHENTICATED are the user's to fix: one usage error saying how
+    (not the gRPC port's refusal code)."""
+    monkeypatch.delenv("EDGE_CLOUD_TOKEN", raising=False)
+    want = ("refused the bearer token: give the token the server was started with" if token
+            else "needs a bearer token and none was given: pass the server's token with "
+                 "--token-file FILE or set $EDGE_CLOUD_TOKEN")
+    with SplitClient(split_dir, server.url, token=token, cut="split",
+                     protocol=protocol) as client, pytest.raises(UsageError) as caught:
         client.infer({"frame": _frames(splitnet, 1)})
+    assert want in str(caught.value) and "\n" not in str(caught.value)
+    assert "UNAUTHENTICATED" not in str(caught.value) and "401" not in str(caught.value)
 
 
 @pytest.mark.parametrize("protocol", ["auto", "http", "grpc"])

@@ -5,20 +5,26 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import signal
 import subprocess
 import sys
 from dataclasses import dataclass
 from typing import Any
 
+#: A plain progress line (stderr not a terminal): ``edge: [m:ss] step``.
+STEP = re.compile(r"^edge: \[\d+:\d\d\] ")
+
 
 @dataclass(frozen=True, slots=True)
 class Result:
-    """Exit status and captured streams of one edge invocation."""
+    """Exit status and captured streams of one edge invocation: ``stderr`` is what the command
+    said (errors, warnings, notes), its plain progress lines apart in ``steps``."""
 
     status: int
     stdout: str
     stderr: str
+    steps: tuple[str, ...] = ()
 
     def json(self) -> Any:
         """stdout parsed as the one JSON document --json promises."""
@@ -37,14 +43,22 @@ def run_cli(*args: str) -> Result:
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         status = main(list(args))
-    return Result(status, out.getvalue(), err.getvalue())
+    return _result(status, out.getvalue(), err.getvalue())
 
 
 def run_edge(*args: str, timeout: float = 600) -> Result:
     """``python -m edge ARGS`` in a child process."""
     done = subprocess.run([sys.executable, "-m", "edge", *args], capture_output=True,
                           text=True, timeout=timeout, check=False)
-    return Result(done.returncode, done.stdout, done.stderr)
+    return _result(done.returncode, done.stdout, done.stderr)
+
+
+def _result(status: int, stdout: str, stderr: str) -> Result:
+    """A result with stderr's step lines moved to ``steps``."""
+    lines = stderr.splitlines(keepends=True)
+    steps = tuple(line.rstrip("\n") for line in lines if STEP.match(line))
+    said = "".join(line for line in lines if not STEP.match(line))
+    return Result(status, stdout, said, steps)
 
 
 def as_in_a_terminal() -> None:

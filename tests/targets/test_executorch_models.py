@@ -11,6 +11,8 @@ calibration and 24 held-out samples, as the RKNN model tests do, since lowering 
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -174,3 +176,21 @@ def test_a_model_the_reader_cannot_read_fails_in_one_line_naming_the_op(tmp_path
         ExecuTorchTarget().convert(inspect_model(path), "fp32", calib=Dataset(feeds=feeds),
                                    workdir=tmp_path / "work")
     assert "\n" not in str(failed.value)
+
+
+
+def test_the_runtimes_own_chatter_goes_to_its_log_not_the_terminal(tmp_path: Path) -> None:
+    """XNNPACK's cpuinfo writes to file descriptor 2 when a program loads and when its first
+    run makes the threadpool (here: the sysfs files a VM lacks, once word by word between the
+    progress bars); edge sends it to its runtime log, never between its own lines."""
+    profile = tmp_path / "et.yaml"
+    profile.write_text("extends: x86-64\nid: et-only\nruntimes: [executorch]\n")
+    env = {**os.environ, "EDGE_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-m", "edge", "optimize", "sample:digits",
+                           "--profile", str(profile), "-o", str(tmp_path / "b")],
+                          capture_output=True, text=True, env=env, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "cpuinfo" not in done.stderr and "[cpuinfo_utils" not in done.stdout, done.stderr
+    log = tmp_path / "cache" / "logs" / "executorch.log"
+    said = log.read_text().splitlines() if log.exists() else []
+    assert all("cpuinfo" in line for line in said), said[:5]

@@ -53,7 +53,8 @@ def kind_lines(candidates: Sequence[CandidateResult]) -> list[str]:
     return [f"{o.name}: {o.kind} ({o.why})" for o in first.outputs]
 
 
-def passed_reason(fid: Fidelity, kept_float: tuple[str, ...] = ()) -> str:
+def passed_reason(fid: Fidelity, kept_float: tuple[str, ...] = (),
+                  float_ops: tuple[str, ...] = ()) -> str:
     """Why a candidate passed: accuracy when labelled, a single output's task metric, else the
     lowest output cosine; with several outputs, how many each kept their own metric."""
     if fid.accuracy is not None and fid.reference_accuracy is not None:
@@ -66,5 +67,19 @@ def passed_reason(fid: Fidelity, kept_float: tuple[str, ...] = ()) -> str:
     if len(fid.outputs) > 1:
         text += f" (every one of {len(fid.outputs)} outputs passes its own metric)"
     if kept_float:
-        text += f" after keeping {len(kept_float)} node(s) in float: {', '.join(kept_float)}"
+        text += f" after keeping {len(kept_float)} node(s) in float: {_listed(kept_float)}"
+    if float_ops:
+        text += (f"{' and' if kept_float else ' after keeping'} its arithmetic in float "
+                 "(sums, products, normalizations: int8 only in convolutions and matrix "
+                 "products)")
     return text
+
+
+#: Names a reason lists before it counts the rest.
+LISTED = 6
+
+
+def _listed(names: tuple[str, ...]) -> str:
+    """The first ``LISTED`` names, then how many more."""
+    more = len(names) - LISTED
+    return ", ".join(names[:LISTED]) + (f" and {more} more" if more > 0 else "")
