@@ -22,7 +22,7 @@ from types import FrameType
 
 import pytest
 
-from tests.support.cli import Result, run_cli
+from tests.support.cli import Result, result_of, run_cli
 from tests.support.hostile import Case, cases
 
 CASES = list(cases())
@@ -144,4 +144,4 @@ def _run_isolated(argv: list[str]) -> Result:
     """``python -m edge`` in a child limited to DATA_BYTES and SECONDS."""
     done = subprocess.run([sys.executable, "-m", "edge", *argv], capture_output=True,
                           text=True, timeout=SECONDS, check=False, preexec_fn=_limit_memory)
-    return Result(done.returncode, done.stdout, done.stderr)
+    return result_of(done.returncode, done.stdout, done.stderr)

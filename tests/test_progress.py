@@ -1,4 +1,4 @@
-"""Progress bars: shown on a terminal's stderr, never under --json, never when piped."""
+"""Progress: bars on a terminal's stderr, a plain line per step when piped, none under --json."""
 
 from __future__ import annotations
 

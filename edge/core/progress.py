@@ -118,8 +118,10 @@ def _plain_line(description: str) -> None:
         if stream is None:
             return
         minutes, seconds = divmod(int(time.monotonic() - _state.since), 60)
-        stream.write(f"edge: [{minutes}:{seconds:02d}] {description}\n")
-        stream.flush()
+        shown = "".join(c if c.isprintable() else "?" for c in description)  # one line, always
+        with contextlib.suppress(OSError, ValueError):  # a full log disk, a closed pipe: go on
+            stream.write(f"edge: [{minutes}:{seconds:02d}] {shown}\n")
+            stream.flush()
 
 
 def transfer(description: str, size: int) -> contextlib.AbstractContextManager[Step]:

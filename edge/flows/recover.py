@@ -88,7 +88,8 @@ def recover(
     *, settings: ConvertSettings | None = None, max_fraction: float = 0.25,
     threads: int | None = None,
 ) -> Recovery | None:
-    """Keep the 1, 2, 4, ... most sensitive nodes float until ``judge`` passes, else None."""
+    """Keep the 1, 2, 4, ... most sensitive nodes float until ``judge`` passes; failing that,
+    every arithmetic operator (``_arithmetic_float``); else None."""
     base = settings or ConvertSettings()
     try:
         naive, _ = target.convert(model, precision, calib=calib, workdir=workdir_for(base),
@@ -123,9 +124,16 @@ def _arithmetic_float(
     reference: Outputs, limits: Thresholds, workdir_for: Callable[[ConvertSettings], Path],
     base: ConvertSettings, threads: int | None,
 ) -> Recovery | None:
-    """The last rung: every ``ARITHMETIC`` operator float, int8 only where it multiplies."""
-    nodes = arithmetic_nodes(model)
-    if target.caps.reads == ".tflite" or not nodes:  # a .tflite's operators are not ONNX's
+    """The last rung, for static int8 from an ONNX reference: every ``ARITHMETIC`` operator
+    float (int8-dynamic quantizes matrix products only: nothing to keep)."""
+    if precision != "int8" or target.caps.reads == ".tflite":  # a .tflite has no ONNX nodes
+        return None
+    try:
+        nodes = arithmetic_nodes(model)
+    except Exception as exc:  # noqa: BLE001 - recovery is best effort
+        log.info("no arithmetic rung for %s: %s", model.path, exc)
+        return None
+    if not nodes:
         return None
     settings = replace(base, float_ops=tuple(sorted(ARITHMETIC)))
     tried = _attempt(target, model, precision, calib, held_out, reference, limits,
@@ -135,27 +143,23 @@ def _arithmetic_float(
                  "no artifact" if tried is None else tried[3])
         return None
     file, notes, fidelity, _ = tried
-    return Recovery(file, (*notes, _arithmetic_note(model)), fidelity, base.keep_float,
+    return Recovery(file, (*notes, _arithmetic_note(nodes)), fidelity, base.keep_float,
                     settings.float_ops)
 
 
-def arithmetic_nodes(model: ModelInfo) -> list[str]:
-    """The reference model's ``ARITHMETIC`` nodes, in graph order."""
-    return [n.name for n in _arithmetic(model)]
-
-
-def _arithmetic(model: ModelInfo) -> list[onnx.NodeProto]:
+def arithmetic_nodes(model: ModelInfo) -> list[onnx.NodeProto]:
+    """The ONNX reference model's ``ARITHMETIC`` nodes, in graph order, named."""
     proto = name_nodes(onnx.load(model.path, load_external_data=False))
     return [n for n in proto.graph.node if n.op_type in ARITHMETIC]
 
 
-def _arithmetic_note(model: ModelInfo) -> str:
+def _arithmetic_note(nodes: list[onnx.NodeProto]) -> str:
     """What the last rung kept float and why."""
-    kinds = Counter(n.op_type for n in _arithmetic(model))
+    kinds = Counter(n.op_type for n in nodes)
     listed = ", ".join(f"{count} {op}" for op, count in kinds.most_common())
     return (f"accuracy recovery: no few nodes sufficed, so the arithmetic was kept float "
-            f"({listed}, and what the runtime made of them); int8 only in the convolutions "
-            "and matrix products")
+            f"({listed}, and what the runtime made of them); the convolutions and matrix "
+            "products stay int8")
 
 
 def attempt_sizes(cap: int) -> list[int]:

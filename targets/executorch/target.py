@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -114,7 +115,8 @@ class ExecuTorchTarget:
             return ExecuTorchRunner(artifact, model, threads=threads)
         except RuntimeError as exc:
             raise ConversionError(f"ExecuTorch cannot load {artifact.name}: "
-                                  f"{first_line(exc)}") from None
+                                  f"{first_line(exc)} (its runtime's own output: "
+                                  f"{runtime_log()})") from None
 
 
 def _notes(precision: str, lowered: Any, samples: int,
@@ -171,25 +173,36 @@ def runtime_log() -> Path:
     return cache_root() / "logs" / "executorch.log"
 
 
+#: One redirect of file descriptor 2 at a time in this process (fleet threads load too).
+_REDIRECT = threading.Lock()
+
+
 @contextlib.contextmanager
 def _stderr_to_log() -> Iterator[None]:
     """File descriptor 2 appended to ``runtime_log()`` (/dev/null when it cannot be written)."""
-    sys.stderr.flush()
-    log = runtime_log()
+    with _REDIRECT:
+        sys.stderr.flush()
+        sink = _open_log(runtime_log())
+        saved = os.dup(2)
+        try:
+            os.dup2(sink, 2)
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            os.close(sink)
+
+
+def _open_log(log: Path) -> int:
+    """The log's descriptor for appending (started over past ``LOG_BYTES``; a link is never
+    followed), else /dev/null's."""
     try:
         log.parent.mkdir(parents=True, exist_ok=True)
-        mode = "w" if log.is_file() and log.stat().st_size > LOG_BYTES else "a"  # bounded
-        sink = open(log, mode, encoding="utf-8")  # noqa: SIM115 - closed below, after dup2 back
+        big = log.is_file() and log.stat().st_size > LOG_BYTES
+        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_TRUNC if big else os.O_APPEND)
+        return os.open(log, flags, 0o600)
     except OSError:
-        sink = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115
-    saved = os.dup(2)
-    try:
-        os.dup2(sink.fileno(), 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        sink.close()
+        return os.open(os.devnull, os.O_WRONLY)
 
 
 # ---------------------------------------------------------------- cache (atomic, with notes)

@@ -515,13 +515,14 @@ def map_keep_float(reference: onnx.ModelProto, prepared: onnx.ModelProto,
 def by_type(prepared: onnx.ModelProto, float_ops: Sequence[str], exclude: list[str],
             notes: tuple[str, ...]) -> tuple[list[str], tuple[str, ...]]:
     """``exclude`` and every node of ``prepared`` whose operator type is in ``float_ops``."""
-    typed = [node_name(n) for n in prepared.graph.node
-             if n.op_type in float_ops and node_name(n) not in exclude]
+    wanted, excluded = set(float_ops), set(exclude)
+    typed = [n for n in prepared.graph.node
+             if n.op_type in wanted and node_name(n) not in excluded]
     if not typed:
         return exclude, notes
-    kinds = sorted({n.op_type for n in prepared.graph.node if node_name(n) in set(typed)})
-    return [*exclude, *typed], (*notes, f"kept float by type: {len(typed)} node(s) "
-                                        f"({', '.join(kinds)})")
+    kinds = ", ".join(sorted({n.op_type for n in typed}))
+    return [*exclude, *(node_name(n) for n in typed)], (
+        *notes, f"kept float by type: {len(typed)} node(s) ({kinds})")
 
 
 # ---------------------------------------------------------------- small helpers

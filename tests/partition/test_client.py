@@ -143,7 +143,7 @@ def test_a_refused_token_names_the_fix(split_dir: Path, server: EdgeCloudServer,
                      protocol=protocol) as client, pytest.raises(UsageError) as caught:
         client.infer({"frame": _frames(splitnet, 1)})
     assert want in str(caught.value) and "\n" not in str(caught.value)
-    assert "UNAUTHENTICATED" not in str(caught.value) and "401" not in str(caught.value)
+    assert "UNAUTHENTICATED" not in str(caught.value) and "HTTP 401" not in str(caught.value)
 
 
 @pytest.mark.parametrize("protocol", ["auto", "http", "grpc"])

@@ -43,17 +43,17 @@ def run_cli(*args: str) -> Result:
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         status = main(list(args))
-    return _result(status, out.getvalue(), err.getvalue())
+    return result_of(status, out.getvalue(), err.getvalue())
 
 
 def run_edge(*args: str, timeout: float = 600) -> Result:
     """``python -m edge ARGS`` in a child process."""
     done = subprocess.run([sys.executable, "-m", "edge", *args], capture_output=True,
                           text=True, timeout=timeout, check=False)
-    return _result(done.returncode, done.stdout, done.stderr)
+    return result_of(done.returncode, done.stdout, done.stderr)
 
 
-def _result(status: int, stdout: str, stderr: str) -> Result:
+def result_of(status: int, stdout: str, stderr: str) -> Result:
     """A result with stderr's step lines moved to ``steps``."""
     lines = stderr.splitlines(keepends=True)
     steps = tuple(line.rstrip("\n") for line in lines if STEP.match(line))

@@ -178,7 +178,6 @@ def test_a_model_the_reader_cannot_read_fails_in_one_line_naming_the_op(tmp_path
     assert "\n" not in str(failed.value)
 
 
-
 def test_the_runtimes_own_chatter_goes_to_its_log_not_the_terminal(tmp_path: Path) -> None:
     """XNNPACK's cpuinfo writes to file descriptor 2 when a program loads and when its first
     run makes the threadpool (here: the sysfs files a VM lacks, once word by word between the
@@ -194,3 +193,25 @@ def test_the_runtimes_own_chatter_goes_to_its_log_not_the_terminal(tmp_path: Pat
     log = tmp_path / "cache" / "logs" / "executorch.log"
     said = log.read_text().splitlines() if log.exists() else []
     assert all("cpuinfo" in line for line in said), said[:5]
+
+
+def test_what_fd_2_receives_while_redirected_lands_in_the_log(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The redirect itself, whatever this host's cpuinfo says: a C-level write to fd 2 goes to
+    the runtime log, and fd 2 is the terminal's again after it."""
+    from targets.executorch.target import _stderr_to_log, runtime_log
+
+    monkeypatch.setenv("EDGE_CACHE_DIR", str(tmp_path / "cache"))
+    with _stderr_to_log():
+        os.write(2, b"native chatter\n")
+    os.write(2, b"edge's own line\n")
+    said = capfd.readouterr().err
+    assert "native chatter" not in said and "edge's own line" in said
+    assert runtime_log().read_text() == "native chatter\n"
+    (tmp_path / "elsewhere").write_text("")
+    runtime_log().unlink()
+    runtime_log().symlink_to(tmp_path / "elsewhere")  # never followed: /dev/null instead
+    with _stderr_to_log():
+        os.write(2, b"more\n")
+    assert (tmp_path / "elsewhere").read_text() == "" and "more" not in capfd.readouterr().err

@@ -14,12 +14,15 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from edge.core.model import inspect_model
 from edge.core.values import Dataset
 from targets.base import ConvertSettings
 from targets.openvino import OpenVINOTarget
+
+pytestmark = pytest.mark.slow  # three NNCF int8 conversions: the integration tier
 
 
 def _conv_bn(path: Path) -> Path:

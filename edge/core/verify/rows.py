@@ -70,8 +70,8 @@ def passed_reason(fid: Fidelity, kept_float: tuple[str, ...] = (),
         text += f" after keeping {len(kept_float)} node(s) in float: {_listed(kept_float)}"
     if float_ops:
         text += (f"{' and' if kept_float else ' after keeping'} its arithmetic in float "
-                 "(sums, products, normalizations: int8 only in convolutions and matrix "
-                 "products)")
+                 "(sums, products, normalizations; the convolutions and matrix products stay "
+                 "int8)")
     return text
 
 
