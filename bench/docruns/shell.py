@@ -14,7 +14,6 @@ a server: started, its output read until its marker line, left running (and drai
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import shutil
 import signal
@@ -27,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .files import ROOT
 from .steps import Ctx, Session, Step, text
 
 TIMEOUT = 1800
@@ -34,8 +34,8 @@ SERVER_START = 120
 #: Variables bash sets by itself: not part of the state carried to the next command.
 BASH_OWN = ("_", "SHLVL", "PWD", "OLDPWD")
 
-#: A plain progress line of the CLI (stderr not a terminal).
-STEP = re.compile(r"^edge: \[\d+:\d\d\] ")
+sys.path.insert(0, str(ROOT))
+from edge.core.progress import STEP_LINE as STEP  # noqa: E402 - the CLI's plain step lines
 
 
 @dataclass(slots=True)

@@ -17,14 +17,18 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import threading
 import time
 from collections.abc import Iterator
 from types import ModuleType
 from typing import IO, Any
 
-__all__ = ["LogHandler", "Step", "disable", "enable", "enabled", "hold", "step", "transfer"]
+__all__ = ["STEP_LINE", "LogHandler", "Step", "disable", "enable", "enabled", "hold", "step",
+           "transfer"]
 
+#: A line of the plain form, as readers of a captured stderr tell it from what a command said.
+STEP_LINE = re.compile(r"^edge: \[\d+:\d\d\] ")
 #: Redraws per second (never while a timing block holds the display: see ``hold``).
 REFRESH_PER_SECOND = 5
 _LOCK = threading.RLock()

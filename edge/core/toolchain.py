@@ -82,6 +82,9 @@ class Toolchain:
         if loose or not self.requirements:
             raise ValueError(f"toolchain {self.name}: every requirement must be pinned "
                              f"name==version, not {loose or 'nothing'}")
+        if bool(self.wheels_mb) != bool(self.installed_mb):
+            raise ValueError(f"toolchain {self.name}: wheels_mb and installed_mb are measured "
+                             "together (bench/toolchains.py), or not at all")
         unknown = sorted({canonical(r) for r in self.records} - set(self.pins))
         if unknown:
             raise ValueError(f"toolchain {self.name}: records {unknown} are not requirements")

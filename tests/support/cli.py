@@ -5,15 +5,16 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import re
 import signal
 import subprocess
 import sys
 from dataclasses import dataclass
 from typing import Any
 
+from edge.core.progress import STEP_LINE
+
 #: A plain progress line (stderr not a terminal): ``edge: [m:ss] step``.
-STEP = re.compile(r"^edge: \[\d+:\d\d\] ")
+STEP = STEP_LINE
 
 
 @dataclass(frozen=True, slots=True)
