@@ -29,7 +29,8 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = sorted([*ROOT.glob("docs/*.md"), *ROOT.glob("docs/commands/*.md"), ROOT / "README.md"])
+DOCS = sorted([*ROOT.glob("docs/*.md"), *ROOT.glob("docs/commands/*.md"),
+               *ROOT.glob("docs/accelerators/*.md"), ROOT / "README.md"])
 CITED = re.compile(r"bench/results/[\w.-]+\.json")
 FIGURE_PAGES = ("docs/benchmarks.md", "docs/fleet.md")
 EXAMPLES = "bench/results/examples.json"
@@ -63,7 +64,7 @@ def _load(cited: str) -> dict[str, Any]:
 def _console_pages() -> list[str]:
     """The pages of docs/ (and docs/commands/) that show console sessions."""
     return [_rel(page) for page in DOCS
-            if page.parent.name in ("docs", "commands") and CONSOLE.search(page.read_text())]
+            if page.parent.name in ("docs", "commands", "accelerators") and CONSOLE.search(page.read_text())]
 
 
 CONSOLE_PAGES = _console_pages()
@@ -237,16 +238,55 @@ def test_a_console_session_shows_recorded_output(page: str, index: int, command:
         position = lines.index(line, position) + 1
 
 
-SHELL = re.compile(r"^```(?:sh|bash|shell)\n(.*?)^```\n", re.S | re.M)
+#: The languages of blocks that list commands to type ("": a block with no language at all).
+SHELLS = ("sh", "bash", "shell", "")
 
 
-@pytest.mark.parametrize("page", [_rel(page) for page in DOCS])
+def _fenced(text: str) -> Iterator[tuple[str, list[str]]]:
+    """(language, lines) of every fenced block of a page, fences paired in order."""
+    language, body = None, []
+    for line in text.splitlines():
+        if line.startswith("```") and language is None:
+            language, body = line[3:].strip(), []
+        elif line.startswith("```"):
+            yield language, body
+            language = None
+        elif language is not None:
+            body.append(line)
+
+
+#: Pages still showing sessions that bench/examples.py does not run (in untagged blocks, each a
+#: hand-copied transcript of a dated run), and why. This may only shrink: record the page's
+#: sessions (bench/docruns/) and drop it here.
+UNRECORDED = {
+    "docs/fleet.md": "staged rollouts over 8 emulated devices (network namespaces, one sshd "
+                     "each) with an injected health-check fault, with the native and the ansible "
+                     "engine: no bench/examples.py session runs a fleet yet",
+}
+
+
+def _prompts(page: str) -> list[str]:
+    return [line for language, lines in _fenced((ROOT / page).read_text())
+            if language in SHELLS for line in lines if line.startswith("$ ")]
+
+
+@pytest.mark.parametrize("page", [_rel(page) for page in DOCS if _rel(page) not in UNRECORDED])
 def test_a_shell_block_shows_no_session(page: str) -> None:
-    """A ```sh block lists commands to type; one with ``$ `` prompts is a session shown without
-    its recorded run, and must be a ```console block (checked above) instead."""
-    prompts = [line for block in SHELL.findall((ROOT / page).read_text())
-               for line in block.splitlines() if line.startswith("$ ")]
+    """A ```sh (or untagged) block lists commands to type; one with ``$ `` prompts is a session
+    shown without its recorded run, and must be a ```console block (checked above) instead."""
+    prompts = _prompts(page)
     assert not prompts, f"{page}: a ```sh block shows a session (make it ```console): {prompts}"
+
+
+@pytest.mark.parametrize("page", sorted(UNRECORDED))
+def test_the_unrecorded_pages_still_need_their_exemption(page: str) -> None:
+    assert _prompts(page), f"{page} shows no unrecorded session now: drop it from UNRECORDED"
+
+
+def test_the_shell_block_check_sees_untagged_blocks() -> None:
+    page = "```console\n$ edge --help\n```\n\n```\n$ edge optimize m.onnx\nchosen: x\n```\n"
+    assert [(lang, lines[0]) for lang, lines in _fenced(page)] == [
+        ("console", "$ edge --help"), ("", "$ edge optimize m.onnx")]
 
 
 def test_every_console_block_is_its_record() -> None:

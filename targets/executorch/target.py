@@ -8,18 +8,16 @@ import contextlib
 import json
 import logging
 import os
-import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
-from edge.core.cache import cache_root
 from edge.core.capabilities import Capabilities
 from edge.core.errors import first_line
 from edge.core.files import no_space_as
+from edge.core.native_log import native_log, stderr_to_log
 from edge.core.values import Dataset, ModelInfo, Origin
 from targets.base import (
     ConversionError,
@@ -163,46 +161,15 @@ def _quiet_loggers() -> Iterator[None]:
             logger.setLevel(level)
 
 
-#: The runtime log starts over past this size.
-LOG_BYTES = 1 << 20
-
-
 def runtime_log() -> Path:
     """Where the runtime's own C++ output goes (XNNPACK's cpuinfo notes on the sysfs files it
     missed): a log to read when something goes wrong, not the terminal."""
-    return cache_root() / "logs" / "executorch.log"
+    return native_log("executorch")
 
 
-#: One redirect of file descriptor 2 at a time in this process (fleet threads load too).
-_REDIRECT = threading.Lock()
-
-
-@contextlib.contextmanager
-def _stderr_to_log() -> Iterator[None]:
-    """File descriptor 2 appended to ``runtime_log()`` (/dev/null when it cannot be written)."""
-    with _REDIRECT:
-        sys.stderr.flush()
-        sink = _open_log(runtime_log())
-        saved = os.dup(2)
-        try:
-            os.dup2(sink, 2)
-            yield
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            os.close(sink)
-
-
-def _open_log(log: Path) -> int:
-    """The log's descriptor for appending (started over past ``LOG_BYTES``; a link is never
-    followed), else /dev/null's."""
-    try:
-        log.parent.mkdir(parents=True, exist_ok=True)
-        big = log.is_file() and log.stat().st_size > LOG_BYTES
-        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_TRUNC if big else os.O_APPEND)
-        return os.open(log, flags, 0o600)
-    except OSError:
-        return os.open(os.devnull, os.O_WRONLY)
+def _stderr_to_log() -> contextlib.AbstractContextManager[None]:
+    """File descriptor 2 appended to ``runtime_log()`` (``edge.core.native_log``)."""
+    return stderr_to_log("executorch")
 
 
 # ---------------------------------------------------------------- cache (atomic, with notes)

@@ -31,6 +31,7 @@ from targets.base import (
     missing_modules,
     workdir_lock,
 )
+from targets.tflite.litert_runner import allocate
 
 __all__ = ["LiteRTRunner", "LiteRTTarget", "op_names", "op_scope", "prepared", "quantize"]
 
@@ -422,7 +423,7 @@ def _load_check(data: bytes) -> None:
     from ai_edge_litert.interpreter import Interpreter
 
     try:
-        Interpreter(model_content=data).allocate_tensors()
+        allocate(Interpreter(model_content=data))
     except Exception as exc:  # LiteRT's RuntimeError: one line
         raise ConversionError(f"LiteRT cannot prepare the quantized model: "
                               f"{first_line(exc)[:200]}") from None
@@ -440,7 +441,7 @@ class LiteRTRunner:
     """Runs a .tflite made from the reference .tflite, by the reference's tensor names."""
 
     def __init__(self, interpreter: Any, model: ModelInfo) -> None:
-        interpreter.allocate_tensors()
+        allocate(interpreter)
         self._interp = interpreter
         ins, outs = signature_names(interpreter)
         self._inputs = _bind([s.name for s in model.inputs], interpreter.get_input_details(), ins)

@@ -21,6 +21,7 @@ from onnx import helper
 
 from edge.core import extras
 from edge.core.errors import UsageError
+from edge.core.native_log import stderr_to_log
 from edge.core.values import ModelInfo, TensorSpec
 
 __all__ = ["Binding", "TFLiteRunner", "by_number", "channels_last", "from_tflite",
@@ -44,6 +45,14 @@ def interpreter(path: Path, threads: int) -> Any:
             raise UsageError(f"running {path.name} needs ai_edge_litert: "
                              f"{extras.hint('tflite')}") from None
     return Interpreter(model_path=str(path), num_threads=threads if threads > 0 else None)
+
+
+def allocate(interp: Any) -> None:
+    """``interp.allocate_tensors()``, where LiteRT makes its default XNNPACK delegate and says
+    so on file descriptor 2 ("INFO: Created TensorFlow Lite XNNPACK delegate for CPU."): that
+    goes to the litert log (``edge.core.native_log``), not the terminal."""
+    with stderr_to_log("litert"):
+        interp.allocate_tensors()
 
 
 # ---------------------------------------------------------------- which inputs keep their layout
@@ -105,7 +114,7 @@ class TFLiteRunner:
 
     def __init__(self, interp: Any, model: ModelInfo, *,
                  kept: Collection[str] | None = None) -> None:
-        interp.allocate_tensors()
+        allocate(interp)
         self._interp = interp
         self._inputs, self._outputs = bindings(
             interp, model, kept_layout(model) if kept is None else kept)
@@ -143,7 +152,7 @@ def bindings(interp: Any, model: ModelInfo,
 def layout_notes(path: Path, model: ModelInfo, kept: Collection[str]) -> tuple[str, ...]:
     """What the artifact's inputs and outputs look like next to the model's: the adapter."""
     interp = interpreter(path, 1)
-    interp.allocate_tensors()
+    allocate(interp)
     ins, outs = bindings(interp, model, kept)
     notes = [_describe(kind, b) for kind, group in (("input", ins), ("output", outs))
              for b in group if b.perm is not None]

@@ -5,6 +5,9 @@ is missing and what to use instead."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -94,3 +97,28 @@ def test_dynamic_int8_of_a_model_with_integer_inputs_is_made(tmp_path: Path) -> 
         target.convert(model, "int8", calib=calib, workdir=workdir)
     message = str(caught.value)
     assert "input 'ids' is int32" in message and "use the int8-dynamic candidate" in message
+
+
+@needs_tflite
+@pytest.mark.slow
+def test_litert_says_nothing_on_the_terminal_its_log_has_it(tmp_path: Path) -> None:
+    """LiteRT's "INFO: Created TensorFlow Lite XNNPACK delegate for CPU." (C++, straight to file
+    descriptor 2, once per process) lands in <cache>/logs/litert.log, not on the terminal; a
+    fresh process, as the message is printed once per process."""
+    model_path = _conv_model(tmp_path / "conv.onnx")
+    model = inspect_model(model_path)
+    calib = Dataset(feeds=({"x": np.zeros((1, 3, 8, 8), np.float32)},))
+    artifact, _ = TFLiteTarget().convert(model, "fp32", calib=calib, workdir=tmp_path / "work")
+    script = ("import sys, numpy as np\n"
+              "from edge.core.model import inspect_model\n"
+              "from targets.tflite import TFLiteTarget\n"
+              "model = inspect_model(sys.argv[1])\n"
+              "runner = TFLiteTarget().load(sys.argv[2], model, threads=1)\n"
+              "print(runner.run({'x': np.ones((1, 3, 8, 8), np.float32)})[0].shape)\n")
+    env = dict(os.environ, EDGE_CACHE_DIR=str(tmp_path / "cache"))
+    done = subprocess.run([sys.executable, "-c", script, str(model_path), str(artifact)],
+                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert done.returncode == 0 and done.stdout.strip() == "(1, 4, 8, 8)", done.stderr
+    assert "XNNPACK" not in done.stderr, done.stderr
+    assert "Created TensorFlow Lite XNNPACK delegate" in \
+        (tmp_path / "cache" / "logs" / "litert.log").read_text()
