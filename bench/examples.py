@@ -5,22 +5,23 @@
                              [--update-docs | --docs-only | --check]
 
 Each session (bench/docruns/: tutorial, data, optimize, inspect, report, deploy, releases,
-rollback, bench, probe, split, profiles, mender, pack, ncnn, executorch, rknn, edgetpu) runs its
-commands with bash in a fresh scratch directory (the tutorial's is /tmp/edge-docs-run, as the page
-says; the command pages' are /tmp/edge-docs/NAME) with its own ``EDGE_LOCAL_DEVICE`` (``device/``
-there) and the tutorial's fresh ``EDGE_CACHE_DIR`` (``/tmp/edge-docs-run/cache``: later sessions
-reuse its conversions), this checkout's ``.venv/bin`` first on PATH, stdout and stderr merged as a
-terminal shows them, the shell's directory, exported variables and ``$?`` carried from one command
-to the next. The SSH examples of deploy.md and devices-probe.md run against the test sshd of
-tests/support/sshd.py (root only). Every command's output, exit status and wall time go into the
-JSON with the git sha and the machine ("provenance"). ``--update-docs`` then rewrites the pages'
-console blocks from it (each trimmed as the page trims it, ``...`` marking cut lines).
-tests/test_doc_figures.py checks that every command and output line shown in a console block of
-docs/ is in the JSON; ``--check`` (run by tests/test_doc_figures.py, in seconds: nothing runs)
-that every session is recorded with its current commands and every console block it shows is
-exactly what the record gives (exit 1 naming each stale block). ``--only`` reruns some sessions
-and keeps the others' records. Takes about 15 minutes (the first onnx2tf conversions dominate).
-"""
+rollback, bench, probe, split, profiles, fleet, mender, pack, ncnn, executorch, rknn, edgetpu)
+runs its commands with bash in a fresh scratch directory (the tutorial's is /tmp/edge-docs-run, as
+the page says; the command pages' are /tmp/edge-docs/NAME) with its own ``EDGE_LOCAL_DEVICE``
+(``device/`` there) and the tutorial's fresh ``EDGE_CACHE_DIR`` (``/tmp/edge-docs-run/cache``:
+later sessions reuse its conversions), this checkout's ``.venv/bin`` first on PATH, stdout and
+stderr merged as a terminal shows them, the shell's directory, exported variables and ``$?``
+carried from one command to the next. The SSH examples of deploy.md and devices-probe.md run
+against the test sshd of tests/support/sshd.py (root only), fleet.md's against 8 emulated devices
+(tests/support/fleet_devices.py: network namespaces, one sshd each; root only). Every command's
+output, exit status and wall time go into the JSON with the git sha and the machine
+("provenance"). ``--update-docs`` then rewrites the pages' console blocks from it (each trimmed as
+the page trims it, ``...`` marking cut lines). tests/test_doc_figures.py checks that every command
+and output line shown in a console block of docs/ is in the JSON; ``--check`` (run by
+tests/test_doc_figures.py, in seconds: nothing runs) that every session is recorded with its
+current commands and every console block it shows is exactly what the record gives (exit 1 naming
+each stale block). ``--only`` reruns some sessions and keeps the others' records. Takes about 15
+minutes (the first onnx2tf conversions dominate). """
 
 from __future__ import annotations
 
@@ -31,7 +32,18 @@ from pathlib import Path
 from typing import Any
 
 import provenance
-from docruns import accelerators, devices, mender, models, packs, pages, profiles, split, tutorial
+from docruns import (
+    accelerators,
+    devices,
+    fleet,
+    mender,
+    models,
+    packs,
+    pages,
+    profiles,
+    split,
+    tutorial,
+)
 from docruns.shell import run_session
 from docruns.steps import Session
 
@@ -40,7 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SESSIONS: dict[str, Session] = {s.name: s for s in (
     tutorial.TUTORIAL, tutorial.DATA, models.OPTIMIZE, models.INSPECT, models.REPORT,
     devices.DEPLOY, devices.RELEASES, devices.ROLLBACK, devices.BENCH, devices.PROBE,
-    split.SESSION, profiles.SESSION, mender.SESSION, packs.PACK, accelerators.NCNN,
+    split.SESSION, profiles.SESSION, fleet.SESSION, mender.SESSION, packs.PACK, accelerators.NCNN,
     accelerators.EXECUTORCH, accelerators.RKNN, accelerators.EDGETPU)}
 
 

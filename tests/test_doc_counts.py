@@ -57,3 +57,35 @@ def test_the_tutorials_rejected_count_is_its_recorded_table() -> None:
                 if re.match(r"\S*int8\S*\s+rejected\b", line)]
     word = _number(re.search(r"converted\.\) (\w+) int8 candidates? lost", text), text)
     assert WORDS[word.lower()] == len(rejected)
+
+
+def _prose(page: Path) -> str:
+    """A page's text outside its fenced blocks, whitespace folded."""
+    kept, fenced = [], False
+    for line in page.read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced:
+            kept.append(line)
+    return " ".join(" ".join(kept).split())
+
+
+#: "N profiles" / "N devices" (digits or words) with "catalog" shortly before: a count of the
+#: catalog, wherever a page states one.
+CATALOG_COUNT = re.compile(r"catalog\b[^.|]{0,40}?\b(\d+|" + "|".join(WORDS) +
+                           r") (?:device )?(?:profiles|devices)\b", re.I)
+
+
+def test_every_page_that_counts_the_catalog_counts_what_ships() -> None:
+    pages = [ROOT / "README.md", *sorted(ROOT.glob("docs/**/*.md"))]
+    found = {str(page.relative_to(ROOT)): match.group(1) for page in pages
+             for match in CATALOG_COUNT.finditer(_prose(page))}
+    assert "README.md" in found, "the README no longer counts the catalog; update this test"
+    wrong = {page: count for page, count in found.items()
+             if int(WORDS.get(count.lower(), 0) or count) != len(catalog_ids())}
+    assert not wrong, f"catalog counts that are not the {len(catalog_ids())} profiles: {wrong}"
+
+
+def test_the_catalog_count_check_finds_a_wrong_count() -> None:
+    text = "the device catalog (12 profiles) and its schema; a catalog of nine devices"
+    assert [m.group(1) for m in CATALOG_COUNT.finditer(text)] == ["12", "nine"]

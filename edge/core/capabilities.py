@@ -67,6 +67,9 @@ class Capabilities:
     #: itself when there is one (``targets.base.OriginTarget.for_origin``); it converts the
     #: reference ONNX otherwise
     origin_formats: tuple[str, ...] = ()
+    #: ONNX operators its int8-dynamic quantizes; a model with none of them gets no
+    #: int8-dynamic candidate (() = any model)
+    dynamic_ops: tuple[str, ...] = ()
 
     def runs_on(self, arch: str) -> bool:
         """Whether its runtime runs on a device of this architecture."""

@@ -204,7 +204,7 @@ def _judge(profile: Profile, model: ModelInfo, cand: Candidate, caps: Capabiliti
     need = caps.isa_need(cand.precision)
     reason = (_missing(missing) or _precision(profile, cand, need)
               or _unverifiable(cand, need, host_isa) or _requantized(model, cand)
-              or _budget(profile, model, cand))
+              or _nothing_dynamic(model, cand, caps) or _budget(profile, model, cand))
     if reason:
         return Planned(candidate=cand, keep=False, reason=reason)
     return Planned(candidate=cand, keep=True, reason=_why_keep(profile, cand))
@@ -236,6 +236,16 @@ def _requantized(model: ModelInfo, cand: Candidate) -> str | None:
         return None
     return (f"the model is already quantized ({model.precision}): quantizing it again would "
             "stack a second rounding on the first; the original competes as it is")
+
+
+def _nothing_dynamic(model: ModelInfo, cand: Candidate, caps: Capabilities) -> str | None:
+    """A runtime whose int8-dynamic quantizes only some operators, for a model without them."""
+    if cand.precision != "int8-dynamic" or not caps.dynamic_ops:
+        return None
+    if any(model.ops.get(op, 0) for op in caps.dynamic_ops):
+        return None
+    return (f"the model has no {' or '.join(caps.dynamic_ops)}: {caps.runtime}'s int8-dynamic "
+            "quantizes only those")
 
 
 #: Instruction sets, in the profiles' vocabulary, of a CPU with fp16 arithmetic.

@@ -1,9 +1,10 @@
-"""OpenVINO: everything about it in one folder. ``target`` converts the reference ONNX to IR
-(fp32, fp16, bf16; int8 with NNCF) and loads it on this host; ``accel`` makes the NPU and GPU
-targets (the same IR, named for its device, with a companion JSON); ``agent`` loads an IR on
-the device, on the CPU in the precision it records or on the NPU / GPU its JSON names (and
-reads its ``perf`` counters); ``profiling`` and ``layers`` time each node; its label and colour
-are declared below (``RUNTIME``). Provisioning does not install it (no pinned wheel set yet)."""
+"""OpenVINO: everything about it in one folder. ``target`` converts the reference ONNX to IR (fp32,
+fp16, bf16; int8 and int8-dynamic with NNCF, ``quantize``) and loads it on this host; ``accel``
+makes the NPU and GPU targets (the same IR, named for its device, with a companion JSON);
+``agent`` loads an IR on the device, on the CPU in the precision it records or on the NPU / GPU
+its JSON names (and reads its ``perf`` counters); ``profiling`` and ``layers`` time each node; its
+label and colour are declared below (``RUNTIME``). Provisioning does not install it (no pinned
+wheel set yet)."""
 
 from targets.base import Runtime
 from targets.openvino.target import (

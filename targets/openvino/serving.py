@@ -19,7 +19,7 @@ CONFIG = "serving/ovms/config.json"
 MODEL_DIR = "serving/ovms/models/model/1"
 #: precision -> the INFERENCE_PRECISION_HINT the IR is verified with (fp32's ops are also
 #: marked precise in the IR itself).
-HINTS = {"fp32": "f32", "fp16": "f32", "int8": "f32", "bf16": "bf16"}
+HINTS = {"fp32": "f32", "fp16": "f32", "int8": "f32", "int8-dynamic": "f32", "bf16": "bf16"}
 
 
 def ovms_config(precision: str) -> dict[str, object]:

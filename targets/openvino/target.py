@@ -1,28 +1,24 @@
-"""OpenVINO: IR artifacts (.xml + .bin) at fp32, fp16 weights, bf16 compute, or NNCF
-post-training int8."""
+"""OpenVINO: IR artifacts (.xml + .bin) at fp32, fp16 weights, bf16 compute, NNCF
+post-training int8, or int8 weights whose matrix products the CPU plugin quantizes at run time
+(int8-dynamic)."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import io
 import json
-import logging
 import os
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
-import onnx
 
 from edge.core.capabilities import Capabilities, IsaNeed
 from edge.core.errors import first_line
 from edge.core.files import free_bytes, no_space, no_space_as
-from edge.core.model import layer_owner, node_bases
 from edge.core.values import Dataset, ModelInfo
 from targets.base import (
     ConversionError,
@@ -33,6 +29,12 @@ from targets.base import (
 )
 from targets.openvino.agent import OPENVINO_COMPUTES
 from targets.openvino.nodes import node_outputs
+from targets.openvino.quantize import (
+    MATRIX_OPS,
+    compress,
+    is_transformer_like,
+    quantize,
+)
 from targets.openvino.serving import CONFIG, serving_files
 
 DEFAULT_SETTINGS = ConvertSettings()
@@ -42,7 +44,8 @@ __all__ = ["BF16", "BF16_ISA", "COMPUTES", "OpenVINORunner", "OpenVINOTarget",
 
 #: precision -> IR file; its weights sit beside it with the same stem and a .bin suffix.
 FILES: dict[str, str] = {"fp32": "model_fp32.xml", "fp16": "model_fp16.xml",
-                         "bf16": "model_bf16.xml", "int8": "model_int8.xml"}
+                         "bf16": "model_bf16.xml", "int8": "model_int8.xml",
+                         "int8-dynamic": "model_int8_dynamic.xml"}
 WEIGHTS = ".bin"
 RECORD = ".json"  # conversion record (source sha256, notes), written before the .xml
 HINTS = ("f32", "bf16", "f16")  # INFERENCE_PRECISION_HINT values load_with_hint accepts
@@ -53,6 +56,10 @@ COMPUTES = OPENVINO_COMPUTES
 BF16_ISA = frozenset({"avx512_bf16", "amx_bf16"})
 BF16 = IsaNeed(arch="x86_64", isa=BF16_ISA, names="AVX512-BF16 or AMX",
                computed_by="OpenVINO's CPU plugin")
+#: The x86 instructions the CPU plugin's dynamic quantization of matrix products runs on
+#: (u8 x s8 dot products; not built for ARM CPUs).
+DYNAMIC = IsaNeed(arch="x86_64", isa=frozenset({"avx2", "avx_vnni", "avx512_vnni", "amx_int8"}),
+                  names="AVX2, AVX-VNNI, AVX512-VNNI or AMX", computed_by="OpenVINO's CPU plugin")
 _DEPENDENCIES = ("openvino", "nncf")
 #: How an op is marked in an IR to compute in its own precision (OpenVINO's
 #: DisableFP16Compression, read back as the rt_info key PRECISE_KEY): no bf16 on AMX/AVX512-BF16
@@ -73,12 +80,14 @@ class OpenVINOTarget:
 
     name: ClassVar[str] = "openvino"
     caps: ClassVar[Capabilities] = Capabilities(
-        runtime="openvino", precisions=("fp32", "fp16", "bf16", "int8"), suffix=".xml",
+        runtime="openvino", precisions=("fp32", "fp16", "bf16", "int8", "int8-dynamic"),
+        suffix=".xml",
         companions=(WEIGHTS,),  # the IR's weights travel with its .xml
         keeps_float=True, layer_plan="layers", archs=("x86_64", "aarch64"), modules=_DEPENDENCIES,
         extra="openvino", converters=("openvino", "nncf", "onnx"),
         recipe=2,  # 2: the fp32 IR's ops are marked precise
-        formats=("openvino",), needs_isa=(("bf16", BF16),), node_outputs=True,
+        formats=("openvino",), needs_isa=(("bf16", BF16), ("int8-dynamic", DYNAMIC)),
+        node_outputs=True, dynamic_ops=MATRIX_OPS,
         serving=True)
 
     def missing(self) -> str | None:
@@ -201,7 +210,9 @@ def _convert(model: ModelInfo, precision: str, calib: Dataset, settings: Convert
     start = time.perf_counter()
     ov_model, made_from = _read_for(precision, model, out)
     if precision == "int8":
-        ov_model, notes = _quantize(ov_model, model, calib, settings, out.with_suffix(".log"))
+        ov_model, notes = quantize(ov_model, model, calib, settings, out.with_suffix(".log"))
+    elif precision == "int8-dynamic":
+        ov_model, notes = compress(ov_model, model, settings, out.with_suffix(".log"))
     else:
         notes = _float_notes(precision)
     notes += (f"{made_from} in {time.perf_counter() - start:.1f} s "
@@ -288,6 +299,9 @@ LOAD_LINES: dict[str, str] = {
     "int8": "load: core.compile_model('{xml}', 'CPU', {{'INFERENCE_PRECISION_HINT': 'f32'}}) "
             "as verified (a plain load computes the float ops in bf16 on AVX512-BF16/AMX CPUs, "
             "f16 on ARM CPUs)",
+    "int8-dynamic": "load: core.compile_model('{xml}', 'CPU') as verified on this host; the IR "
+                    "records DYNAMIC_QUANTIZATION_GROUP_SIZE, which every compile reads "
+                    "(0 there turns the run-time quantization off)",
 }
 
 
@@ -341,197 +355,6 @@ def _save(ov_model: Any, out: Path, *, compress_to_fp16: bool, precise: bool,
     finally:
         for src, _ in parts:
             src.unlink(missing_ok=True)
-
-
-# ---------------------------------------------------------------- int8 (NNCF)
-
-
-def is_transformer_like(ops: dict[str, int]) -> bool:
-    """MatMul-heavy (at least 4, more than Conv) with Softmax or LayerNormalization."""
-    matmuls = ops.get("MatMul", 0) + ops.get("Gemm", 0)
-    attention = ops.get("Softmax", 0) + ops.get("LayerNormalization", 0)
-    return attention > 0 and matmuls >= 4 and matmuls > ops.get("Conv", 0)
-
-
-def _quantize(ov_model: Any, model: ModelInfo, calib: Dataset, settings: ConvertSettings,
-              log: Path) -> tuple[Any, tuple[str, ...]]:
-    """NNCF post-training static int8, settings chosen by model type; returns (model, notes)."""
-    import nncf
-
-    if not len(calib):
-        raise ConversionError("int8 needs calibration samples; none were given")
-    names, float_notes = _keep_float(ov_model, model, settings.keep_float)
-    kwargs, notes = _nncf_options(model, settings)
-    dataset = nncf.Dataset([{k: np.asarray(v) for k, v in f.items()} for f in calib.feeds])
-    try:
-        with _quiet(log):
-            quantized = nncf.quantize(ov_model, dataset, subset_size=len(calib),
-                                      ignored_scope=nncf.IgnoredScope(
-                                          names=names, types=ov_types(settings.float_ops),
-                                          validate=False),
-                                      **kwargs)
-    except Exception as exc:  # NNCF raises many types; report one line
-        raise ConversionError(f"NNCF int8 quantization failed: {first_line(exc)} "
-                              f"(log: {log})") from None
-    if settings.float_ops:
-        float_notes += (f"kept float by type: {', '.join(ov_types(settings.float_ops))}",)
-    return quantized, (*notes, f"{len(calib)} calibration samples", *float_notes)
-
-
-#: The OpenVINO operator types convert_model makes of an ONNX operator (NNCF ignores by these).
-OV_TYPES = {"Abs": ("Abs",), "Add": ("Add",), "Concat": ("Concat",), "Div": ("Divide",),
-            "Erf": ("Erf",), "Exp": ("Exp",), "InstanceNormalization": ("MVN",),
-            "LayerNormalization": ("MVN",), "Log": ("Log",), "Max": ("Maximum",),
-            "Min": ("Minimum",), "Mul": ("Multiply",), "Neg": ("Negative",), "Pow": ("Power",),
-            "Reciprocal": ("Power", "Divide"), "ReduceL2": ("ReduceL2",),
-            "ReduceMax": ("ReduceMax",), "ReduceMean": ("ReduceMean",),
-            "ReduceMin": ("ReduceMin",), "ReduceSum": ("ReduceSum",),
-            "ReduceSumSquare": ("ReduceSum", "Multiply"), "Softmax": ("SoftMax", "Softmax"),
-            "Sqrt": ("Sqrt",), "Sub": ("Subtract",), "Tanh": ("Tanh",)}
-
-
-def ov_types(onnx_ops: Sequence[str]) -> list[str]:
-    """The OpenVINO operator types made of ``onnx_ops`` (an unknown one by its own name)."""
-    return sorted({t for op in onnx_ops for t in OV_TYPES.get(op, (op,))})
-
-
-def _nncf_options(model: ModelInfo, settings: ConvertSettings) -> tuple[dict[str, Any],
-                                                                        tuple[str, ...]]:
-    """nncf.quantize keyword arguments for this model and the notes that describe them."""
-    import nncf
-    from nncf.quantization.advanced_parameters import (
-        AdvancedQuantizationParameters,
-        AdvancedSmoothQuantParameters,
-    )
-
-    estimator, how = _range_estimator(settings.calibration)
-    if is_transformer_like(model.ops):
-        advanced = AdvancedQuantizationParameters(
-            activations_range_estimator_params=estimator,
-            smooth_quant_alphas=AdvancedSmoothQuantParameters(convolution=-1, matmul=-1))
-        kwargs = {"model_type": nncf.ModelType.TRANSFORMER,
-                  "preset": nncf.QuantizationPreset.MIXED, "advanced_parameters": advanced}
-        kind = ("transformer-like model: NNCF model_type TRANSFORMER, preset MIXED "
-                "(asymmetric activations), SmoothQuant off (it lost accuracy)")
-    else:
-        kwargs = {"preset": nncf.QuantizationPreset.PERFORMANCE,
-                  "advanced_parameters": AdvancedQuantizationParameters(
-                      activations_range_estimator_params=estimator)}
-        kind = "CNN settings: NNCF preset PERFORMANCE (symmetric int8 activations)"
-    return kwargs, (f"NNCF {version('nncf')} post-training static int8: weights int8 per "
-                    f"channel, activations int8 per tensor", kind, how, "fast bias correction")
-
-
-def _range_estimator(calibration: str) -> tuple[Any, str]:
-    """NNCF's activation range estimator for edge's calibration method, and a note."""
-    from nncf.quantization.range_estimator import RangeEstimatorParametersSet as Sets
-
-    choices = {
-        "minmax": (Sets.MINMAX, "calibration minmax: NNCF MINMAX (global min/max)"),
-        "percentile": (Sets.MEAN_QUANTILE, "calibration percentile: NNCF MEAN_QUANTILE "
-                                           "(mean of 0.01%/99.99% quantiles)"),
-        "entropy": (Sets.HISTOGRAM, "calibration entropy: NNCF HISTOGRAM (range minimizing "
-                                    "quantization error on a histogram)"),
-    }
-    if calibration not in choices:
-        raise ConversionError(f"unknown calibration '{calibration}': choose one of "
-                              f"{', '.join(choices)}")
-    return choices[calibration]
-
-
-def _keep_float(ov_model: Any, model: ModelInfo,
-                keep: Sequence[str]) -> tuple[list[str], tuple[str, ...]]:
-    """OpenVINO op names made from the ``keep`` ONNX nodes, and notes saying what was kept."""
-    if not keep:
-        return [], ()
-    proto = _onnx_graph(model)
-    bases, after = node_bases(proto), _single_consumers(proto)
-    owners = _ov_owners(ov_model, set(bases.values()))
-    names: list[str] = []
-    kept: list[str] = []
-    for wanted in keep:
-        ops = _ops_of(wanted, bases, after, owners)
-        names += ops
-        kept += [f"{wanted} (OpenVINO ops {', '.join(ops)})"] if ops else []
-    notes: tuple[str, ...] = (f"kept in float: {'; '.join(kept)}",) if kept else ()
-    unknown = [k for k in keep if k not in bases]
-    if unknown:
-        notes += (f"keep_float names not in the model, ignored: {', '.join(unknown)}",)
-    return names, notes
-
-
-#: ONNX nodes followed downstream to find the ops a node was fused into (Conv -> BatchNorm).
-FUSED_HOPS = 3
-
-
-def _ops_of(wanted: str, bases: dict[str, str], after: dict[str, str],
-            owners: dict[str, str]) -> list[str]:
-    """The OpenVINO ops of ONNX node ``wanted``; a node the importer fused into the next one
-    (a Conv whose BatchNormalization was folded in) has none of its own: those of the node it
-    was fused into, its single consumer."""
-    node = wanted
-    for _ in range(FUSED_HOPS + 1):
-        ops = sorted(n for n, base in owners.items() if base == bases.get(node))
-        if ops or node not in after:
-            return ops
-        node = after[node]
-    return []
-
-
-def _onnx_graph(model: ModelInfo) -> onnx.ModelProto:
-    """The reference ONNX model, for the names convert_model gives its ops: a node's ops are
-    named after the node (its first output when unnamed), e.g. Conv '/0/Conv' becomes
-    Convolution '/0/Conv/WithoutBiases' and Add '/0/Conv'."""
-    try:
-        return onnx.load(model.path, load_external_data=False)
-    except Exception as exc:  # onnx raises several types for a bad file
-        raise ConversionError(f"cannot read node names for keep_float: {first_line(exc)}") from None
-
-
-def _single_consumers(proto: onnx.ModelProto) -> dict[str, str]:
-    """ONNX node name -> the one node reading its outputs (nodes with one consumer only)."""
-    readers: dict[str, list[str]] = {}
-    for node in proto.graph.node:
-        for tensor in node.input:
-            readers.setdefault(tensor, []).append(node.name)
-    found: dict[str, str] = {}
-    for node in proto.graph.node:
-        users = {u for out in node.output for u in readers.get(out, [])}
-        if node.name and len(users) == 1 and (user := next(iter(users))):
-            found[node.name] = user
-    return found
-
-
-def _ov_owners(ov_model: Any, bases: set[str]) -> dict[str, str]:
-    """OpenVINO op name -> the longest ONNX base it equals or extends with '/...'; an op the
-    importer made and named itself (``Multiply_11074``: a Convolution with its BatchNormalization
-    folded in) belongs to the node its single consumer belongs to."""
-    ops = [op for op in ov_model.get_ordered_ops()
-           if op.get_type_name() not in ("Constant", "Parameter", "Result")]
-    owners = {name: base for op in ops
-              if (base := layer_owner(name := op.get_friendly_name(), bases)) is not None}
-    for op in reversed(ops):
-        users = {t.get_node().get_friendly_name() for out in op.outputs()
-                 for t in out.get_target_inputs()}
-        name = op.get_friendly_name()
-        if name not in owners and len(users) == 1 and (user := next(iter(users))) in owners:
-            owners[name] = owners[user]
-    return owners
-
-
-@contextlib.contextmanager
-def _quiet(log: Path) -> Iterator[None]:
-    """Send NNCF's progress bars and log records to ``log`` instead of the terminal."""
-    logger = logging.getLogger("nncf")
-    saved = logger.handlers[:], logger.propagate
-    with open(log, "w") as handle, contextlib.redirect_stdout(io.StringIO()) as bars:
-        logger.handlers = [logging.StreamHandler(handle)]
-        logger.propagate = False
-        try:
-            yield
-        finally:
-            logger.handlers, logger.propagate = saved
-            handle.write(bars.getvalue())
 
 
 # ---------------------------------------------------------------- runtime

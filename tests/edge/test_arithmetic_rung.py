@@ -18,7 +18,7 @@ from onnx import TensorProto, helper
 from edge.core.values import Candidate
 from edge.flows.recover import ARITHMETIC
 from targets.onnxruntime.target import by_type
-from targets.openvino.target import OV_TYPES, ov_types
+from targets.openvino.quantize import OV_TYPES, ov_types
 from tests.support import zoo
 from tests.support.cli import run_cli
 from tests.support.zoo_check import artifact_model, fidelity

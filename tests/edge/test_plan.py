@@ -8,7 +8,7 @@ from edge.core.capabilities import Capabilities
 from edge.core.plan import Planned, make_plan
 from edge.core.profile import load_profile
 from edge.core.values import ModelInfo, TensorSpec
-from targets.openvino import BF16
+from targets.openvino import BF16, OpenVINOTarget
 
 #: The file formats each runtime declares it runs as they are (its target's caps.formats).
 _FORMATS = {"tflite": ("tflite",), "onnxruntime": ("onnx",), "openvino": ("openvino",)}
@@ -175,3 +175,27 @@ def test_a_target_with_a_layer_plan_gets_a_mixed_twin_of_its_int8() -> None:
     fp32_only = dict(targets, openvino=(replace(planned, precisions=("fp32",)), None))
     plan = make_plan(load_profile("x86-64"), _model(1000), fp32_only)
     assert "openvino-int8-mixed" not in {p.candidate.id for p in plan}
+
+
+def test_openvino_int8_dynamic_only_for_matrix_products_on_x86(tmp_path: Path) -> None:
+    """OpenVINO's int8-dynamic quantizes matrix products only, on x86 CPUs (its CPU plugin's
+    run-time quantization): a model without MatMul/Gemm, or an ARM device, gets it skipped
+    with the reason."""
+    caps = OpenVINOTarget.caps
+    targets = {"openvino": (caps, None)}
+    spec = TensorSpec(name="x", shape=(1, 3), dtype="float32")
+
+    def dynamic(profile: str, ops: dict[str, int]) -> Planned:
+        model = ModelInfo(path="m", sha256="0", size_bytes=1, opset=17, inputs=(spec,),
+                          outputs=(spec,), params=1000, macs=0, ops=ops)
+        plan = make_plan(load_profile(profile), model, targets)
+        return next(p for p in plan if p.candidate.id == "openvino-int8-dynamic")
+
+    assert dynamic("x86-64", {"MatMul": 12, "Softmax": 2}).keep
+    assert dynamic("x86-64", {"Gemm": 1, "Conv": 3}).keep
+    convs = dynamic("x86-64", {"Conv": 8, "Relu": 8})
+    assert not convs.keep and "no MatMul or Gemm" in convs.reason
+    arm = tmp_path / "arm.yaml"
+    arm.write_text("extends: rpi5\nid: arm-ov\nruntimes: [openvino]\n")
+    on_arm = dynamic(str(arm), {"MatMul": 12})
+    assert not on_arm.keep and "AVX2, AVX-VNNI, AVX512-VNNI or AMX" in on_arm.reason

@@ -13,7 +13,7 @@ from edge.core.data import load_dataset
 from edge.core.model import inspect_model
 from edge.core.values import Dataset, ModelInfo
 from targets.base import ConversionError, ConvertSettings
-from targets.openvino import OpenVINOTarget, is_transformer_like, load_with_hint
+from targets.openvino import OpenVINOTarget, is_transformer_like, load_with_hint, quantize
 from targets.openvino import target as openvino
 from tests.support.digits import DigitsModel
 
@@ -335,12 +335,12 @@ def _info(ops: dict[str, int]) -> ModelInfo:
 def test_nncf_settings_by_model_type() -> None:
     import nncf
 
-    kwargs, _ = openvino._nncf_options(_info({"MatMul": 8, "Softmax": 2}), ConvertSettings())
+    kwargs, _ = quantize.nncf_options(_info({"MatMul": 8, "Softmax": 2}), ConvertSettings())
     alphas = kwargs["advanced_parameters"].smooth_quant_alphas
     assert kwargs["model_type"] == nncf.ModelType.TRANSFORMER
     assert kwargs["preset"] == nncf.QuantizationPreset.MIXED
     assert alphas.convolution < 0 and alphas.matmul < 0  # SmoothQuant off
-    kwargs, _ = openvino._nncf_options(_info({"Conv": 5, "Gemm": 1}), ConvertSettings())
+    kwargs, _ = quantize.nncf_options(_info({"Conv": 5, "Gemm": 1}), ConvertSettings())
     assert "model_type" not in kwargs
     assert kwargs["preset"] == nncf.QuantizationPreset.PERFORMANCE
 
@@ -351,7 +351,7 @@ def test_calibration_maps_to_nncf_range_estimators() -> None:
     expected = {"minmax": Sets.MINMAX, "percentile": Sets.MEAN_QUANTILE,
                 "entropy": Sets.HISTOGRAM}
     for method, estimator in expected.items():
-        kwargs, notes = openvino._nncf_options(_info({"Conv": 1}),
+        kwargs, notes = quantize.nncf_options(_info({"Conv": 1}),
                                                ConvertSettings(calibration=method))  # type: ignore[arg-type]
         assert kwargs["advanced_parameters"].activations_range_estimator_params == estimator
         assert any(n.startswith(f"calibration {method}") for n in notes)
