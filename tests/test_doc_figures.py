@@ -242,17 +242,28 @@ def test_a_console_session_shows_recorded_output(page: str, index: int, command:
 SHELLS = ("sh", "bash", "shell", "")
 
 
+#: A fence (CommonMark): up to any indentation (a list item's), 3 or more backticks or tildes,
+#: then the info string, whose first word is the language.
+FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([^\s`]*)")
+
+
 def _fenced(text: str) -> Iterator[tuple[str, list[str]]]:
-    """(language, lines) of every fenced block of a page, fences paired in order."""
-    language, body = None, []
+    """(language, lines) of every fenced block of a page: a block closes at a fence of its own
+    character, at least as long, with no info string; its lines lose the fence's indentation;
+    one left open runs to the end of the page."""
+    opener, language, body = "", None, []
     for line in text.splitlines():
-        if line.startswith("```") and language is None:
-            language, body = line[3:].strip(), []
-        elif line.startswith("```"):
-            yield language, body
+        fence = FENCE.match(line)
+        if language is None and fence:
+            indent, opener, language, body = fence.group(1), fence.group(2), fence.group(3), []
+        elif language is not None and fence and fence.group(2)[0] == opener[0] \
+                and len(fence.group(2)) >= len(opener) and not line.strip().strip(opener[0]):
+            yield language.lower(), body
             language = None
         elif language is not None:
-            body.append(line)
+            body.append(line[len(indent):] if line.startswith(indent) else line.lstrip())
+    if language is not None:
+        yield language.lower(), body
 
 
 #: Pages still showing sessions that bench/examples.py does not run (in untagged blocks, each a
@@ -280,9 +291,12 @@ def test_the_unrecorded_pages_still_need_their_exemption() -> None:
 
 
 def test_the_shell_block_check_sees_untagged_blocks() -> None:
-    page = "```console\n$ edge --help\n```\n\n```\n$ edge optimize m.onnx\nchosen: x\n```\n"
+    page = ("```console\n$ edge --help\n```\n\n```\n$ edge optimize m.onnx\nchosen: x\n```\n"
+            "1. a step\n\n   ```sh\n   $ edge deploy b --host h\n   ```\n"
+            "````md\n```console\n$ inner\n```\n````\n~~~Bash title=x\n$ tilde\n~~~\n")
     assert [(lang, lines[0]) for lang, lines in _fenced(page)] == [
-        ("console", "$ edge --help"), ("", "$ edge optimize m.onnx")]
+        ("console", "$ edge --help"), ("", "$ edge optimize m.onnx"),
+        ("sh", "$ edge deploy b --host h"), ("md", "```console"), ("bash", "$ tilde")]
 
 
 def test_every_console_block_is_its_record() -> None:

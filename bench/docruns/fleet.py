@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import shutil
 import sys
-import tempfile
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -67,7 +66,8 @@ def emulated_fleet(work: Path) -> Iterator[dict[str, str]]:
 
 def _ansible_env(work: Path) -> str:
     """``export`` of ansible-playbook's settings: the collection, ssh with the known hosts."""
-    control = tempfile.mkdtemp(prefix="eacp", dir="/tmp")  # a socket path <= 108
+    control = work / "cp"  # ssh's control sockets: a path well under 108 bytes
+    control.mkdir()
     ssh = (f"-o ControlMaster=auto -o ControlPersist=120s -o UserKnownHostsFile="
            f"{work / 'known_hosts'} -o StrictHostKeyChecking=yes")
     return (f"export ANSIBLE_COLLECTIONS_PATH={work / 'collections'} ANSIBLE_PIPELINING=True "

@@ -33,7 +33,12 @@ def stderr_to_log(name: str) -> Iterator[None]:
     with _REDIRECT:
         sys.stderr.flush()
         sink = _open_log(native_log(name))
-        saved = os.dup(2)
+        try:
+            saved = os.dup(2)
+        except OSError:  # no file descriptor 2 to redirect: run the block as it is
+            os.close(sink)
+            yield
+            return
         try:
             os.dup2(sink, 2)
             yield

@@ -98,7 +98,8 @@ def recover(
     except Exception as exc:  # recovery is best effort: a failed ranking is no recovery
         log.warning("cannot rank %s nodes for recovery: %s", model.path, exc)
         return None
-    names = [name for name, _ in ranking if name not in base.keep_float]
+    names = _quantized_by(target, model, precision,
+                          [name for name, _ in ranking if name not in base.keep_float])
     cap = min(len(names), max(1, math.ceil(max_fraction * len(ranking))))
     naive_sha = sha256_file(naive)
     for size in attempt_sizes(cap):
@@ -145,6 +146,18 @@ def _arithmetic_float(
     file, notes, fidelity, _ = tried
     return Recovery(file, (*notes, _arithmetic_note(nodes)), fidelity, base.keep_float,
                     settings.float_ops)
+
+
+def _quantized_by(target: Target, model: ModelInfo, precision: str,
+                  names: list[str]) -> list[str]:
+    """``names`` (ranked) that ``precision`` of ``target`` quantizes: for an int8-dynamic that
+    quantizes only some operators (``caps.dynamic_ops``), the nodes of those."""
+    ops = target.caps.dynamic_ops if precision == "int8-dynamic" else ()
+    if not ops:
+        return names
+    proto = name_nodes(onnx.load(model.path, load_external_data=False))
+    kept = {node_name(n) for n in proto.graph.node if n.op_type in ops}
+    return [name for name in names if name in kept]
 
 
 def arithmetic_nodes(model: ModelInfo) -> list[onnx.NodeProto]:

@@ -141,6 +141,11 @@ def openvino_compiled(core, ir, threads, **extra):
     return compiled
 
 
+#: Where an int8-dynamic IR records its run-time quantization (a runtime option every compile
+#: reads): the group size of its activations' scales.
+DYNAMIC_OPTION = ["runtime_options", "DYNAMIC_QUANTIZATION_GROUP_SIZE"]
+
+
 def load(path, threads):
     """An OpenVINO compiled model on random inputs: on the CPU computing in the IR's precision,
     or on the accelerator its companion JSON names."""

@@ -19,6 +19,7 @@ from edge.core.errors import first_line
 from edge.core.model import layer_owner, node_bases
 from edge.core.values import Dataset, ModelInfo
 from targets.base import ConversionError, ConvertSettings
+from targets.openvino.agent import DYNAMIC_OPTION
 
 __all__ = ["DYNAMIC_KEY", "GROUP_SIZE", "MATRIX_OPS", "OV_TYPES", "compress",
            "is_transformer_like", "nncf_options", "ov_types", "quantize"]
@@ -28,6 +29,10 @@ __all__ = ["DYNAMIC_KEY", "GROUP_SIZE", "MATRIX_OPS", "OV_TYPES", "compress",
 GROUP_SIZE = 64
 #: ONNX operators whose constant weights int8-dynamic compresses and computes in int8.
 MATRIX_OPS = ("MatMul", "Gemm")
+#: OpenVINO operators whose weights NNCF would also compress, which the CPU plugin only
+#: decompresses back to float (no int8 compute there: rounding for nothing).
+NOT_DYNAMIC = ("Convolution", "GroupConvolution", "ConvolutionBackpropData",
+               "GroupConvolutionBackpropData", "Gather")
 
 
 def is_transformer_like(ops: dict[str, int]) -> bool:
@@ -77,11 +82,17 @@ def compress(ov_model: Any, model: ModelInfo, settings: ConvertSettings,
         with _quiet(log):
             compressed = nncf.compress_weights(
                 ov_model, mode=nncf.CompressWeightsMode.INT8_ASYM,
-                ignored_scope=nncf.IgnoredScope(names=names, validate=False))
+                ignored_scope=nncf.IgnoredScope(names=names, types=list(NOT_DYNAMIC),
+                                                validate=False))
     except Exception as exc:  # NNCF raises many types; report one line
         raise ConversionError(f"NNCF int8 weight compression failed: {first_line(exc)} "
                               f"(log: {log})") from None
-    compressed.set_rt_info(str(GROUP_SIZE), ["runtime_options", DYNAMIC_KEY])
+    if not any(op.get_type_name() == "Constant" and op.get_element_type().get_type_name()
+               in ("u8", "i8") for op in compressed.get_ordered_ops()):
+        raise ConversionError("no matrix product has constant weights to compress (each "
+                              "multiplies two activations, or was kept float): "
+                              "int8-dynamic would be the fp32 model")
+    compressed.set_rt_info(str(GROUP_SIZE), DYNAMIC_OPTION)
     return compressed, (f"NNCF {version('nncf')} weight compression: int8 weights "
                         "(asymmetric, per output channel) of the matrix products; OpenVINO's CPU "
                         f"plugin quantizes their activations to int8 at run time, {GROUP_SIZE} "
@@ -90,7 +101,7 @@ def compress(ov_model: Any, model: ModelInfo, settings: ConvertSettings,
 
 
 #: The runtime option (read from the IR's rt_info "runtime_options") of the group size.
-DYNAMIC_KEY = "DYNAMIC_QUANTIZATION_GROUP_SIZE"
+DYNAMIC_KEY = DYNAMIC_OPTION[-1]
 
 
 #: The OpenVINO operator types convert_model makes of an ONNX operator (NNCF ignores by these).

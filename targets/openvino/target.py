@@ -27,7 +27,7 @@ from targets.base import (
     missing_modules,
     workdir_lock,
 )
-from targets.openvino.agent import OPENVINO_COMPUTES
+from targets.openvino.agent import DYNAMIC_OPTION, OPENVINO_COMPUTES
 from targets.openvino.nodes import node_outputs
 from targets.openvino.quantize import (
     MATRIX_OPS,
@@ -57,9 +57,9 @@ BF16_ISA = frozenset({"avx512_bf16", "amx_bf16"})
 BF16 = IsaNeed(arch="x86_64", isa=BF16_ISA, names="AVX512-BF16 or AMX",
                computed_by="OpenVINO's CPU plugin")
 #: The x86 instructions the CPU plugin's dynamic quantization of matrix products runs on
-#: (u8 x s8 dot products; not built for ARM CPUs).
-DYNAMIC = IsaNeed(arch="x86_64", isa=frozenset({"avx2", "avx_vnni", "avx512_vnni", "amx_int8"}),
-                  names="AVX2, AVX-VNNI, AVX512-VNNI or AMX", computed_by="OpenVINO's CPU plugin")
+#: (u8 x s8 dot products; elsewhere it decompresses the weights and computes float).
+DYNAMIC = IsaNeed(arch="x86_64", isa=frozenset({"avx_vnni", "avx512_vnni", "amx_int8"}),
+                  names="AVX-VNNI, AVX512-VNNI or AMX", computed_by="OpenVINO's CPU plugin")
 _DEPENDENCIES = ("openvino", "nncf")
 #: How an op is marked in an IR to compute in its own precision (OpenVINO's
 #: DisableFP16Compression, read back as the rt_info key PRECISE_KEY): no bf16 on AMX/AVX512-BF16
@@ -124,10 +124,12 @@ class OpenVINOTarget:
         verify what the device does not run). On a CPU where a plain load computes less
         (bf16 on AVX512-BF16/AMX, f16 on ARM), the plain load: what is verified then covers a
         user's own ``compile_model(xml, "CPU")`` and a serving engine too, not only edge's
-        loader."""
+        loader. Not for int8-dynamic: the CPU plugin quantizes activations at run time only when
+        it computes f32 (a plain load there computes bf16 from decompressed weights), so it is
+        loaded with the hint, as the device agent and the serving config load it."""
         ir = _core().read_model(str(_complete(Path(artifact))))
         hint = _recorded_hint(ir)
-        if hint == "f32" and plain_precision() != "f32":
+        if hint == "f32" and plain_precision() != "f32" and not ir.has_rt_info(DYNAMIC_OPTION):
             return _compiled(ir, model, threads, None)
         runner = _compiled(ir, model, threads, hint)
         got = computes(runner.compiled_model)
@@ -299,9 +301,10 @@ LOAD_LINES: dict[str, str] = {
     "int8": "load: core.compile_model('{xml}', 'CPU', {{'INFERENCE_PRECISION_HINT': 'f32'}}) "
             "as verified (a plain load computes the float ops in bf16 on AVX512-BF16/AMX CPUs, "
             "f16 on ARM CPUs)",
-    "int8-dynamic": "load: core.compile_model('{xml}', 'CPU') as verified on this host; the IR "
-                    "records DYNAMIC_QUANTIZATION_GROUP_SIZE, which every compile reads "
-                    "(0 there turns the run-time quantization off)",
+    "int8-dynamic": "load: core.compile_model('{xml}', 'CPU', {{'INFERENCE_PRECISION_HINT': "
+                    "'f32'}}) as verified (the IR records DYNAMIC_QUANTIZATION_GROUP_SIZE, which "
+                    "every compile reads; a plain load on an AVX512-BF16/AMX CPU computes bf16 "
+                    "from the decompressed weights instead, without the run-time quantization)",
 }
 
 
