@@ -305,3 +305,17 @@ def test_every_console_block_is_its_record() -> None:
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "examples.py"), "--check"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+#: What a recorded step says when its session broke (a file an earlier step should have made, a
+#: candidate the bundle no longer has, a crash), never an error a page means to show.
+BROKEN = ("Cannot open: No such file", "has no artifact of", "Traceback (most recent call last)")
+
+
+def test_no_recorded_session_is_broken() -> None:
+    """The Mender pages showed, recorded and "checked", a second release that could not be made
+    (its bundle no longer held the candidate) and everything after it failing."""
+    doc = _load(EXAMPLES)
+    broken = [f"{name}: {step['command'][:80]}" for name, session in doc["sessions"].items()
+              for step in session["steps"] if any(b in step["output"] for b in BROKEN)]
+    assert not broken, f"sessions that broke (rerun bench/examples.py --only ...): {broken}"

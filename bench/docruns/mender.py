@@ -32,8 +32,8 @@ SESSION = Session(name="mender", docs=(_PAGE, _MODULE, _FLEET), workdir=DOCS_DIR
     Step(command="edge optimize sample:digits --profile rpi4 -o digits-rpi4.bundle"),
     Step(command=f"{_EXPORT} -o release.mender", block=0),
     Step(command="mender-artifact validate release.mender", block=0),
-    Step(command=f"{_EXPORT} --candidate onnxruntime-int8 --artifact-name digits-ort-int8 "
-                 "-o int8.mender --json", block=0),
+    Step(command=f"{_EXPORT} --candidate original --artifact-name digits-original "
+                 "-o original.mender --json", block=0),
     Step(command="edge export mender . --device-type raspberrypi4 -o r.mender", block=1),
     Step(command="edge export mender digits-rpi4.bundle --device-type 'raspberry pi' "
                  "-o r.mender", block=1),
@@ -52,14 +52,14 @@ SESSION = Session(name="mender", docs=(_PAGE, _MODULE, _FLEET), workdir=DOCS_DIR
     _fleet(command="./edge-release ArtifactCommit tree", block=_F + 1),
     _fleet(command="./edge-release Cleanup tree", block=_F + 1),
     _fleet(command="edge releases", block=_F + 1),
-    _fleet(command=f"{_EXPORT} --candidate onnxruntime-int8 -o int8.mender {_DEVICE}",
+    _fleet(command=f"{_EXPORT} --candidate original -o original.mender {_DEVICE}",
            block=_F + 2),
-    _fleet(command=_tree("int8.mender", "t2"), block=_F + 2),
+    _fleet(command=_tree("original.mender", "t2"), block=_F + 2),
     _fleet(command="./edge-release ArtifactInstall t2", block=_F + 2),
     _fleet(command="./edge-release ArtifactRollback t2", block=_F + 2),
     _fleet(command="./edge-release ArtifactFailure t2", block=_F + 2),
     _fleet(command="edge releases", block=_F + 2),
-    _fleet(command="rm -rf t2 && " + _tree("int8.mender", "t2"), block=_F + 3),
+    _fleet(command="rm -rf t2 && " + _tree("original.mender", "t2"), block=_F + 3),
     _fleet(command="printf x >> t2/files/model.onnx", block=_F + 3),
     _fleet(command="./edge-release ArtifactInstall t2; echo \"exit $?\"", block=_F + 3),
     _fleet(command="./edge-release ArtifactRollback t2 && ./edge-release ArtifactFailure t2",
