@@ -24,6 +24,7 @@ from devices.agent.info import cpu_model
 from devices.device import Device
 from edge.core import progress
 from edge.core.errors import DeviceError, UsageError
+from edge.core.native_log import stderr_to_log
 from edge.core.profile import Profile
 from edge.core.values import BenchResult
 
@@ -99,7 +100,8 @@ def time_files_here(models: Mapping[str, Path], rounds: Rounds, *, threads: int,
     loaders and random inputs), interleaved. With ``skip_failed`` a model that cannot load or
     run drops out (a warning); otherwise it fails the call (a DeviceError naming it)."""
     ids = list(models)
-    loaded = here(agent_bench.load_models, [str(models[k]) for k in ids], threads)
+    with stderr_to_log("runtimes"):  # a runtime's native notices at load (LiteRT's XNNPACK one)
+        loaded = here(agent_bench.load_models, [str(models[k]) for k in ids], threads)
     with _bar(len(ids), ids) as before:
         reply = here(agent_bench.bench_loaded, loaded, threads, rounds.plan(),
                      hold=progress.hold, before=before)

@@ -266,28 +266,17 @@ def _fenced(text: str) -> Iterator[tuple[str, list[str]]]:
         yield language.lower(), body
 
 
-#: Pages still showing sessions that bench/examples.py does not run (in untagged blocks, each a
-#: hand-copied transcript of a dated run), and why. This may only shrink: record the page's
-#: sessions (bench/docruns/) and drop it here.
-UNRECORDED: dict[str, str] = {}
-
-
 def _prompts(page: str) -> list[str]:
     return [line for language, lines in _fenced((ROOT / page).read_text())
             if language in SHELLS for line in lines if line.startswith("$ ")]
 
 
-@pytest.mark.parametrize("page", [_rel(page) for page in DOCS if _rel(page) not in UNRECORDED])
+@pytest.mark.parametrize("page", [_rel(page) for page in DOCS])
 def test_a_shell_block_shows_no_session(page: str) -> None:
     """A ```sh (or untagged) block lists commands to type; one with ``$ `` prompts is a session
     shown without its recorded run, and must be a ```console block (checked above) instead."""
     prompts = _prompts(page)
     assert not prompts, f"{page}: a ```sh block shows a session (make it ```console): {prompts}"
-
-
-def test_the_unrecorded_pages_still_need_their_exemption() -> None:
-    done = [page for page in UNRECORDED if not _prompts(page)]
-    assert not done, f"{done} show no unrecorded session now: drop them from UNRECORDED"
 
 
 def test_the_shell_block_check_sees_untagged_blocks() -> None:

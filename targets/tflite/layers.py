@@ -21,7 +21,6 @@ from devices.layers import LayerProfile, LayerTime, profile_of, scaled, threads_
 from devices.measure import Rounds, time_files_here, time_on_device
 from edge.core.errors import UsageError
 from edge.core.values import BenchResult
-from targets.tflite.litert_runner import allocate, interpreter
 
 __all__ = ["measure"]
 
@@ -90,7 +89,6 @@ def _time_prefixes(contents: Sequence[bytes], threads: int, runs: int,
         for file, content in zip(files.values(), contents, strict=True):
             file.write_bytes(content)
         if device is None:
-            allocate(interpreter(list(files.values())[-1], 1))  # its once-a-process notice: logged
             timed = time_files_here(files, rounds, threads=threads)
         else:
             stored = {k: store(device, file)[0] for k, file in files.items()}
