@@ -26,10 +26,10 @@ from edge.core import progress
 from edge.core.errors import DeviceError, UsageError
 from edge.core.native_log import stderr_to_log
 from edge.core.profile import Profile
-from edge.core.values import BenchResult
+from edge.core.values import BenchResult, Observed
 
 __all__ = ["Rounds", "bench_result", "here", "host_label", "more_here", "more_on_device",
-           "time_files_here", "time_here", "time_on_device"]
+           "observed_of", "time_files_here", "time_here", "time_on_device"]
 
 #: More interleaved rounds of some candidates: (ids, rounds) -> id -> each new round's median ms
 #: (``edge.core.settle.Timer``, what settles an unclear measured choice).
@@ -95,16 +95,20 @@ def time_here(calls: Mapping[str, Callable[[], object]], rounds: Rounds, *, thre
 
 
 def time_files_here(models: Mapping[str, Path], rounds: Rounds, *, threads: int,
-                    skip_failed: bool = False) -> dict[str, BenchResult]:
+                    skip_failed: bool = False, observe: bool = True) -> dict[str, BenchResult]:
     """Time model files on this host as the agent's ``bench`` does on a device (the same
-    loaders and random inputs), interleaved. With ``skip_failed`` a model that cannot load or
-    run drops out (a warning); otherwise it fails the call (a DeviceError naming it)."""
+    loaders and random inputs), interleaved, then read what ran each layer (``observe``). With
+    ``skip_failed`` a model that cannot load or run drops out (a warning); otherwise it fails
+    the call (a DeviceError naming it)."""
     ids = list(models)
     with stderr_to_log("runtimes"):  # a runtime's native notices at load (LiteRT's XNNPACK one)
         loaded = here(agent_bench.load_models, [str(models[k]) for k in ids], threads)
     with _bar(len(ids), ids) as before:
         reply = here(agent_bench.bench_loaded, loaded, threads, rounds.plan(),
                      hold=progress.hold, before=before)
+    if observe:
+        with stderr_to_log("runtimes"), progress.step("reading what ran each layer"):
+            reply = agent_bench.with_observed(reply, loaded)
     return _results(ids, reply, host_label(), skip_failed=skip_failed, alone=False,
                     source="host")
 
@@ -218,8 +222,21 @@ def bench_result(reply: dict, entry: dict, where: str, *, profile: Profile | Non
     return BenchResult(where=where, device=device, throughput_fps=entry.get("throughput_fps"),
                        source=source,  # type: ignore[arg-type]
                        round_ms=tuple(entry.get("round_ms") or ()),
+                       observed=observed_of(entry.get("observed"), str(entry["runtime"])),
                        peak_rss_mb=reply.get("peak_rss_mb") if alone else None, metrics=metrics,
                        **{k: entry[k] for k in keys})
+
+
+def observed_of(reply: Any, runtime: str) -> Observed | None:
+    """What ran each layer, from an agent's reply (validated: a malformed one is "not
+    observable" naming the fault); None when the agent did not say (an older agent)."""
+    if reply is None:
+        return None
+    try:
+        return Observed.from_json(dict(reply, runtime=str(reply.get("runtime") or runtime)))
+    except (TypeError, ValueError, AttributeError) as exc:
+        reason = str(exc).splitlines()[0][:200]
+        return Observed(runtime=runtime, why_not=f"the agent's reply was malformed: {reason}")
 
 
 def _power(metrics: dict, threads: int, profile: Profile | None) -> dict[str, Any]:

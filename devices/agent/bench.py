@@ -5,6 +5,7 @@ time, and the process's peak memory and the sensors around the timed rounds."""
 from . import sensors, timing
 from .errors import AgentError, one_line
 from .info import device_info, peak_rss_mb
+from .observe import observed
 from .runtimes import load, model_runtime, threads_for
 
 
@@ -41,9 +42,18 @@ def cmd_bench(args):
     before = sensors.sensor_snapshot()
     reply = bench_loaded(loaded, threads, plan, before=sample)
     after = sensors.sensor_snapshot()
-    return dict(reply, threads_requested=args.threads, peak_rss_mb=peak_rss_mb(),
+    peak = peak_rss_mb()  # before observing: a runtime may load the model again to say
+    return dict(with_observed(reply, loaded), threads_requested=args.threads, peak_rss_mb=peak,
                 device=device_info(),
                 metrics={"before": before, "during": during or None, "after": after})
+
+
+def with_observed(reply, entries):
+    """``reply`` (``bench_loaded``'s) with what ran each layer of every model it timed, as
+    its runtime says (``observe.observed``), read after the timed rounds."""
+    results = [dict(result, observed=observed(entry["run"], entry["runtime"]))
+               if "run" in entry else result for result, entry in zip(reply["results"], entries)]
+    return dict(reply, results=results)
 
 
 def _check(args):

@@ -28,15 +28,20 @@ __all__ = ["bench"]
                    "over the interleaved rounds (one-sided Mann-Whitney p < 0.01) and beyond "
                    "the baseline's deviation between rounds (2 % to 10 %); 10 % when the "
                    "rounds are too few].")
+@click.option("--allow-fallback", is_flag=True,
+              help="Accept an artifact that ran materially away from the accelerator it was "
+                   "made for (more than 10 % of its work elsewhere) [exit 1 naming the layers].")
 @name_option("The model's slot whose current release \"active\" is said of [any slot].")
 @json_option
 def bench(source: Path, candidate: str | None, profile_ref: str | None, baseline: str | None,
-          max_regression: float | None, slot: str | None, as_json: bool, **opts: Any) -> int:
+          max_regression: float | None, allow_fallback: bool, slot: str | None, as_json: bool,
+          **opts: Any) -> int:
     """Benchmark an artifact ON the device (installed, not made current).
 
     Every result is kept on this host per device and artifact ($EDGE_CACHE_DIR/results), so
     `--baseline last` can gate a CI pipeline on latency regressions: exit 1 is a regression,
-    4 a bug in edge, never a regression.
+    4 a bug in edge, never a regression. What ran each layer (unit, precision) is read from
+    the runtime; an artifact made for an accelerator that ran elsewhere is exit 1 too.
 
     \b
     Examples:
@@ -60,6 +65,11 @@ def bench(source: Path, candidate: str | None, profile_ref: str | None, baseline
     if outcome.no_baseline_yet:
         text += "\nbaseline: none kept yet for this device and artifact; this result is now one"
     emit(as_json, document, text)
+    fell_back = outcome.report.bench.fell_back
+    if fell_back and not allow_fallback:
+        click.echo(f"error: {outcome.report.candidate} fell back: {fell_back} "
+                   "(--allow-fallback accepts it)", err=True)
+        return int(ExitStatus.CHECK_FAILED)
     if comparison is not None and comparison.regressed:
         click.echo(f"error: latency regressed: {comparison.line()}", err=True)
         return int(ExitStatus.CHECK_FAILED)

@@ -139,6 +139,7 @@ def render_deploy(report: DeployReport,
         ("load", f"{b.load_ms:.1f} ms" if b.load_ms is not None else "n/a"),
         ("peak RSS", f"{b.peak_rss_mb:.1f} MB" if b.peak_rss_mb is not None else "n/a"),
     ]
+    rows += [("ran", b.observed.line().removeprefix("ran: "))] if b.observed else []
     rows += _bench_metric_rows(b)
     if report.compared:
         rows.append(("compared", "; ".join(_compared(c.candidate, c.bench)

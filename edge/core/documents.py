@@ -31,8 +31,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from edge.core.docfile import check_depth, check_version, read_data
 from edge.core.errors import UsageError
 from edge.core.files import write_atomic
+from edge.core.json_value import _to_json, adapter
 from edge.core.profile import Profile, Serving, profile_schema
-from edge.core.values import Bundle, DeployReport, _to_json, adapter
+from edge.core.values import Bundle, DeployReport
 
 __all__ = ["KINDS", "MAX_MS", "BandRow", "CutDocument", "CutTensor", "EnergyDocument", "InputSpec",
            "Kind", "PackDocument", "PackModel", "Predicted", "ResultRecord", "ServingDocument",

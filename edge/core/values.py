@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from pydantic import TypeAdapter
 from pydantic.dataclasses import dataclass as pydantic_dataclass
+
+from edge.core.json_value import JsonValue, adapter
+from edge.core.observed import Observed, ObservedLayer, Share
 
 if TYPE_CHECKING:
     import numpy as np
@@ -30,9 +31,12 @@ __all__ = [
     "Fidelity",
     "OutputFidelity",
     "ModelInfo",
+    "Observed",
+    "ObservedLayer",
     "Origin",
     "Pruning",
     "SOURCES",
+    "Share",
     "Standing",
     "TensorSpec",
 ]
@@ -40,55 +44,6 @@ __all__ = [
 #: Where a figure comes from (``BenchResult.source``), as tables, reports and manifests say it.
 SOURCES = {"device": "measured on the device", "host": "this host only",
            "estimate": "vendor estimate", "simulated": "simulated"}
-
-# Values that cross module borders are frozen, keyword-only pydantic dataclasses: validated when
-# built, so a document read back from disk is checked field by field against these types.
-
-
-class JsonValue:
-    """Mixin: ``to_json`` / ``from_json`` for the frozen values (pydantic validates)."""
-
-    #: fields left out of the JSON when empty, so documents written before they existed
-    #: round-trip unchanged
-    OMIT_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict (tuples as lists)."""
-        return _to_json(self)  # type: ignore[no-any-return]
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Self:
-        """Rebuild from ``to_json`` output; unknown keys are ignored, bad values raise
-        pydantic.ValidationError (a ValueError)."""
-        return adapter(cls).validate_python(data)  # type: ignore[no-any-return]
-
-
-_ADAPTERS: dict[Any, TypeAdapter[Any]] = {}
-
-
-def adapter(kind: Any) -> TypeAdapter[Any]:
-    """The (cached) pydantic TypeAdapter of a value type: validation and JSON Schema."""
-    if kind not in _ADAPTERS:
-        _ADAPTERS[kind] = TypeAdapter(kind)
-    return _ADAPTERS[kind]
-
-
-def _empty(value: Any) -> bool:
-    """None or an empty text or collection (a 0 is a value, never omitted)."""
-    return value is None or (isinstance(value, (str, tuple, list, dict)) and not value)
-
-
-def _to_json(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        omit = value.OMIT_WHEN_EMPTY if isinstance(value, JsonValue) else ()
-        return {f.name: _to_json(getattr(value, f.name)) for f in dataclasses.fields(value)
-                if not (f.name in omit and _empty(getattr(value, f.name)))}
-    if isinstance(value, (tuple, list)):
-        return [_to_json(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _to_json(v) for k, v in value.items()}
-    return value
-
 
 #: The candidate that is the user's own model file, run as it is (``Candidate.target``).
 ORIGINAL = "original"
@@ -311,8 +266,10 @@ class BenchResult(JsonValue):
     #: the leader over the interleaved rounds both ran, times the leader's median round; like
     #: for like where the host's speed drifts between rounds, which a pooled p50 is not
     paired_ms: float | None = None
+    #: what ran each layer, as the runtime said where it was timed (None: not asked)
+    observed: Observed | None = None
 
-    OMIT_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("source", "round_ms", "paired_ms")
+    OMIT_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("source", "round_ms", "paired_ms", "observed")
 
     @property
     def measured(self) -> bool:
@@ -330,6 +287,11 @@ class BenchResult(JsonValue):
     def source_label(self) -> str:
         """How tables name where the figure comes from."""
         return SOURCES[self.source] if self.source else f"measured on {self.where}"
+
+    @property
+    def fell_back(self) -> str | None:
+        """What ran away from the unit the artifact was made for (``Observed.fell_back``)."""
+        return self.observed.fell_back() if self.observed is not None else None
 
 
 @pydantic_dataclass(frozen=True, kw_only=True, slots=True)

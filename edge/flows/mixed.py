@@ -158,7 +158,8 @@ def float_trial(int8: Path, kinds: Mapping[str, tuple[str, ...]],
     nodes = tuple(n for of in kinds.values() for n in of)
     rounds = Rounds(rounds=TRIAL_ROUNDS, calls=TRIAL_CALLS, warmup=3, idle_s=0.0,
                     budget_s=TRIAL_BUDGET_S, min_rounds=3)
-    timed = time_files_here({"int8": int8, "trial": convert(nodes)}, rounds, threads=threads)
+    timed = time_files_here({"int8": int8, "trial": convert(nodes)}, rounds, threads=threads,
+                            observe=False)
     return KindTrial(kinds=tuple((k, len(of)) for k, of in kinds.items()), nodes=nodes,
                      trial_ms=timed["trial"].p50_ms, int8_ms=timed["int8"].p50_ms)
 

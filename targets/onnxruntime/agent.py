@@ -11,10 +11,10 @@ import shutil
 import tempfile
 
 try:  # inside the agent zipapp on a device
-    from edge_agent import info, runtimes, timing
+    from edge_agent import info, observe, runtimes, timing
     from edge_agent.errors import AgentError, one_line
 except ImportError:  # on edge's host
-    from devices.agent import info, runtimes, timing
+    from devices.agent import info, observe, runtimes, timing
     from devices.agent.errors import AgentError, one_line
 
 NAME = "onnxruntime"
@@ -35,7 +35,65 @@ def load(path, threads):
     session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
     feeds = {i.name: runtimes.random_input(np, i.shape, ort_dtype(np, i.type))
              for i in session.get_inputs()}
-    return (lambda: session.run(None, feeds)), ort.__version__
+    return observe.Loaded(lambda: session.run(None, feeds),
+                          lambda: ort_observed(ort, path, threads, feeds)), ort.__version__
+
+
+#: Operators that take float inputs and compute int8 inside (quantizing on the fly).
+DYNAMIC_INT8 = frozenset({"DynamicQuantizeMatMul", "MatMulIntegerToFloat",
+                          "DynamicQuantizeLSTM"})
+#: Operator -> the input holding its weights [O, I, k...] (convolutions).
+CONV_WEIGHTS = {"Conv": 1, "FusedConv": 1, "ConvInteger": 1, "NhwcConv": 1, "QLinearConv": 3,
+                "ConvTranspose": 1}
+#: Operators multiplying [.., K] by [K, N] (the first input's last dimension is K).
+PRODUCTS = frozenset({"MatMul", "Gemm", "FusedMatMul", "MatMulInteger", "QLinearMatMul",
+                      "FusedGemm", "QGemm", *DYNAMIC_INT8})
+
+
+def ort_observed(ort, path, threads, feeds):
+    """Each node of the optimized graph as ONNX Runtime ran it: its execution provider,
+    operator and input type, from one profiled run of a second session of the same file and
+    settings (ONNX Runtime names a node's provider only in its profile)."""
+    trace_dir = tempfile.mkdtemp(prefix="edge-observe-")
+    try:
+        session = ort_session(ort, path, threads, optimize=True,
+                              profile_prefix=os.path.join(trace_dir, "ort-observe"))
+        ort_run(session, feeds)
+        events = _trace(session.end_profiling())
+    finally:
+        shutil.rmtree(trace_dir, ignore_errors=True)
+    nodes = {}
+    for name, event in _kernel_events(events):
+        nodes.setdefault(name, _observed_node(name, event.get("args") or {}))
+    return {"method": "ONNX Runtime's profile of one run (each node's execution provider and "
+                      "input type)", "layers": list(nodes.values())}
+
+
+def _observed_node(name, args):
+    provider = str(args.get("provider") or "?")
+    unit = provider[:-len("ExecutionProvider")] if provider.endswith("ExecutionProvider") \
+        else provider
+    op = str(args.get("op_name") or "?")
+    ins = [_type_shape(t) for t in args.get("input_type_shape") or ()]
+    out = _type_shape((args.get("output_type_shape") or [{}])[0])[1]
+    precision = "i8" if op in DYNAMIC_INT8 else (ins[0][0] if ins else "?")
+    return observe.layer(name, op, unit, precision, provider, _ort_macs(op, ins, out))
+
+
+def _type_shape(entry):
+    """(type, shape) of a profile's {"float": [1, 3, 8, 8]}; ("?", []) when it says none."""
+    for kind, shape in (entry or {}).items():
+        return str(kind), list(shape) if isinstance(shape, list) else []
+    return "?", []
+
+
+def _ort_macs(op, ins, out):
+    at = CONV_WEIGHTS.get(op)
+    if at is not None and len(ins) > at and len(ins[at][1]) >= 3:
+        return observe.product_macs(out, observe.count(ins[at][1][1:]))
+    if op in PRODUCTS and ins and ins[0][1]:
+        return observe.product_macs(out, ins[0][1][-1])
+    return 0
 
 
 def profile_feeds(np, inputs):

@@ -11,10 +11,10 @@ import json
 import os
 
 try:  # inside the agent zipapp on a device
-    from edge_agent import info, runtimes, timing
+    from edge_agent import info, observe, runtimes, timing
     from edge_agent.errors import AgentError
 except ImportError:  # on edge's host
-    from devices.agent import info, runtimes, timing
+    from devices.agent import info, observe, runtimes, timing
     from devices.agent.errors import AgentError
 
 NAME = "openvino"
@@ -154,7 +154,47 @@ def load(path, threads):
     compiled = openvino_model(ov.Core(), path, threads)
     request = compiled.create_infer_request()
     feeds = openvino_feeds(np, compiled.inputs)
-    return (lambda: request.infer(feeds)), ov.__version__
+    spec = accelerator_spec(path)
+    made_for = str(spec["device"]) if spec else ""
+    return observe.Loaded(lambda: request.infer(feeds),
+                          lambda: dict(openvino_observed(compiled), made_for=made_for)), \
+        ov.__version__
+
+
+#: Runtime-graph layers that move or hold data rather than compute the model: left out.
+NOT_LAYERS = frozenset({"Input", "Output", "Const", "Reorder"})
+
+
+def openvino_observed(compiled):
+    """Each layer of a compiled model as its plugin runs it: the runtime graph's layer type,
+    execution precision and kernel, on the device(s) the compile runs on."""
+    unit = "+".join(str(d) for d in compiled.get_property("EXECUTION_DEVICES"))
+    layers = []
+    for op in compiled.get_runtime_model().get_ordered_ops():
+        info_ = op.get_rt_info()
+        kind = info_["layerType"].astype(str)
+        if kind not in NOT_LAYERS:
+            layers.append(observe.layer(
+                op.get_friendly_name(), kind, unit, info_["runtimePrecision"].astype(str),
+                info_["primitiveType"].astype(str), _macs(op, kind)))
+    return {"method": "the compiled model's runtime graph (each layer's runtimePrecision "
+                      "and primitive; the compile's EXECUTION_DEVICES)", "layers": layers}
+
+
+def _macs(op, kind):
+    """Multiply-accumulates of a convolution, fully connected layer or matrix product."""
+    shapes = [op.input(k).get_partial_shape() for k in range(op.get_input_size())]
+    if op.get_output_size() == 0 or len(shapes) < 2 or not all(s.is_static for s in shapes):
+        return 0
+    out = [int(d) for d in op.get_output_partial_shape(0).to_shape()]
+    first, weights = list(shapes[0].to_shape()), list(shapes[1].to_shape())
+    if kind in ("Convolution", "Deconvolution") and len(weights) >= 3:
+        # [O, I, k...] or, grouped, [G, O/G, I/G, k...]
+        skip = 2 if len(weights) == len(first) + 1 else 1
+        return observe.product_macs(out, observe.count(weights[skip:]))
+    if kind in ("FullyConnected", "MatMul") and first:
+        return observe.product_macs(out, first[-1])
+    return 0
 
 
 def cmd_perf(args):

@@ -12,10 +12,10 @@ import json
 import os
 
 try:  # inside the agent zipapp on a device
-    from edge_agent import info, runtimes, timing
+    from edge_agent import info, observe, runtimes, timing
     from edge_agent.errors import AgentError, one_line
 except ImportError:  # on edge's host
-    from devices.agent import info, runtimes, timing
+    from devices.agent import info, observe, runtimes, timing
     from devices.agent.errors import AgentError, one_line
 
 NAME = "tflite"
@@ -95,9 +95,57 @@ def load(path, threads):
     """A LiteRT interpreter (ai_edge_litert, else tflite_runtime) on random inputs, through
     the external delegate its companion JSON names."""
     np = runtimes.numpy()
-    interpreter, module, _ = interpreter_for(path, threads)
+    interpreter, module, spec = interpreter_for(path, threads)
     fed(np, interpreter)
-    return interpreter.invoke, version_of(module)
+    return observe.Loaded(interpreter.invoke,
+                          lambda: tflite_observed(interpreter, path, threads, spec)), \
+        version_of(module)
+
+
+#: Operator -> (the input holding its weights, the weight dimensions one output sums over).
+WEIGHTED = {"CONV_2D": (1, slice(1, None)), "DEPTHWISE_CONV_2D": (1, slice(1, 3)),
+            "TRANSPOSE_CONV": (1, slice(1, None)), "CONV_3D": (1, slice(0, 4)),
+            "FULLY_CONNECTED": (1, slice(-1, None)), "BATCH_MATMUL": (0, slice(-1, None))}
+
+
+def tflite_observed(interpreter, path, threads, spec):
+    """Each operator of a loaded interpreter and the unit that ran it: a delegate partition's
+    (LiteRT's default XNNPACK runs on the CPU; a model made for an external delegate is read
+    on an interpreter without the default, as ``delegate`` reads it, so each partition is that
+    delegate's) or the CPU's builtin kernels; its precision from its tensors' types."""
+    reader = interpreter_for(path, threads, defaults=False)[0] if spec else interpreter
+    taken = delegated(reader)
+    if not taken["listed"]:
+        raise AgentError("this LiteRT lists no operators")
+    unit = (spec.get("unit") or os.path.basename(spec["library"])) if spec else "CPU"
+    kernel = os.path.basename(spec["library"]) if spec else "XNNPACK"
+    tensors = {t["index"]: t for t in reader.get_tensor_details()}
+    layers = [_observed_op(op, tensors, (unit, kernel) if op["index"] in taken["indices"]
+                           else ("CPU", "builtin")) for op in taken["ops"]]
+    return {"method": "LiteRT's operators and the delegate partitions that replaced them "
+                      "(each operator's input and weight types)", "layers": layers,
+            "made_for": unit if spec else ""}
+
+
+def _observed_op(op, tensors, where):
+    found = [tensors.get(t) for t in op["inputs"] if t >= 0]
+    kinds = [str(getattr(t["dtype"], "__name__", t["dtype"])) if t else "?" for t in found]
+    precision = kinds[0] if kinds else "?"
+    if precision.startswith("float") and len(kinds) > 1 and kinds[1] == "int8":
+        precision = "i8"  # dynamic range: float in, int8 weights, quantized on the fly
+    outs = [tensors.get(t) for t in op["outputs"] if t >= 0]
+    out = [int(d) for d in outs[0]["shape"]] if outs and outs[0] else []
+    # a fused operator's output names every op fused in it, ";"-joined: the first names it
+    name = outs[0]["name"].split(";")[0] if outs and outs[0] else str(op["index"])
+    return observe.layer(name, op["op_name"], where[0], precision, where[1],
+                         _tflite_macs(op["op_name"], found, out))
+
+
+def _tflite_macs(op, found, out):
+    at, dims = WEIGHTED.get(op, (None, None))
+    if at is None or len(found) <= at or not found[at]:
+        return 0
+    return observe.product_macs(out, observe.count([int(d) for d in found[at]["shape"]][dims]))
 
 
 def fed(np, interpreter):
@@ -120,7 +168,8 @@ def cmd_delegate(args):
     interpreter, module, _ = interpreter_for(args.model, args.threads)
     fed(runtimes.numpy(), interpreter)
     times = [timing.elapsed_ms(interpreter.invoke)[1] for _ in range(args.runs + 2)][2:]
-    return dict(delegated(alone), runtime=NAME, runtime_version=version_of(module),
+    said = {k: v for k, v in delegated(alone).items() if k not in ("ops", "indices")}
+    return dict(said, runtime=NAME, runtime_version=version_of(module),
                 library=spec["library"], runs=args.runs, p50_ms=timing.percentile(times, 50),
                 device=info.device_info())
 
@@ -132,7 +181,7 @@ COMMANDS = (("delegate", cmd_delegate, 20, 1),)
 def delegated(interpreter):
     """The operators each delegate partition (a ``DELEGATE`` node) of ``interpreter`` took,
     in model order, and those left to the CPU kernels; ``listed`` False when this LiteRT lists
-    no nodes (then nothing can be said)."""
+    no nodes (then nothing can be said); ``ops`` the operators, ``indices`` those taken."""
     try:
         nodes = [dict(op, inputs=[int(t) for t in op["inputs"]],
                       outputs=[int(t) for t in op["outputs"]])
@@ -147,7 +196,8 @@ def delegated(interpreter):
         taken |= _covered(part, producers)
     return {"listed": bool(nodes), "partitions": len(parts), "model_ops": len(plain),
             "taken": [op["op_name"] for op in plain if op["index"] in taken],
-            "cpu": [op["op_name"] for op in plain if op["index"] not in taken]}
+            "cpu": [op["op_name"] for op in plain if op["index"] not in taken],
+            "ops": plain, "indices": taken}
 
 
 def _covered(part, producers):

@@ -89,7 +89,7 @@ def _time_prefixes(contents: Sequence[bytes], threads: int, runs: int,
         for file, content in zip(files.values(), contents, strict=True):
             file.write_bytes(content)
         if device is None:
-            timed = time_files_here(files, rounds, threads=threads)
+            timed = time_files_here(files, rounds, threads=threads, observe=False)
         else:
             stored = {k: store(device, file)[0] for k, file in files.items()}
             timed = time_on_device(device, stored, rounds, threads=threads,

@@ -220,7 +220,8 @@ def test_the_imx8mp_candidate_is_refused_by_the_local_agent(tmp_path: Path) -> N
 def test_a_real_delegate_runs_through_the_local_agent(tmp_path: Path,
                                                       null_delegate: Path) -> None:
     """A profile naming the null delegate: the local agent loads the model through it and
-    times it (the bench's figure is this host's CPU, the delegate taking nothing)."""
+    times it (the bench's figure is this host's CPU, the delegate taking nothing: it fell
+    back, accepted here with --allow-fallback)."""
     profile = tmp_path / "imx-null.yaml"
     profile.write_text(
         "extends: imx8mp\nid: imx-null\naccelerators:\n  - kind: npu\n    name: null delegate\n"
@@ -229,6 +230,27 @@ def test_a_real_delegate_runs_through_the_local_agent(tmp_path: Path,
     out = tmp_path / "null.bundle"
     _optimize(str(profile), out)
     bench = run_cli("bench", str(out), "--candidate", "tflite-delegate-int8", "--runs", "5",
-                    "--json")
+                    "--json", "--allow-fallback")
     assert bench.status == 0, bench.stderr
     assert bench.json()["bench"]["p50_ms"] > 0
+    assert bench.json()["bench"]["observed"]["made_for"] == "the NPU"
+
+
+@pytest.mark.slow
+def test_a_delegate_that_takes_nothing_is_observed_and_bench_says_it_fell_back(
+        converted: dict[str, Any], tmp_path: Path, null_delegate: Path) -> None:
+    """Issue 43: the null delegate loads and claims no operator: what ran is observed (every
+    operator on the CPU, 0 % on the NPU the artifact was made for) and ``edge bench`` exits 1
+    naming the share and the layers, unless --allow-fallback."""
+    model = _release(converted, tmp_path / "release", str(null_delegate))
+    refused = run_cli("bench", str(model), "--runs", "5", "--json")
+    assert refused.status == 1, refused.stderr
+    assert "fell back: 100% of the MACs ran on CPU, not on the NPU as the artifact was made " \
+           "to (" in refused.stderr and "--allow-fallback" in refused.stderr
+    observed = json.loads(refused.stdout)["bench"]["observed"]
+    assert observed["made_for"] == "the NPU" and observed["runtime"] == "tflite"
+    assert {layer["unit"] for layer in observed["layers"]} == {"CPU"}
+    assert any(layer["op"] == "CONV_2D" and layer["macs"] > 0 for layer in observed["layers"])
+    allowed = run_cli("bench", str(model), "--runs", "5", "--allow-fallback")
+    assert allowed.status == 0, allowed.stderr
+    assert "\nran         CPU i8 100% of MACs (" in allowed.stdout, allowed.stdout

@@ -1,0 +1,166 @@
+"""What really ran, as the runtime says (issue 43): each layer's unit and precision read from the
+very load edge times (the agent's loaders, here as on a device), and their shares of the MACs.
+
+Real runtimes, no mocks: an OpenVINO fp32 IR loaded plainly on a bf16-capable CPU is observed
+computing bf16 (the plain compile's own precision), and f32 with the hint edge loads it with;
+ONNX Runtime says CPU for every node, and int8 for a quantized convolution; a runtime that
+cannot say is "not observable", and a device's malformed reply is refused, never guessed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from devices.agent import observe
+from devices.measure import Rounds, observed_of, time_files_here
+from edge.core.model import inspect_model
+from edge.core.values import Dataset, Observed, ObservedLayer
+from targets import get_target
+from targets.openvino import agent as openvino_agent
+from targets.openvino import target as openvino
+
+ROUNDS = Rounds(rounds=1, calls=3, warmup=1)
+
+
+def _conv_fc(path: Path) -> Path:
+    """A 3x3 convolution (8 -> 16 channels, 16x16 -> 14x14) then a matrix product (3136 -> 10):
+    ``CONV_MACS`` and ``FC_MACS`` multiply-accumulates."""
+    rng = np.random.default_rng(0)
+    weights = [numpy_helper.from_array(rng.standard_normal(s).astype(np.float32) * 0.1, n)
+               for n, s in (("w", (16, 8, 3, 3)), ("fc", (16 * 14 * 14, 10)))]
+    shape = numpy_helper.from_array(np.array([1, -1], np.int64), "flat_shape")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("Reshape", ["r", "flat_shape"], ["f"], name="flatten"),
+             helper.make_node("MatMul", ["f", "fc"], ["y"], name="fc")]
+    graph = helper.make_graph(nodes, "conv_fc",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                             [1, 8, 16, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
+                              [*weights, shape])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                                ir_version=8), path)
+    return path
+
+
+CONV_MACS = 16 * 14 * 14 * 8 * 9
+FC_MACS = 10 * 16 * 14 * 14
+
+
+@pytest.fixture(scope="module")
+def model_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _conv_fc(tmp_path_factory.mktemp("observed") / "conv_fc.onnx")
+
+
+def _observed(path: Path) -> Observed:
+    result = time_files_here({"m": path}, ROUNDS, threads=1)["m"]
+    assert result.observed is not None
+    return result.observed
+
+
+def test_onnxruntime_says_cpu_for_every_node_with_the_macs_of_its_shapes(
+        model_file: Path) -> None:
+    seen = _observed(model_file)
+    assert seen.observable and seen.runtime == "onnxruntime" and seen.layers
+    assert {layer.unit for layer in seen.layers} == {"CPU"}
+    assert {layer.kernel for layer in seen.layers} == {"CPUExecutionProvider"}
+    macs = {layer.op: layer.macs for layer in seen.layers}
+    assert macs.get("Conv", macs.get("FusedConv")) == CONV_MACS and macs["MatMul"] == FC_MACS
+    assert seen.by_macs and seen.share_of(unit="CPU", precision="f32") == pytest.approx(1.0)
+    assert seen.line().startswith("ran: CPU f32 100% of MACs")
+
+
+def test_onnxruntime_int8_is_observed_computing_int8(model_file: Path, tmp_path: Path) -> None:
+    model = inspect_model(model_file)
+    feeds = tuple({"x": s} for s in np.random.default_rng(1).standard_normal(
+        (8, 1, 8, 16, 16)).astype(np.float32))
+    path, _ = get_target("onnxruntime").convert(model, "int8", calib=Dataset(feeds=feeds),
+                                                workdir=tmp_path)
+    seen = _observed(path)
+    conv = [layer for layer in seen.layers if "Conv" in layer.op]
+    assert conv and all(layer.precision in ("i8", "u8") for layer in conv), conv
+    assert seen.share_of(precision="f32") < 0.5  # the MACs ran in int8
+
+
+def test_an_openvino_ir_loaded_plainly_computes_what_the_cpu_prefers(model_file: Path,
+                                                                     tmp_path: Path) -> None:
+    """On this AVX512-BF16 host a plain compile of an fp32 IR (as OpenVINO's converter writes
+    it) computes bf16, with the f32 hint f32: both observed per layer from the runtime graph.
+    edge's own fp32 IR marks its nodes precise, so even a plain load computes f32 (observed,
+    while the compiled model's INFERENCE_PRECISION_HINT property still says the CPU's)."""
+    import openvino as ov
+
+    core = ov.Core()
+    ir = tmp_path / "plain.xml"
+    ov.save_model(core.read_model(str(model_file)), str(ir), compress_to_fp16=False)
+    plain = openvino_agent.openvino_observed(core.compile_model(str(ir), "CPU"))
+    hinted = openvino_agent.openvino_observed(
+        core.compile_model(str(ir), "CPU", {"INFERENCE_PRECISION_HINT": "f32"}))
+    conv = {rec["op"]: rec for rec in plain["layers"]}["Convolution"]
+    assert conv["precision"] == openvino.plain_precision() and conv["unit"] == "CPU"
+    assert conv["macs"] == CONV_MACS
+    assert {rec["precision"] for rec in hinted["layers"] if rec["macs"]} == {"f32"}
+    edges, _ = get_target("openvino").convert(inspect_model(model_file), "fp32",
+                                              calib=Dataset(feeds=()), workdir=tmp_path / "w")
+    marked = openvino_agent.openvino_observed(core.compile_model(str(edges), "CPU"))
+    assert {rec["precision"] for rec in marked["layers"] if rec["macs"]} == {"f32"}
+    loaded = _observed(edges)  # as the agent loads it, with the hint the IR records
+    assert loaded.share_of(precision="f32") == pytest.approx(1.0)
+    assert "runtime graph" in loaded.method and not loaded.made_for
+
+
+def test_a_runtime_that_cannot_say_is_not_observable() -> None:
+    seen = observe.observed(lambda: None, "ncnn")
+    assert "why_not" in seen and not seen.get("layers")
+    value = observed_of(seen, "ncnn")
+    assert value is not None and not value.observable
+    assert value.line() == "ran: not observable (ncnn does not say which unit or precision " \
+                           "ran each layer)"
+
+
+def test_a_runtime_that_fails_to_say_is_not_observable() -> None:
+    def broken() -> dict:
+        raise RuntimeError("no runtime graph\nsecond line")
+
+    seen = observe.observed(observe.Loaded(lambda: None, broken), "openvino")
+    assert seen["why_not"] == "openvino could not say: no runtime graph"
+
+
+@pytest.mark.parametrize("reply", [
+    {"layers": [{"name": "a", "op": "Conv", "unit": "CPU", "precision": "f32", "macs": -5}]},
+    {"layers": [{"name": "a", "op": "Conv", "unit": "CPU", "precision": "x" * 5000}]},
+    {"layers": "everything"},
+    {"layers": [{"name": "a", "op": "Conv", "unit": "CPU", "precision": "f32",
+                 "macs": float("nan")}]},
+])
+def test_a_devices_malformed_reply_is_refused_not_guessed(reply: dict) -> None:
+    value = observed_of(reply, "onnxruntime")
+    assert value is not None and not value.observable and not value.layers
+    assert value.why_not.startswith("the agent's reply was malformed")
+
+
+def test_shares_are_of_macs_and_fall_back_to_layers() -> None:
+    def layer(unit: str, precision: str, macs: int) -> ObservedLayer:
+        return ObservedLayer(name=f"{unit}{precision}{macs}", op="Conv", unit=unit,
+                             precision=precision, macs=macs)
+
+    mixed = Observed(runtime="tflite", layers=(layer("NPU", "i8", 900), layer("CPU", "f32", 100),
+                                               layer("CPU", "f32", 0)))
+    assert [(s.unit, s.precision, s.share, s.layers) for s in mixed.shares()] == [
+        ("NPU", "i8", 0.9, 1), ("CPU", "f32", 0.1, 2)]
+    assert mixed.line() == "ran: NPU i8 90%, CPU f32 10% of MACs (3 layers)"
+    counted = Observed(runtime="tflite", layers=(layer("CPU", "f32", 0), layer("NPU", "i8", 0)))
+    assert not counted.by_macs and counted.share_of(unit="NPU") == 0.5
+    assert Observed.from_json(mixed.to_json()) == mixed
+
+
+def test_every_runtime_loader_answers_a_run_callable() -> None:
+    """A ``Loaded`` is called as a plain run is: the bench and health paths need no change."""
+    calls = []
+    loaded = observe.Loaded(lambda: calls.append(1), lambda: {"method": "", "layers": []})
+    loaded()
+    assert calls == [1] and loaded.observe() == {"method": "", "layers": []}
