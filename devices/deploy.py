@@ -31,7 +31,7 @@ from devices.release import (
     is_active,
     prune_quietly,
 )
-from edge.core.errors import DeviceError
+from edge.core.errors import CheckFailed, DeviceError
 from edge.core.profile import Profile
 from edge.core.values import Artifact, BenchResult, CandidateResult, DeployReport
 
@@ -108,15 +108,17 @@ def install_all(device: Device, bundle_dir: Path, usable: list[CandidateResult]
 
 def deploy_artifact(
     device: Device, root: Path, artifact: Artifact, *, profile: Profile, rounds: Rounds,
-    threads: int, keep: int = DEFAULT_KEEP, name: str = DEFAULT_SLOT,
+    threads: int, keep: int = DEFAULT_KEEP, name: str = DEFAULT_SLOT, allow_fallback: bool = False,
 ) -> DeployOutcome:
     """Install (only missing files), health-check, benchmark, activate in the model's slot
-    ``name``, prune one artifact."""
+    ``name``, prune one artifact. An artifact made for an accelerator that ran elsewhere is
+    refused before the switch (exit 1), unless ``allow_fallback``."""
     check_keep(keep)
     release = artifact.release_id[:16]
     model, transfer = install_artifact(device, root, artifact)
     checked = health(device, model, release)
     report = _bench(device, model, artifact, profile=profile, rounds=rounds, threads=threads)
+    _check_fallback(report, device, allow_fallback)
     previous = activate_release(device, release, artifact.candidate.id, name)
     pruned = prune_quietly(device, keep)
     return DeployOutcome(report=replace(report, active=True, name=name), transfer=transfer,
@@ -146,6 +148,14 @@ def measure_on_device(
             return replace(report, active=True, name=slot)
         # measured without a switch: it is active only if it already was the slot's release
         return replace(report, active=is_active(device, release, name), name=name)
+
+
+def _check_fallback(report: DeployReport, device: Device, allowed: bool) -> None:
+    """CheckFailed when the artifact ran away from the unit it was made for (not allowed)."""
+    fell_back = report.bench.fell_back
+    if fell_back and not allowed:
+        raise CheckFailed(f"{report.candidate} fell back on {device.label}: {fell_back}; the "
+                          "device keeps its current release (--allow-fallback deploys it)")
 
 
 def _bench(device: Device, model: str, artifact: Artifact, *, profile: Profile, rounds: Rounds,

@@ -345,6 +345,11 @@ def test_int8_artifact_runs_on_the_aarch64_device(
     bench = report.bench
     assert bench.runtime == "onnxruntime" and bench.runs == 5 and bench.p50_ms > 0
     assert bench.device["machine"] == "aarch64" and bench.device["runtime_version"] == "1.31.1"
+    # what ran, said by ONNX Runtime on the board through the agent (issue 43): every node on
+    # the CPU, the convolutions' MACs in int8
+    assert bench.observed is not None and bench.observed.observable, bench.observed
+    assert {layer.unit for layer in bench.observed.layers} == {"CPU"}
+    assert bench.observed.share_of(precision="f32") < 0.5
     release = f"/home/edgeuser/.edge/releases/{report.release}"
     assert arm_device.device_path(f"{release}/model.onnx").read_bytes() == \
         (arm_bundle / artifact.file).read_bytes()

@@ -64,6 +64,10 @@ __all__ = ["deploy"]
               help="Deploy this faithful candidate of the bundle, e.g. tflite-fp32 [the "
                    "bundle's choice, or with --on-device the one its timings choose]; given "
                    "a model, every candidate is converted first.")
+@click.option("--allow-fallback", is_flag=True,
+              help="Activate an artifact that ran materially away from the accelerator it was "
+                   "made for (more than 10 % of its work elsewhere) [exit 1, the device "
+                   "keeping its current release].")
 @optimize_options
 @click.option("--dry-run", is_flag=True, help="Say what would be done; touch nothing.")
 @click.option("--report", "report_file", type=PATH, metavar="FILE",
@@ -74,7 +78,7 @@ def deploy(source: Path, profile_ref: str | None, on_device: bool | None,
            measure_on_device: bool, slot: str | None,
            keep: int, inventory: Path | None, limit: str | None, forks: int,
            canary: int | None, batch: str | None, max_fail: str | None, engine: str,
-           candidate: str | None, out: Path | None,
+           candidate: str | None, allow_fallback: bool, out: Path | None,
            dry_run: bool, report_file: Path | None, as_json: bool, **opts: Any) -> int:
     """Optimize (if given a model), push to the device, benchmark ON the device, report.
 
@@ -104,6 +108,9 @@ def deploy(source: Path, profile_ref: str | None, on_device: bool | None,
         raise UsageError(f"{flag} stages a fleet rollout: give --inventory too")
     if inventory is None and engine != "edge":
         raise UsageError(f"--engine {engine} deploys to a fleet: give --inventory too")
+    if inventory is not None and allow_fallback:
+        raise UsageError("--allow-fallback deploys to one device; a fleet's hosts refuse an "
+                         "artifact that ran away from its accelerator: drop one of them")
     if inventory is not None and candidate is not None:
         raise UsageError("--candidate deploys to one device; a fleet gets the bundle's choice "
                          "(or with --on-device each host's own): drop --candidate or --inventory")
@@ -121,8 +128,8 @@ def deploy(source: Path, profile_ref: str | None, on_device: bool | None,
         return _deploy_fleet(request, dry_run, as_json, report_file, engine)
     from edge.flows.deploy import DeployRequest
 
-    return _deploy_one(DeployRequest(out=out, candidate=candidate, **fields), dry_run, as_json,
-                       report_file)
+    return _deploy_one(DeployRequest(out=out, candidate=candidate, allow_fallback=allow_fallback,
+                                     **fields), dry_run, as_json, report_file)
 
 
 def _deploy_one(request: Any, dry_run: bool, as_json: bool, report_file: Path | None) -> int:

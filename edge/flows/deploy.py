@@ -87,6 +87,7 @@ class DeployRequest:
     #: every faithful candidate timed on the device, the choice made from those timings; None:
     #: the default, yes for any device but the embedded local one (``measures_on_device``)
     measure_on_device: bool | None = None
+    allow_fallback: bool = False  # deploy an artifact that ran away from its accelerator
     keep: int = DEFAULT_KEEP  # releases kept on the device (the active and previous always)
     #: the model's slot on the device (its own current release and rollback); None: the
     #: model file's stem
@@ -133,7 +134,7 @@ def run_deploy_outcome(request: DeployRequest) -> tuple[DeployOutcome, Bundle, P
                          keep=request.keep, fastest=fastest, name=request.name,
                          budget=latency_budget(request.options, profile) if fastest else None,
                          opted_out=request.measure_on_device is False,
-                         candidate=request.candidate)
+                         candidate=request.candidate, allow_fallback=request.allow_fallback)
     keep_result(outcome.report)
     return outcome, bundle, bundle_dir
 
@@ -233,14 +234,11 @@ def _check_keep(keep: int) -> None:
         raise UsageError(f"--keep {keep!r}: keep at least 1 release")
 
 
-# ---------------------------------------------------------------- which candidate goes
-
-
 def deploy(
     bundle_dir: Path, bundle: Bundle, transport: Transport, *, profile: Profile, python: str,
     work_dir: str, rounds: Rounds, threads: int, keep: int = DEFAULT_KEEP, fastest: bool = False,
     budget: Budget | None = None, opted_out: bool = False, name: str | None = None,
-    candidate: str | None = None,
+    candidate: str | None = None, allow_fallback: bool = False,
 ) -> DeployOutcome:
     """Deploy a bundle: its chosen artifact (or the first faithful one the device runs), or with
     ``fastest`` every faithful candidate measured on the device and the one ``edge.core.select``
@@ -249,22 +247,23 @@ def deploy(
     power estimate). ``opted_out``: the user said --no-on-device (the reason says so).
     ``name``: the model's slot on the device (None: the stem of the bundle's source model).
     ``candidate``: the faithful candidate to deploy as asked (``edge deploy --candidate``).
-
     Only files the device lacks (by sha256) are sent; the release becomes current only after
-    its health check and benchmark passed; afterwards releases beyond ``keep`` are pruned.
-    """
+    its health check and benchmark passed (and it ran on the unit it was made for, unless
+    ``allow_fallback``); afterwards releases beyond ``keep`` are pruned."""
     check_keep(keep)
     slot = check_name(name) if name is not None else slot_of_bundle(bundle)
     device = open_device(transport, python=python, work_dir=work_dir)
     with deploy_lock(device):
         if fastest:
             return _deploy_fastest(device, bundle_dir, bundle, profile=profile, rounds=rounds,
-                                   threads=threads, keep=keep, budget=budget, name=slot)
+                                   threads=threads, keep=keep, budget=budget, name=slot,
+                                   allow_fallback=allow_fallback)
         result = (_asked_on(bundle, candidate, device) if candidate is not None
                   else _usable(bundle, device.runtimes, device.label)[0])
         assert result.artifact is not None
         outcome = deploy_artifact(device, bundle_dir, result.artifact, profile=profile,
-                                  rounds=rounds, threads=threads, keep=keep, name=slot)
+                                  rounds=rounds, threads=threads, keep=keep, name=slot,
+                                  allow_fallback=allow_fallback)
     why = _why(bundle, result, asked=candidate is not None) + (OPTED_OUT if opted_out else "")
     return replace(outcome, report=replace(outcome.report, reason=why))
 
@@ -289,8 +288,8 @@ def _why(bundle: Bundle, result: CandidateResult, *, asked: bool = False) -> str
 
 
 def _deploy_fastest(device: Device, bundle_dir: Path, bundle: Bundle, *, profile: Profile,
-                    rounds: Rounds, threads: int, keep: int,
-                    budget: Budget | None, name: str) -> DeployOutcome:
+                    rounds: Rounds, threads: int, keep: int, budget: Budget | None, name: str,
+                    allow_fallback: bool) -> DeployOutcome:
     """Every faithful candidate the device runs installed and timed there, the choice live."""
     installed, transfer = install_all(device, bundle_dir,
                                       _usable(bundle, device.runtimes, device.label))
@@ -310,8 +309,8 @@ def _deploy_fastest(device: Device, bundle_dir: Path, bundle: Bundle, *, profile
                                  for r in pool}, more, where=f"{device.label} {how}")
     chosen = next(r for r in measured if r.candidate.id == choice.id)
     assert chosen.artifact is not None
-    outcome = deploy_artifact(device, bundle_dir, chosen.artifact, profile=profile,
-                              rounds=rounds, threads=threads, keep=keep, name=name)
+    outcome = deploy_artifact(device, bundle_dir, chosen.artifact, profile=profile, rounds=rounds,
+                              threads=threads, keep=keep, name=name, allow_fallback=allow_fallback)
     paired = {s.candidate: s.paired_ms for s in contest.standings} if contest else {}
     compared = tuple(MeasuredCandidate(candidate=r.candidate.id, bench=replace(
         benches[r.candidate.id], paired_ms=paired.get(r.candidate.id))) for r in measured)

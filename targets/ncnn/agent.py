@@ -13,10 +13,10 @@ import json
 import os
 
 try:  # inside the agent zipapp on a device
-    from edge_agent import runtimes
+    from edge_agent import observe, runtimes
     from edge_agent.errors import AgentError, one_line
 except ImportError:  # on edge's host
-    from devices.agent import runtimes
+    from devices.agent import observe, runtimes
     from devices.agent.errors import AgentError, one_line
 
 NAME = "ncnn"
@@ -38,7 +38,29 @@ def load(path, threads):
     net = open_net(ncnn, path, settings, threads)
     feeds = [runtimes.random_input(np, spec["shape"], spec["dtype"])
              for spec in settings["inputs"]]
-    return (lambda: run_net(np, ncnn, net, settings, feeds)), ncnn.__version__
+    return observe.Loaded(lambda: run_net(np, ncnn, net, settings, feeds),
+                          lambda: ncnn_observed(net, settings)), ncnn.__version__
+
+
+def ncnn_observed(net, settings):
+    """Each layer of a loaded net and where NCNN runs it: on the Vulkan GPU when the net
+    computes there and the layer supports Vulkan (NCNN routes each layer by that flag, the
+    others run on the CPU between transfers), in fp16 where fp16 is on and the layer stores
+    it, else fp32. NCNN's Python API shows no weight shapes: no MACs."""
+    gpu, fp16 = bool(settings.get("vulkan")), bool(settings.get("fp16"))
+    layers = []
+    for layer in net.layers():
+        on_gpu = gpu and bool(layer.support_vulkan)
+        precision = "f16" if fp16 and (on_gpu or layer.support_fp16_storage) else "f32"
+        layers.append(observe.layer(layer.name, layer.type, "GPU" if on_gpu else "CPU",
+                                    precision, "Vulkan" if on_gpu else "CPU kernels"))
+    return {"method": "NCNN's layers and the Vulkan support it routes each by",
+            "layers": [rec for rec in layers if rec["op"] not in NOT_LAYERS],
+            "made_for": "GPU" if gpu else ""}
+
+
+#: NCNN layers that only hold the inputs: left out.
+NOT_LAYERS = frozenset({"Input"})
 
 
 def stem_of(path):

@@ -1,5 +1,5 @@
-"""Run a zoo model file on its own runtime: ONNX on ONNX Runtime, TFLite on LiteRT, Keras on Keras,
-TorchScript (.pt, .jit) on PyTorch.
+"""Run a zoo model file on its own runtime: ONNX on ONNX Runtime, TFLite on LiteRT, an OpenVINO IR
+on OpenVINO's CPU plugin, Keras on Keras, TorchScript (.pt, .jit) on PyTorch.
 
 ``original(path)`` loads a model file and returns a ``Model``: its input names and ranks and a
 ``run(feeds)`` over one sample (feeds keyed by input name; a single-input model also takes its
@@ -34,6 +34,8 @@ def original(path: Path, threads: int = 1) -> Model:
         return _onnx(path, threads)
     if suffix == ".tflite":
         return _tflite(path, threads)
+    if suffix == ".xml":
+        return _openvino(path, threads)
     if suffix in (".h5", ".hdf5", ".keras"):
         return _keras(path)
     if suffix in (".pt", ".pth", ".jit"):
@@ -114,6 +116,36 @@ def _torchscript(path: Path, threads: int) -> Model:
             return [module(*values).numpy()]
 
     return Model(inputs=tuple((n, -1) for n in names), outputs=("output",), run=run)
+
+
+#: Where edge's IR records the precision it is verified computing in (what it says to load
+#: it with: targets/openvino/target.py writes it); f32 when absent.
+_OV_COMPUTES = ["edge", "inference_precision"]
+
+
+def _openvino(path: Path, threads: int) -> Model:
+    """An OpenVINO IR compiled for the CPU with the precision hint it records (as its manifest
+    says to load it), latency hint, ``threads`` threads; inputs bound by name each run."""
+    import openvino as ov
+
+    core = ov.Core()
+    ir = core.read_model(str(path))
+    hint = str(ir.get_rt_info(_OV_COMPUTES).astype(str)) if ir.has_rt_info(_OV_COMPUTES) \
+        else "f32"
+    compiled = core.compile_model(ir, "CPU", {"INFERENCE_NUM_THREADS": threads,
+                                              "INFERENCE_PRECISION_HINT": hint,
+                                              "PERFORMANCE_HINT": "LATENCY"})
+    request = compiled.create_infer_request()
+    inputs = tuple((p.get_any_name(), len(p.get_partial_shape())) for p in compiled.inputs)
+    names = [n for n, _ in inputs]
+
+    def run(feeds: Feeds) -> list[np.ndarray]:
+        named = _by_name(feeds, names)
+        result = request.infer([named[n] for n in names])
+        return [np.asarray(result[port]) for port in compiled.outputs]
+
+    return Model(inputs=inputs, outputs=tuple(o.get_any_name() for o in compiled.outputs),
+                 run=run)
 
 
 def _by_name(feeds: Feeds, names: Sequence[str]) -> Feeds:

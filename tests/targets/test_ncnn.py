@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from devices.agent import observe, runtimes
 from edge.core.data import load_dataset
 from edge.core.model import inspect_model
 from edge.core.plugins import full_suffix
@@ -173,3 +174,33 @@ def test_vulkan_never_starts_in_edges_own_process(model: ModelInfo, workdir: Pat
                           capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().endswith("(1, 10)")
+
+
+def test_each_layers_unit_is_observed_on_vulkan_and_on_the_cpu(model: ModelInfo,
+                                                                workdir: Path) -> None:
+    """Issue 43: what NCNN ran, read from the loaded net through the agent's loader: on this
+    host's Vulkan device (lavapipe) the layers NCNN routes to Vulkan are observed on the GPU,
+    the artifact says it was made for the GPU; the CPU artifact runs every layer on the CPU.
+    (Vulkan in a child process, as edge runs it.)"""
+    import subprocess
+    import sys
+
+    _vulkan()
+    file, _ = VULKAN.convert(model, "fp32", calib=Dataset(feeds=()), workdir=workdir / "vk-seen")
+    program = ("import json, sys\n"
+               "from devices.agent import observe, runtimes\n"
+               "run, _ = runtimes.load(sys.argv[1], 1)\n"
+               "run()\n"
+               "print(json.dumps(observe.observed(run, 'ncnn')))\n")
+    done = subprocess.run([sys.executable, "-c", program, str(file)], capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    units = {layer["op"]: layer["unit"] for layer in seen["layers"]}
+    assert seen["made_for"] == "GPU" and units["Convolution"] == "GPU", units
+    assert {layer["precision"] for layer in seen["layers"]} == {"f32"}
+    cpu, _ = CPU.convert(model, "fp32", calib=Dataset(feeds=()), workdir=workdir / "cpu-seen")
+    run, _ = runtimes.load(str(cpu), 1)
+    run()
+    here = observe.observed(run, "ncnn")
+    assert not here["made_for"] and {layer["unit"] for layer in here["layers"]} == {"CPU"}

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -25,37 +23,10 @@ from targets.tflite import agent as tflite_agent
 from targets.tflite.delegate import DEFAULT_LIBRARY, TFLiteDelegateTarget, library_spec
 from tests.support.cli import run_cli
 from tests.support.digits import DigitsModel
+from tests.support.null_delegate import build_null_delegate, compiler
 
 TARGET = TFLiteDelegateTarget()
 pytestmark = pytest.mark.skipif(TARGET.missing() is not None, reason=str(TARGET.missing()))
-
-#: A real TFLite external delegate in the shape of TFLite's sample "dummy external delegate":
-#: the two entry points load_delegate() calls, and a Prepare that takes no node (so the model
-#: runs on the CPU kernels, with the delegate applied). The struct is TfLiteDelegate's layout.
-NULL_DELEGATE = r"""
-#include <stdint.h>
-#include <stdlib.h>
-typedef struct TfLiteDelegate {
-  void* data_;
-  int (*Prepare)(void* context, struct TfLiteDelegate* delegate);
-  int (*CopyFromBufferHandle)(void*, struct TfLiteDelegate*, int, void*);
-  int (*CopyToBufferHandle)(void*, struct TfLiteDelegate*, int, void*);
-  void (*FreeBufferHandle)(void*, struct TfLiteDelegate*, int*);
-  int64_t flags;
-  void* opaque_delegate_builder;
-} TfLiteDelegate;
-static int prepare(void* context, TfLiteDelegate* delegate) { (void)context; (void)delegate;
-  return 0; }
-TfLiteDelegate* tflite_plugin_create_delegate(char** keys, char** values, size_t n,
-                                              void (*report)(const char*)) {
-  (void)keys; (void)values; (void)n; (void)report;
-  TfLiteDelegate* d = calloc(1, sizeof(TfLiteDelegate));
-  if (d) d->Prepare = prepare;
-  return d;
-}
-void tflite_plugin_destroy_delegate(TfLiteDelegate* d) { free(d); }
-"""
-
 
 def _settings(**options: str) -> ConvertSettings:
     """Settings carrying the profile's accelerator options."""
@@ -75,15 +46,9 @@ def converted(digits: DigitsModel, tmp_path_factory: pytest.TempPathFactory) -> 
 
 @pytest.fixture(scope="module")
 def null_delegate(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    compiler = shutil.which("cc") or shutil.which("gcc")
-    if compiler is None:
+    if compiler() is None:
         pytest.skip("no C compiler to build the null delegate")
-    folder = tmp_path_factory.mktemp("delegate")
-    (folder / "null_delegate.c").write_text(NULL_DELEGATE)
-    library = folder / "libnull_delegate.so"
-    subprocess.run([compiler, "-shared", "-fPIC", "-O2", "-o", str(library),
-                    str(folder / "null_delegate.c")], check=True, timeout=120)
-    return library
+    return build_null_delegate(tmp_path_factory.mktemp("delegate"))
 
 
 def _release(converted: dict[str, Any], folder: Path, library: str) -> Path:
@@ -234,6 +199,13 @@ def test_a_real_delegate_runs_through_the_local_agent(tmp_path: Path,
     assert bench.status == 0, bench.stderr
     assert bench.json()["bench"]["p50_ms"] > 0
     assert bench.json()["bench"]["observed"]["made_for"] == "the NPU"
+    refused = run_cli("deploy", str(out), "--candidate", "tflite-delegate-int8", "--runs", "5")
+    assert refused.status == 1, refused.stderr
+    assert "fell back on" in refused.stderr and "keeps its current release" in refused.stderr
+    deployed = run_cli("deploy", str(out), "--candidate", "tflite-delegate-int8", "--runs", "5",
+                       "--allow-fallback")
+    assert deployed.status == 0, deployed.stderr
+    assert "ran " in deployed.stdout and "(installed, not active)" not in deployed.stdout
 
 
 @pytest.mark.slow
