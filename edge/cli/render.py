@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from edge.core.bundle import chosen_load_line, load_line
+from edge.core.bundle import chosen_load_line, load_line, version_drift
 from edge.core.extras import not_installed
 from edge.core.model import macs_caveat
 from edge.core.select import label
@@ -227,6 +227,9 @@ def render_deploy_outcome(outcome: DeployOutcome, bundle: Bundle | None = None) 
         rows.append(("pruned", ", ".join(outcome.pruned)))
     how = load_line(bundle, outcome.report.candidate) if bundle is not None else None
     rows += [("to load it", how)] if how else []
+    drift = (version_drift(bundle, outcome.report.candidate, outcome.report.bench)
+             if bundle is not None else None)
+    rows += [("versions", drift)] if drift else []
     return render_deploy(outcome.report, rows)
 
 

@@ -16,10 +16,10 @@ from edge.core.files import check_space, inside, staged_dir
 from edge.core.model import sha256_file
 from edge.core.plugins import declared, full_suffix
 from edge.core.profile import known_runtimes
-from edge.core.values import Artifact, Bundle, StoredFile
+from edge.core.values import Artifact, BenchResult, Bundle, StoredFile
 
 __all__ = ["FORMAT", "LOAD", "MANIFEST", "check_writable", "chosen_load_line", "is_bundle",
-           "load_line", "read_bundle", "write_bundle"]
+           "load_line", "read_bundle", "version_drift", "write_bundle"]
 
 MANIFEST = "manifest.json"
 #: How an artifact's note that says how to load it, outside edge, begins.
@@ -47,6 +47,22 @@ def load_line(bundle: Bundle, candidate: str | None) -> str | None:
     found = next((r for r in bundle.candidates if r.candidate.id == candidate), None)
     notes = found.artifact.notes if found is not None and found.artifact is not None else ()
     return next((n for n in notes if n.startswith(LOAD)), None)
+
+
+def version_drift(bundle: Bundle, candidate: str | None, ran: BenchResult) -> str | None:
+    """When the runtime version that ran ``candidate`` (``ran``, on a device) differs from the
+    one edge verified it with (its manifest timing, through the same loader): one line saying
+    so; None when they agree or either is unknown."""
+    found = next((r for r in bundle.candidates if r.candidate.id == candidate), None)
+    verified = found.bench if found is not None else None
+    if verified is None or verified.source not in (None, "host"):
+        return None
+    was, now = verified.device.get("runtime_version"), ran.device.get("runtime_version")
+    if not was or not now or str(was) == str(now):
+        return None
+    return (f"verified with {ran.runtime} {was} ({verified.where}); the device runs {now}: "
+            "its outputs were not verified with this version (edge optimize --eval on the "
+            "device's profile, or provision the verified version)")
 
 
 def check_writable(out: Path) -> None:

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from edge.core.bundle import read_bundle, write_bundle
+from edge.core.bundle import read_bundle, version_drift, write_bundle
 from edge.core.errors import UsageError
 from edge.core.values import (
     Artifact,
+    BenchResult,
     Bundle,
     Candidate,
     CandidateResult,
@@ -93,3 +95,22 @@ def test_manifest_is_plain_json(tmp_path: Path) -> None:
     data = json.loads((out / "manifest.json").read_text())
     assert data["chosen"] == "onnxruntime-int8"
     assert data["candidates"][0]["fidelity"]["cosine"] == 0.99
+
+
+def _timed(version: str, source: str = "host") -> BenchResult:
+    return BenchResult(where="h", runtime="onnxruntime", runs=1, warmup=0, threads=1, p50_ms=1,
+                       p90_ms=1, p99_ms=1, mean_ms=1, device={"runtime_version": version},
+                       source=source)  # type: ignore[arg-type]
+
+
+def test_a_device_running_another_runtime_version_than_verified_is_said() -> None:
+    """Issue 43: the versions that ran it are kept; a deploy to a device whose runtime version
+    differs from the one the artifact was verified with says so (one line)."""
+    bundle, _ = _bundle(b"m")
+    verified = replace(bundle.candidates[0], bench=_timed("1.31.1"))
+    bundle = replace(bundle, candidates=(verified,))
+    said = version_drift(bundle, "onnxruntime-int8", _timed("1.20.0", "device"))
+    assert said is not None and said.startswith("verified with onnxruntime 1.31.1 (h); the "
+                                                "device runs 1.20.0")
+    assert version_drift(bundle, "onnxruntime-int8", _timed("1.31.1", "device")) is None
+    assert version_drift(bundle, "tflite-int8", _timed("2.3.0", "device")) is None
