@@ -35,7 +35,7 @@ from edge.core.errors import CheckFailed, DeviceError
 from edge.core.profile import Profile
 from edge.core.values import Artifact, BenchResult, CandidateResult, DeployReport
 
-__all__ = ["DeployOutcome", "deploy_artifact", "device_benches", "install_all",
+__all__ = ["DeployOutcome", "as_planned", "deploy_artifact", "device_benches", "install_all",
            "measure_on_device"]
 
 log = logging.getLogger("edge")
@@ -87,6 +87,22 @@ def device_benches(device: Device, models: dict[str, str], rounds: Rounds,
     return benches, "one after another (not together: see the warning)"
 
 
+def as_planned(installed: list[tuple[CandidateResult, str]], benches: dict[str, BenchResult],
+               *, allowed: bool) -> list[CandidateResult]:
+    """The installed candidates timed (in ``benches``) that ran on the unit they were made for
+    (all of them when ``allowed``, or when none did: the deploy then says which fell back);
+    the others dropped, with a warning."""
+    measured = [r for r, _ in installed if r.candidate.id in benches]
+    planned = [r for r in measured if not benches[r.candidate.id].fell_back]
+    if allowed or not planned:
+        return measured
+    for result in measured:
+        if result not in planned:
+            log.warning("%s fell back: %s; not chosen", result.candidate.id,
+                        benches[result.candidate.id].fell_back)
+    return planned
+
+
 def install_all(device: Device, bundle_dir: Path, usable: list[CandidateResult]
                 ) -> tuple[list[tuple[CandidateResult, str]], Transfer]:
     """Every candidate's release installed (not activated); one that fails to install drops
@@ -118,7 +134,7 @@ def deploy_artifact(
     model, transfer = install_artifact(device, root, artifact)
     checked = health(device, model, release)
     report = _bench(device, model, artifact, profile=profile, rounds=rounds, threads=threads)
-    _check_fallback(report, device, allow_fallback)
+    _check_fallback(report, device, allow_fallback, keep)
     previous = activate_release(device, release, artifact.candidate.id, name)
     pruned = prune_quietly(device, keep)
     return DeployOutcome(report=replace(report, active=True, name=name), transfer=transfer,
@@ -150,10 +166,12 @@ def measure_on_device(
         return replace(report, active=is_active(device, release, name), name=name)
 
 
-def _check_fallback(report: DeployReport, device: Device, allowed: bool) -> None:
-    """CheckFailed when the artifact ran away from the unit it was made for (not allowed)."""
+def _check_fallback(report: DeployReport, device: Device, allowed: bool, keep: int) -> None:
+    """CheckFailed when the artifact ran away from the unit it was made for (not allowed); its
+    release, never activated, is pruned first."""
     fell_back = report.bench.fell_back
     if fell_back and not allowed:
+        prune_quietly(device, keep)
         raise CheckFailed(f"{report.candidate} fell back on {device.label}: {fell_back}; the "
                           "device keeps its current release (--allow-fallback deploys it)")
 

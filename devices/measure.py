@@ -117,7 +117,7 @@ def more_here(models: Mapping[str, Path], rounds: Rounds, *, threads: int) -> Mo
     """More rounds of some of ``models`` on this host, as ``time_files_here`` times them."""
     def more(ids: Sequence[str], count: int) -> dict[str, tuple[float, ...]]:
         timed = time_files_here({k: models[k] for k in ids}, rounds.more(count),
-                                threads=threads, skip_failed=True)
+                                threads=threads, skip_failed=True, observe=False)
         return {k: b.round_ms for k, b in timed.items()}
     return more
 
@@ -128,7 +128,7 @@ def more_on_device(device: Device, models: Mapping[str, str], rounds: Rounds, *,
     def more(ids: Sequence[str], count: int) -> dict[str, tuple[float, ...]]:
         try:
             timed = time_on_device(device, {k: models[k] for k in ids}, rounds.more(count),
-                                   threads=threads, skip_failed=True)
+                                   threads=threads, skip_failed=True, observe=False)
         except DeviceError as exc:
             log.warning("%s: no more rounds of %s (%s): choosing from the rounds run",
                         device.label, ", ".join(ids), exc)
@@ -139,18 +139,19 @@ def more_on_device(device: Device, models: Mapping[str, str], rounds: Rounds, *,
 
 def time_on_device(device: Device, models: Mapping[str, str], rounds: Rounds, *, threads: int,
                    profile: Profile | None = None, skip_failed: bool = False,
-                   timeout: float = 600.0) -> dict[str, BenchResult]:
+                   timeout: float = 600.0, observe: bool = True) -> dict[str, BenchResult]:
     """Time model files already on the device (id -> path there) in ONE interleaved agent
     ``bench``. With ``skip_failed`` a model that cannot load or run drops out (a warning);
     otherwise it fails the call. One model alone also gets peak memory, sensors and power
     (``profile``, the device's profile object: its estimate when the device has no power
-    sensor)."""
+    sensor). ``observe``: then read what ran each layer (the agent's ``observe``)."""
     ids = list(models)
     what = f"{len(ids)} models" if len(ids) > 1 else ids[0]
     with progress.step(f"{device.label}: timing {what} ({rounds.calls} runs, "
                        f"{rounds.rounds} interleaved rounds)"):
         reply = device.call("bench", *[models[k] for k in ids], *rounds.options(),
-                            "--threads", str(threads), timeout=timeout)
+                            "--threads", str(threads), *([] if observe else ["--no-observe"]),
+                            timeout=timeout)
     return _results(ids, reply, device.label, skip_failed=skip_failed, alone=len(ids) == 1,
                     profile=profile)
 

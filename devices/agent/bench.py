@@ -43,7 +43,8 @@ def cmd_bench(args):
     reply = bench_loaded(loaded, threads, plan, before=sample)
     after = sensors.sensor_snapshot()
     peak = peak_rss_mb()  # before observing: a runtime may load the model again to say
-    return dict(with_observed(reply, loaded), threads_requested=args.threads, peak_rss_mb=peak,
+    reply = reply if getattr(args, "no_observe", False) else with_observed(reply, loaded)
+    return dict(reply, threads_requested=args.threads, peak_rss_mb=peak,
                 device=device_info(),
                 metrics={"before": before, "during": during or None, "after": after})
 

@@ -12,6 +12,7 @@
     python3 edge_agent.pyz space WORK_DIR
     python3 edge_agent.pyz bench MODEL [MODEL ...] [--runs N] [--warmup N] [--threads N]
                                  [--rounds N] [--idle-s S] [--budget-s S] [--min-rounds N]
+                                 [--no-observe]
     python3 edge_agent.pyz corun --jobs JSON [--seconds S] [--max-wait-s S] [--no-alone]
     python3 edge_agent.pyz activate-pack WORK_DIR --set SLOT=RELEASE[:ARTIFACT] [--set ...]
     python3 edge_agent.pyz profile --model MODEL.onnx [--threads N] [--runs N]   (onnxruntime)
@@ -109,6 +110,8 @@ def _bench(command):
     command.add_argument("--idle-s", type=float, default=0.02, help="idle gap before a block")
     command.add_argument("--budget-s", type=float, default=None, help="fewer rounds if over")
     command.add_argument("--min-rounds", type=int, default=1, help="fewest rounds in budget")
+    command.add_argument("--no-observe", action="store_true",
+                         help="do not read what ran each layer (observe.py) after the rounds")
 
 
 

@@ -1,5 +1,6 @@
-"""What really ran: each layer's unit and precision as the runtime that ran it says, read from
-the very load a ``bench`` timed (``Loaded.observe``), never guessed from the plan.
+"""What really ran: each layer's unit and precision as the runtime that ran it says, read after
+a ``bench`` timed the load (``Loaded.observe``: from that load where the runtime can say, else
+from a second load of the same file and settings), never guessed from the plan.
 
 A runtime's ``load`` may return a ``Loaded`` (a run callable that can also say what ran); one
 that returns a plain callable cannot say, and its models are reported "not observable" with
@@ -10,8 +11,8 @@ ran (CPU, NPU, GPU, an external delegate's unit), ``precision`` the arithmetic i
 
 from .errors import one_line
 
-#: Layers at most per observation (a document a device sends is bounded).
-MAX_LAYERS = 20000
+#: Layers at most per observation, and the longest text of one (edge.core.observed's bounds).
+MAX_LAYERS, MAX_TEXT = 20000, 300
 #: numpy / runtime type names -> how edge names a precision.
 PRECISIONS = {
     "float": "f32", "float32": "f32", "f32": "f32", "fp32": "f32",
@@ -47,14 +48,16 @@ def observed(run, runtime):
     try:
         found = observe()
     except Exception as exc:  # noqa: BLE001 - any runtime's failure to say is one line
-        return {"runtime": runtime, "why_not": f"{runtime} could not say: {one_line(exc)}"}
+        why = f"{runtime} could not say: {one_line(exc)}"
+        return {"runtime": runtime, "why_not": why[:MAX_TEXT]}
     return dict(found, runtime=runtime, layers=found["layers"][:MAX_LAYERS])
 
 
 def layer(name, op, unit, precision, kernel="", macs=0):
-    """One observed layer as the agent replies it."""
-    return {"name": str(name), "op": str(op), "unit": str(unit),
-            "precision": precision_name(precision), "kernel": str(kernel), "macs": int(macs)}
+    """One observed layer as the agent replies it (texts cut to ``MAX_TEXT``)."""
+    return {"name": str(name)[:MAX_TEXT], "op": str(op)[:MAX_TEXT], "unit": str(unit)[:MAX_TEXT],
+            "precision": precision_name(precision)[:MAX_TEXT], "kernel": str(kernel)[:MAX_TEXT],
+            "macs": int(macs)}
 
 
 def precision_name(kind):

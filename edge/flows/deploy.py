@@ -20,6 +20,7 @@ from devices.connect import (
 )
 from devices.deploy import (
     DeployOutcome,
+    as_planned,
     deploy_artifact,
     device_benches,
     install_all,
@@ -295,7 +296,7 @@ def _deploy_fastest(device: Device, bundle_dir: Path, bundle: Bundle, *, profile
                                       _usable(bundle, device.runtimes, device.label))
     models = {r.candidate.id: m for r, m in installed}
     benches, how = device_benches(device, models, rounds, threads)
-    measured = [r for r, _ in installed if r.candidate.id in benches]
+    measured = as_planned(installed, benches, allowed=allow_fallback)
     ms = {k: b.p50_ms for k, b in benches.items()}
     try:
         pool, note = within_budget(measured, ms, budget, device.label)

@@ -328,7 +328,7 @@ def _measured(device: Device, profile: Profile, bundles: Mapping[str, tuple[Bund
     options: dict[str, list[Option]] = {name: [] for name in bundles}
     for threads in thread_counts(profile, cores):
         benches = time_on_device(device, {k: p for k, (p, _) in files.items()}, ROUNDS,
-                                 threads=threads, skip_failed=True)
+                                 threads=threads, skip_failed=True, observe=False)
         for key, bench in benches.items():
             name = key.split("/", 1)[0]
             options[name] += _device_options(profile, name, files[key], bench, threads,

@@ -45,13 +45,14 @@ def load(path, threads):
 def ncnn_observed(net, settings):
     """Each layer of a loaded net and where NCNN runs it: on the Vulkan GPU when the net
     computes there and the layer supports Vulkan (NCNN routes each layer by that flag, the
-    others run on the CPU between transfers), in fp16 where fp16 is on and the layer stores
-    it, else fp32. NCNN's Python API shows no weight shapes: no MACs."""
+    others run on the CPU between transfers); f32 with fp16 off, else "f16 allowed" (NCNN
+    does not say whether the device took it). Its Python API shows no weight shapes: no MACs,
+    shares by layers."""
     gpu, fp16 = bool(settings.get("vulkan")), bool(settings.get("fp16"))
     layers = []
     for layer in net.layers():
         on_gpu = gpu and bool(layer.support_vulkan)
-        precision = "f16" if fp16 and (on_gpu or layer.support_fp16_storage) else "f32"
+        precision = "f16 allowed" if fp16 else "f32"
         layers.append(observe.layer(layer.name, layer.type, "GPU" if on_gpu else "CPU",
                                     precision, "Vulkan" if on_gpu else "CPU kernels"))
     return {"method": "NCNN's layers and the Vulkan support it routes each by",

@@ -39,15 +39,15 @@ def load(path, threads):
                           lambda: ort_observed(ort, path, threads, feeds)), ort.__version__
 
 
-#: Operators that take float inputs and compute int8 inside (quantizing on the fly).
-DYNAMIC_INT8 = frozenset({"DynamicQuantizeMatMul", "MatMulIntegerToFloat",
-                          "DynamicQuantizeLSTM"})
+#: Operators that take float inputs and quantize them to uint8 inside (ONNX Runtime's contrib
+#: operators' definition), multiplying with int8 weights.
+DYNAMIC_INT8 = frozenset({"DynamicQuantizeMatMul", "DynamicQuantizeLSTM"})
 #: Operator -> the input holding its weights [O, I, k...] (convolutions).
-CONV_WEIGHTS = {"Conv": 1, "FusedConv": 1, "ConvInteger": 1, "NhwcConv": 1, "QLinearConv": 3,
-                "ConvTranspose": 1}
-#: Operators multiplying [.., K] by [K, N] (the first input's last dimension is K).
+CONV_WEIGHTS = {"Conv": 1, "FusedConv": 1, "ConvInteger": 1, "NhwcConv": 1, "QLinearConv": 3}
+#: Operators multiplying [.., K] by [K, N] (the first input's last dimension is K; a
+#: transposed first operand is not told apart).
 PRODUCTS = frozenset({"MatMul", "Gemm", "FusedMatMul", "MatMulInteger", "QLinearMatMul",
-                      "FusedGemm", "QGemm", *DYNAMIC_INT8})
+                      "FusedGemm", "QGemm", "DynamicQuantizeMatMul", "MatMulIntegerToFloat"})
 
 
 def ort_observed(ort, path, threads, feeds):
@@ -76,7 +76,7 @@ def _observed_node(name, args):
     op = str(args.get("op_name") or "?")
     ins = [_type_shape(t) for t in args.get("input_type_shape") or ()]
     out = _type_shape((args.get("output_type_shape") or [{}])[0])[1]
-    precision = "i8" if op in DYNAMIC_INT8 else (ins[0][0] if ins else "?")
+    precision = "u8" if op in DYNAMIC_INT8 else (ins[0][0] if ins else "?")
     return observe.layer(name, op, unit, precision, provider, _ort_macs(op, ins, out))
 
 
@@ -91,6 +91,8 @@ def _ort_macs(op, ins, out):
     at = CONV_WEIGHTS.get(op)
     if at is not None and len(ins) > at and len(ins[at][1]) >= 3:
         return observe.product_macs(out, observe.count(ins[at][1][1:]))
+    if op == "ConvTranspose" and len(ins) > 1 and len(ins[1][1]) >= 3:  # [I, O/g, k...]
+        return observe.product_macs(ins[0][1], observe.count(ins[1][1][1:]))
     if op in PRODUCTS and ins and ins[0][1]:
         return observe.product_macs(out, ins[0][1][-1])
     return 0

@@ -154,11 +154,19 @@ def load(path, threads):
     compiled = openvino_model(ov.Core(), path, threads)
     request = compiled.create_infer_request()
     feeds = openvino_feeds(np, compiled.inputs)
-    spec = accelerator_spec(path)
-    made_for = str(spec["device"]) if spec else ""
     return observe.Loaded(lambda: request.infer(feeds),
-                          lambda: dict(openvino_observed(compiled), made_for=made_for)), \
+                          lambda: dict(openvino_observed(compiled), made_for=made_for(path))), \
         ov.__version__
+
+
+def made_for(path):
+    """The device family an IR was made for: its companion JSON's first listed device (an
+    AUTO list's first choice), else its suffix's (.npu.xml, .gpu.xml, even with no JSON);
+    "" for a CPU IR."""
+    spec = accelerator_spec(path)
+    if spec:
+        return listed_devices(spec["device"])[0]
+    return next((s.split(".")[1].upper() for s in DEVICE_SUFFIXES if path.endswith(s)), "")
 
 
 #: Runtime-graph layers that move or hold data rather than compute the model: left out.
@@ -168,7 +176,11 @@ NOT_LAYERS = frozenset({"Input", "Output", "Const", "Reorder"})
 def openvino_observed(compiled):
     """Each layer of a compiled model as its plugin runs it: the runtime graph's layer type,
     execution precision and kernel, on the device(s) the compile runs on."""
-    unit = "+".join(str(d) for d in compiled.get_property("EXECUTION_DEVICES"))
+    units = sorted({listed_devices(str(d))[0] for d in compiled.get_property("EXECUTION_DEVICES")})
+    if len(units) != 1:  # HETERO, or AUTO still on its CPU: the graph does not say per layer
+        raise AgentError(f"it runs on {' and '.join(units) or 'no device'}, and its runtime "
+                         "graph does not say which ran each layer")
+    unit = units[0]
     layers = []
     for op in compiled.get_runtime_model().get_ordered_ops():
         info_ = op.get_rt_info()
@@ -184,14 +196,17 @@ def openvino_observed(compiled):
 def _macs(op, kind):
     """Multiply-accumulates of a convolution, fully connected layer or matrix product."""
     shapes = [op.input(k).get_partial_shape() for k in range(op.get_input_size())]
-    if op.get_output_size() == 0 or len(shapes) < 2 or not all(s.is_static for s in shapes):
+    if op.get_output_size() == 0 or len(shapes) < 2 or not all(s.is_static for s in shapes) \
+            or not op.get_output_partial_shape(0).is_static:
         return 0
     out = [int(d) for d in op.get_output_partial_shape(0).to_shape()]
     first, weights = list(shapes[0].to_shape()), list(shapes[1].to_shape())
-    if kind in ("Convolution", "Deconvolution") and len(weights) >= 3:
-        # [O, I, k...] or, grouped, [G, O/G, I/G, k...]
-        skip = 2 if len(weights) == len(first) + 1 else 1
+    # weights [O, I, k...] (a deconvolution's [I, O, k...]) or, grouped, [G, O/G, I/G, k...]
+    skip = 2 if len(weights) == len(first) + 1 else 1
+    if kind == "Convolution" and len(weights) >= 3:
         return observe.product_macs(out, observe.count(weights[skip:]))
+    if kind == "Deconvolution" and len(weights) >= 3:  # each input element feeds O x k
+        return observe.product_macs(first, observe.count(weights[skip:]))
     if kind in ("FullyConnected", "MatMul") and first:
         return observe.product_macs(out, first[-1])
     return 0

@@ -104,8 +104,12 @@ def load(path, threads):
 
 #: Operator -> (the input holding its weights, the weight dimensions one output sums over).
 WEIGHTED = {"CONV_2D": (1, slice(1, None)), "DEPTHWISE_CONV_2D": (1, slice(1, 3)),
-            "TRANSPOSE_CONV": (1, slice(1, None)), "CONV_3D": (1, slice(0, 4)),
-            "FULLY_CONNECTED": (1, slice(-1, None)), "BATCH_MATMUL": (0, slice(-1, None))}
+            "CONV_3D": (1, slice(0, 4)), "FULLY_CONNECTED": (1, slice(-1, None)),
+            "BATCH_MATMUL": (0, slice(-1, None))}
+#: Operators whose data is not their first input (TRANSPOSE_CONV: output shape, weights, data).
+DATA_INPUT = {"TRANSPOSE_CONV": 2}
+#: What a ``.delegate.tflite`` with no companion JSON was made for (it runs without one).
+UNNAMED_DELEGATE = "its delegate (no companion JSON names one)"
 
 
 def tflite_observed(interpreter, path, threads, spec):
@@ -113,6 +117,9 @@ def tflite_observed(interpreter, path, threads, spec):
     (LiteRT's default XNNPACK runs on the CPU; a model made for an external delegate is read
     on an interpreter without the default, as ``delegate`` reads it, so each partition is that
     delegate's) or the CPU's builtin kernels; its precision from its tensors' types."""
+    if spec and getattr(runtimes.import_module(*MODULES), "OpResolverType", None) is None:
+        raise AgentError("this LiteRT cannot load a model without its default delegate, so "
+                         "which partitions are the external delegate's cannot be told")
     reader = interpreter_for(path, threads, defaults=False)[0] if spec else interpreter
     taken = delegated(reader)
     if not taken["listed"]:
@@ -122,16 +129,19 @@ def tflite_observed(interpreter, path, threads, spec):
     tensors = {t["index"]: t for t in reader.get_tensor_details()}
     layers = [_observed_op(op, tensors, (unit, kernel) if op["index"] in taken["indices"]
                            else ("CPU", "builtin")) for op in taken["ops"]]
+    unnamed = UNNAMED_DELEGATE if path.endswith(DELEGATE_SUFFIX) else ""
     return {"method": "LiteRT's operators and the delegate partitions that replaced them "
-                      "(each operator's input and weight types)", "layers": layers,
-            "made_for": unit if spec else ""}
+                      "(precision: each operator's data and weight types)", "layers": layers,
+            "made_for": unit if spec else unnamed}
 
 
 def _observed_op(op, tensors, where):
-    found = [tensors.get(t) for t in op["inputs"] if t >= 0]
+    found = [tensors.get(t) if t >= 0 else None for t in op["inputs"]]
     kinds = [str(getattr(t["dtype"], "__name__", t["dtype"])) if t else "?" for t in found]
-    precision = kinds[0] if kinds else "?"
-    if precision.startswith("float") and len(kinds) > 1 and kinds[1] == "int8":
+    data = DATA_INPUT.get(op["op_name"], 0)
+    precision = kinds[data] if len(kinds) > data else "?"
+    weights = WEIGHTED.get(op["op_name"], (1, None))[0]
+    if precision.startswith("float") and len(kinds) > weights and kinds[weights] == "int8":
         precision = "i8"  # dynamic range: float in, int8 weights, quantized on the fly
     outs = [tensors.get(t) for t in op["outputs"] if t >= 0]
     out = [int(d) for d in outs[0]["shape"]] if outs and outs[0] else []
@@ -142,6 +152,11 @@ def _observed_op(op, tensors, where):
 
 
 def _tflite_macs(op, found, out):
+    if op == "TRANSPOSE_CONV" and len(found) > 2 and found[1] and found[2]:
+        # weights [O, kh, kw, I]: each input element feeds O x kh x kw outputs
+        shape = [int(d) for d in found[1]["shape"]]
+        return observe.product_macs([int(d) for d in found[2]["shape"]],
+                                    observe.count(shape[:3]))
     at, dims = WEIGHTED.get(op, (None, None))
     if at is None or len(found) <= at or not found[at]:
         return 0

@@ -92,7 +92,7 @@ def _time_prefixes(contents: Sequence[bytes], threads: int, runs: int,
             timed = time_files_here(files, rounds, threads=threads, observe=False)
         else:
             stored = {k: store(device, file)[0] for k, file in files.items()}
-            timed = time_on_device(device, stored, rounds, threads=threads,
+            timed = time_on_device(device, stored, rounds, threads=threads, observe=False,
                                    timeout=max(600.0, 8 * ROUNDS_BUDGET_S))
     return [timed[k] for k in files]
 

@@ -1,5 +1,5 @@
-"""What really ran, as the runtime says (issue 43): each layer's unit and precision read from the
-very load edge times (the agent's loaders, here as on a device), and their shares of the MACs.
+"""What really ran, as the runtime says (issue 43): each layer's unit and precision read after
+edge times a load (the agent's loaders, here as on a device), and their shares of the MACs.
 
 Real runtimes, no mocks: an OpenVINO fp32 IR loaded plainly on a bf16-capable CPU is observed
 computing bf16 (the plain compile's own precision), and f32 with the hint edge loads it with;
@@ -8,6 +8,7 @@ cannot say is "not observable", and a device's malformed reply is refused, never
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -16,14 +17,23 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from devices.agent import observe
+from devices.deploy import as_planned
 from devices.measure import Rounds, observed_of, time_files_here
 from edge.core.model import inspect_model
-from edge.core.values import Dataset, Observed, ObservedLayer
+from edge.core.values import (
+    BenchResult,
+    Candidate,
+    CandidateResult,
+    Dataset,
+    Observed,
+    ObservedLayer,
+)
 from targets import get_target
 from targets.openvino import agent as openvino_agent
 from targets.openvino import target as openvino
 
 ROUNDS = Rounds(rounds=1, calls=3, warmup=1)
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _conv_fc(path: Path) -> Path:
@@ -158,9 +168,60 @@ def test_shares_are_of_macs_and_fall_back_to_layers() -> None:
     assert Observed.from_json(mixed.to_json()) == mixed
 
 
-def test_every_runtime_loader_answers_a_run_callable() -> None:
-    """A ``Loaded`` is called as a plain run is: the bench and health paths need no change."""
-    calls = []
-    loaded = observe.Loaded(lambda: calls.append(1), lambda: {"method": "", "layers": []})
-    loaded()
-    assert calls == [1] and loaded.observe() == {"method": "", "layers": []}
+def _release_module():
+    """The edge.fleet collection's device-side module (it cannot import edge)."""
+    spec = importlib.util.spec_from_file_location(
+        "edge_fleet_release", ROOT / "devices" / "ansible" / "plugins" / "modules" / "release.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("layers", [
+    (("NPU", 900), ("CPU", 100)), (("NPU", 800), ("CPU", 200)), (("CPU", 5), ("CPU", 0)),
+    (("NPU", 0), ("CPU", 0), ("CPU", 0)), (("NPU", 0),)])
+def test_the_fleet_module_refuses_a_fallback_by_the_same_rule(layers: tuple) -> None:
+    """The ansible module (on the device, without edge) refuses before the switch exactly when
+    edge's own rule says the artifact fell back."""
+    seen = Observed(runtime="tflite", made_for="NPU", layers=tuple(
+        ObservedLayer(name=str(k), op="CONV_2D", unit=u, precision="i8", macs=m)
+        for k, (u, m) in enumerate(layers)))
+    module = _release_module()
+    try:
+        module.check_planned("r1", seen.to_json())
+        refused = False
+    except module.Failed as exc:
+        refused = True
+        assert "fell back" in str(exc) and "keeps its current release" in str(exc)
+    assert refused == (seen.fell_back() is not None)
+
+
+def test_an_accelerator_ir_without_its_json_is_still_made_for_its_unit(tmp_path: Path) -> None:
+    lone = tmp_path / "model.npu.xml"
+    lone.write_text("<net/>")
+    assert openvino_agent.made_for(str(lone)) == "NPU"
+    assert openvino_agent.made_for(str(tmp_path / "model.xml")) == ""
+    assert openvino_agent.listed_devices("GPU.0") == ["GPU"]
+
+
+def test_deploy_on_device_leaves_out_a_candidate_that_fell_back() -> None:
+    """edge deploy --on-device chooses among the candidates that ran as planned; one that fell
+    back stays in only when none ran as planned (the deploy then refuses it) or when allowed."""
+    def result(target: str) -> CandidateResult:
+        return CandidateResult(candidate=Candidate(target=target, precision="int8"),
+                               status="passed", reason="r")
+
+    def bench(unit: str) -> BenchResult:
+        seen = Observed(runtime="tflite", made_for="NPU", layers=(ObservedLayer(
+            name="c", op="CONV_2D", unit=unit, precision="i8", macs=10),))
+        return BenchResult(where="d", runtime="tflite", runs=1, warmup=0, threads=1, p50_ms=1,
+                           p90_ms=1, p99_ms=1, mean_ms=1, observed=seen)
+
+    npu, cpu = result("tflite-delegate"), result("tflite")
+    installed = [(npu, "a"), (cpu, "b")]
+    benches = {"tflite-delegate-int8": bench("CPU"), "tflite-int8": bench("NPU")}
+    assert as_planned(installed, benches, allowed=False) == [cpu]
+    assert as_planned(installed, benches, allowed=True) == [npu, cpu]
+    every = {k: bench("CPU") for k in benches}
+    assert as_planned(installed, every, allowed=False) == [npu, cpu]

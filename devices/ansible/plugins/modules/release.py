@@ -429,6 +429,7 @@ def deploy(params, agent):
     entry = bench["results"][0]
     if "error" in entry:
         raise Failed(f"release {release} could not be benchmarked: {entry['error']}")
+    check_planned(release, entry.get("observed") or {})
     previous = agent.call("activate", work, release, "--artifact", params["_artifact"],
                           *slot_args(params))
     return dict(release=release, name=previous.get("slot"), previous=previous.get("previous"),
@@ -436,6 +437,18 @@ def deploy(params, agent):
                 health=checked, bench=bench, p50_ms=entry.get("p50_ms"),
                 transfer=dict(files_sent=sent, files_reused=reused),
                 pruned=prune(agent, params["keep"]), changed=True)
+
+
+def check_planned(release, observed, share=0.1):
+    """Failed when more than ``share`` of the work ran away from the unit the artifact was made
+    for (edge.core.observed.FALLBACK_SHARE's rule: of the MACs, else of the layers)."""
+    made_for, layers = observed.get("made_for"), observed.get("layers") or []
+    macs = any(layer.get("macs") for layer in layers)
+    weights = [(layer.get("unit"), (layer.get("macs") or 0) if macs else 1) for layer in layers]
+    total, away = sum(w for _, w in weights), sum(w for u, w in weights if u != made_for)
+    if made_for and total and away / total > share:
+        raise Failed(f"release {release} fell back: {away / total:.0%} of its work ran away "
+                     f"from {made_for}; the host keeps its current release")
 
 
 def model_of(work, candidate):
