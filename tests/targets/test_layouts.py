@@ -114,7 +114,7 @@ def test_device_agent_runs_the_artifact_as_shaped(keras_model: ModelInfo,
     for precision in ("fp32", "int8"):
         run, version = load_tflite(str(tflite_files[precision][0]), 1)
         run()
-        fed = run.__self__  # the agent's interpreter (run is its invoke)
+        fed = run.run.__self__  # the agent's interpreter (a Loaded's run is its invoke)
         assert [list(d["shape"]) for d in fed.get_input_details()] == [[1, 64, 64, 1]]
         assert fed.get_tensor(fed.get_input_details()[0]["index"]).shape == (1, 64, 64, 1)
         assert version
