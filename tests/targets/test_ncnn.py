@@ -7,6 +7,8 @@ three files (param, weights, settings) land in the bundle. Real pnnx, real ncnn;
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -158,9 +160,6 @@ def test_vulkan_never_starts_in_edges_own_process(model: ModelInfo, workdir: Pat
     """A Vulkan instance (lavapipe's LLVM) in a process that loaded TensorFlow aborts it at exit:
     the probe and the ncnn-vulkan runner live in child processes, so an optimize that read a
     Keras model and verified ncnn-vulkan still exits 0."""
-    import subprocess
-    import sys
-
     _vulkan()
     file, _ = VULKAN.convert(model, "fp32", calib=Dataset(feeds=()), workdir=workdir / "vk")
     program = ("import sys, numpy as np, tensorflow\n"
@@ -170,10 +169,16 @@ def test_vulkan_never_starts_in_edges_own_process(model: ModelInfo, workdir: Pat
                "runner = NcnnVulkanTarget().load(sys.argv[1], inspect_model(sys.argv[2]), "
                "threads=1)\n"
                "print(runner.run({'input': np.zeros((1, 1, 8, 8), np.float32)})[0].shape)\n")
-    done = subprocess.run([sys.executable, "-c", program, str(file), model.path],
-                          capture_output=True, text=True, timeout=300, check=False)
+    assert _in_a_child(program, str(file), model.path).endswith("(1, 10)")
+
+
+def _in_a_child(program: str, *args: str) -> str:
+    """What ``program`` printed, run in a child Python (where edge starts Vulkan); it must
+    exit 0."""
+    done = subprocess.run([sys.executable, "-c", program, *args], capture_output=True,
+                          text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip().endswith("(1, 10)")
+    return done.stdout.strip()
 
 
 def test_each_layers_unit_is_observed_on_vulkan_and_on_the_cpu(model: ModelInfo,
@@ -182,24 +187,18 @@ def test_each_layers_unit_is_observed_on_vulkan_and_on_the_cpu(model: ModelInfo,
     host's Vulkan device (lavapipe) the layers NCNN routes to Vulkan are observed on the GPU,
     the artifact says it was made for the GPU; the CPU artifact runs every layer on the CPU.
     (Vulkan in a child process, as edge runs it.)"""
-    import subprocess
-    import sys
-
     _vulkan()
-    file, _ = VULKAN.convert(model, "fp32", calib=Dataset(feeds=()), workdir=workdir / "vk-seen")
+    file, _ = VULKAN.convert(model, "fp32", calib=Dataset(feeds=()), workdir=workdir / "vk")
     program = ("import json, sys\n"
                "from devices.agent import observe, runtimes\n"
                "run, _ = runtimes.load(sys.argv[1], 1)\n"
                "run()\n"
                "print(json.dumps(observe.observed(run, 'ncnn')))\n")
-    done = subprocess.run([sys.executable, "-c", program, str(file)], capture_output=True,
-                          text=True, timeout=300, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    seen = json.loads(_in_a_child(program, str(file)).splitlines()[-1])
     units = {layer["op"]: layer["unit"] for layer in seen["layers"]}
     assert seen["made_for"] == "GPU" and units["Convolution"] == "GPU", units
     assert {layer["precision"] for layer in seen["layers"]} == {"f32"}
-    cpu, _ = CPU.convert(model, "fp32", calib=Dataset(feeds=()), workdir=workdir / "cpu-seen")
+    cpu, _ = CPU.convert(model, "fp32", calib=Dataset(feeds=()), workdir=workdir / CPU.name)
     run, _ = runtimes.load(str(cpu), 1)
     run()
     here = observe.observed(run, "ncnn")
