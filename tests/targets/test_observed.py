@@ -8,7 +8,9 @@ cannot say is "not observable", and a device's malformed reply is refused, never
 
 from __future__ import annotations
 
-import importlib.util
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -168,14 +170,29 @@ def test_shares_are_of_macs_and_fall_back_to_layers() -> None:
     assert Observed.from_json(mixed.to_json()) == mixed
 
 
-def _release_module():
-    """The edge.fleet collection's device-side module (it cannot import edge)."""
-    spec = importlib.util.spec_from_file_location(
-        "edge_fleet_release", ROOT / "devices" / "ansible" / "plugins" / "modules" / "release.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+#: The edge.fleet collection's device-side module (it cannot import edge) asked in a child
+#: Python: importing ansible patches sys.intern for the whole process, which PyTorch's
+#: compiler then refuses (an executorch conversion later in the same pytest worker failed).
+CHECK_PLANNED = """
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("edge_fleet_release", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+try:
+    module.check_planned("r1", json.loads(sys.argv[2]))
+    print("ok")
+except module.Failed as exc:
+    print("refused:", exc)
+"""
+
+
+def _fleet_module_says(observed: dict) -> str:
+    module = ROOT / "devices" / "ansible" / "plugins" / "modules" / "release.py"
+    done = subprocess.run([sys.executable, "-c", CHECK_PLANNED, str(module),
+                           json.dumps(observed)], capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip()
 
 
 @pytest.mark.parametrize("layers", [
@@ -187,14 +204,9 @@ def test_the_fleet_module_refuses_a_fallback_by_the_same_rule(layers: tuple) -> 
     seen = Observed(runtime="tflite", made_for="NPU", layers=tuple(
         ObservedLayer(name=str(k), op="CONV_2D", unit=u, precision="i8", macs=m)
         for k, (u, m) in enumerate(layers)))
-    module = _release_module()
-    try:
-        module.check_planned("r1", seen.to_json())
-        refused = False
-    except module.Failed as exc:
-        refused = True
-        assert "fell back" in str(exc) and "keeps its current release" in str(exc)
-    assert refused == (seen.fell_back() is not None)
+    said = _fleet_module_says(seen.to_json())
+    assert said.startswith("refused:") == (seen.fell_back() is not None), said
+    assert said == "ok" or ("fell back" in said and "keeps its current release" in said)
 
 
 def test_an_accelerator_ir_without_its_json_is_still_made_for_its_unit(tmp_path: Path) -> None:
