@@ -63,8 +63,18 @@ class DeployOutcome:
                 "previous": self.previous, "pruned": list(self.pruned)}
 
 
-def device_benches(device: Device, models: dict[str, str], rounds: Rounds,
+def device_benches(device: Device, installed: list[tuple[CandidateResult, str]], rounds: Rounds,
                    threads: int) -> tuple[dict[str, BenchResult], str]:
+    """Every installed candidate (its result, its model on the device) timed, its observation
+    held to its plan (``BenchResult.planned_for``); and how they were timed."""
+    benches, how = _device_benches(device, {r.candidate.id: m for r, m in installed}, rounds,
+                                   threads)
+    plans = {r.candidate.id: r.candidate for r, _ in installed}
+    return {k: b.planned_for(plans[k]) for k, b in benches.items()}, how
+
+
+def _device_benches(device: Device, models: dict[str, str], rounds: Rounds,
+                    threads: int) -> tuple[dict[str, BenchResult], str]:
     """Every candidate timed in ONE interleaved bench; when the device cannot run them together
     (the agent is killed, e.g. out of memory, or one fails mid-rounds), one after another, each
     in its own agent process, those that fail alone dropping out; and how they were timed."""
@@ -180,7 +190,7 @@ def _bench(device: Device, model: str, artifact: Artifact, *, profile: Profile, 
            threads: int) -> DeployReport:
     candidate = artifact.candidate.id
     bench = time_on_device(device, {candidate: model}, rounds, threads=threads,
-                           profile=profile)[candidate]
+                           profile=profile)[candidate].planned_for(artifact.candidate)
     return DeployReport(
         target=device.label, transport=kind(device.transport), profile=profile.id,
         candidate=candidate, artifact_sha256=artifact.sha256, release=artifact.release_id[:16],

@@ -24,11 +24,12 @@ from typing import Any
 
 from devices.device import Device, install_file, kind, megabytes, prepare
 from devices.lock import deploy_lock
+from devices.measure import observed_of
 from devices.transport import Transport
 from edge.core import progress
 from edge.core.errors import DeviceError, UsageError
 from edge.core.plugins import full_suffix
-from edge.core.values import Artifact, Bundle, JsonValue
+from edge.core.values import Artifact, Bundle, JsonValue, Observed
 
 __all__ = ["DEFAULT_KEEP", "DEFAULT_SLOT", "HealthCheck", "ReleaseInfo", "ReleasesReport",
            "RollbackReport", "SlotInfo", "Transfer", "activate_release", "check_keep",
@@ -98,6 +99,10 @@ class ReleaseInfo(JsonValue):
     last_active: str | None = None
     artifact: str | None = None  # candidate id recorded when it was activated
     current_in: tuple[str, ...] = ()  # the slots whose current release it is
+    #: what ran it the last time it was timed on the device (the agent keeps it in the
+    #: release's folder), and when (UTC); None: never timed there since it was installed
+    observed: Observed | None = None
+    observed_at: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -362,7 +367,8 @@ def _releases_report(device: Device, state: dict, slot: str | None,
         previous=mine and bool(r.get("previous")), size_bytes=int(r["size_bytes"]),
         files=dict(r.get("files", {})), installed=r.get("installed", ""),
         last_active=r.get("last_active"), artifact=r.get("artifact"),
-        current_in=tuple(r.get("current_in", ())))
+        current_in=tuple(r.get("current_in", ())),
+        observed=observed_of(r.get("observed"), "?"), observed_at=_text(r.get("observed_at")))
         for r in state["releases"])
     slots = tuple(SlotInfo(name=s["slot"], active=s.get("active"), previous=s.get("previous"),
                            artifact=s.get("artifact"))
@@ -372,6 +378,11 @@ def _releases_report(device: Device, state: dict, slot: str | None,
                           previous=state.get("previous") if mine else None, releases=releases,
                           history=tuple(state.get("history", ())) if mine else (),
                           pruned=pruned, name=slot, slots=slots)
+
+
+def _text(value: object) -> str | None:
+    """A short text a device sent (a time stamp), None when it sent none or something else."""
+    return value[:64] if isinstance(value, str) else None
 
 
 def prune_releases(transport: Transport, *, python: str, work_dir: str,

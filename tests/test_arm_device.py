@@ -350,9 +350,14 @@ def test_int8_artifact_runs_on_the_aarch64_device(
     assert bench.observed is not None and bench.observed.observable, bench.observed
     assert {layer.unit for layer in bench.observed.layers} == {"CPU"}
     assert bench.observed.share_of(precision="f32") < 0.5
+    assert bench.observed.planned == "int8" and bench.fell_back is None  # int8 as planned
     release = f"/home/edgeuser/.edge/releases/{report.release}"
     assert arm_device.device_path(f"{release}/model.onnx").read_bytes() == \
         (arm_bundle / artifact.file).read_bytes()
+    # the release on the board keeps what ran it, with the versions (issue 43)
+    kept = json.loads(arm_device.device_path(f"{release}/observed.json").read_text())
+    assert kept["runtime_version"] == "1.31.1" and kept["observed"]["layers"]
+    assert kept["observed"]["versions"] == {"onnxruntime": "1.31.1"}
 
     # Its outputs are right: the held-out digits, predicted ON the aarch64 device.
     eval_remote = "/home/edgeuser/.edge/digits_eval.npz"

@@ -182,6 +182,14 @@ def test_bundle_report_plots_candidates_layers_and_history(bundle: Path) -> None
     assert_layers_on(text, "tflite-int8", "LiteRT", "derived from prefix timings")
     assert_layers_on(text, "onnxruntime-int8", "onnxruntime", "onnxruntime CPU profiler")
     assert "CONV_2D" in text and "FULLY_CONNECTED" in text  # TFLite operators, by name
+    # what really ran (issue 43): each timed candidate's shares per unit and precision, as its
+    # runtime said on this host, and on the device in its history's "ran" column
+    timed = [c for c in manifest["candidates"] if (c.get("bench") or {}).get("observed")]
+    assert timed and "What really ran each timed candidate" in text
+    for c in timed:
+        for share in _shares(c["bench"]["observed"]):
+            assert f'<td class="num">{share}</td>' in text
+    assert "<th>ran</th>" in text and "of MACs (" in text
 
 
 def test_bundle_report_breaks_down_openvino_candidates(openvino_bundle: Path) -> None:
@@ -315,6 +323,13 @@ def test_report_command_refuses_what_it_cannot_report(tmp_path: Path) -> None:
     result = run_cli("report", str(tmp_path), "-o", str(tmp_path / "r.html"))
     assert result.status == 2 and len(result.error_lines) == 1
     assert "not a bundle" in result.stderr and not (tmp_path / "r.html").exists()
+
+
+def _shares(observed: dict) -> list[str]:
+    """The share cells the report shows for an observation ("99.5%")."""
+    from edge.core.values import Observed
+
+    return [f"{100 * s.share:.1f}%" for s in Observed.from_json(observed).shares()]
 
 
 def test_report_of_a_results_folder(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ time, and the process's peak memory and the sensors around the timed rounds."""
 from . import sensors, timing
 from .errors import AgentError, one_line
 from .info import device_info, peak_rss_mb
+from .kept import keep_observed
 from .observe import observed
 from .runtimes import load, model_runtime, threads_for
 
@@ -44,6 +45,7 @@ def cmd_bench(args):
     after = sensors.sensor_snapshot()
     peak = peak_rss_mb()  # before observing: a runtime may load the model again to say
     reply = reply if getattr(args, "no_observe", False) else with_observed(reply, loaded)
+    keep_observed(reply["results"])
     return dict(reply, threads_requested=args.threads, peak_rss_mb=peak,
                 device=device_info(),
                 metrics={"before": before, "during": during or None, "after": after})

@@ -15,6 +15,7 @@ from . import packs
 from .errors import AgentError
 from .files import fsync, sha256_file, unlink_quietly, write_json_atomic
 from .hold import free_bytes
+from .kept import OBSERVED, kept_observed
 from .runtimes import suffixes
 from .slots import (
     DEFAULT_SLOT,
@@ -68,7 +69,7 @@ def cmd_verify(args):
         path = os.path.join(folder, name)
         ok = os.path.isfile(path) and not os.path.islink(path) and _sha_or_none(path) == sha
         (present if ok else missing).append(name)
-    names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+    names = sorted(set(os.listdir(folder)) - {OBSERVED}) if os.path.isdir(folder) else []
     return {"release": release, "present": present, "missing": missing,
             "free_bytes": free_bytes(args.work_dir), "names": names,
             "complete": bool(names) and _main_model(folder) is not None}
@@ -310,7 +311,8 @@ def _release_info(root, name, mine, states, last_active, last_used, artifacts):
     """One release directory as ``releases`` lists it (``_used``: for the order only)."""
     folder = os.path.join(root, name)
     files = {f: os.path.getsize(os.path.join(folder, f)) for f in sorted(os.listdir(folder))
-             if os.path.isfile(os.path.join(folder, f))}
+             if os.path.isfile(os.path.join(folder, f)) and f != OBSERVED}
+    kept = kept_observed(folder) or {}
     installed = os.stat(folder).st_mtime
     model = _main_model(folder)
     return {
@@ -320,6 +322,7 @@ def _release_info(root, name, mine, states, last_active, last_used, artifacts):
         "last_active": last_active.get(name), "artifact": artifacts.get(name),
         "active": name == mine["active"], "previous": name == mine["previous"],
         "current_in": [s["slot"] for s in states if s["active"] == name],
+        "observed": kept.get("observed"), "observed_at": kept.get("time"),
         "_used": max(installed, last_used.get(name, 0.0))}
 
 

@@ -136,6 +136,7 @@ def _deploy_one(request: Any, dry_run: bool, as_json: bool, report_file: Path | 
     """One device: the release flow, its measurement kept, the outcome shown."""
     from edge.cli.render import render_bundle, render_deploy_outcome
     from edge.cli.verdict import deploy_verdict
+    from edge.core.bundle import version_drift
     from edge.flows.deploy import describe, run_deploy_outcome
 
     if dry_run:
@@ -149,8 +150,9 @@ def _deploy_one(request: Any, dry_run: bool, as_json: bool, report_file: Path | 
     text = render_bundle(bundle, str(bundle_dir)) + "\n\n" + render_deploy_outcome(outcome, bundle)
     verdict = deploy_verdict(outcome.report, outcome.previous)
     text += (f"\nreport: {html}" if html else "") + f"\nverdict: {verdict}"
+    drift = version_drift(bundle, outcome.report.candidate, outcome.report.bench)
     emit(as_json, outcome.to_json() | {"bundle": str(bundle_dir), "verdict": verdict}
-         | ({"report": html} if html else {}), text)
+         | ({"report": html} if html else {}) | ({"versions": drift} if drift else {}), text)
     return 0
 
 

@@ -19,6 +19,7 @@ from edge.core.values import (
     Contest,
     DeployReport,
     ModelInfo,
+    Observed,
 )
 from edge.core.verify.rows import HEADERS, kind_lines, output_rows
 
@@ -74,7 +75,7 @@ def render_bundle(bundle: Bundle, where: str) -> str:
     mixed = any(r.bench is not None and r.bench.source not in (None, "host")
                 for r in bundle.candidates)
     reasons, extras = not_installed([r.reason for r in bundle.candidates])
-    rows = [(label(r), r.status, size_text(r.artifact.total_bytes) if r.artifact else "",
+    rows = [(label(r), _status(r), size_text(r.artifact.total_bytes) if r.artifact else "",
              _fidelity(r), _p50(r, mixed), why) for r, why in zip(bundle.candidates, reasons,
                                                                    strict=True)]
     ref = next((r.fidelity.reference_accuracy for r in bundle.candidates
@@ -94,6 +95,12 @@ def render_bundle(bundle: Bundle, where: str) -> str:
     lines = ["", table(headers, rows), *([extras] if extras else []),
              *([PAIRED_NOTE] if paired else []), ""]
     return "\n".join(head + lines + _per_output(bundle) + tail)
+
+
+def _status(result: CandidateResult) -> str:
+    """Its status, and "fell back" when it was observed running away from its plan."""
+    fell_back = result.bench is not None and result.bench.fell_back
+    return f"{result.status}, fell back" if fell_back else result.status
 
 
 def _compared(candidate: str, bench: BenchResult) -> str:
@@ -256,7 +263,7 @@ def render_releases(report: ReleasesReport) -> str:
                  else "incomplete" if not r.complete else "")
         rows.append(((r.release, state) if mine else (r.release,))
                     + (", ".join(r.current_in), r.artifact or "", size_text(r.size_bytes),
-                       r.last_active or "", r.installed))
+                       r.last_active or "", r.installed, _ran(r.observed)))
     head = f"{report.target} ({report.transport})  work dir {report.work_dir}"
     parts = [head, ""]
     if len(report.slots) > 1 or not mine:
@@ -264,7 +271,7 @@ def render_releases(report: ReleasesReport) -> str:
     if rows:
         state_column = (f"state ({report.name})",) if mine else ()
         parts.append(table(("release", *state_column, "current in", "artifact", "size",
-                            "last active", "installed"), rows))
+                            "last active", "installed", "ran (last timed)"), rows))
     else:
         parts.append("no releases installed")
     if report.pruned:
@@ -272,6 +279,15 @@ def render_releases(report: ReleasesReport) -> str:
     if report.previous:
         parts += ["", f"edge rollback{_name_flag(report)} would switch to {report.previous}"]
     return "\n".join(parts)
+
+
+def _ran(observed: Observed | None) -> str:
+    """What ran a release the last time it was timed, with any fallback; '' when unknown."""
+    if observed is None:
+        return ""
+    fell_back = observed.fell_back()
+    return observed.line().removeprefix("ran: ") + (f"; FELL BACK: {fell_back}"
+                                                     if fell_back else "")
 
 
 def _slots_table(report: ReleasesReport) -> str:

@@ -50,19 +50,35 @@ def load_line(bundle: Bundle, candidate: str | None) -> str | None:
 
 
 def version_drift(bundle: Bundle, candidate: str | None, ran: BenchResult) -> str | None:
-    """When the runtime version that ran ``candidate`` (``ran``, on a device) differs from the
-    one edge verified it with (its manifest timing, through the same loader): one line saying
-    so; None when they agree or either is unknown."""
+    """When the runtime, plugin or driver versions that ran ``candidate`` (``ran``, on a
+    device) differ from those edge verified it with (its manifest timing, through the same
+    loader): one line saying so; None when they agree or either is unknown."""
     found = next((r for r in bundle.candidates if r.candidate.id == candidate), None)
     verified = found.bench if found is not None else None
     if verified is None or verified.source not in (None, "host"):
         return None
-    was, now = verified.device.get("runtime_version"), ran.device.get("runtime_version")
-    if not was or not now or str(was) == str(now):
+    changed = [f"{name} {was} (the device runs {now})"
+               for name, (was, now) in _versions(verified, ran).items() if was != now]
+    if not changed:
         return None
-    return (f"verified with {ran.runtime} {was} ({verified.where}); the device runs {now}: "
-            "its outputs were not verified with this version (edge optimize --eval on the "
-            "device's profile, or provision the verified version)")
+    return (f"verified with {'; '.join(changed)} on {verified.where}: its outputs were not "
+            "verified with these versions (edge optimize --eval on the device's profile, or "
+            "provision the verified versions)")
+
+
+#: Observed "versions" that name hardware, not a version (a host and a device always differ).
+NOT_VERSIONS = frozenset({"vulkan device"})
+
+
+def _versions(verified: BenchResult, ran: BenchResult) -> dict[str, tuple[str, str]]:
+    """Each version both timings name: the runtime's, and those their observations name."""
+    was, now = verified.device.get("runtime_version"), ran.device.get("runtime_version")
+    found = {ran.runtime: (str(was), str(now))} if was and now else {}
+    old = verified.observed.versions if verified.observed is not None else {}
+    new = ran.observed.versions if ran.observed is not None else {}
+    found.update({k: (old[k], new[k]) for k in old.keys() & new.keys() - NOT_VERSIONS
+                  if k not in found})
+    return found
 
 
 def check_writable(out: Path) -> None:

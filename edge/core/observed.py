@@ -7,14 +7,14 @@ observable", never guessed. Validated when built: a device's reply is checked fi
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from pydantic import Field
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from edge.core.json_value import JsonValue
 
-__all__ = ["FALLBACK_SHARE", "Observed", "ObservedLayer", "Share"]
+__all__ = ["FALLBACK_SHARE", "Observed", "ObservedLayer", "Share", "planned_precision"]
 
 #: Layers at most in one observation (a device's reply beyond it is refused).
 MAX_LAYERS = 20000
@@ -23,6 +23,20 @@ MAX_TEXT = 300
 #: A share of an artifact's work that may run away from the unit it was made for before it
 #: "fell back" (a quantize/dequantize pair at the edges of an NPU's graph, say).
 FALLBACK_SHARE = 0.1
+#: Versions one observation may name (runtime, plugins, driver), each a bounded text.
+MAX_VERSIONS = 32
+#: Precisions that are not integer arithmetic, and those below fp32 a CPU may quietly take.
+FLOATS = frozenset({"f64", "f32", "bf16", "f16"})
+LOWER_FLOATS = frozenset({"bf16", "f16"})
+#: A candidate's precision -> what its arithmetic must be where it runs (the rest: not checked;
+#: fp16 weights may be computed in f32 by design, int8-dynamic quantizes only some operators).
+PLANNED = {"int8": "int8", "fp32": "fp32"}
+
+
+def planned_precision(precision: str, variant: str = "") -> str:
+    """The arithmetic a candidate of ``precision`` (and ``variant``) is held to where it runs:
+    "int8", "fp32" or "" (not checked; a mixed-precision int8 plan keeps layers in float)."""
+    return "" if variant == "mixed" else PLANNED.get(precision, "")
 
 
 @pydantic_dataclass(frozen=True, kw_only=True, slots=True)
@@ -59,29 +73,54 @@ class Observed(JsonValue):
     #: the unit the artifact was made for (its accelerator's, from its own companion file);
     #: empty: the CPU, no accelerator planned
     made_for: str = Field(default="", max_length=MAX_TEXT)
+    #: the arithmetic the candidate was made and verified in ("int8", "fp32"; ``planned_
+    #: precision``), set by edge, which knows the candidate; empty: not checked
+    planned: str = Field(default="", max_length=MAX_TEXT)
+    #: the runtime, plugin and driver versions that ran it, as the device says
+    versions: dict[Annotated[str, Field(max_length=MAX_TEXT)],
+                   Annotated[str, Field(max_length=MAX_TEXT)]] = Field(
+        default_factory=dict, max_length=MAX_VERSIONS)
 
-    OMIT_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("why_not", "made_for")
+    OMIT_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("why_not", "made_for", "planned", "versions")
 
     @property
     def observable(self) -> bool:
         return not self.why_not
 
     def fell_back(self, limit: float = FALLBACK_SHARE) -> str | None:
-        """What ran away from the unit the artifact was made for, when more than ``limit``
-        of its work did (one line naming the share and the layers); None when it ran as
-        planned, planned no accelerator, or the runtime cannot say."""
-        if not self.made_for or not self.observable:
+        """What ran away from the plan, when more than ``limit`` of the work did: away from
+        the unit the artifact was made for, or in float where int8 was planned, or below f32
+        where fp32 was verified (one line naming the share and the layers); None when it ran
+        as planned, planned nothing to check, or the runtime cannot say."""
+        if not self.observable:
+            return None
+        return self._off_unit(limit) or self._off_precision(limit)
+
+    def _off_unit(self, limit: float) -> str | None:
+        if not self.made_for:
             return None
         away = [layer for layer in self.layers if layer.unit != self.made_for]
         share = 1 - self.share_of(unit=self.made_for)
         if share <= limit or not away:
             return None
         units = ", ".join(sorted({layer.unit for layer in away}))
-        names = ", ".join(layer.name for layer in away[:5])
-        more = f" and {len(away) - 5} more" if len(away) > 5 else ""
         what = "MACs" if self.by_macs else "layers"
         return (f"{_percent(share)} of the {what} ran on {units}, not on {self.made_for} as "
-                f"the artifact was made to ({len(away)} layers: {names}{more})")
+                f"the artifact was made to ({_names(away)})")
+
+    def _off_precision(self, limit: float) -> str | None:
+        """int8 planned, float arithmetic; fp32 verified, bf16/f16 arithmetic (of the MACs:
+        a layer count says nothing of where the arithmetic is)."""
+        wrong = FLOATS if self.planned == "int8" else LOWER_FLOATS
+        if self.planned not in PLANNED or not self.by_macs:
+            return None
+        away = [layer for layer in self.layers if layer.macs and layer.precision in wrong]
+        share = sum(s.share for s in self.shares() if s.precision in wrong)
+        if share <= limit or not away:
+            return None
+        kinds = ", ".join(sorted({layer.precision for layer in away}))
+        how = "not in int8 as planned" if self.planned == "int8" else "where fp32 was verified"
+        return f"{_percent(share)} of the MACs ran in {kinds}, {how} ({_names(away)})"
 
     @property
     def by_macs(self) -> bool:
@@ -118,6 +157,12 @@ class Observed(JsonValue):
     def table(self) -> list[dict[str, Any]]:
         """The shares as rows for --json and reports."""
         return [s.to_json() for s in self.shares()]
+
+
+def _names(layers: list[ObservedLayer]) -> str:
+    """'3 layers: a, b, c' (the first five named)."""
+    more = f" and {len(layers) - 5} more" if len(layers) > 5 else ""
+    return f"{len(layers)} layers: {', '.join(layer.name for layer in layers[:5])}{more}"
 
 
 def _percent(share: float) -> str:

@@ -139,16 +139,17 @@ def _order(option: Option) -> tuple[tuple[int, ...], str]:
 def preference(runtimes: Sequence[str],
                faster: Faster = any_lower) -> Callable[[CandidateResult], tuple[int, ...]]:
     """A candidate's rank by order: an accelerator's artifact that leaves operators to the CPU
-    after every one that does not (only a measurement on the device shows whether it still
-    wins), then its runtime in the profile's runtime order, then the lower precision where the
-    device runs it ``faster`` (else the more faithful precision first), then the user's original
+    after every one that does not, one observed falling back after both (only a measurement on
+    the device shows whether it still wins), then its runtime in the profile's runtime order,
+    then the lower precision where the device runs it ``faster`` (else the more faithful
+    precision first), then the user's original
     file before a converted artifact of the same runtime and precision, and the full model
     before its pruned twin (a pruned model wins only when measurably faster)."""
     order = list(runtimes)
 
     def rank(result: CandidateResult) -> tuple[int, ...]:
         runtime = _runtime(result)
-        return (1 if _fallbacks(result) else 0,
+        return (_fallback_rank(result),
                 order.index(runtime) if runtime in order else len(order),
                 _precision_rank(runtime, result.candidate.precision, faster),
                 0 if result.candidate.target == ORIGINAL else 1,
@@ -173,13 +174,22 @@ def faithful_first(runtimes: Sequence[str]) -> Callable[[CandidateResult], tuple
 
     def rank(result: CandidateResult) -> tuple[int, ...]:
         runtime = _runtime(result)
-        return (1 if _fallbacks(result) else 0,
+        return (_fallback_rank(result),
                 0 if result.candidate.target == ORIGINAL else 1,
                 1 if result.candidate.variant else 0,
                 round(_allowance(result) / FIDELITY_STEP),
                 FAITHFUL.get(result.candidate.precision, len(FAITHFUL)),
                 order.index(runtime) if runtime in order else len(order))
     return rank
+
+
+def _fallback_rank(result: CandidateResult) -> int:
+    """2: it was observed running away from its plan (``BenchResult.fell_back``); 1: its
+    converter planned operators on the CPU; 0: neither. Either ranks it after the others, so
+    a tie in time goes to one that runs as planned."""
+    if result.bench is not None and result.bench.fell_back:
+        return 2
+    return 1 if _fallbacks(result) else 0
 
 
 def _fallbacks(result: CandidateResult) -> tuple[str, ...]:
@@ -193,6 +203,15 @@ def _fallback_note(passed: Sequence[CandidateResult], chosen: str | None) -> str
         return ""
     return (f"; {', '.join(waiting)} leave(s) operators to the CPU: not preferred without a "
             "measurement on the device (edge deploy --host measures them there)")
+
+
+def _fell_back_note(passed: Sequence[CandidateResult]) -> str:
+    """Which timed candidates ran away from their plan (each ranked after those that did not,
+    so it wins only by more than the noise)."""
+    found = [f"{r.candidate.id} fell back ({r.bench.fell_back})" for r in passed
+             if r.bench is not None and r.bench.fell_back]
+    return "; " + "; ".join(found) + ": not chosen over one that ran as planned at a similar " \
+        "speed" if found else ""
 
 
 def _runtime(result: CandidateResult) -> str:
@@ -241,7 +260,7 @@ def choose_candidate(results: Iterable[CandidateResult], runtimes: Sequence[str]
         options = _copy_timed(options, copy)
     if choice.basis == "measured":
         done = _measured_reason(choice, options, where, tie, original)
-        return replace(done, reason=done.reason + _copy_note(copy))
+        return replace(done, reason=done.reason + _copy_note(copy) + _fell_back_note(passed))
     note = f"; {untrusted_why}" if times and untrusted_why else ""
     note += _slower_note(slower, times, where) + _no_gain_note(empty)
     note += _fallback_note(passed, choice.id)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from edge.core.json_value import JsonValue, adapter
-from edge.core.observed import Observed, ObservedLayer, Share
+from edge.core.observed import Observed, ObservedLayer, Share, planned_precision
 
 if TYPE_CHECKING:
     import numpy as np
@@ -138,6 +138,11 @@ class Candidate(JsonValue):
         if self.target == ORIGINAL:
             return ORIGINAL
         return "-".join(p for p in (self.target, self.precision, self.variant) if p)
+
+    @property
+    def planned(self) -> str:
+        """The arithmetic it is held to where it runs (``observed.planned_precision``)."""
+        return planned_precision(self.precision, self.variant)
 
 
 @pydantic_dataclass(frozen=True, kw_only=True, slots=True)
@@ -290,8 +295,15 @@ class BenchResult(JsonValue):
 
     @property
     def fell_back(self) -> str | None:
-        """What ran away from the unit the artifact was made for (``Observed.fell_back``)."""
+        """What ran away from the plan (``Observed.fell_back``): the unit the artifact was
+        made for, the arithmetic its candidate was verified in."""
         return self.observed.fell_back() if self.observed is not None else None
+
+    def planned_for(self, candidate: Candidate) -> BenchResult:
+        """This timing, its observation held to ``candidate``'s arithmetic."""
+        if self.observed is None:
+            return self
+        return replace(self, observed=replace(self.observed, planned=candidate.planned))
 
 
 @pydantic_dataclass(frozen=True, kw_only=True, slots=True)

@@ -295,7 +295,7 @@ def _deploy_fastest(device: Device, bundle_dir: Path, bundle: Bundle, *, profile
     installed, transfer = install_all(device, bundle_dir,
                                       _usable(bundle, device.runtimes, device.label))
     models = {r.candidate.id: m for r, m in installed}
-    benches, how = device_benches(device, models, rounds, threads)
+    benches, how = device_benches(device, installed, rounds, threads)
     measured = as_planned(installed, benches, allowed=allow_fallback)
     ms = {k: b.p50_ms for k, b in benches.items()}
     try:

@@ -39,7 +39,19 @@ def load(path, threads):
     feeds = [runtimes.random_input(np, spec["shape"], spec["dtype"])
              for spec in settings["inputs"]]
     return observe.Loaded(lambda: run_net(np, ncnn, net, settings, feeds),
-                          lambda: ncnn_observed(net, settings)), ncnn.__version__
+                          lambda: dict(ncnn_observed(net, settings),
+                                       versions=ncnn_versions(ncnn, settings))), ncnn.__version__
+
+
+def ncnn_versions(ncnn, settings):
+    """NCNN's version, and on Vulkan the GPU and its driver and API versions (GPU 0's)."""
+    found = {"ncnn": str(ncnn.__version__)}
+    if settings.get("vulkan") and ncnn.get_gpu_count() > 0:
+        info = ncnn.get_gpu_info(0)
+        found.update({"vulkan device": str(info.device_name()),
+                      "vulkan driver": str(info.driver_version()),
+                      "vulkan api": str(info.api_version())})
+    return found
 
 
 def ncnn_observed(net, settings):

@@ -36,7 +36,9 @@ def load(path, threads):
     feeds = {i.name: runtimes.random_input(np, i.shape, ort_dtype(np, i.type))
              for i in session.get_inputs()}
     return observe.Loaded(lambda: session.run(None, feeds),
-                          lambda: ort_observed(ort, path, threads, feeds)), ort.__version__
+                          lambda: dict(ort_observed(ort, path, threads, feeds),
+                                       versions={"onnxruntime": str(ort.__version__)})), \
+        ort.__version__
 
 
 #: Operators that take float inputs and quantize them to uint8 inside (ONNX Runtime's contrib
@@ -184,6 +186,9 @@ def ort_session(ort, path, threads, optimize, profile_prefix=None):
     if profile_prefix is not None:
         options.enable_profiling = True
         options.profile_file_prefix = profile_prefix
+        # weights kept as inputs, so the profile shows their shapes (a prepacked QLinearConv's
+        # are gone from it); the kernels chosen are the same
+        options.add_session_config_entry("session.disable_prepacking", "1")
     try:
         return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # noqa: BLE001 - ORT raises its own types; report one line

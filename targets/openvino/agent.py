@@ -151,12 +151,23 @@ def load(path, threads):
     or on the accelerator its companion JSON names."""
     np = runtimes.numpy()
     ov = runtimes.import_module(*MODULES)
-    compiled = openvino_model(ov.Core(), path, threads)
+    core = ov.Core()
+    compiled = openvino_model(core, path, threads)
     request = compiled.create_infer_request()
     feeds = openvino_feeds(np, compiled.inputs)
     return observe.Loaded(lambda: request.infer(feeds),
-                          lambda: dict(openvino_observed(compiled), made_for=made_for(path))), \
+                          lambda: dict(openvino_observed(compiled), made_for=made_for(path),
+                                       versions=plugin_versions(ov, core, compiled))), \
         ov.__version__
+
+
+def plugin_versions(ov, core, compiled):
+    """OpenVINO's version and the build of each plugin the compile runs on."""
+    found = {"openvino": str(ov.__version__)}
+    for device in compiled.get_property("EXECUTION_DEVICES"):
+        for name, version in core.get_versions(str(device)).items():
+            found[f"{name} plugin"] = f"{version.description} {version.build_number}"
+    return found
 
 
 def made_for(path):

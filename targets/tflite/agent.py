@@ -97,9 +97,11 @@ def load(path, threads):
     np = runtimes.numpy()
     interpreter, module, spec = interpreter_for(path, threads)
     fed(np, interpreter)
+    versions = {"tflite": str(version_of(module))}
+    versions.update({"delegate": os.path.basename(spec["library"])} if spec else {})
     return observe.Loaded(interpreter.invoke,
-                          lambda: tflite_observed(interpreter, path, threads, spec)), \
-        version_of(module)
+                          lambda: dict(tflite_observed(interpreter, path, threads, spec),
+                                       versions=versions)), version_of(module)
 
 
 #: Operator -> (the input holding its weights, the weight dimensions one output sums over).

@@ -406,3 +406,44 @@ def test_the_ansible_module_resolves_every_slot_as_the_agent_does(tmp_path: Path
             agent_dir = slots.slot_dir(str(work), name)
             assert module.slot_dir(str(work), name) == agent_dir, (layout, name)
             assert module.active(str(work), name) == slots.active(agent_dir), (layout, name)
+
+
+def test_a_timed_release_keeps_what_ran_it_and_lists_it(tmp_path: Path) -> None:
+    """Issue 43: the agent's bench of a release's model writes what its runtime said ran it
+    (and the versions) into the release's folder; ``releases`` lists it beside the files (not
+    as one of them), and edge reads it back validated. A model outside a release keeps
+    nothing."""
+    from devices.release import _releases_report
+    from devices.transport import LocalTransport
+    from edge.cli.render import render_releases
+
+    folder = _release(tmp_path, A, DIGITS.read_bytes())
+    status, reply = _agent("bench", str(folder / "model.onnx"), "--runs", "2", "--warmup", "0",
+                           "--rounds", "1", "--threads", "1")
+    assert status == 0, reply
+    kept = json.loads((folder / "observed.json").read_text())
+    assert kept["observed"] == reply["results"][0]["observed"]
+    assert kept["observed"]["versions"]["onnxruntime"] == kept["runtime_version"]
+    loose = tmp_path / "loose.onnx"
+    loose.write_bytes(DIGITS.read_bytes())
+    assert _agent("bench", str(loose), "--runs", "1", "--warmup", "0", "--rounds", "1")[0] == 0
+    assert not (tmp_path / "observed.json").exists()
+
+    _agent("activate", str(tmp_path), A, "--artifact", "onnxruntime-fp32")
+    status, state = _agent("releases", str(tmp_path))
+    listed = state["releases"][0]
+    assert listed["files"] == {"model.onnx": DIGITS.stat().st_size}
+    assert listed["observed"] == kept["observed"] and listed["observed_at"] == kept["time"]
+    device = type("D", (), {"label": "local", "work": str(tmp_path),
+                            "transport": LocalTransport()})()
+    report = _releases_report(device, state, "default", ())  # type: ignore[arg-type]
+    seen = report.releases[0].observed
+    assert seen is not None and seen.observable and seen.share_of(unit="CPU") == 1.0
+    assert "ran (last timed)" in render_releases(report)
+    assert "CPU f32 100% of MACs" in render_releases(report)
+
+    (folder / "observed.json").write_text(json.dumps({"observed": {"layers": [
+        {"name": "x", "op": "Conv", "unit": "CPU", "precision": "f32", "macs": -1}]}}))
+    state = _agent("releases", str(tmp_path))[1]
+    lied = _releases_report(device, state, "default", ()).releases[0].observed  # type: ignore[arg-type]
+    assert lied is not None and lied.why_not.startswith("the agent's reply was malformed")

@@ -19,6 +19,7 @@ from edge.core.values import (
     CandidateResult,
     Fidelity,
     ModelInfo,
+    Observed,
     TensorSpec,
 )
 
@@ -97,10 +98,12 @@ def test_manifest_is_plain_json(tmp_path: Path) -> None:
     assert data["candidates"][0]["fidelity"]["cosine"] == 0.99
 
 
-def _timed(version: str, source: str = "host") -> BenchResult:
+def _timed(version: str, source: str = "host", **versions: str) -> BenchResult:
+    seen = Observed(runtime="onnxruntime", versions={k.replace("_", " "): v
+                                                     for k, v in versions.items()})
     return BenchResult(where="h", runtime="onnxruntime", runs=1, warmup=0, threads=1, p50_ms=1,
                        p90_ms=1, p99_ms=1, mean_ms=1, device={"runtime_version": version},
-                       source=source)  # type: ignore[arg-type]
+                       source=source, observed=seen)  # type: ignore[arg-type]
 
 
 def test_a_device_running_another_runtime_version_than_verified_is_said() -> None:
@@ -110,7 +113,23 @@ def test_a_device_running_another_runtime_version_than_verified_is_said() -> Non
     verified = replace(bundle.candidates[0], bench=_timed("1.31.1"))
     bundle = replace(bundle, candidates=(verified,))
     said = version_drift(bundle, "onnxruntime-int8", _timed("1.20.0", "device"))
-    assert said is not None and said.startswith("verified with onnxruntime 1.31.1 (h); the "
-                                                "device runs 1.20.0")
+    assert said is not None and said.startswith("verified with onnxruntime 1.31.1 (the device "
+                                                "runs 1.20.0) on h")
     assert version_drift(bundle, "onnxruntime-int8", _timed("1.31.1", "device")) is None
     assert version_drift(bundle, "tflite-int8", _timed("2.3.0", "device")) is None
+
+
+def test_a_device_running_another_plugin_or_driver_than_verified_is_said() -> None:
+    """The plugin and driver versions the runtime names (OpenVINO's plugin builds, NCNN's
+    Vulkan driver) are compared too; the hardware's name is not a version."""
+    bundle, _ = _bundle(b"m")
+    verified = replace(bundle.candidates[0], bench=_timed(
+        "1.31.1", CPU_plugin="b1", vulkan_device="llvmpipe", vulkan_driver="0.0.1"))
+    bundle = replace(bundle, candidates=(verified,))
+    same = _timed("1.31.1", "device", CPU_plugin="b1", vulkan_device="v3d",
+                  vulkan_driver="0.0.1")
+    assert version_drift(bundle, "onnxruntime-int8", same) is None
+    said = version_drift(bundle, "onnxruntime-int8", _timed(
+        "1.31.1", "device", CPU_plugin="b2", vulkan_driver="25.0"))
+    assert said is not None and "CPU plugin b1 (the device runs b2)" in said
+    assert "vulkan driver 0.0.1 (the device runs 25.0)" in said and "onnxruntime" not in said

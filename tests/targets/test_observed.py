@@ -237,3 +237,75 @@ def test_deploy_on_device_leaves_out_a_candidate_that_fell_back() -> None:
     assert as_planned(installed, benches, allowed=True) == [npu, cpu]
     every = {k: bench("CPU") for k in benches}
     assert as_planned(installed, every, allowed=False) == [npu, cpu]
+
+
+def _ran(precisions: tuple[tuple[str, int], ...], planned: str = "",
+         made_for: str = "") -> Observed:
+    return Observed(runtime="openvino", made_for=made_for, planned=planned, layers=tuple(
+        ObservedLayer(name=f"l{k}", op="Convolution", unit="CPU", precision=p, macs=m)
+        for k, (p, m) in enumerate(precisions)))
+
+
+def test_a_precision_off_the_plan_is_a_fallback() -> None:
+    """int8 planned and float MACs beyond the share, or fp32 verified and bf16/f16 MACs beyond
+    it, fell back (one line naming the share and the layers); fp16, int8-dynamic and a mixed
+    int8 plan are not held to one precision."""
+    said = _ran((("u8", 800), ("f32", 200)), planned="int8").fell_back()
+    assert said is not None and said.startswith("20% of the MACs ran in f32, not in int8 as "
+                                                "planned (1 layers: l1)")
+    assert _ran((("u8", 950), ("f32", 50)), planned="int8").fell_back() is None
+    said = _ran((("bf16", 900), ("f32", 100)), planned="fp32").fell_back()
+    assert said is not None and "ran in bf16, where fp32 was verified" in said
+    assert _ran((("bf16", 900),), planned="").fell_back() is None
+    assert _ran((("f32", 0), ("f32", 0)), planned="int8").fell_back() is None  # no MACs said
+    plans = {(p, v): Candidate(target="openvino", precision=p, variant=v).planned
+             for p, v in (("int8", ""), ("int8", "mixed"), ("int8", "pruned"), ("fp32", ""),
+                          ("fp16", ""), ("int8-dynamic", ""), ("bf16", ""))}
+    assert plans == {("int8", ""): "int8", ("int8", "mixed"): "", ("int8", "pruned"): "int8",
+                     ("fp32", ""): "fp32", ("fp16", ""): "", ("int8-dynamic", ""): "",
+                     ("bf16", ""): ""}
+
+
+def test_a_timing_is_held_to_its_candidates_plan() -> None:
+    seen = _ran((("f32", 10),))
+    bench = BenchResult(where="h", runtime="openvino", runs=1, warmup=0, threads=1, p50_ms=1,
+                        p90_ms=1, p99_ms=1, mean_ms=1, observed=seen)
+    assert bench.fell_back is None
+    held = bench.planned_for(Candidate(target="openvino", precision="int8"))
+    assert held.observed is not None and held.observed.planned == "int8"
+    assert held.fell_back is not None and "not in int8 as planned" in held.fell_back
+    assert Observed.from_json(held.observed.to_json()) == held.observed
+
+
+@pytest.mark.parametrize("precisions", [
+    (("u8", 800), ("f32", 200)), (("u8", 950), ("f32", 50)), (("bf16", 900), ("f32", 100)),
+    (("f16", 10), ("i8", 100))])
+@pytest.mark.parametrize("planned", ["int8", "fp32", ""])
+def test_the_fleet_module_holds_the_precision_plan_by_the_same_rule(
+        precisions: tuple, planned: str) -> None:
+    seen = _ran(precisions, planned=planned)
+    said = _fleet_module_says(seen.to_json())
+    assert said.startswith("refused:") == (seen.fell_back() is not None), said
+
+
+def test_optimize_does_not_choose_a_candidate_that_fell_back_over_one_as_planned() -> None:
+    """Measured within the noise of each other, the candidate that ran as planned is chosen,
+    and the reason names the one that fell back; faster beyond the noise, it still wins."""
+    from edge.core.select import choose_candidate
+
+    def result(precision: str, ms: float, planned: str) -> CandidateResult:
+        seen = _ran((("f32", 100),), planned=planned)
+        bench = BenchResult(where="h", runtime="openvino", runs=1, warmup=0, threads=1,
+                            p50_ms=ms, p90_ms=ms, p99_ms=ms, mean_ms=ms, observed=seen)
+        return CandidateResult(candidate=Candidate(target="openvino", precision=precision),
+                               status="passed", reason="r", bench=bench)
+
+    int8, fp32 = result("int8", 1.0, "int8"), result("fp32", 1.05, "fp32")
+    assert int8.bench is not None and int8.bench.fell_back
+    choice = choose_candidate([int8, fp32], ["openvino"], ms={"openvino-int8": 1.0,
+                                                              "openvino-fp32": 1.05})
+    assert choice.id == "openvino-fp32", choice
+    assert "openvino-int8 fell back (100% of the MACs ran in f32" in choice.reason
+    faster = choose_candidate([int8, fp32], ["openvino"], ms={"openvino-int8": 0.5,
+                                                              "openvino-fp32": 1.05})
+    assert faster.id == "openvino-int8"

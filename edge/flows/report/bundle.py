@@ -11,7 +11,7 @@ from edge.core.select import TIE, dominated_by
 from edge.core.select import label as candidate_label
 from edge.core.settle import PAIRED_NOTE
 from edge.core.verify.rows import HEADERS, kind_lines, output_rows
-from edge.flows.report.history import bundle_history, history_section
+from edge.flows.report.history import bundle_history, history_section, observed_tables
 from edge.flows.report.html import (
     Section,
     drawable,
@@ -158,6 +158,7 @@ def _candidates_section(plt: Any, bundle: Any) -> Section:
                         "p90 ms", "reason"), rows, classes, numeric=(2, 3, 4, 5, 6)))
     body += [note(PAIRED_NOTE)] if _ms_head(bundle) != "p50 ms" else []
     body.append(_per_output(bundle))
+    body.append(observed_tables([(candidate_label(r), r.bench) for r in bundle.candidates]))
     body.append(_pareto(bundle))
     body.append(_pruning(bundle))
     return Section("Candidates", "".join(body), "candidates")

@@ -70,7 +70,7 @@ def _device_history(plt: Any, n: int, device: str, kept: list[Any], ids: dict[st
                "'est.' when estimated from the profile).")
     return figure(plot, caption) + table(
         ("kept at", "candidate", "release", "p50 ms", "p90 ms", "p99 ms", "runs", "load ms",
-         "peak RSS MB", "power W", "check"),
+         "peak RSS MB", "power W", "check", "ran"),
         rows, ["rejected" if k.regressed else "" for k in kept], numeric=(3, 4, 5, 6, 7, 8, 9))
 
 
@@ -83,7 +83,45 @@ def _history_row(k: Any) -> tuple[Any, ...]:
             "" if b.load_ms is None else f"{b.load_ms:.1f}",
             "" if b.peak_rss_mb is None else f"{b.peak_rss_mb:.1f}",
             "" if power is None else f"{power:.2f}" + (" est." if estimated else ""),
-            "REGRESSION" if k.regressed else "")
+            "REGRESSION" if k.regressed else "", _ran(b.observed))
+
+
+def _ran(observed: Any) -> str:
+    """'CPU f32 100% of MACs (9 layers)', with a fallback; '' when it was not asked."""
+    if observed is None:
+        return ""
+    fell_back = observed.fell_back()
+    return observed.line().removeprefix("ran: ") + (f"; FELL BACK: {fell_back}"
+                                                     if fell_back else "")
+
+
+def observed_tables(timed: list[tuple[str, Any]]) -> str:
+    """What really ran each timed candidate (``timed``: its label and bench), as its runtime
+    said where it was timed: the share of the MACs (of the layers where no shape says) per
+    unit and precision, the versions, and any fallback from its plan; '' when none was asked."""
+    seen = [(name, bench) for name, bench in timed
+            if bench is not None and bench.observed is not None]
+    if not seen:
+        return ""
+    rows, classes = [], []
+    for name, bench in seen:
+        found = bench.observed
+        fell_back = found.fell_back() or ""
+        versions = ", ".join(f"{k} {v}" for k, v in found.versions.items())
+        shares = found.shares() if found.observable else ()
+        for share in shares or (None,):
+            rows.append((name, bench.where, share.unit if share else "not observable",
+                         share.precision if share else found.why_not,
+                         f"{100 * share.share:.1f}%" if share else "",
+                         share.layers if share else "", versions, fell_back))
+            classes.append("rejected" if fell_back else "")
+    return (note("What really ran each timed candidate, as its runtime said where it was "
+                 "timed (OpenVINO's runtime graph, ONNX Runtime's profile, LiteRT's delegate "
+                 "partitions, NCNN's Vulkan routing): the share of its multiply-accumulates "
+                 "(of its layers where no shape says) per unit and precision. A runtime that "
+                 "cannot say is 'not observable', never guessed.")
+            + table(("candidate", "where", "unit", "precision", "share", "layers", "versions",
+                     "fell back"), rows, classes, numeric=(4, 5)))
 
 
 def _time_axis(ax: Any, dated: bool, n: int) -> None:

@@ -31,8 +31,8 @@ except ImportError:
     pass
 
 MODULE = "edge.fleet.release"
-_INTERNAL = ("_phase", "_release", "_artifact", "_main", "_files", "_agent_name",
-             "_agent_sha256", "_agent_src", "_candidates", "_bench")
+_INTERNAL = ("_phase", "_release", "_artifact", "_planned", "_main", "_files",
+             "_agent_name", "_agent_sha256", "_agent_src", "_candidates", "_bench")
 
 
 def _edge_plan(bundle: str) -> dict[str, Any]:
@@ -56,7 +56,8 @@ def _edge_plan(bundle: str) -> dict[str, Any]:
         raise AnsibleActionFail(f"bundle {bundle} has no chosen candidate (none kept fidelity)")
     files = release_files(root, chosen.artifact)
     return {"release": chosen.artifact.release_id[:16], "artifact": chosen.artifact.candidate.id,
-            "main": files[-1][2], "files": [(str(p), sha, name) for p, sha, name in files],
+            "planned": chosen.candidate.planned, "main": files[-1][2],
+            "files": [(str(p), sha, name) for p, sha, name in files],
             "name": slot_of_bundle(bundle_read), "root": root, "bundle": bundle_read}
 
 
@@ -266,6 +267,7 @@ class ActionModule(ActionBase):
 def _release_args(entry: dict[str, Any]) -> dict[str, Any]:
     """The module's arguments for one release of ``entry`` (the plan, or a candidate)."""
     return {"_release": entry["release"], "_artifact": entry["artifact"], "_main": entry["main"],
+            "_planned": entry.get("planned", ""),
             "_files": [{"name": n, "sha256": s} for _, s, n in entry["files"]]}
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/python
-"""edge.fleet.release, the device half: runs on the device with its python, drives edge's agent
-(the .pyz the action plugin pushed) under the device's deploy lock. Python 3.8, stdlib only."""
+"""edge.fleet.release, the device half: drives edge's agent (the .pyz the action plugin pushed)
+with the device's python, under its deploy lock. Python 3.8, stdlib only."""
 
 DOCUMENTATION = r"""
 ---
@@ -22,8 +22,7 @@ description:
   - With O(provision), the bundle's runtime is first installed into C(WORK/venv) on the device
     from wheels fetched on the controller (pip --no-index on the device: it needs no internet),
     and that venv's python runs edge's agent.
-  - Every change holds the device's deploy lock, so a concurrent C(edge deploy) fails at once
-    instead of interleaving.
+  - Every change holds the device's deploy lock: a concurrent C(edge deploy) fails at once.
   - The controller half (an action plugin) reads the bundle, so edge must be installed beside
     ansible-core (C(pip install edge[fleet])).
 version_added: "0.1.0"
@@ -227,6 +226,7 @@ ARGS = dict(
     _bench=dict(type="list", elements="str", default=[]),
     _release=dict(type="str"),
     _artifact=dict(type="str"),
+    _planned=dict(type="str", default=""),
     _main=dict(type="str"),
     _files=dict(type="list", elements="dict", default=[]),
     _agent_name=dict(type="str"),
@@ -258,8 +258,7 @@ def plain_slot(text):
 
 
 def top(work):
-    """The work dir's own slot as edge's agent reads it (devices/agent/slots.py ``top``):
-    ("empty" | "old" | "named", the name of the model it holds)."""
+    """The work dir's own slot as the agent's ``slots.top`` reads it: (state, model name)."""
     try:
         with open(os.path.join(work, "history.json"), encoding="utf-8") as handle:
             data = json.load(handle)
@@ -278,8 +277,7 @@ def top(work):
 
 
 def slot_dir(work, name):
-    """Where a model's slot keeps ``current``, resolved exactly as edge's agent does
-    (devices/agent/slots.py ``slot_dir``)."""
+    """Where a model's slot keeps ``current``, as the agent's ``slots.slot_dir`` says."""
     if not name or name == "default":
         return work
     if not plain_slot(name):
@@ -372,8 +370,7 @@ def lacking(work, release, files):
 
 
 def probe(params, work):
-    """What the device holds: current release, the agent, which release files it lacks (of
-    the release, and of each candidate with on_device)."""
+    """What the device holds: its current release, the agent, the release files it lacks."""
     missing = lacking(work, params["_release"], params["_files"])
     each = {c["release"]: lacking(work, c["release"], c["files"]) for c in params["_candidates"]}
     agent = os.path.join(work, "agent", params["_agent_name"] or "none")
@@ -388,9 +385,7 @@ def probe(params, work):
 def prepare(params, work):
     """Work dirs made and the agent in place (sent by the controller when missing)."""
     for sub in ("agent", "incoming", "releases"):
-        path = os.path.join(work, sub)
-        if not os.path.isdir(path):
-            os.makedirs(path)
+        os.makedirs(os.path.join(work, sub), exist_ok=True)
     path = os.path.join(work, "agent", params["_agent_name"])
     if params["_agent_src"]:
         place(params["_agent_src"], params["_agent_sha256"], path, os.path.join(work, "incoming"))
@@ -429,26 +424,32 @@ def deploy(params, agent):
     entry = bench["results"][0]
     if "error" in entry:
         raise Failed(f"release {release} could not be benchmarked: {entry['error']}")
-    check_planned(release, entry.get("observed") or {})
+    check_planned(release, dict(entry.get("observed") or {}, planned=params["_planned"] or ""))
     previous = agent.call("activate", work, release, "--artifact", params["_artifact"],
                           *slot_args(params))
     return dict(release=release, name=previous.get("slot"), previous=previous.get("previous"),
-                candidate=params["_artifact"],
-                health=checked, bench=bench, p50_ms=entry.get("p50_ms"),
-                transfer=dict(files_sent=sent, files_reused=reused),
+                candidate=params["_artifact"], health=checked, bench=bench,
+                p50_ms=entry.get("p50_ms"), transfer=dict(files_sent=sent, files_reused=reused),
                 pruned=prune(agent, params["keep"]), changed=True)
 
 
+#: What must not compute a candidate planned int8 / fp32 (edge.core.observed's rule).
+WRONG = {"int8": {"f64", "f32", "bf16", "f16"}, "fp32": {"bf16", "f16"}}
+
+
 def check_planned(release, observed, share=0.1):
-    """Failed when more than ``share`` of the work ran away from the unit the artifact was made
-    for (edge.core.observed.FALLBACK_SHARE's rule: of the MACs, else of the layers)."""
-    made_for, layers = observed.get("made_for"), observed.get("layers") or []
-    macs = any(layer.get("macs") for layer in layers)
-    weights = [(layer.get("unit"), (layer.get("macs") or 0) if macs else 1) for layer in layers]
-    total, away = sum(w for _, w in weights), sum(w for u, w in weights if u != made_for)
-    if made_for and total and away / total > share:
-        raise Failed(f"release {release} fell back: {away / total:.0%} of its work ran away "
-                     f"from {made_for}; the host keeps its current release")
+    """Failed when more than ``share`` of the work (MACs, else layers) ran away from the unit
+    the artifact was made for, or (of the MACs) in float where int8 was planned or below f32
+    where fp32 was (edge.core.observed.Observed.fell_back's rule)."""
+    layers, unit = observed.get("layers") or [], observed.get("made_for")
+    macs, wrong = any(x.get("macs") for x in layers), WRONG.get(observed.get("planned"), ())
+    weights = [((x.get("macs") or 0) if macs else 1, x) for x in layers]
+    total = sum(w for w, _ in weights)
+    away = sum(w for w, x in weights if unit and x.get("unit") != unit)
+    low = sum(w for w, x in weights if macs and x.get("precision") in wrong)
+    if not observed.get("why_not") and total and max(away, low) / total > share:
+        raise Failed(f"release {release} fell back: {max(away, low) / total:.0%} of its work "
+                     "ran off its plan's unit or precision; the host keeps its current release")
 
 
 def model_of(work, candidate):
@@ -516,7 +517,7 @@ def health(agent, model, release):
 def prune(agent, keep):
     try:
         return agent.call("prune", agent.work, "--keep", str(keep))["removed"]
-    except Failed:
+    except Failed:  # the release is current already: a prune left undone is no failure
         return []
 
 
@@ -564,9 +565,8 @@ def apply(params, work, check):
     agent = prepare(params, work) if not check else Agent(
         params["python"] or sys.executable,
         os.path.join(work, "agent", params["_agent_name"]), work)
-    what = {"present": "deploy", "rolled_back": "rollback", "pruned": "prune"}[params["state"]]
-    if params["_phase"] in ("measure", "more"):
-        what = "measurement"
+    what = "measurement" if params["_phase"] in ("measure", "more") else {
+        "present": "deploy", "rolled_back": "rollback", "pruned": "prune"}[params["state"]]
     if not check:
         agent.lock(what)
     try:
