@@ -1,4 +1,5 @@
-"""``edge devices probe``: write a profile from a live device."""
+"""``edge devices probe``: write a profile from a live device; ``edge devices compare``:
+estimate a model's latency on every catalog device."""
 
 from __future__ import annotations
 
@@ -6,19 +7,21 @@ from pathlib import Path
 
 import click
 
-from edge.cli.common import PATH, SSH, json_option, with_options
+from edge.cli.common import PATH, SSH, TRUST_CODE, json_option, with_options, with_sample
 from edge.cli.output import emit, stdout_to_stderr
+from edge.core.errors import UsageError
 
 __all__ = ["devices"]
 
 
 @click.group()
 def devices() -> None:
-    """Talk to devices: write a profile from a live one.
+    """Talk to devices: write a profile from a live one; compare devices for a model.
 
     \b
-    Example:
+    Examples:
       edge devices probe pi@raspberrypi.local -o kitchen-pi.yaml
+      edge devices compare sample:digits
     """
 
 
@@ -50,4 +53,44 @@ def devices_probe(target: str, out: Path | None, profile_id: str | None, force: 
         result, path = probe_to_file(device, out, profile_id=profile_id, force=force)
     emit(as_json, result.to_json() | {"file": str(path)},
          render_profile(result) + f"\nwrote {path}")
+    return 0
+
+
+@devices.command("compare")
+@click.argument("model", type=PATH)
+@click.option("--profiles", "profile_ids", metavar="ID[,ID...]",
+              help="Compare only these profiles (catalog ids or profile files) [every catalog "
+                   "profile].")
+@TRUST_CODE
+@json_option
+def devices_compare(model: Path, profile_ids: str | None, trust_model_code: bool,
+                    as_json: bool) -> int:
+    """Estimate, offline, how fast each device would run MODEL: the fastest candidate edge
+    would try on each profile, its latency with an interval, its working memory and the energy
+    of one inference, fastest first.
+
+    Estimates, not measurements: the model's work against each profile's peak figures (an
+    accelerator's TOPS for a candidate made for it), corrected by the timings edge kept of that
+    runtime and precision. "calibrated": kept on that profile; "from P": the nearest
+    calibrated profile's corrections, the interval widened; "roofline": nothing kept, the
+    interval open above. Nothing is converted or verified (edge optimize --profile P does).
+
+    \b
+    Examples:
+      edge devices compare sample:digits
+      edge devices compare model.onnx --profiles rpi4,rpi5,orangepi5 --json
+    """
+    from edge.cli.render_compare import render_compare
+    from edge.core.intake import inspect_reference, reference_model
+    from edge.flows.compare import compare
+
+    model, _, _ = with_sample(model, None, None)
+    asked = tuple(p.strip() for p in (profile_ids or "").split(",") if p.strip())
+    with stdout_to_stderr(as_json):
+        _, reference = reference_model(model, trust_code=trust_model_code)
+        if reference.suffix != ".onnx":
+            raise UsageError(f"{model}: compare estimates from an ONNX model's work; this "
+                             ".tflite has no faithful ONNX form (edge inspect says why)")
+        report = compare(reference, inspect_reference(reference), asked)
+    emit(as_json, report.to_json(), render_compare(report))
     return 0

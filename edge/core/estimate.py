@@ -26,7 +26,7 @@ from edge.core.model import load_onnx, node_macs, value_shapes
 from edge.core.profile import Profile
 
 __all__ = ["MIN_KEPT", "Corrections", "Estimate", "Roofline", "Work", "estimate", "key",
-           "peak_gops", "roofline", "work"]
+           "peak_gops", "roofline", "value_bytes", "work"]
 
 #: Guessed memory bandwidth, GB/s, when a profile says nothing about it.
 MEMORY_GBPS = 10.0
@@ -75,6 +75,10 @@ class Estimate:
                 "basis": self.basis}
 
 
+def _peak(profile: Profile, precision: str) -> float:
+    return peak_gops(profile, precision)
+
+
 def peak_gops(profile: Profile, precision: str) -> float:
     """The profile's peak GOPS at ``precision``: its own figure, else fp32's (int8: twice)."""
     peaks = profile.compute.peak_gops
@@ -112,12 +116,20 @@ def work(model_path: str | Path) -> Work:
                 nodes=len(model.graph.node))
 
 
-def roofline(done: Work, profile: Profile, precision: str) -> Roofline:
-    """The roofline figures of ``done`` at ``precision`` on ``profile``."""
-    weight_bytes, value_bytes = _BYTES.get(precision, (4, 4))
-    moved = done.weight_values * weight_bytes + done.other_values * value_bytes
-    return Roofline(compute_ms=2.0 * done.macs / (peak_gops(profile, precision) * 1e9) * 1e3,
+def roofline(done: Work, profile: Profile, precision: str,
+             peak_gops: float | None = None) -> Roofline:
+    """The roofline figures of ``done`` at ``precision`` on ``profile`` (``peak_gops``: the
+    unit's, when not the CPU's figure for the precision)."""
+    weight_bytes, values = value_bytes(precision)
+    moved = done.weight_values * weight_bytes + done.other_values * values
+    peak = peak_gops or _peak(profile, precision)
+    return Roofline(compute_ms=2.0 * done.macs / (peak * 1e9) * 1e3,
                     memory_ms=moved / (MEMORY_GBPS * 1e9) * 1e3, nodes=done.nodes)
+
+
+def value_bytes(precision: str) -> tuple[int, int]:
+    """Bytes of a weight and of an activation value at ``precision``."""
+    return _BYTES.get(precision, (4, 4))
 
 
 def _numel(shape: Sequence[int]) -> int:

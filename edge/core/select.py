@@ -31,7 +31,7 @@ A measured choice is settled by more interleaved rounds in ``edge.core.settle``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from edge.core.errors import CheckFailed
@@ -41,7 +41,8 @@ from edge.core.values import ORIGINAL, CandidateResult
 __all__ = ["BASELINE", "BEYOND_TIE", "FAITHFUL", "FIDELITY_STEP", "LOSS_BAND", "TIE", "Budget",
            "Choice", "Faster", "Option", "any_lower", "choose", "choose_candidate",
            "describe_original", "dominated_by", "faithful_first", "label",
-           "least_loss", "may_win", "preference", "runnable", "within_budget", "without_gain"]
+           "least_loss", "may_be_fastest", "may_win", "preference", "runnable", "within_budget",
+           "without_gain"]
 
 #: Medians within this fraction of the fastest are a tie on a shared, noisy machine.
 TIE = 0.10
@@ -120,6 +121,15 @@ def choose(options: Sequence[Option], *, tie: float = TIE, trusted: bool = True)
     best = min(tied, key=_order)
     return Choice(id=best.id, basis="measured", reason="fastest measured",
                   tied=tuple(o.id for o in tied))
+
+
+def may_be_fastest(intervals: Mapping[str, tuple[float, float]], order: Sequence[str]) -> str:
+    """Of estimated options (id -> (low, high) ms; high inf: open above), the first in
+    ``order`` whose interval reaches below every other's top: none is sure to beat it, and
+    between those that may be fastest only the order decides (an open interval contends with
+    all: with nothing known, the order alone)."""
+    cap = min(high for _, high in intervals.values())
+    return next(i for i in order if i in intervals and intervals[i][0] <= cap)
 
 
 def may_win(best_ms: float, rival_worst_ms: float, *, ranks_first: bool,
