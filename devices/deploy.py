@@ -69,7 +69,7 @@ def device_benches(device: Device, installed: list[tuple[CandidateResult, str]],
     held to its plan (``BenchResult.planned_for``); and how they were timed."""
     benches, how = _device_benches(device, {r.candidate.id: m for r, m in installed}, rounds,
                                    threads)
-    plans = {r.candidate.id: r.candidate for r, _ in installed}
+    plans = {r.candidate.id: r.artifact for r, _ in installed}
     return {k: b.planned_for(plans[k]) for k, b in benches.items()}, how
 
 
@@ -190,7 +190,7 @@ def _bench(device: Device, model: str, artifact: Artifact, *, profile: Profile, 
            threads: int) -> DeployReport:
     candidate = artifact.candidate.id
     bench = time_on_device(device, {candidate: model}, rounds, threads=threads,
-                           profile=profile)[candidate].planned_for(artifact.candidate)
+                           profile=profile)[candidate].planned_for(artifact)
     return DeployReport(
         target=device.label, transport=kind(device.transport), profile=profile.id,
         candidate=candidate, artifact_sha256=artifact.sha256, release=artifact.release_id[:16],

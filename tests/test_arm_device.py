@@ -476,3 +476,27 @@ def test_three_models_on_the_aarch64_device_apart(
     assert arm_device.device_path(f"{home}/slots/kws/current").resolve().name == rel["kws"]
     with pytest.raises(UsageError, match="holds 3 models"):
         rollback(transport, python=provisioned.python, work_dir=work)
+
+
+@pytest.mark.slow
+def test_calibrating_the_emulated_board_runs_end_to_end_but_never_fits(
+        provisioned: ProvisionReport, transport, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 44's calibration flow through the agent on the aarch64 board (one call per probe:
+    a mechanism test): every probe timed at fp32 and int8 and kept, marked emulated (an
+    aarch64 python on this x86 CPU), so never fitted: qemu's timings are not a Pi's."""
+    from devices.device import open_device
+    from devices.measure import Rounds
+    from edge.core.latency.probes import PROBES
+    from edge.core.latency.store import fitted, keep, kept
+    from edge.flows.calibrate import calibrate, summary
+
+    monkeypatch.setenv("EDGE_CACHE_DIR", str(tmp_path / "cache"))
+    device = open_device(transport, python=provisioned.python, work_dir="~/.edge")
+    found = calibrate(device, "rpi4", threads=1, rounds=Rounds(rounds=1, calls=1, warmup=0))
+    assert found.machine == "aarch64" and found.emulated, found.cpu
+    assert {k: len(v) for k, v in found.timed.items()} == {
+        "onnxruntime|fp32": len(PROBES), "onnxruntime|int8": len(PROBES)}
+    keep(found)
+    assert kept("rpi4") == found and fitted(kept("rpi4"), "onnxruntime", "fp32") is None
+    assert "never fitted" in summary(found)[0]

@@ -53,6 +53,15 @@ def observed(run, runtime):
     return dict(found, runtime=runtime, layers=found["layers"][:MAX_LAYERS])
 
 
+def versions_of(read):
+    """The versions ``read()`` names (runtime, plugins, driver), texts cut to ``MAX_TEXT``; {}
+    when it fails: a version that cannot be read never hides what ran the layers."""
+    try:
+        return {str(k)[:MAX_TEXT]: str(v)[:MAX_TEXT] for k, v in read().items()}
+    except Exception:  # noqa: BLE001 - any runtime's failure to say is no versions
+        return {}
+
+
 def layer(name, op, unit, precision, kernel="", macs=0):
     """One observed layer as the agent replies it (texts cut to ``MAX_TEXT``)."""
     return {"name": str(name)[:MAX_TEXT], "op": str(op)[:MAX_TEXT], "unit": str(unit)[:MAX_TEXT],

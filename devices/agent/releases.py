@@ -7,6 +7,7 @@ Slots (one per model, each its own ``current`` and history) are in ``slots``; re
 content) are shared by all of them, and a prune keeps every slot's current and previous release."""
 
 import calendar
+import json
 import os
 import shutil
 import time
@@ -15,7 +16,7 @@ from . import packs
 from .errors import AgentError
 from .files import fsync, sha256_file, unlink_quietly, write_json_atomic
 from .hold import free_bytes
-from .kept import OBSERVED, kept_observed
+from .kept import LISTED_MAX_BYTES, OBSERVED, kept_observed
 from .runtimes import suffixes
 from .slots import (
     DEFAULT_SLOT,
@@ -298,7 +299,11 @@ def _state(work_dir, slot, folder):
     releases = [_release_info(root, name, mine, states, last_active, last_used, artifacts)
                 for name in names]
     releases.sort(key=lambda r: (r["active"], r["_used"], r["release"]), reverse=True)
-    for info in releases:
+    room = LISTED_MAX_BYTES
+    for info in releases:  # the newest first: what they kept, while the reply has room
+        room -= info.pop("_observed_bytes")
+        if room < 0 and info["observed"] is not None:
+            info.update(observed=None, observed_omitted=True)
         del info["_used"]
     return {"name": mine["slot"], "active": mine["active"], "previous": mine["previous"],
             "releases": releases,
@@ -323,6 +328,7 @@ def _release_info(root, name, mine, states, last_active, last_used, artifacts):
         "active": name == mine["active"], "previous": name == mine["previous"],
         "current_in": [s["slot"] for s in states if s["active"] == name],
         "observed": kept.get("observed"), "observed_at": kept.get("time"),
+        "_observed_bytes": len(json.dumps(kept)) if kept else 0,
         "_used": max(installed, last_used.get(name, 0.0))}
 
 

@@ -4,12 +4,17 @@ estimate a model's latency on every catalog device."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from edge.cli.common import PATH, SSH, TRUST_CODE, json_option, with_options, with_sample
 from edge.cli.output import emit, stdout_to_stderr
 from edge.core.errors import UsageError
+
+if TYPE_CHECKING:
+    from devices.connect import DeviceTarget
+    from edge.core.profile import Profile
 
 __all__ = ["devices"]
 
@@ -32,10 +37,13 @@ def devices() -> None:
 @click.option("--force", is_flag=True, help="Replace an existing profile file.")
 @with_options(SSH)
 @click.option("--device-python", help="Python on the device [python3].")
+@click.option("--calibrate", is_flag=True,
+              help="Also time edge's probe models there and keep the device's latency model "
+                   "under the profile's id (edge devices compare uses it).")
 @json_option
 def devices_probe(target: str, out: Path | None, profile_id: str | None, force: bool,
                   identity: Path | None, known_hosts: Path | None, trust_new_host: bool,
-                  device_python: str | None, as_json: bool) -> int:
+                  device_python: str | None, calibrate: bool, as_json: bool) -> int:
     """Write a profile from a live device: CPU, cores, memory, arch, python, runtimes,
     accelerators read from it; estimates and placeholders are marked ASSUMED for you to edit.
 
@@ -51,9 +59,22 @@ def devices_probe(target: str, out: Path | None, profile_id: str | None, force: 
                           python=device_python)
     with stdout_to_stderr(as_json):
         result, path = probe_to_file(device, out, profile_id=profile_id, force=force)
-    emit(as_json, result.to_json() | {"file": str(path)},
-         render_profile(result) + f"\nwrote {path}")
+        calibrated = _calibrated(device, result.profile) if calibrate else None
+    emit(as_json, result.to_json() | {"file": str(path)} | (calibrated or {}),
+         render_profile(result) + f"\nwrote {path}" + "".join(
+             f"\ncalibration: {line}" for line in (calibrated or {}).get("summary", ())))
     return 0
+
+
+def _calibrated(device: DeviceTarget, profile: Profile) -> dict[str, Any]:
+    """The device calibrated under the profile's id: what --json and the text add."""
+    from devices.measure import Rounds
+    from edge.flows.calibrate import calibrate_target, summary
+
+    found, kept = calibrate_target(device, profile.id, threads=profile.compute.default_threads,
+                                   rounds=Rounds(rounds=5, calls=20, warmup=3))
+    return {"calibration": found.to_json(), "calibration_file": str(kept),
+            "summary": summary(found)}
 
 
 @devices.command("compare")
@@ -89,8 +110,8 @@ def devices_compare(model: Path, profile_ids: str | None, trust_model_code: bool
     with stdout_to_stderr(as_json):
         _, reference = reference_model(model, trust_code=trust_model_code)
         if reference.suffix != ".onnx":
-            raise UsageError(f"{model}: compare estimates from an ONNX model's work; this "
-                             ".tflite has no faithful ONNX form (edge inspect says why)")
+            raise UsageError(f"{model}: compare estimates from an ONNX model's work, and this "
+                             "model has no faithful ONNX form (edge inspect says why)")
         report = compare(reference, inspect_reference(reference), asked)
     emit(as_json, report.to_json(), render_compare(report))
     return 0

@@ -68,6 +68,15 @@ def version_drift(bundle: Bundle, candidate: str | None, ran: BenchResult) -> st
 
 #: Observed "versions" that name hardware, not a version (a host and a device always differ).
 NOT_VERSIONS = frozenset({"vulkan device"})
+#: Versions of a piece of hardware: compared only where both name the same one (another
+#: vendor's GPU has its own driver, not a drifted one).
+OF_HARDWARE = {"vulkan driver": "vulkan device", "vulkan api": "vulkan device"}
+
+
+def _same_hardware(name: str, old: Mapping[str, str], new: Mapping[str, str]) -> bool:
+    """Whether version ``name`` is of the same hardware in both (always, when it is of none)."""
+    device = OF_HARDWARE.get(name)
+    return device is None or old.get(device) == new.get(device)
 
 
 def _versions(verified: BenchResult, ran: BenchResult) -> dict[str, tuple[str, str]]:
@@ -77,7 +86,7 @@ def _versions(verified: BenchResult, ran: BenchResult) -> dict[str, tuple[str, s
     old = verified.observed.versions if verified.observed is not None else {}
     new = ran.observed.versions if ran.observed is not None else {}
     found.update({k: (old[k], new[k]) for k in old.keys() & new.keys() - NOT_VERSIONS
-                  if k not in found})
+                  if k not in found and _same_hardware(k, old, new)})
     return found
 
 

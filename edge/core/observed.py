@@ -100,7 +100,7 @@ class Observed(JsonValue):
         if not self.made_for:
             return None
         away = [layer for layer in self.layers if layer.unit != self.made_for]
-        share = 1 - self.share_of(unit=self.made_for)
+        share = self._fraction(away)
         if share <= limit or not away:
             return None
         units = ", ".join(sorted({layer.unit for layer in away}))
@@ -115,12 +115,19 @@ class Observed(JsonValue):
         if self.planned not in PLANNED or not self.by_macs:
             return None
         away = [layer for layer in self.layers if layer.macs and layer.precision in wrong]
-        share = sum(s.share for s in self.shares() if s.precision in wrong)
+        share = self._fraction(away)
         if share <= limit or not away:
             return None
         kinds = ", ".join(sorted({layer.precision for layer in away}))
         how = "not in int8 as planned" if self.planned == "int8" else "where fp32 was verified"
         return f"{_percent(share)} of the MACs ran in {kinds}, {how} ({_names(away)})"
+
+    def _fraction(self, some: list[ObservedLayer]) -> float:
+        """Their share of the work, summed in integers (MACs, else layers) and divided once:
+        the fleet module's device-side rule divides the same sums."""
+        macs = self.by_macs
+        total = sum(layer.macs if macs else 1 for layer in self.layers)
+        return sum(layer.macs if macs else 1 for layer in some) / total if total else 0.0
 
     @property
     def by_macs(self) -> bool:

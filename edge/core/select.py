@@ -149,8 +149,8 @@ def _order(option: Option) -> tuple[tuple[int, ...], str]:
 def preference(runtimes: Sequence[str],
                faster: Faster = any_lower) -> Callable[[CandidateResult], tuple[int, ...]]:
     """A candidate's rank by order: an accelerator's artifact that leaves operators to the CPU
-    after every one that does not, one observed falling back after both (only a measurement on
-    the device shows whether it still wins), then its runtime in the profile's runtime order,
+    after every one that does not (only a measurement on the device shows whether it still
+    wins), then its runtime in the profile's runtime order,
     then the lower precision where the device runs it ``faster`` (else the more faithful
     precision first), then the user's original
     file before a converted artifact of the same runtime and precision, and the full model
@@ -159,7 +159,7 @@ def preference(runtimes: Sequence[str],
 
     def rank(result: CandidateResult) -> tuple[int, ...]:
         runtime = _runtime(result)
-        return (_fallback_rank(result),
+        return (1 if _fallbacks(result) else 0,
                 order.index(runtime) if runtime in order else len(order),
                 _precision_rank(runtime, result.candidate.precision, faster),
                 0 if result.candidate.target == ORIGINAL else 1,
@@ -177,9 +177,9 @@ def _precision_rank(runtime: str, precision: str, faster: Faster) -> int:
 
 def faithful_first(runtimes: Sequence[str]) -> Callable[[CandidateResult], tuple[int, ...]]:
     """A candidate's rank among measured ties (a gain within the noise is no gain): one that
-    leaves operators to a CPU last, then the user's original file, the full model before a
-    mixed or pruned variant, the least fidelity lost, the higher precision, the profile's
-    runtime order."""
+    fell back where it was timed, then one that leaves operators to a CPU, last; then the
+    user's original file, the full model before a mixed or pruned variant, the least fidelity
+    lost, the higher precision, the profile's runtime order."""
     order = list(runtimes)
 
     def rank(result: CandidateResult) -> tuple[int, ...]:
@@ -215,13 +215,14 @@ def _fallback_note(passed: Sequence[CandidateResult], chosen: str | None) -> str
             "measurement on the device (edge deploy --host measures them there)")
 
 
-def _fell_back_note(passed: Sequence[CandidateResult]) -> str:
-    """Which timed candidates ran away from their plan (each ranked after those that did not,
-    so it wins only by more than the noise)."""
-    found = [f"{r.candidate.id} fell back ({r.bench.fell_back})" for r in passed
-             if r.bench is not None and r.bench.fell_back]
-    return "; " + "; ".join(found) + ": not chosen over one that ran as planned at a similar " \
-        "speed" if found else ""
+def _fell_back_note(passed: Sequence[CandidateResult], chosen: str | None) -> str:
+    """Which timed candidates ran away from their plan: each ranks after those that did not,
+    so it is chosen only when faster beyond the noise."""
+    notes = [f"{r.candidate.id} fell back ({r.bench.fell_back})" + (
+        ": chosen all the same, faster beyond the noise than those that ran as planned"
+        if r.candidate.id == chosen else ": ranked after those that ran as planned")
+        for r in passed if r.bench is not None and r.bench.fell_back]
+    return "".join(f"; {n}" for n in notes)
 
 
 def _runtime(result: CandidateResult) -> str:
@@ -270,7 +271,8 @@ def choose_candidate(results: Iterable[CandidateResult], runtimes: Sequence[str]
         options = _copy_timed(options, copy)
     if choice.basis == "measured":
         done = _measured_reason(choice, options, where, tie, original)
-        return replace(done, reason=done.reason + _copy_note(copy) + _fell_back_note(passed))
+        notes = _copy_note(copy) + _fell_back_note(passed, choice.id)
+        return replace(done, reason=done.reason + notes)
     note = f"; {untrusted_why}" if times and untrusted_why else ""
     note += _slower_note(slower, times, where) + _no_gain_note(empty)
     note += _fallback_note(passed, choice.id)

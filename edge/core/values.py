@@ -185,6 +185,15 @@ class Artifact(JsonValue):
         return hashlib.sha256(joined.encode()).hexdigest()
 
     @property
+    def planned(self) -> str:
+        """The arithmetic it is held to where it runs (``observed.planned_precision``): none
+        for the user's own file (it runs as shipped) or an int8 artifact that keeps layers in
+        float (recovered accuracy): they run as they were verified, whatever the share."""
+        if self.candidate.target == ORIGINAL or self.kept_float or self.float_ops:
+            return ""
+        return self.candidate.planned
+
+    @property
     def total_bytes(self) -> int:
         """Size of all files."""
         return self.size_bytes + sum(c.size_bytes for c in self.companions)
@@ -299,11 +308,13 @@ class BenchResult(JsonValue):
         made for, the arithmetic its candidate was verified in."""
         return self.observed.fell_back() if self.observed is not None else None
 
-    def planned_for(self, candidate: Candidate) -> BenchResult:
-        """This timing, its observation held to ``candidate``'s arithmetic."""
+    def planned_for(self, artifact: Artifact | None) -> BenchResult:
+        """This timing, its observation held to the arithmetic ``artifact`` was verified in
+        (``Artifact.planned``; None: nothing held)."""
         if self.observed is None:
             return self
-        return replace(self, observed=replace(self.observed, planned=candidate.planned))
+        plan = artifact.planned if artifact is not None else ""
+        return replace(self, observed=replace(self.observed, planned=plan))
 
 
 @pydantic_dataclass(frozen=True, kw_only=True, slots=True)

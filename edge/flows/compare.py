@@ -7,8 +7,10 @@ accelerator's TOPS for a candidate made for it, corrected by the timings edge ke
 runtime and precision), the fastest estimate kept; with its interval, the working memory its
 weights and activations take, and the energy of one inference from the profile's power figures.
 
-A profile is **calibrated** for a candidate when edge kept measured timings of enough models of
-that runtime and precision on it; else the nearest calibrated profile of the same arch (by
+A profile is **calibrated** for a candidate when its device was calibrated (``edge devices
+probe --calibrate``: the candidate's runtime and precision fitted on the probe models' timings
+there, with a conformal interval), or when edge kept measured timings of enough models of that
+runtime and precision on it; else the nearest calibrated profile of the same arch (by
 peak) lends its corrections, said so, the interval widened; else the roofline alone, its
 interval open above (nothing bounds a runtime's inefficiency there). Nothing is converted or
 verified here: fidelity is optimize's to judge.
@@ -24,9 +26,12 @@ from pathlib import Path
 from edge.core import estimate as est
 from edge.core.errors import UsageError, first_line
 from edge.core.json_value import JsonValue
+from edge.core.latency.model import Fitted, features
+from edge.core.latency.store import Calibration, calibrated_ids, fitted, kept
+from edge.core.plan import runs_faster
 from edge.core.profile import Profile, catalog_ids, load_profile
-from edge.core.select import may_be_fastest
-from edge.core.values import Candidate, ModelInfo
+from edge.core.select import TIE, may_be_fastest, preference
+from edge.core.values import Candidate, CandidateResult, ModelInfo
 from edge.flows.planning import plan_for
 from edge.flows.worklist import corrections
 from targets import get_target
@@ -69,17 +74,21 @@ def compare(reference: Path, model_info: ModelInfo,
             profile_ids: Sequence[str] = ()) -> CompareReport:
     """The model's estimated best candidate on every profile (``profile_ids``; none: the
     catalog's), fastest first; a profile edge plans nothing for says why."""
-    done = est.work(reference)
+    done, found = est.work(reference), features(reference)
     profiles = [load_profile(p) for p in (profile_ids or catalog_ids())]
-    rows = [_best(profile, done, model_info) for profile in profiles]
-    rows.sort(key=lambda r: (r.ms is None, r.ms if r.ms is not None else 0.0, r.profile))
+    rows = [_best(profile, done, found, model_info) for profile in profiles]
+    rows.sort(key=lambda r: (r.ms is None, r.high_ms is None,
+                             r.ms if r.ms is not None else 0.0, r.profile))
     return CompareReport(model=str(reference), macs=done.macs, rows=tuple(rows), note=(
-        "estimated, not measured: each device's best candidate by its roofline (peak figures, "
-        "an accelerator's TOPS), corrected by timings edge kept; fidelity is not verified here "
-        "(edge optimize --profile P verifies it)"))
+        "estimated, not measured: each device's best candidate by its latency model where it "
+        "was calibrated (edge devices probe --calibrate), else by its roofline (peak figures, "
+        "an accelerator's TOPS) corrected by timings edge kept; those with an interval first, "
+        "fastest first, then those by the roofline alone (an optimistic figure, open above); "
+        "fidelity is not verified here (edge optimize --profile P verifies it)"))
 
 
-def _best(profile: Profile, done: est.Work, model_info: ModelInfo) -> Compared:
+def _best(profile: Profile, done: est.Work, found: dict[str, float],
+          model_info: ModelInfo) -> Compared:
     try:
         plan = [p.candidate for p in plan_for(profile, model_info) if p.keep]
     except UsageError as exc:
@@ -87,29 +96,84 @@ def _best(profile: Profile, done: est.Work, model_info: ModelInfo) -> Compared:
     if not plan:
         return Compared(profile=profile.id, name=profile.name,
                         why="no candidate is planned for it (see edge optimize --dry-run)")
-    found = [_estimated(profile, done, c) for c in plan]
-    return _first_of_contenders(found, [c.id for c in plan])
+    calibration = kept(profile.id)
+    estimated = [_estimated(profile, done, c, found, calibration) for c in plan]
+    rank = preference(profile.runtimes, runs_faster(profile, TIE))  # optimize's, by order
+    order = sorted(plan, key=lambda c: rank(CandidateResult(candidate=c, status="skipped",
+                                                            reason="")))
+    return _first_of_contenders(estimated, [c.id for c in order])
 
 
 def _first_of_contenders(found: list[Compared], order: list[str]) -> Compared:
-    """The estimate that may be the fastest (``select.may_be_fastest``), by the plan's order
-    (the profile's) among those that may: with nothing kept, the order alone, as optimize's."""
+    """The estimate that may be the fastest (``select.may_be_fastest``), by the order optimize
+    ranks candidates in for a device not at hand among those that may (with nothing kept:
+    that order alone)."""
     spans = {r.candidate or "": (r.low_ms or 0.0, r.high_ms if r.high_ms is not None
                                  else math.inf) for r in found}
     best = may_be_fastest(spans, order)
     return next(r for r in found if r.candidate == best)
 
 
-def _estimated(profile: Profile, done: est.Work, candidate: Candidate) -> Compared:
+def _estimated(profile: Profile, done: est.Work, candidate: Candidate, found: dict[str, float],
+               calibration: Calibration | None) -> Compared:
     unit, peak = _unit(profile, candidate)
-    line = est.roofline(done, profile, candidate.precision, peak_gops=peak)
-    label, ratios, margin = _ratios(profile, candidate)
-    guess = est.estimate(line, ratios)
+    own = fitted(calibration, candidate.target, candidate.precision)
+    if own is not None and calibration is not None:  # its own device's probes
+        label, margin = f"calibrated ({own.probes} probes)", 1.0
+        guess = own.predict(found, basis=f"latency model fitted on {own.probes} probe models "
+                                         f"timed on {calibration.device}")
+    elif peak is not None:  # an accelerator's TOPS: kept CPU corrections do not apply
+        label, margin = "roofline (TOPS)", 1.0
+        guess = est.estimate(est.roofline(done, profile, candidate.precision, peak_gops=peak),
+                             ())
+    else:  # its own kept timings, else a neighbour's probes or kept timings, else nothing
+        label, ratios, margin = _ratios(profile, candidate)
+        lent = None if label == "calibrated" else _borrowed(profile, candidate, found)
+        label, guess, margin = lent or (label, est.estimate(est.roofline(
+            done, profile, candidate.precision, peak_gops=peak), ratios), margin)
     low, high = guess.low_ms / margin, guess.high_ms * margin
     return Compared(profile=profile.id, name=profile.name, candidate=candidate.id, unit=unit,
                     ms=guess.ms, low_ms=low, high_ms=None if math.isinf(high) else high,
                     calibration=label, basis=guess.basis, memory_mb=_memory_mb(done, candidate),
                     energy_mj=_energy_mj(profile, guess.ms))
+
+
+def _borrowed(profile: Profile, candidate: Candidate,
+              found: dict[str, float]) -> tuple[str, est.Estimate, float] | None:
+    """The nearest calibrated profile's latency model (same arch, by fp32 peak), its estimate
+    scaled by their peaks and widened ("from P (probes)"); None when there is none."""
+    near = _nearest_fitted(profile, candidate)
+    if near is None:
+        return None
+    other, model, scale = near
+    guess = model.predict(found, basis=f"{other}'s latency model ({model.probes} probes), "
+                                       f"scaled by the fp32 peaks ({scale:.2f}x)")
+    return (f"from {other} (probes)", est.Estimate(
+        ms=guess.ms * scale, low_ms=guess.low_ms * scale, high_ms=guess.high_ms * scale,
+        basis=guess.basis), BORROWED)
+
+
+def _nearest_fitted(profile: Profile, candidate: Candidate) -> tuple[str, Fitted, float] | None:
+    """The calibrated profile of the same arch nearest by fp32 peak with a fitted model of the
+    candidate's runtime and precision, that model, and this profile's slowdown against it."""
+    found = []
+    for other in calibrated_ids():
+        them = _profile(other) if other != profile.id else None
+        model = fitted(kept(other), candidate.target, candidate.precision) if them else None
+        if them is None or model is None or them.compute.arch != profile.compute.arch:
+            continue
+        scale = est.peak_gops(them, "fp32") / est.peak_gops(profile, "fp32")
+        found.append((abs(math.log(scale)), other, model, scale))
+    return min(found, key=lambda f: (f[0], f[1]))[1:] if found else None
+
+
+def _profile(profile_id: str) -> Profile | None:
+    """A calibrated profile's definition: the catalog's (a calibration of another file's
+    profile is used only where that file is compared)."""
+    try:
+        return load_profile(profile_id)
+    except UsageError:
+        return None
 
 
 def _unit(profile: Profile, candidate: Candidate) -> tuple[str, float | None]:
@@ -124,7 +188,9 @@ def _unit(profile: Profile, candidate: Candidate) -> tuple[str, float | None]:
         return "CPU", None
     if found.tops is None:
         return found.name, None
-    scale = 1.0 if candidate.precision.startswith("int8") else 0.5
+    best = "int8" if "int8" in found.precisions else "fp16"  # its TOPS are at its best
+    ours = "int8" if candidate.precision.startswith("int8") else candidate.precision
+    scale = 1.0 if ours == best else 0.5 if "fp32" not in (ours, best) else 0.25
     return found.name, found.tops * 1000 * scale
 
 

@@ -569,7 +569,7 @@ def _labelled(benches: dict[str, Any], outcome: _Outcome) -> Any:
     """The candidate's bench (None when it was not timed), under its artifact's runtime."""
     bench, artifact = benches.get(outcome.result.candidate.id), outcome.result.artifact
     return None if bench is None or artifact is None else replace(
-        bench.planned_for(outcome.result.candidate), runtime=artifact.runtime)
+        bench.planned_for(artifact), runtime=artifact.runtime)
 
 
 def latency_budget(options: OptimizeOptions, profile: Profile) -> Budget | None:

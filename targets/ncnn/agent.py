@@ -40,7 +40,9 @@ def load(path, threads):
              for spec in settings["inputs"]]
     return observe.Loaded(lambda: run_net(np, ncnn, net, settings, feeds),
                           lambda: dict(ncnn_observed(net, settings),
-                                       versions=ncnn_versions(ncnn, settings))), ncnn.__version__
+                                       versions=observe.versions_of(
+                                           lambda: ncnn_versions(ncnn, settings)))), \
+        ncnn.__version__
 
 
 def ncnn_versions(ncnn, settings):

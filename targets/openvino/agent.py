@@ -157,7 +157,8 @@ def load(path, threads):
     feeds = openvino_feeds(np, compiled.inputs)
     return observe.Loaded(lambda: request.infer(feeds),
                           lambda: dict(openvino_observed(compiled), made_for=made_for(path),
-                                       versions=plugin_versions(ov, core, compiled))), \
+                                       versions=observe.versions_of(
+                                           lambda: plugin_versions(ov, core, compiled)))), \
         ov.__version__
 
 

@@ -417,17 +417,28 @@ def test_a_timed_release_keeps_what_ran_it_and_lists_it(tmp_path: Path) -> None:
     from devices.transport import LocalTransport
     from edge.cli.render import render_releases
 
+    for sub in ("agent", "incoming"):  # a work dir as the agent prepares one
+        (tmp_path / sub).mkdir()
     folder = _release(tmp_path, A, DIGITS.read_bytes())
+    installed = (folder.stat().st_atime_ns, 1_600_000_000_000_000_000)
+    os.utime(folder, ns=installed)
     status, reply = _agent("bench", str(folder / "model.onnx"), "--runs", "2", "--warmup", "0",
                            "--rounds", "1", "--threads", "1")
     assert status == 0, reply
     kept = json.loads((folder / "observed.json").read_text())
     assert kept["observed"] == reply["results"][0]["observed"]
+    assert folder.stat().st_mtime_ns == installed[1]  # a bench is not an install
     assert kept["observed"]["versions"]["onnxruntime"] == kept["runtime_version"]
     loose = tmp_path / "loose.onnx"
     loose.write_bytes(DIGITS.read_bytes())
     assert _agent("bench", str(loose), "--runs", "1", "--warmup", "0", "--rounds", "1")[0] == 0
     assert not (tmp_path / "observed.json").exists()
+    elsewhere = tmp_path / "user" / "releases" / B  # a release-like folder not in a work dir
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "model.onnx").write_bytes(DIGITS.read_bytes())
+    assert _agent("bench", str(elsewhere / "model.onnx"), "--runs", "1", "--warmup", "0",
+                  "--rounds", "1")[0] == 0
+    assert not (elsewhere / "observed.json").exists()
 
     _agent("activate", str(tmp_path), A, "--artifact", "onnxruntime-fp32")
     status, state = _agent("releases", str(tmp_path))
@@ -447,3 +458,7 @@ def test_a_timed_release_keeps_what_ran_it_and_lists_it(tmp_path: Path) -> None:
     state = _agent("releases", str(tmp_path))[1]
     lied = _releases_report(device, state, "default", ()).releases[0].observed  # type: ignore[arg-type]
     assert lied is not None and lied.why_not.startswith("the agent's reply was malformed")
+    (folder / "observed.json").unlink()
+    os.mkfifo(folder / "observed.json")  # never blocks the listing
+    status, state = _agent("releases", str(tmp_path))
+    assert status == 0 and state["releases"][0]["observed"] is None

@@ -130,6 +130,9 @@ def test_a_device_running_another_plugin_or_driver_than_verified_is_said() -> No
                   vulkan_driver="0.0.1")
     assert version_drift(bundle, "onnxruntime-int8", same) is None
     said = version_drift(bundle, "onnxruntime-int8", _timed(
-        "1.31.1", "device", CPU_plugin="b2", vulkan_driver="25.0"))
+        "1.31.1", "device", CPU_plugin="b2", vulkan_device="llvmpipe", vulkan_driver="25.0"))
     assert said is not None and "CPU plugin b1 (the device runs b2)" in said
     assert "vulkan driver 0.0.1 (the device runs 25.0)" in said and "onnxruntime" not in said
+    other_gpu = _timed("1.31.1", "device", CPU_plugin="b1", vulkan_device="v3d",
+                       vulkan_driver="25.0")  # another GPU's driver is not a drifted one
+    assert version_drift(bundle, "onnxruntime-int8", other_gpu) is None

@@ -40,7 +40,8 @@ def test_every_catalog_profile_is_estimated_with_an_interval_and_a_label() -> No
     estimated = [r for r in doc["rows"] if r.get("ms") is not None]
     assert len(estimated) >= len(rows) - 2, [r["why"] for r in doc["rows"] if r["why"]]
     for row in estimated:
-        assert row["calibration"] == "roofline" and row["high_ms"] is None, row
+        assert row["calibration"].startswith("roofline") and row["high_ms"] is None, row
+        assert (row["unit"] == "CPU") == (row["calibration"] == "roofline"), row
         assert 0 < row["low_ms"] <= row["ms"] and row["memory_mb"] > 0 and row["energy_mj"] > 0
     assert [r["ms"] for r in estimated] == sorted(r["ms"] for r in estimated)
     assert all(r["why"] for r in doc["rows"] if r.get("ms") is None)

@@ -23,6 +23,7 @@ from devices.deploy import as_planned
 from devices.measure import Rounds, observed_of, time_files_here
 from edge.core.model import inspect_model
 from edge.core.values import (
+    Artifact,
     BenchResult,
     Candidate,
     CandidateResult,
@@ -271,10 +272,19 @@ def test_a_timing_is_held_to_its_candidates_plan() -> None:
     bench = BenchResult(where="h", runtime="openvino", runs=1, warmup=0, threads=1, p50_ms=1,
                         p90_ms=1, p99_ms=1, mean_ms=1, observed=seen)
     assert bench.fell_back is None
-    held = bench.planned_for(Candidate(target="openvino", precision="int8"))
+    def artifact(target: str = "openvino", **more: object) -> Artifact:
+        return Artifact(candidate=Candidate(target=target, precision="int8"), file="m.xml",
+                        runtime="openvino", sha256="0" * 64, size_bytes=1, **more)
+
+    held = bench.planned_for(artifact())
     assert held.observed is not None and held.observed.planned == "int8"
     assert held.fell_back is not None and "not in int8 as planned" in held.fell_back
     assert Observed.from_json(held.observed.to_json()) == held.observed
+    # a recovered int8 artifact (layers kept in float) and the user's own file run as verified
+    for shipped in (artifact(kept_float=("conv",)), artifact(float_ops=("Conv",)),
+                    artifact("original")):
+        assert bench.planned_for(shipped).fell_back is None and shipped.planned == ""
+    assert bench.planned_for(None).fell_back is None
 
 
 @pytest.mark.parametrize("precisions", [
@@ -309,3 +319,11 @@ def test_optimize_does_not_choose_a_candidate_that_fell_back_over_one_as_planned
     faster = choose_candidate([int8, fp32], ["openvino"], ms={"openvino-int8": 0.5,
                                                               "openvino-fp32": 1.05})
     assert faster.id == "openvino-int8"
+
+
+def test_edge_and_the_fleet_module_agree_at_the_boundary() -> None:
+    """Exactly 10 % away is not a fallback, on both sides (integer sums, one division)."""
+    seen = Observed(runtime="tflite", made_for="NPU", layers=tuple(
+        ObservedLayer(name=str(k), op="CONV_2D", unit=u, precision=p, macs=m)
+        for k, (u, p, m) in enumerate((("NPU", "f16", 6), ("NPU", "i8", 3), ("CPU", "f32", 1)))))
+    assert seen.fell_back() is None and _fleet_module_says(seen.to_json()) == "ok"

@@ -56,7 +56,7 @@ def _edge_plan(bundle: str) -> dict[str, Any]:
         raise AnsibleActionFail(f"bundle {bundle} has no chosen candidate (none kept fidelity)")
     files = release_files(root, chosen.artifact)
     return {"release": chosen.artifact.release_id[:16], "artifact": chosen.artifact.candidate.id,
-            "planned": chosen.candidate.planned, "main": files[-1][2],
+            "planned": chosen.artifact.planned, "main": files[-1][2],
             "files": [(str(p), sha, name) for p, sha, name in files],
             "name": slot_of_bundle(bundle_read), "root": root, "bundle": bundle_read}
 

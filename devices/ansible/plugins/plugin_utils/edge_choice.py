@@ -50,7 +50,7 @@ def candidates(root: Path, bundle: Bundle) -> list[dict[str, Any]]:
         files = release_files(root, result.artifact)
         found.append({"release": result.artifact.release_id[:16],
                       "artifact": result.artifact.candidate.id,
-                      "planned": result.candidate.planned,
+                      "planned": result.artifact.planned,
                       "runtime": result.artifact.runtime, "main": files[-1][2],
                       "files": [(str(p), sha, name) for p, sha, name in files]})
     return found
@@ -94,7 +94,7 @@ def choose(bundle: Bundle, benches: dict[str, BenchResult], *, how: str, where: 
     """edge's choice among the candidates the device timed, and what the task reports of it
     (compared, reason, contest); none within the latency budget: AnsibleActionFail."""
     timed = [r for r in faithful(bundle) if r.candidate.id in benches]
-    benches = {r.candidate.id: benches[r.candidate.id].planned_for(r.candidate) for r in timed}
+    benches = {r.candidate.id: benches[r.candidate.id].planned_for(r.artifact) for r in timed}
     measured = as_planned([(r, "") for r in timed], benches, allowed=False)
     ms = {k: b.p50_ms for k, b in benches.items()}
     budget = None if budget_ms is None else Budget(limit=float(budget_ms), name=budget_name)
