@@ -19,8 +19,8 @@ from edge.flows.calibrate import emulated
 from tests.support.cli import run_cli
 
 #: A made-up device's true costs, ms per feature unit.
-TRUTH = {"call": 0.01, "nodes": 0.0005, "values_m": 0.05, "dense_mmacs": 0.02,
-         "depthwise_mmacs": 0.04, "matmul_mmacs": 0.03}
+TRUTH = {"call": 0.01, "nodes": 0.0005, "values_m": 0.05, "layer_values_m": 0.08,
+         "dense_mmacs": 0.02, "depthwise_mmacs": 0.04, "matmul_mmacs": 0.03}
 
 
 @pytest.fixture(autouse=True)
@@ -49,6 +49,7 @@ def test_the_probes_are_fixed_and_each_kind_of_work_is_in_two(probes: dict[str, 
     assert found["depthwise_wide"]["depthwise_mmacs"] > 0 == found["depthwise_wide"][
         "dense_mmacs"]
     assert found["nodes"]["nodes"] == 60 and found["values_large"]["values_m"] > 6
+    assert found["values_large"]["layer_values_m"] == 0 < found["conv_large"]["layer_values_m"]
 
 
 def test_a_device_that_is_its_features_is_fitted_exactly(probes: dict[str, Path]) -> None:

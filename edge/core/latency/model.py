@@ -1,8 +1,8 @@
 """A device's latency model for one runtime and precision, fitted on its probe timings.
 
 A model's **features** are read from its ONNX graph (shapes inferred): its dense-convolution,
-depthwise-convolution and matrix-product MACs, the activation values its nodes read and write,
-its node count, and the call itself. A device's cost of each is fitted on the ten probe models'
+depthwise-convolution and matrix-product MACs, the activation values its layers with MACs read
+and write and those the other nodes do, its node count, and the call itself. A device's cost of each is fitted on the ten probe models'
 timings (``probes``), non-negative and in relative error (a 0.1 ms probe weighs as much as a
 50 ms one). The interval is conformal: from each probe's error when the others alone fit the
 model (leave-one-out), in log space, the bound that held ``COVERAGE`` (80 %) of the held-out
@@ -26,7 +26,8 @@ from edge.core.model import load_onnx, node_macs, value_shapes
 __all__ = ["FEATURES", "Fitted", "Timed", "features", "fit"]
 
 #: What a model's latency is fitted on, each per million (MACs, values) or per one.
-FEATURES = ("call", "nodes", "values_m", "dense_mmacs", "depthwise_mmacs", "matmul_mmacs")
+FEATURES = ("call", "nodes", "values_m", "layer_values_m", "dense_mmacs", "depthwise_mmacs",
+            "matmul_mmacs")
 #: The share of held-out probes the interval must hold (split conformal: with n probes, the
 #: ceil((n + 1) * COVERAGE)-th smallest held-out log error bounds it).
 COVERAGE = 0.8
@@ -70,9 +71,11 @@ def features(path: str | Path) -> dict[str, float]:
     weights = {init.name for init in model.graph.initializer}
     found = dict.fromkeys(FEATURES, 0.0) | {"call": 1.0, "nodes": float(len(model.graph.node))}
     for node in model.graph.node:
-        found[_kind(node)] += node_macs(node, shapes) / 1e6
-        found["values_m"] += sum(_numel(shapes.get(n, ())) for n in (*node.input, *node.output)
-                                 if n and n not in weights) / 1e6
+        macs = node_macs(node, shapes)
+        found[_kind(node)] += macs / 1e6
+        moved = sum(_numel(shapes.get(n, ())) for n in (*node.input, *node.output)
+                    if n and n not in weights) / 1e6
+        found["layer_values_m" if macs else "values_m"] += moved
     return found
 
 
