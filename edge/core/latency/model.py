@@ -4,9 +4,10 @@ A model's **features** are read from its ONNX graph (shapes inferred): its dense
 depthwise-convolution and matrix-product MACs, the activation values its layers with MACs read
 and write and those the other nodes do, its node count, and the call itself. A device's cost
 of each is fitted on the eleven probe models' timings (``probes``), non-negative and in
-relative error (a 0.1 ms probe weighs as much as a 50 ms one). The interval is conformal: from each probe's error when the others alone fit the
-model (leave-one-out), in log space, the bound that held ``COVERAGE`` (80 %) of the held-out
-probes, on both sides of the prediction.
+relative error (a 0.1 ms probe weighs as much as a 50 ms one). The interval is conformal:
+from each probe's error when the others alone fit the model (leave-one-out), in log space,
+the bound that held ``COVERAGE`` (80 %) of the held-out probes, on both sides of the
+prediction (it holds the probes, not every model: docs/latency-model.md measures that).
 """
 
 from __future__ import annotations
