@@ -120,21 +120,36 @@ def run(threads: int, rounds: int, probes: dict[str, dict[str, Path]],
                     for k, path in probes["fp32"].items() if f"probe:{k}:{p}" in ms])
             for p in PRECISIONS}
     x86 = load_profile("x86-64")
+    seen = {name: features(path) for name, path in models["fp32"].items()}
     rows = []
     for name, path in models["fp32"].items():
-        found, work = features(path), est.work(path)
+        work = est.work(path)
         for precision in PRECISIONS:
             measured = ms.get(f"model:{name}:{precision}")
             if measured is None:
                 continue
-            guess = fits[precision].predict(found, basis="probes")
+            guess = fits[precision].predict(seen[name], basis="probes")
+            lomo = _lomo(fits, probes, ms, seen, name, precision)
             rows.append({"model": name, "precision": precision, "measured_ms": measured,
                          "predicted_ms": guess.ms, "low_ms": guess.low_ms,
-                         "high_ms": guess.high_ms,
+                         "high_ms": guess.high_ms, "lomo_ms": lomo.ms,
+                         "lomo_low_ms": lomo.low_ms, "lomo_high_ms": lomo.high_ms,
                          "roofline_ms": est.roofline(work, x86, precision).ms})
     return {"threads": threads, "fits": {p: _fit_json(f) for p, f in fits.items()},
             "rows": rows, "model": _scores(rows, "predicted_ms"),
+            "lomo": _scores(rows, "lomo_ms", ("lomo_low_ms", "lomo_high_ms")),
             "roofline": _scores(rows, "roofline_ms")}
+
+
+def _lomo(fits: dict[str, Fitted], probes: dict[str, dict[str, Path]], ms: dict[str, float],
+          seen: dict[str, dict[str, float]], held: str, precision: str) -> Any:
+    """The prediction of ``held`` by a fit on the probes and every OTHER model timed on this
+    device at ``precision`` (what a device's model becomes as deploys and benches add data)."""
+    timed_ = [Timed(name=k, features=features(path), ms=ms[f"probe:{k}:{precision}"])
+              for k, path in probes["fp32"].items() if f"probe:{k}:{precision}" in ms]
+    timed_ += [Timed(name=k, features=f, ms=ms[f"model:{k}:{precision}"])
+               for k, f in seen.items() if k != held and f"model:{k}:{precision}" in ms]
+    return fit(timed_).predict(seen[held], basis="probes and the other models")
 
 
 def _fit_json(model: Fitted) -> dict[str, Any]:
@@ -142,7 +157,8 @@ def _fit_json(model: Fitted) -> dict[str, Any]:
             "held_out_errors": list(model.loo_errors)}
 
 
-def _scores(rows: list[dict[str, Any]], key: str) -> dict[str, Any]:
+def _scores(rows: list[dict[str, Any]], key: str,
+            interval: tuple[str, str] | None = None) -> dict[str, Any]:
     """Within 15 % / 30 %, inside the interval (the model's only), Kendall's tau over every
     (model, precision), the faster precision of each model chosen as measured."""
     errors = [abs(r[key] / r["measured_ms"] - 1) for r in rows]
@@ -152,9 +168,10 @@ def _scores(rows: list[dict[str, Any]], key: str) -> dict[str, Any]:
            "median_error": float(np.median(errors)) if rows else None,
            "kendall_tau": _tau([r[key] for r in rows], [r["measured_ms"] for r in rows]),
            "choice_agrees": _choices(rows, key)}
-    if key == "predicted_ms":
-        out["inside_interval"] = (sum(r["low_ms"] <= r["measured_ms"] <= r["high_ms"]
-                                      for r in rows) / len(rows)) if rows else None
+    low, high = interval or (("low_ms", "high_ms") if key == "predicted_ms" else ("", ""))
+    if low and rows:
+        out["inside_interval"] = sum(r[low] <= r["measured_ms"] <= r[high]
+                                     for r in rows) / len(rows)
     return out
 
 
@@ -190,6 +207,7 @@ def render(doc: dict[str, Any]) -> str:
     lines = [head]
     for run_ in doc["runs"]:
         for name, key in (("latency model (11 probes)", "model"),
+                          ("probes + the other models (leave one model out)", "lomo"),
                           ("roofline, uncalibrated", "roofline")):
             s = run_[key]
             lines.append(f"| {run_['threads']} | {name} | {s['predictions']} | "

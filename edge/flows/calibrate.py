@@ -26,7 +26,7 @@ from devices.lock import deploy_lock
 from devices.measure import Rounds, time_on_device
 from edge.core.latency.model import Fitted, features
 from edge.core.latency.probes import write_probes
-from edge.core.latency.store import Calibration, ProbeTiming, fitted, keep, key
+from edge.core.latency.store import Calibration, ProbeTiming, emulated, fitted, keep, key
 from edge.core.model import inspect_model
 from edge.core.values import BenchResult, Dataset
 from edge.flows.probe_build import WORK_DIR
@@ -38,8 +38,6 @@ __all__ = ["CALIBRATED", "calibrate", "calibrate_target", "emulated"]
 CALIBRATED = (("onnxruntime", "fp32"), ("onnxruntime", "int8"))
 #: Random calibration samples a probe is quantized with (its speed, not its accuracy, counts).
 SAMPLES = 4
-#: CPU names that betray an emulator when the python says it is another arch.
-HOST_CPUS = ("Intel", "AMD", "EPYC", "Xeon", "Ryzen")
 
 
 def calibrate_target(target: DeviceTarget, profile_id: str, *, threads: int,
@@ -98,13 +96,6 @@ def _timed(device: Device, files: Mapping[str, Path], rounds: Rounds,
     return time_on_device(device, remote, rounds, threads=threads, observe=False)
 
 
-def emulated(device_info: Mapping[str, object]) -> bool:
-    """Whether the agent's python runs under an emulator: an ARM python on an x86 CPU (as
-    qemu's user mode shows the host's /proc/cpuinfo)."""
-    machine, cpu = str(device_info.get("machine", "")), str(device_info.get("cpu", ""))
-    return machine.startswith(("aarch64", "arm")) and any(h in cpu for h in HOST_CPUS)
-
-
 def summary(calibration: Calibration) -> list[str]:
     """One line per calibrated runtime and precision: its probes and held-out error."""
     if calibration.emulated:
@@ -115,13 +106,13 @@ def summary(calibration: Calibration) -> list[str]:
     for found in calibration.timed:
         runtime, precision = found.split("|")
         model = fitted(calibration, runtime, precision)
-        lines.append(f"{runtime} {precision}: {_line(model, len(calibration.timed[found]))}")
+        lines.append(f"{runtime} {precision}: {_line(model, model.probes if model else 0)}")
     return lines
 
 
 def _line(model: Fitted | None, probes: int) -> str:
     if model is None:
-        return f"{probes} probes timed, too few to fit"
+        return "too few timings to fit"
     errors = sorted(abs(e) for e in model.loo_errors)
-    return (f"{probes} probes timed; held out one at a time, the median error "
+    return (f"{probes} timings; held out one at a time, the median error "
             f"{100 * errors[len(errors) // 2]:.0f}%, the largest {100 * errors[-1]:.0f}%")

@@ -118,8 +118,8 @@ def _estimated(profile: Profile, done: est.Work, candidate: Candidate, found: di
                calibration: Calibration | None) -> Compared:
     unit, peak = _unit(profile, candidate)
     own = fitted(calibration, candidate.target, candidate.precision)
-    if own is not None and calibration is not None:  # its own device's probes
-        label, margin = f"calibrated ({own.probes} probes)", 1.0
+    if own is not None and calibration is not None:  # its own device's probes (and models)
+        label, margin = _calibrated_label(calibration, candidate), 1.0
         guess = own.predict(found, basis=f"latency model fitted on {own.probes} probe models "
                                          f"timed on {calibration.device} (interval: held-out "
                                          "probes'; see docs/latency-model.md for real models)")
@@ -137,6 +137,13 @@ def _estimated(profile: Profile, done: est.Work, candidate: Candidate, found: di
                     ms=guess.ms, low_ms=low, high_ms=None if math.isinf(high) else high,
                     calibration=label, basis=guess.basis, memory_mb=_memory_mb(done, candidate),
                     energy_mj=_energy_mj(profile, guess.ms))
+
+
+def _calibrated_label(calibration: Calibration, candidate: Candidate) -> str:
+    """'calibrated (11 probes)', '... + 3 models' deployed there since."""
+    wanted = f"{candidate.target}|{candidate.precision}"
+    probes, models = len(calibration.timed.get(wanted, ())), len(calibration.models.get(wanted, ()))
+    return f"calibrated ({probes} probes" + (f" + {models} models)" if models else ")")
 
 
 def _borrowed(profile: Profile, candidate: Candidate,

@@ -51,7 +51,6 @@ from edge.core.model import sha256_file
 from edge.core.plugins import full_suffix
 from edge.core.profile import Profile, catalog_ids, load_profile
 from edge.core.results import Comparison, check_baseline, compare, load_baseline
-from edge.core.results import keep as keep_result
 from edge.core.select import Budget, runnable, within_budget
 from edge.core.settle import settle
 from edge.core.values import (
@@ -63,6 +62,7 @@ from edge.core.values import (
     MeasuredCandidate,
     StoredFile,
 )
+from edge.flows.latency_data import keep_result
 from edge.flows.optimize import OptimizeOptions, latency_budget, optimize
 from targets import artifact_suffixes, target_for_suffix
 from targets.provision import provision_runtime, runtime_for_bundle
@@ -136,7 +136,7 @@ def run_deploy_outcome(request: DeployRequest) -> tuple[DeployOutcome, Bundle, P
                          budget=latency_budget(request.options, profile) if fastest else None,
                          opted_out=request.measure_on_device is False,
                          candidate=request.candidate, allow_fallback=request.allow_fallback)
-    keep_result(outcome.report)
+    keep_result(outcome.report, bundle)
     return outcome, bundle, bundle_dir
 
 

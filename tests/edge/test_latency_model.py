@@ -14,7 +14,7 @@ import pytest
 
 from edge.core.latency.model import FEATURES, Timed, features, fit
 from edge.core.latency.probes import PROBES, write_probes
-from edge.core.latency.store import Calibration, ProbeTiming, fitted, keep, kept
+from edge.core.latency.store import Calibration, ProbeTiming, add_model, fitted, keep, kept
 from edge.flows.calibrate import emulated
 from tests.support.cli import run_cli
 
@@ -91,7 +91,13 @@ def test_a_kept_calibration_is_validated_and_an_emulated_one_never_fitted() -> N
     keep(_calibration())
     assert kept("lab") is not None and fitted(kept("lab"), "onnxruntime", "fp32") is not None
     assert fitted(kept("lab"), "onnxruntime", "int8") is None
+    timing = ProbeTiming(name="m", features={"call": 1.0}, ms=2.0)
+    assert not add_model("lab", "another device", "onnxruntime|fp32", timing)  # not its device
+    assert add_model("lab", "d", "onnxruntime|fp32", timing)
+    assert add_model("lab", "d", "onnxruntime|fp32", timing)  # the same model replaces itself
+    assert [t.name for t in kept("lab").models["onnxruntime|fp32"]] == ["m"]  # type: ignore[union-attr]
     keep(_calibration(emulated=True))
+    assert not add_model("lab", "d", "onnxruntime|fp32", timing)  # an emulator's: never
     assert kept("lab") is not None and fitted(kept("lab"), "onnxruntime", "fp32") is None
     path = Path(os.environ["EDGE_CACHE_DIR"]) / "latency"
     for lie in (-1.0, float("nan"), 1e300):
@@ -130,3 +136,17 @@ def test_calibrating_the_local_device_then_comparing_with_it(tmp_path: Path,
     assert row["candidate"].startswith("onnxruntime-int8") and row["unit"] == "CPU"
     assert 0 < row["low_ms"] < row["ms"] < row["high_ms"]
     assert f"fitted on {len(PROBES)} probe models timed on local" in row["basis"], row
+
+    # a deploy to the same device with that profile teaches its model the real model's time
+    deployed = run_cli("deploy", "sample:digits", "--profile", str(profile), "-o",
+                       str(tmp_path / "digits.bundle"), "--runs", "5", "--json")
+    assert deployed.status == 0, deployed.stderr
+    chosen = json.loads(deployed.stdout)["candidate"]
+    taught = kept("lab-box")
+    assert taught is not None and taught.device == doc["calibration"]["device"]
+    learnt = {k: [t.name for t in v] for k, v in taught.models.items()}
+    assert sum(map(len, learnt.values())) == 1 and set(learnt) <= set(timed), (chosen, learnt)
+    again = json.loads(run_cli("devices", "compare", "sample:digits", "--profiles",
+                               str(profile), "--json").stdout)["rows"][0]
+    if again["candidate"] == chosen:
+        assert again["calibration"] == f"calibrated ({len(PROBES)} probes + 1 models)", again

@@ -11,6 +11,8 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -21,7 +23,11 @@ from edge.core.cache import cache_root
 from edge.core.json_value import JsonValue
 from edge.core.latency.model import FEATURES, Fitted, Timed, fit
 
-__all__ = ["Calibration", "calibrated_ids", "fitted", "keep", "kept", "key"]
+__all__ = ["HOST_CPUS", "Calibration", "add_model", "calibrated_ids", "emulated", "fitted",
+           "keep", "kept", "key"]
+
+#: CPU names that betray an emulator when the python says it is another arch.
+HOST_CPUS = ("Intel", "AMD", "EPYC", "Xeon", "Ryzen")
 
 #: The most probe timings kept per (runtime, precision), and the longest text.
 MAX_TIMED, MAX_TEXT = 64, 300
@@ -55,6 +61,11 @@ class Calibration(JsonValue):
     emulated: bool = False
     timed: dict[Annotated[str, Field(max_length=MAX_TEXT)],
                 Annotated[tuple[ProbeTiming, ...], Field(max_length=MAX_TIMED)]] = Field(
+        default_factory=dict, max_length=64)
+    #: real models timed on the same device since (edge deploy): each a model's features and
+    #: its p50, by key, the newest ``MAX_TIMED``; they join the probes in the fit
+    models: dict[Annotated[str, Field(max_length=MAX_TEXT)],
+                 Annotated[tuple[ProbeTiming, ...], Field(max_length=MAX_TIMED)]] = Field(
         default_factory=dict, max_length=64)
 
 
@@ -102,7 +113,29 @@ def fitted(calibration: Calibration | None, runtime: str, precision: str) -> Fit
     None when there are none, too few, or the device was emulated."""
     if calibration is None or calibration.emulated:
         return None
-    found = calibration.timed.get(key(runtime, precision), ())
+    wanted = key(runtime, precision)
+    found = (*calibration.timed.get(wanted, ()), *calibration.models.get(wanted, ()))
     if len(found) < 3 or not all(math.isfinite(t.ms) for t in found):
         return None
     return fit([t.timed() for t in found])
+
+
+def emulated(device_info: Mapping[str, object]) -> bool:
+    """Whether the agent's python runs under an emulator: an ARM python on an x86 CPU (as
+    qemu's user mode shows the host's /proc/cpuinfo)."""
+    machine, cpu = str(device_info.get("machine", "")), str(device_info.get("cpu", ""))
+    return machine.startswith(("aarch64", "arm")) and any(h in cpu for h in HOST_CPUS)
+
+
+def add_model(profile_id: str, device: str, wanted: str, timing: ProbeTiming) -> bool:
+    """Add a real model's timing to the profile's calibration when that calibration was made
+    on this very ``device`` (a deploy with the profile to another device, the local one for
+    a try, must not teach it); the same model again replaces its earlier timing. Whether it
+    was added."""
+    calibration = kept(profile_id)
+    if calibration is None or calibration.device != device or calibration.emulated:
+        return False
+    earlier = [t for t in calibration.models.get(wanted, ()) if t.name != timing.name]
+    models = dict(calibration.models) | {wanted: (*earlier, timing)[-MAX_TIMED:]}
+    keep(replace(calibration, models=models))
+    return True
