@@ -50,14 +50,16 @@ def calibrate_target(target: DeviceTarget, profile_id: str, *, threads: int,
     return found, keep(found)
 
 
-def calibrate(device: Device, profile_id: str, *, threads: int, rounds: Rounds) -> Calibration:
-    """The probe timings of every calibrated (runtime, precision) the device runs."""
+def calibrate(device: Device, profile_id: str, *, threads: int, rounds: Rounds,
+              pairs: tuple[tuple[str, str], ...] = CALIBRATED) -> Calibration:
+    """The probe timings of every calibrated (runtime, precision) of ``pairs`` the device
+    runs."""
     timed: dict[str, tuple[ProbeTiming, ...]] = {}
     seen: dict[str, object] = {}
     with tempfile.TemporaryDirectory(prefix="edge-probes-") as scratch, \
             deploy_lock(device, "measurement"):
         probes = write_probes(Path(scratch) / "fp32")
-        for runtime, precision in CALIBRATED:
+        for runtime, precision in pairs:
             if runtime not in device.runtimes:
                 continue
             files = probes if precision == "fp32" else _converted(
