@@ -211,6 +211,9 @@ def assert_serving(device: SSHDevice, release: Release, known: set[str]) -> None
     for folder in (work / "releases").iterdir():
         for file in folder.iterdir():
             assert not file.name.endswith(".partial"), file
+            if file.name == "observed.json":  # the agent's record of what ran it: whole JSON
+                assert json.loads(file.read_text())["observed"], file
+                continue
             assert _sha(file) in known, f"{file} is not a whole artifact"
     for leftover in (work / "incoming").iterdir():  # may remain; never activated
         assert leftover.name.endswith(".partial"), leftover

@@ -120,9 +120,9 @@ def _estimated(profile: Profile, done: est.Work, candidate: Candidate, found: di
     own = fitted(calibration, candidate.target, candidate.precision)
     if own is not None and calibration is not None:  # its own device's probes (and models)
         label, margin = _calibrated_label(calibration, candidate), 1.0
-        guess = own.predict(found, basis=f"latency model fitted on {own.probes} probe models "
-                                         f"timed on {calibration.device} (interval: held-out "
-                                         "probes'; see docs/latency-model.md for real models)")
+        guess = own.predict(found, basis=f"latency model fitted on {own.probes} timings on "
+                                         f"{calibration.device} (interval: held-out timings'; "
+                                         "see docs/latency-model.md for real models)")
     elif peak is not None:  # an accelerator's TOPS: kept CPU corrections do not apply
         label, margin = "roofline (TOPS)", 1.0
         guess = est.estimate(est.roofline(done, profile, candidate.precision, peak_gops=peak),

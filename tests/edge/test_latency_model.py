@@ -135,7 +135,7 @@ def test_calibrating_the_local_device_then_comparing_with_it(tmp_path: Path,
     assert row["calibration"] == f"calibrated ({len(PROBES)} probes)", row
     assert row["candidate"].startswith("onnxruntime-int8") and row["unit"] == "CPU"
     assert 0 < row["low_ms"] < row["ms"] < row["high_ms"]
-    assert f"fitted on {len(PROBES)} probe models timed on local" in row["basis"], row
+    assert f"fitted on {len(PROBES)} timings on local" in row["basis"], row
 
     # a deploy to the same device with that profile teaches its model the real model's time
     deployed = run_cli("deploy", "sample:digits", "--profile", str(profile), "-o",
