@@ -26,7 +26,7 @@ from edge.core.model import load_onnx, node_macs, value_shapes
 from edge.core.profile import Profile
 
 __all__ = ["MIN_KEPT", "Corrections", "Estimate", "Roofline", "Work", "estimate", "key",
-           "peak_gops", "roofline", "value_bytes", "work"]
+           "inferred", "peak_gops", "roofline", "value_bytes", "work"]
 
 #: Guessed memory bandwidth, GB/s, when a profile says nothing about it.
 MEMORY_GBPS = 10.0
@@ -100,15 +100,21 @@ class Work:
     nodes: int
 
 
-def work(model_path: str | Path) -> Work:
-    """The work of the ONNX model at ``model_path`` (shapes inferred; symbolic dims as 1)."""
+def inferred(model_path: str | Path) -> tuple[onnx.ModelProto, dict[str, tuple[int, ...]],
+                                              set[str]]:
+    """The ONNX model at ``model_path`` with its shapes inferred (symbolic dims as 1; as
+    declared where onnx cannot infer them), every value's shape, and its weights' names."""
     model = load_onnx(model_path)
     try:
         model = onnx.shape_inference.infer_shapes(model)
     except Exception:  # noqa: BLE001, S110 - onnx's own errors vary: shapes as declared
         pass
-    shapes = value_shapes(model)
-    weights = {init.name for init in model.graph.initializer}
+    return model, value_shapes(model), {init.name for init in model.graph.initializer}
+
+
+def work(model_path: str | Path) -> Work:
+    """The work of the ONNX model at ``model_path`` (shapes inferred; symbolic dims as 1)."""
+    model, shapes, weights = inferred(model_path)
     names = [name for node in model.graph.node for name in (*node.input, *node.output) if name]
     return Work(macs=sum(node_macs(node, shapes) for node in model.graph.node),
                 weight_values=sum(_numel(shapes.get(n, ())) for n in names if n in weights),

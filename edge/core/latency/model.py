@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from edge.core.estimate import Estimate
+from edge.core.estimate import Estimate, inferred
 from edge.core.json_value import JsonValue
-from edge.core.model import load_onnx, node_macs, value_shapes
+from edge.core.model import node_macs
 
 __all__ = ["FEATURES", "Fitted", "Timed", "features", "fit"]
 
@@ -63,13 +63,7 @@ class Fitted(JsonValue):
 
 def features(path: str | Path) -> dict[str, float]:
     """The features of the ONNX model at ``path`` (symbolic dims as 1)."""
-    model = load_onnx(path)
-    try:
-        model = onnx.shape_inference.infer_shapes(model)
-    except Exception:  # noqa: BLE001, S110 - onnx's own errors vary: shapes as declared
-        pass
-    shapes = value_shapes(model)
-    weights = {init.name for init in model.graph.initializer}
+    model, shapes, weights = inferred(path)
     found = dict.fromkeys(FEATURES, 0.0) | {"call": 1.0, "nodes": float(len(model.graph.node))}
     for node in model.graph.node:
         macs = node_macs(node, shapes)
